@@ -1,0 +1,298 @@
+// Package fsm holds the transition table of every aggregate as data and
+// validates each event against it with github.com/looplab/fsm, on write and
+// again on replay.
+//
+// A table has two kinds of rows. A move changes the aggregate's state; the
+// move lists are exactly the seed's. An update is an event that records data
+// without changing state, allowed only in the states it lists. Every
+// (state, event) pair that is neither is illegal.
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+	lfsm "github.com/looplab/fsm"
+)
+
+// None is the pseudo-state of an aggregate that does not exist yet. Only
+// creating events leave it.
+const None = "none"
+
+// Move is a state-changing row: the event moves an aggregate from any of
+// From to To.
+type Move struct {
+	Event string
+	From  []string
+	To    string
+}
+
+// Update is an in-place row: the event is legal in the listed states and
+// leaves the state unchanged.
+type Update struct {
+	Event string
+	In    []string
+}
+
+// Table is one aggregate's machine.
+type Table struct {
+	Kind    events.Kind
+	States  []string // the aggregate's states, None excluded
+	Moves   []Move
+	Updates []Update
+}
+
+// Tables returns every aggregate's table, in events.Kinds order.
+func Tables() []Table {
+	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable}
+}
+
+var jobTable = Table{
+	Kind:   events.KindJob,
+	States: []string{"running", "ready", "failed", "cancelled"},
+	Moves: []Move{
+		{"job.submitted", []string{None}, "running"},
+		{"job.completed", []string{"running"}, "ready"},
+		{"job.failed", []string{"running"}, "failed"},
+		{"job.cancelled", []string{"running", "ready"}, "cancelled"},
+	},
+}
+
+var batchOpen = []string{"queued", "materialized", "cooldown"}
+
+var batchTable = Table{
+	Kind:   events.KindBatch,
+	States: []string{"queued", "materialized", "cooldown", "closed"},
+	Moves: []Move{
+		{"batch.opened", []string{None}, "queued"},
+		{"batch.materialized", []string{"queued", "cooldown"}, "materialized"},
+		{"batch.delivery_accepted", []string{"materialized"}, "cooldown"},
+		{"batch.closed", batchOpen, "closed"},
+		{"batch.handoff_recorded", []string{"cooldown"}, "closed"},
+	},
+	Updates: []Update{
+		{"batch.jobs_added", []string{"queued"}},
+		// A fresh attempt after an abandoned one re-materializes in place.
+		{"batch.materialized", []string{"materialized"}},
+		{"batch.replay_policy_changed", batchOpen},
+		{"batch.eligible_after_set", batchOpen},
+		{"batch.recovery_pinned", []string{"closed"}},
+	},
+}
+
+var attemptLive = []string{"prepared", "accept_pending", "arm_pending", "cooldown"}
+
+var attemptTable = Table{
+	Kind:   events.KindAttempt,
+	States: []string{"prepared", "accept_pending", "arm_pending", "cooldown", "closed", "superseded", "abandoned"},
+	Moves: []Move{
+		{"attempt.prepared", []string{None}, "prepared"},
+		{"attempt.arm_pending_noted", []string{"prepared"}, "arm_pending"},
+		{"attempt.armed", []string{"arm_pending"}, "cooldown"},
+		{"attempt.accept_pending", []string{"prepared"}, "accept_pending"},
+		{"attempt.accepted", []string{"accept_pending"}, "cooldown"},
+		{"attempt.rejected_before_accept", []string{"accept_pending"}, "prepared"},
+		{"attempt.closed", []string{"cooldown"}, "closed"},
+		{"attempt.abandoned", attemptLive, "abandoned"},
+		{"attempt.superseded", attemptLive, "superseded"},
+	},
+	Updates: []Update{
+		{"attempt.turn_observed", []string{"cooldown"}},
+	},
+}
+
+var artifactTable = Table{
+	Kind:   events.KindArtifact,
+	States: []string{"stored", "collected"},
+	Moves: []Move{
+		{"artifact.ingested", []string{None}, "stored"},
+		{"artifact.collected", []string{"stored"}, "collected"},
+	},
+	Updates: []Update{
+		{"artifact.referenced", []string{"stored"}},
+		{"artifact.released", []string{"stored"}},
+		{"artifact.pinned", []string{"stored"}},
+	},
+}
+
+var bindingTable = Table{
+	Kind:   events.KindBinding,
+	States: []string{"unbound", "bound", "degraded"},
+	Moves: []Move{
+		{"binding.bound", []string{None, "unbound", "degraded"}, "bound"},
+		{"binding.degraded", []string{"bound"}, "degraded"},
+		{"binding.unbound", []string{"bound", "degraded"}, "unbound"},
+	},
+	Updates: []Update{
+		{"binding.bound", []string{"bound"}}, // operator repair of a bound thread
+		{"binding.armed", []string{"bound"}},
+		{"binding.quiesced", []string{"bound", "degraded"}},
+	},
+}
+
+var installationTable = Table{
+	Kind:   events.KindInstallation,
+	States: []string{"configured"},
+	Moves: []Move{
+		{"installation.repaired", []string{None}, "configured"},
+	},
+	Updates: []Update{
+		{"installation.repaired", []string{"configured"}},
+	},
+}
+
+var sessionTable = Table{
+	Kind:   events.KindSession,
+	States: []string{"live", "detached", "parked", "stale", "retired"},
+	Moves: []Move{
+		{"session.created", []string{None}, "live"},
+		{"session.detached", []string{"live"}, "detached"},
+		{"session.attached", []string{"detached"}, "live"},
+		{"session.epoch_advanced", []string{"stale"}, "live"},
+		{"session.parked", []string{"live", "detached", "stale"}, "parked"},
+		{"session.unparked", []string{"parked"}, "detached"},
+		{"session.stale", []string{"live", "detached"}, "stale"},
+		{"session.retired", []string{"live", "detached", "parked", "stale"}, "retired"},
+	},
+	Updates: []Update{
+		{"session.epoch_advanced", []string{"live", "detached"}},
+		{"session.permission_observed", []string{"live", "detached"}},
+	},
+}
+
+var ctxSessionTable = Table{
+	Kind:   events.KindCtxSession,
+	States: []string{"active", "idle", "done", "error"},
+	Moves: []Move{
+		{"ctxsession.opened", []string{None}, "active"},
+		{"ctxsession.state_changed/idle", []string{"active"}, "idle"},
+		{"ctxsession.state_changed/done", []string{"active", "idle"}, "done"},
+		{"ctxsession.state_changed/error", []string{"active", "idle"}, "error"},
+		{"ctxsession.state_changed/active", []string{"idle", "done", "error"}, "active"},
+	},
+	Updates: []Update{
+		{"ctxsession.message", []string{"active", "idle"}},
+		{"ctxsession.event", []string{"active", "idle", "done", "error"}},
+	},
+}
+
+// EventName returns the machine event for a payload: its type, or for a
+// payload whose target state is data, the type plus "/" and the target.
+func EventName(p events.Payload) string {
+	if c, ok := p.(events.CtxSessionStateChanged); ok {
+		return c.EventType() + "/" + c.State
+	}
+	if c, ok := p.(*events.CtxSessionStateChanged); ok {
+		return c.EventType() + "/" + c.State
+	}
+	return p.EventType()
+}
+
+// Machines validates events against every table. It is safe for concurrent
+// use.
+type Machines struct {
+	m map[events.Kind]*machine
+}
+
+type machine struct {
+	mu      sync.Mutex
+	fsm     *lfsm.FSM
+	updates map[string]map[string]bool // event -> states
+	known   map[string]bool
+}
+
+// New builds the machines from Tables.
+func New() *Machines {
+	ms := &Machines{m: make(map[events.Kind]*machine)}
+	for _, t := range Tables() {
+		var descs lfsm.Events
+		known := map[string]bool{}
+		for _, mv := range t.Moves {
+			descs = append(descs, lfsm.EventDesc{Name: mv.Event, Src: mv.From, Dst: mv.To})
+			known[mv.Event] = true
+		}
+		ups := map[string]map[string]bool{}
+		for _, u := range t.Updates {
+			if ups[u.Event] == nil {
+				ups[u.Event] = map[string]bool{}
+			}
+			for _, s := range u.In {
+				ups[u.Event][s] = true
+			}
+			known[u.Event] = true
+		}
+		ms.m[t.Kind] = &machine{fsm: lfsm.NewFSM(None, descs, nil), updates: ups, known: known}
+	}
+	return ms
+}
+
+// Step returns the state an aggregate of kind k moves to when event happens
+// in state from. An illegal pair returns an ESTATE error and from.
+func (ms *Machines) Step(k events.Kind, from, event string) (string, error) {
+	m, ok := ms.m[k]
+	if !ok {
+		return from, errs.New(errs.EINTERNAL, "no state machine for kind %q", k)
+	}
+	if !m.known[event] {
+		return from, errs.New(errs.ESTATE, "%s: event %s is not in the machine", k, event)
+	}
+	if m.updates[event][from] {
+		return from, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.fsm.SetState(from)
+	err := m.fsm.Event(context.Background(), event)
+	var nt lfsm.NoTransitionError
+	switch {
+	case err == nil:
+		return m.fsm.Current(), nil
+	case errors.As(err, &nt):
+		// Unreachable with these tables (no self-moves), kept for safety.
+		return from, nil
+	default:
+		return from, errs.Wrap(errs.ESTATE, err, "%s: illegal transition %s from %s", k, event, from)
+	}
+}
+
+// Legal reports every legal (state, event) pair of a table, for tests and
+// documentation.
+func (t Table) Legal() map[[2]string]string {
+	out := map[[2]string]string{}
+	for _, mv := range t.Moves {
+		for _, f := range mv.From {
+			out[[2]string{f, mv.Event}] = mv.To
+		}
+	}
+	for _, u := range t.Updates {
+		for _, s := range u.In {
+			out[[2]string{s, u.Event}] = s
+		}
+	}
+	return out
+}
+
+// Events lists a table's distinct event names in first-use order.
+func (t Table) Events() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(e string) {
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	for _, mv := range t.Moves {
+		add(mv.Event)
+	}
+	for _, u := range t.Updates {
+		add(u.Event)
+	}
+	return out
+}
+
+func (t Table) String() string { return fmt.Sprintf("fsm.Table(%s)", t.Kind) }

@@ -1,0 +1,516 @@
+package events
+
+import "time"
+
+// declarations lists every event kind with its aggregate and schema. Adding
+// an event kind means adding a type below and a line here.
+func declarations() []declaration {
+	return []declaration{
+		decl[JobSubmitted](KindJob),
+		decl[JobCompleted](KindJob),
+		decl[JobFailed](KindJob),
+		decl[JobCancelled](KindJob),
+
+		decl[BatchOpened](KindBatch),
+		decl[BatchJobsAdded](KindBatch),
+		decl[BatchMaterialized](KindBatch),
+		decl[BatchDeliveryAccepted](KindBatch),
+		decl[BatchReplayPolicyChanged](KindBatch),
+		decl[BatchEligibleAfterSet](KindBatch),
+		decl[BatchClosed](KindBatch),
+		decl[BatchHandoffRecorded](KindBatch),
+		decl[BatchRecoveryPinned](KindBatch),
+
+		decl[AttemptPrepared](KindAttempt),
+		decl[AttemptArmPendingNoted](KindAttempt),
+		decl[AttemptArmed](KindAttempt),
+		decl[AttemptAcceptPending](KindAttempt),
+		decl[AttemptAccepted](KindAttempt),
+		decl[AttemptRejectedBeforeAccept](KindAttempt),
+		decl[AttemptTurnObserved](KindAttempt),
+		decl[AttemptAbandoned](KindAttempt),
+		decl[AttemptSuperseded](KindAttempt),
+		decl[AttemptClosed](KindAttempt),
+
+		decl[ArtifactIngested](KindArtifact),
+		decl[ArtifactReferenced](KindArtifact),
+		decl[ArtifactReleased](KindArtifact),
+		decl[ArtifactPinned](KindArtifact),
+		decl[ArtifactCollected](KindArtifact),
+
+		decl[BindingBound](KindBinding),
+		decl[BindingArmed](KindBinding),
+		decl[BindingQuiesced](KindBinding),
+		decl[BindingDegraded](KindBinding),
+		decl[BindingUnbound](KindBinding),
+
+		decl[InstallationStateRepaired](KindInstallation),
+
+		decl[SessionCreated](KindSession),
+		decl[SessionDetached](KindSession),
+		decl[SessionAttached](KindSession),
+		decl[SessionEpochAdvanced](KindSession),
+		decl[SessionPermissionObserved](KindSession),
+		decl[SessionParked](KindSession),
+		decl[SessionUnparked](KindSession),
+		decl[SessionStale](KindSession),
+		decl[SessionRetired](KindSession),
+
+		decl[CtxSessionOpened](KindCtxSession),
+		decl[CtxSessionMessage](KindCtxSession),
+		decl[CtxSessionEvent](KindCtxSession),
+		decl[CtxSessionStateChanged](KindCtxSession),
+	}
+}
+
+// DeliveryPolicy is the normalized delivery policy of a job or batch.
+type DeliveryPolicy struct {
+	ReadOnly            bool `json:"read_only"`
+	RequiresApproval    bool `json:"requires_approval"`
+	RequiresNetwork     bool `json:"requires_network"`
+	RequiresWriteAccess bool `json:"requires_write_access"`
+}
+
+// FailClosedPolicy is what a job gets for every field its submitter left out.
+var FailClosedPolicy = DeliveryPolicy{ReadOnly: false, RequiresApproval: true, RequiresNetwork: true, RequiresWriteAccess: true}
+
+// Stricter returns the most restrictive combination of two policies.
+func (p DeliveryPolicy) Stricter(q DeliveryPolicy) DeliveryPolicy {
+	return DeliveryPolicy{
+		ReadOnly:            p.ReadOnly && q.ReadOnly,
+		RequiresApproval:    p.RequiresApproval || q.RequiresApproval,
+		RequiresNetwork:     p.RequiresNetwork || q.RequiresNetwork,
+		RequiresWriteAccess: p.RequiresWriteAccess || q.RequiresWriteAccess,
+	}
+}
+
+// ---- job ----
+
+// JobSubmitted opens a job in state running.
+type JobSubmitted struct {
+	TargetKind     string         `json:"target_kind"`
+	SourceThreadID string         `json:"source_thread_id"`
+	TaskKind       string         `json:"task_kind"`
+	TaskSummary    string         `json:"task_summary"`
+	Metadata       RawJSON        `json:"metadata,omitempty"`
+	DedupeKey      string         `json:"dedupe_key,omitempty"`
+	DeliveryPolicy DeliveryPolicy `json:"delivery_policy"`
+}
+
+// JobCompleted moves a running job to ready; its result is an artifact.
+type JobCompleted struct {
+	ResultSummary string `json:"result_summary"`
+	ArtifactID    string `json:"artifact_id,omitempty"`
+	ResultBytes   int64  `json:"result_bytes"`
+}
+
+// JobFailed records that the job's runner reported failure.
+type JobFailed struct {
+	Reason string `json:"reason"`
+}
+
+// JobCancelled records an explicit cancel by the submitter or user.
+type JobCancelled struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ---- delivery batch ----
+
+// BatchOpened opens a delivery batch at the tail of a thread's FIFO.
+type BatchOpened struct {
+	SourceThreadID         string         `json:"source_thread_id"`
+	TargetKind             string         `json:"target_kind"`
+	JobIDs                 []string       `json:"job_ids"`
+	ArtifactIDs            []string       `json:"artifact_ids,omitempty"`
+	Summary                string         `json:"summary"`
+	FirstReadyAt           time.Time      `json:"first_ready_at"`
+	LastReadyAt            time.Time      `json:"last_ready_at"`
+	Policy                 DeliveryPolicy `json:"delivery_policy"`
+	InlinePayloadBytes     int64          `json:"inline_payload_bytes"`
+	RequiresArtifactRead   bool           `json:"requires_artifact_read"`
+	MaxDeliveryAttempts    int            `json:"max_delivery_attempts"`
+	RedeliveryWindowEndsAt time.Time      `json:"redelivery_window_ends_at"`
+	MergeUntil             time.Time      `json:"merge_until,omitzero"`
+}
+
+// BatchJobsAdded merges further adjacent ready jobs into a queued batch.
+type BatchJobsAdded struct {
+	JobIDs               []string       `json:"job_ids"`
+	ArtifactIDs          []string       `json:"artifact_ids,omitempty"`
+	Summary              string         `json:"summary"`
+	LastReadyAt          time.Time      `json:"last_ready_at"`
+	Policy               DeliveryPolicy `json:"delivery_policy"`
+	InlinePayloadBytes   int64          `json:"inline_payload_bytes"`
+	RequiresArtifactRead bool           `json:"requires_artifact_read"`
+}
+
+// BatchMaterialized binds a new attempt and snapshot to the batch.
+type BatchMaterialized struct {
+	AttemptID        string `json:"attempt_id"`
+	Generation       uint64 `json:"generation"`
+	SnapshotRevision uint64 `json:"snapshot_revision"`
+	DeliveryMode     string `json:"delivery_mode,omitempty"`
+}
+
+// BatchDeliveryAccepted records that the channel accepted a delivery; only
+// these count against max_delivery_attempts.
+type BatchDeliveryAccepted struct {
+	AttemptID             string    `json:"attempt_id"`
+	Generation            uint64    `json:"generation"`
+	CooldownUntil         time.Time `json:"cooldown_until"`
+	NextDeliveryNotBefore time.Time `json:"next_delivery_not_before"`
+}
+
+// BatchReplayPolicyChanged parks a batch for manual resolution (or, in
+// principle, back to automatic).
+type BatchReplayPolicyChanged struct {
+	ReplayPolicy string `json:"replay_policy"`
+	Reason       string `json:"reason"`
+	AttemptID    string `json:"attempt_id,omitempty"`
+}
+
+// BatchEligibleAfterSet takes a candidate out of the immediate-eligible set
+// until the given time after a failure before acceptance.
+type BatchEligibleAfterSet struct {
+	EligibleAfter time.Time `json:"eligible_after"`
+	Reason        string    `json:"reason"`
+}
+
+// BatchClosed is a batch reaching its terminal state.
+type BatchClosed struct {
+	CloseReason string `json:"close_reason"`
+	Detail      string `json:"detail,omitempty"`
+}
+
+// RecoveryEnvelope is the operator-only evidence kept when a Desktop caller
+// crossed the continuation boundary.
+type RecoveryEnvelope struct {
+	BatchID              string    `json:"batch_id"`
+	SourceThreadID       string    `json:"source_thread_id"`
+	AttemptID            string    `json:"attempt_id"`
+	Generation           uint64    `json:"generation"`
+	SnapshotRevision     uint64    `json:"snapshot_revision"`
+	ClosedAt             time.Time `json:"closed_at"`
+	CloseReason          string    `json:"close_reason"`
+	InlinePayloadSummary string    `json:"inline_payload_summary,omitempty"`
+	InlinePayloadRef     string    `json:"inline_payload_ref,omitempty"`
+	ArtifactManifestRefs []string  `json:"artifact_manifest_refs,omitempty"`
+	ArtifactIDs          []string  `json:"artifact_ids,omitempty"`
+	CreatedAt            time.Time `json:"created_at"`
+	RetentionUntil       time.Time `json:"retention_until"`
+}
+
+// BatchHandoffRecorded closes a batch with close_reason handoff_recorded
+// and stores its boundary recovery envelope in the same event.
+type BatchHandoffRecorded struct {
+	AttemptID        string           `json:"attempt_id"`
+	Generation       uint64           `json:"generation"`
+	SnapshotRevision uint64           `json:"snapshot_revision"`
+	Envelope         RecoveryEnvelope `json:"boundary_recovery_envelope"`
+	EnvelopeBytes    int64            `json:"boundary_recovery_envelope_bytes"`
+}
+
+// BatchRecoveryPinned sets an operator pin on a batch's recovery envelope.
+type BatchRecoveryPinned struct {
+	PinUntil       time.Time `json:"pin_until"`
+	RetentionUntil time.Time `json:"retention_until"`
+}
+
+// ---- delivery attempt ----
+
+// AttemptPrepared creates a new attempt in state prepared.
+type AttemptPrepared struct {
+	SourceThreadID   string    `json:"source_thread_id"`
+	BatchID          string    `json:"batch_id"`
+	Generation       uint64    `json:"generation"`
+	SnapshotRevision uint64    `json:"snapshot_revision"`
+	SnapshotPath     string    `json:"snapshot_path,omitempty"`
+	DeliveryDeadline time.Time `json:"delivery_deadline,omitzero"`
+	BindingID        string    `json:"binding_id,omitempty"`
+}
+
+// AttemptArmPendingNoted is the Desktop bridge's durable barrier before it
+// arms the caller heartbeat.
+type AttemptArmPendingNoted struct {
+	BridgeRequestID    string    `json:"bridge_request_id"`
+	LeaseID            string    `json:"bridge_arm_lease_id"`
+	LeaseDeadline      time.Time `json:"bridge_arm_lease_deadline"`
+	ArmPendingDeadline time.Time `json:"arm_pending_deadline"`
+}
+
+// AttemptArmed records a Desktop arm accepted by the channel.
+type AttemptArmed struct {
+	CooldownUntil  time.Time `json:"cooldown_until"`
+	PauseNotBefore time.Time `json:"pause_not_before"`
+	PauseDeadline  time.Time `json:"pause_deadline"`
+	AutomationID   string    `json:"automation_id,omitempty"`
+}
+
+// AttemptAcceptPending is the CLI adapter's durable barrier before a
+// side-effectful turn/start or turn/steer.
+type AttemptAcceptPending struct {
+	RPCRequestID      string `json:"delivery_rpc_request_id"`
+	RPCKind           string `json:"delivery_rpc_kind"`
+	CorrelationMarker string `json:"delivery_rpc_correlation_marker"`
+	ManagedSessionID  string `json:"managed_session_id,omitempty"`
+	SessionEpoch      uint64 `json:"session_epoch,omitempty"`
+}
+
+// AttemptAccepted records that the app-server accepted the turn.
+type AttemptAccepted struct {
+	TurnID              string    `json:"delivery_turn_id"`
+	ObservationDeadline time.Time `json:"delivery_observation_deadline"`
+	CooldownUntil       time.Time `json:"cooldown_until"`
+}
+
+// AttemptRejectedBeforeAccept records a proven benign reject; the attempt
+// returns to prepared without consuming the attempt budget.
+type AttemptRejectedBeforeAccept struct {
+	Reason string `json:"reason"`
+}
+
+// AttemptTurnObserved records an event seen on the accepted turn.
+type AttemptTurnObserved struct {
+	TurnID string `json:"delivery_turn_id"`
+	Event  string `json:"event"`
+}
+
+// AttemptAbandoned records a failed attempt.
+type AttemptAbandoned struct {
+	Reason           string `json:"reason"`
+	ObservationState string `json:"delivery_observation_state,omitempty"`
+	RPCState         string `json:"delivery_rpc_state,omitempty"`
+}
+
+// AttemptSuperseded invalidates an attempt in favour of a newer generation.
+type AttemptSuperseded struct {
+	ByAttemptID string `json:"by_attempt_id,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// AttemptClosed ends an attempt whose batch closed.
+type AttemptClosed struct {
+	Reason string `json:"reason"`
+}
+
+// ---- artifact ----
+
+// ArtifactIngested records a result file copied into the managed store.
+type ArtifactIngested struct {
+	SourceJobID       string    `json:"source_job_id"`
+	ManagedPath       string    `json:"managed_path"`
+	ManifestPath      string    `json:"manifest_path"`
+	ContentType       string    `json:"content_type"`
+	SizeBytes         int64     `json:"size_bytes"`
+	SHA256            string    `json:"sha256"`
+	MinRetentionUntil time.Time `json:"min_retention_until"`
+}
+
+// ArtifactReferenced records that an open batch now references the artifact.
+type ArtifactReferenced struct {
+	BatchID string `json:"batch_id"`
+}
+
+// ArtifactReleased records that a referencing batch reached a terminal state.
+type ArtifactReleased struct {
+	BatchID          string    `json:"batch_id"`
+	LastBatchClosedAt time.Time `json:"last_batch_closed_at"`
+	GCEligibleAt     time.Time `json:"gc_eligible_at"`
+}
+
+// ArtifactPinned sets an operator pin that keeps the artifact from GC.
+type ArtifactPinned struct {
+	PinUntil     time.Time `json:"operator_pin_until"`
+	GCEligibleAt time.Time `json:"gc_eligible_at"`
+}
+
+// ArtifactCollected records the GC of an artifact's files.
+type ArtifactCollected struct {
+	Reason string `json:"reason"`
+}
+
+// ---- Desktop binding and installation state ----
+
+// Capabilities mirrors the installation-wide capability conclusions.
+type Capabilities struct {
+	ReadTransport           string `json:"read_transport"`
+	ReadTransportGeneration uint64 `json:"read_transport_generation"`
+	ReadTransportCapability string `json:"read_transport_capability"`
+	ArtifactReadCapability  string `json:"artifact_read_capability"`
+	WritebackCapability     string `json:"writeback_capability"`
+	ValidationFingerprint   string `json:"validation_fingerprint"`
+}
+
+// BindingBound binds a Desktop source thread to a caller automation (first
+// bootstrap or operator repair).
+type BindingBound struct {
+	SourceThreadID     string       `json:"source_thread_id"`
+	CallerAutomationID string       `json:"caller_automation_id"`
+	BridgeThreadID     string       `json:"bridge_thread_id,omitempty"`
+	Mirror             Capabilities `json:"mirror"`
+	ReplacedAutomation bool         `json:"replaced_automation,omitempty"`
+	OldQuiesced        bool         `json:"old_automation_quiesced,omitempty"`
+}
+
+// BindingArmed advances armed_generation after a durable note-arm.
+type BindingArmed struct {
+	Generation     uint64    `json:"armed_generation"`
+	PauseNotBefore time.Time `json:"pause_not_before"`
+	PauseDeadline  time.Time `json:"pause_deadline"`
+}
+
+// BindingQuiesced records that the armed generation's heartbeat was paused.
+type BindingQuiesced struct {
+	Generation uint64 `json:"armed_generation"`
+}
+
+// BindingDegraded takes a thread out of automatic continuation.
+type BindingDegraded struct {
+	Reason string `json:"reason"`
+}
+
+// BindingUnbound removes the binding.
+type BindingUnbound struct {
+	DeleteAutomation bool `json:"delete_automation"`
+}
+
+// InstallationStateRepaired is the only writer of installation-wide
+// capability conclusions.
+type InstallationStateRepaired struct {
+	State      Capabilities `json:"state"`
+	ValidatedAt time.Time   `json:"validated_at,omitzero"`
+	UpdatedBy  string       `json:"updated_by_bootstrap_or_repair"`
+}
+
+// ---- CLI managed session ----
+
+// Permissions is one snapshot of a managed session's risk profile.
+type Permissions struct {
+	AllowsApproval    bool `json:"allows_approval"`
+	AllowsNetwork     bool `json:"allows_network"`
+	AllowsWriteAccess bool `json:"allows_write_access"`
+}
+
+// SessionCreated opens a managed CLI session in state live at epoch 1.
+type SessionCreated struct {
+	BoundThreadID   string      `json:"bound_thread_id"`
+	Startup         Permissions `json:"startup"`
+	StartupSnapshot RawJSON     `json:"startup_permission_snapshot_json,omitempty"`
+}
+
+// SessionDetached records the foreground client leaving.
+type SessionDetached struct{}
+
+// SessionAttached records a foreground client reattaching.
+type SessionAttached struct{}
+
+// SessionEpochAdvanced records lost event-stream continuity.
+type SessionEpochAdvanced struct {
+	Epoch  uint64 `json:"session_epoch"`
+	Reason string `json:"reason"`
+}
+
+// SessionPermissionObserved records a fresh permission snapshot.
+type SessionPermissionObserved struct {
+	Current  Permissions `json:"current"`
+	Snapshot RawJSON     `json:"last_permission_snapshot_json,omitempty"`
+	Revision uint64      `json:"permission_snapshot_revision"`
+}
+
+// SessionParked parks a session while a manual batch is unresolved.
+type SessionParked struct {
+	BatchID string `json:"batch_id"`
+}
+
+// SessionUnparked returns a parked session to detached once resolved.
+type SessionUnparked struct{}
+
+// SessionStale records that the session can no longer be proven live.
+type SessionStale struct {
+	Reason string `json:"reason"`
+}
+
+// SessionRetired ends a managed session for good.
+type SessionRetired struct {
+	Reason string `json:"reason"`
+}
+
+// ---- ctx session (session directories) ----
+
+// CtxSessionOpened creates a session directory.
+type CtxSessionOpened struct {
+	Object string  `json:"object"` // e.g. "agent/coder" or "model/openai/gpt-4o"
+	Scope  string  `json:"scope"`
+	Name   string  `json:"name"`
+	UID    int     `json:"uid"`
+	Cwd    string  `json:"cwd"`
+	Meta   RawJSON `json:"meta,omitempty"`
+}
+
+// CtxSessionMessage appends one conversation message.
+type CtxSessionMessage struct {
+	Role    string  `json:"role"`
+	Content RawJSON `json:"content"`
+	Run     string  `json:"run,omitempty"`
+}
+
+// CtxSessionEvent appends a tool call, error or other non-message event.
+type CtxSessionEvent struct {
+	Event RawJSON `json:"event"`
+}
+
+// CtxSessionStateChanged moves the session between active, idle, done and
+// error.
+type CtxSessionStateChanged struct {
+	State string `json:"state"`
+}
+
+// EventType implementations.
+
+func (JobSubmitted) EventType() string                { return "job.submitted" }
+func (JobCompleted) EventType() string                { return "job.completed" }
+func (JobFailed) EventType() string                   { return "job.failed" }
+func (JobCancelled) EventType() string                { return "job.cancelled" }
+func (BatchOpened) EventType() string                 { return "batch.opened" }
+func (BatchJobsAdded) EventType() string              { return "batch.jobs_added" }
+func (BatchMaterialized) EventType() string           { return "batch.materialized" }
+func (BatchDeliveryAccepted) EventType() string       { return "batch.delivery_accepted" }
+func (BatchReplayPolicyChanged) EventType() string    { return "batch.replay_policy_changed" }
+func (BatchEligibleAfterSet) EventType() string       { return "batch.eligible_after_set" }
+func (BatchClosed) EventType() string                 { return "batch.closed" }
+func (BatchHandoffRecorded) EventType() string        { return "batch.handoff_recorded" }
+func (BatchRecoveryPinned) EventType() string         { return "batch.recovery_pinned" }
+func (AttemptPrepared) EventType() string             { return "attempt.prepared" }
+func (AttemptArmPendingNoted) EventType() string      { return "attempt.arm_pending_noted" }
+func (AttemptArmed) EventType() string                { return "attempt.armed" }
+func (AttemptAcceptPending) EventType() string        { return "attempt.accept_pending" }
+func (AttemptAccepted) EventType() string             { return "attempt.accepted" }
+func (AttemptRejectedBeforeAccept) EventType() string { return "attempt.rejected_before_accept" }
+func (AttemptTurnObserved) EventType() string         { return "attempt.turn_observed" }
+func (AttemptAbandoned) EventType() string            { return "attempt.abandoned" }
+func (AttemptSuperseded) EventType() string           { return "attempt.superseded" }
+func (AttemptClosed) EventType() string               { return "attempt.closed" }
+func (ArtifactIngested) EventType() string            { return "artifact.ingested" }
+func (ArtifactReferenced) EventType() string          { return "artifact.referenced" }
+func (ArtifactReleased) EventType() string            { return "artifact.released" }
+func (ArtifactPinned) EventType() string              { return "artifact.pinned" }
+func (ArtifactCollected) EventType() string           { return "artifact.collected" }
+func (BindingBound) EventType() string                { return "binding.bound" }
+func (BindingArmed) EventType() string                { return "binding.armed" }
+func (BindingQuiesced) EventType() string             { return "binding.quiesced" }
+func (BindingDegraded) EventType() string             { return "binding.degraded" }
+func (BindingUnbound) EventType() string              { return "binding.unbound" }
+func (InstallationStateRepaired) EventType() string   { return "installation.repaired" }
+func (SessionCreated) EventType() string              { return "session.created" }
+func (SessionDetached) EventType() string             { return "session.detached" }
+func (SessionAttached) EventType() string             { return "session.attached" }
+func (SessionEpochAdvanced) EventType() string        { return "session.epoch_advanced" }
+func (SessionPermissionObserved) EventType() string   { return "session.permission_observed" }
+func (SessionParked) EventType() string               { return "session.parked" }
+func (SessionUnparked) EventType() string             { return "session.unparked" }
+func (SessionStale) EventType() string                { return "session.stale" }
+func (SessionRetired) EventType() string              { return "session.retired" }
+func (CtxSessionOpened) EventType() string            { return "ctxsession.opened" }
+func (CtxSessionMessage) EventType() string           { return "ctxsession.message" }
+func (CtxSessionEvent) EventType() string             { return "ctxsession.event" }
+func (CtxSessionStateChanged) EventType() string      { return "ctxsession.state_changed" }

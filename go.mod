@@ -1,0 +1,8 @@
+module github.com/cbth-dev/cbth
+
+go 1.26.8
+
+require (
+	github.com/google/uuid v1.6.0
+	github.com/looplab/fsm v1.0.3
+)
