@@ -313,9 +313,9 @@ type ArtifactReferenced struct {
 
 // ArtifactReleased records that a referencing batch reached a terminal state.
 type ArtifactReleased struct {
-	BatchID          string    `json:"batch_id"`
+	BatchID           string    `json:"batch_id"`
 	LastBatchClosedAt time.Time `json:"last_batch_closed_at"`
-	GCEligibleAt     time.Time `json:"gc_eligible_at"`
+	GCEligibleAt      time.Time `json:"gc_eligible_at"`
 }
 
 // ArtifactPinned sets an operator pin that keeps the artifact from GC.
@@ -377,9 +377,9 @@ type BindingUnbound struct {
 // InstallationStateRepaired is the only writer of installation-wide
 // capability conclusions.
 type InstallationStateRepaired struct {
-	State      Capabilities `json:"state"`
-	ValidatedAt time.Time   `json:"validated_at,omitzero"`
-	UpdatedBy  string       `json:"updated_by_bootstrap_or_repair"`
+	State       Capabilities `json:"state"`
+	ValidatedAt time.Time    `json:"validated_at,omitzero"`
+	UpdatedBy   string       `json:"updated_by_bootstrap_or_repair"`
 }
 
 // ---- CLI managed session ----
