@@ -1,0 +1,235 @@
+// Package aggregate holds the current-state type of every aggregate and the
+// pure apply function that folds one event into it. Apply checks each event
+// against the aggregate's state machine, so an illegal event can never
+// produce a state, whether it arrives on write or on replay.
+package aggregate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// State is the current state of one aggregate.
+type State interface {
+	Head() *Header
+	// mutate folds a payload already validated by the machine into the
+	// state's fields.
+	mutate(e *events.Envelope, p events.Payload)
+}
+
+// Header is common to every aggregate.
+type Header struct {
+	ID        string    `json:"id"`
+	Status    string    `json:"state"`
+	Version   uint64    `json:"version"`
+	LastSeq   uint64    `json:"last_seq"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Head returns the header.
+func (h *Header) Head() *Header { return h }
+
+// Deadline is a moment at which the sweep must look at an aggregate.
+type Deadline struct {
+	Name string
+	At   time.Time
+}
+
+// IndexEntry is a secondary index key derived from a state.
+type IndexEntry struct {
+	Index string
+	Key   string
+}
+
+// Deadliner is implemented by states that have deadlines.
+type Deadliner interface {
+	Deadlines() []Deadline
+}
+
+// Indexer is implemented by states that have secondary index entries.
+type Indexer interface {
+	Indexes() []IndexEntry
+}
+
+// New returns an empty state of kind k.
+func New(k events.Kind, id string) (State, error) {
+	var s State
+	switch k {
+	case events.KindJob:
+		s = &Job{}
+	case events.KindBatch:
+		s = &Batch{}
+	case events.KindAttempt:
+		s = &Attempt{}
+	case events.KindArtifact:
+		s = &Artifact{}
+	case events.KindBinding:
+		s = &Binding{}
+	case events.KindInstallation:
+		s = &Installation{}
+	case events.KindSession:
+		s = &Session{}
+	case events.KindCtxSession:
+		s = &CtxSession{}
+	default:
+		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
+	}
+	s.Head().ID = id
+	s.Head().Status = fsm.None
+	return s, nil
+}
+
+// Apply folds e (with its decoded payload p) into s and returns the new
+// state. s may be nil for an aggregate that does not exist yet. s is not
+// modified when Apply fails; it may be modified in place on success.
+func Apply(ms *fsm.Machines, s State, e *events.Envelope, p events.Payload) (State, error) {
+	if s == nil {
+		var err error
+		if s, err = New(e.Stream.Kind, e.Stream.ID); err != nil {
+			return nil, err
+		}
+	}
+	h := s.Head()
+	if e.Version != h.Version+1 {
+		return nil, errs.New(errs.ECONFLICT, "%s: event version %d does not follow %d", e.Stream, e.Version, h.Version)
+	}
+	to, err := ms.Step(e.Stream.Kind, h.Status, fsm.EventName(p))
+	if err != nil {
+		return nil, fmt.Errorf("%s seq %d: %w", e.Stream, e.Seq, err)
+	}
+	if h.Status == fsm.None {
+		h.CreatedAt = e.RecordedAt
+	}
+	s.mutate(e, p)
+	h.Status = to
+	h.Version = e.Version
+	h.LastSeq = e.Seq
+	h.UpdatedAt = e.RecordedAt
+	return s, nil
+}
+
+// Encode is the stored form of a state: deterministic JSON, so rebuilding a
+// projection from the log gives byte-identical values.
+func Encode(s State) ([]byte, error) { return json.Marshal(s) }
+
+// Decode reads a stored state of kind k.
+func Decode(k events.Kind, b []byte) (State, error) {
+	s, err := New(k, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, errs.Wrap(errs.ECORRUPT, err, "decode %s state", k)
+	}
+	return s, nil
+}
+
+// Clone returns a deep copy of s, so a failed command can be discarded
+// without touching cached state.
+func Clone(s State) State {
+	b, err := Encode(s)
+	if err != nil {
+		panic(fmt.Sprintf("aggregate: encode %T: %v", s, err))
+	}
+	c, err := New(kindOf(s), "")
+	if err != nil {
+		panic(err)
+	}
+	if err := json.Unmarshal(b, c); err != nil {
+		panic(fmt.Sprintf("aggregate: decode %T: %v", s, err))
+	}
+	return c
+}
+
+func kindOf(s State) events.Kind {
+	switch s.(type) {
+	case *Job:
+		return events.KindJob
+	case *Batch:
+		return events.KindBatch
+	case *Attempt:
+		return events.KindAttempt
+	case *Artifact:
+		return events.KindArtifact
+	case *Binding:
+		return events.KindBinding
+	case *Installation:
+		return events.KindInstallation
+	case *Session:
+		return events.KindSession
+	case *CtxSession:
+		return events.KindCtxSession
+	}
+	return ""
+}
+
+// KindOf returns the aggregate kind of a state.
+func KindOf(s State) events.Kind { return kindOf(s) }
+
+func appendUnique(list []string, add ...string) []string {
+	for _, a := range add {
+		dup := false
+		for _, x := range list {
+			if x == a {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+func remove(list []string, v string) []string {
+	out := list[:0:0]
+	for _, x := range list {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func maxTime(ts ...time.Time) time.Time {
+	var m time.Time
+	for _, t := range ts {
+		if t.After(m) {
+			m = t
+		}
+	}
+	return m
+}
+
+// textOf extracts the text of a message content value: a JSON string or a
+// list of {"type":"text","text":...} parts.
+func textOf(raw events.RawJSON) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var out string
+	for _, p := range parts {
+		if p.Type == "text" {
+			out += p.Text
+		}
+	}
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

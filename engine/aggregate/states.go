@@ -1,0 +1,517 @@
+package aggregate
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Index names used by the states below.
+const (
+	IndexDedupe       = "job.dedupe"     // dedupe key -> job id
+	IndexThreadJobs   = "thread.jobs"    // thread + created seq -> job id
+	IndexThreadOpen   = "thread.open"    // thread + opened seq -> open batch id (the FIFO)
+	IndexThreadLive   = "thread.attempt" // thread -> non-terminal attempt id
+	IndexBindingByThr = "binding.thread" // source thread -> binding id
+	IndexSessionByThr = "session.thread" // bound thread -> non-retired session id
+	IndexCtxSession   = "ctxsession.dir" // object + scope + uid + name -> ctx session id
+)
+
+// SeqKey renders a sequence number as a sortable index key suffix.
+func SeqKey(prefix string, seq uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	return prefix + "\x00" + string(b[:])
+}
+
+// Job is a tracked long-running task.
+type Job struct {
+	Header
+	TargetKind     string                `json:"target_kind"`
+	SourceThreadID string                `json:"source_thread_id"`
+	TaskKind       string                `json:"task_kind"`
+	TaskSummary    string                `json:"task_summary"`
+	Metadata       events.RawJSON        `json:"metadata,omitempty"`
+	DedupeKey      string                `json:"dedupe_key,omitempty"`
+	DeliveryPolicy events.DeliveryPolicy `json:"delivery_policy"`
+	ArtifactID     string                `json:"artifact_id,omitempty"`
+	ResultSummary  string                `json:"result_summary,omitempty"`
+	ResultBytes    int64                 `json:"result_bytes,omitempty"`
+	FailReason     string                `json:"fail_reason,omitempty"`
+	CancelReason   string                `json:"cancel_reason,omitempty"`
+	CreatedSeq     uint64                `json:"created_seq"`
+	ReadyAt        time.Time             `json:"ready_at,omitzero"`
+	CompletedAt    time.Time             `json:"completed_at,omitzero"`
+}
+
+func (j *Job) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.JobSubmitted:
+		j.TargetKind, j.SourceThreadID = p.TargetKind, p.SourceThreadID
+		j.TaskKind, j.TaskSummary = p.TaskKind, p.TaskSummary
+		j.Metadata, j.DedupeKey, j.DeliveryPolicy = p.Metadata, p.DedupeKey, p.DeliveryPolicy
+		j.CreatedSeq = e.Seq
+	case *events.JobCompleted:
+		j.ResultSummary, j.ArtifactID, j.ResultBytes = p.ResultSummary, p.ArtifactID, p.ResultBytes
+		j.ReadyAt, j.CompletedAt = e.RecordedAt, e.RecordedAt
+	case *events.JobFailed:
+		j.FailReason, j.CompletedAt = p.Reason, e.RecordedAt
+	case *events.JobCancelled:
+		j.CancelReason = p.Reason
+	}
+}
+
+// Indexes implements Indexer.
+func (j *Job) Indexes() []IndexEntry {
+	out := []IndexEntry{{IndexThreadJobs, SeqKey(j.SourceThreadID, j.CreatedSeq)}}
+	if j.DedupeKey != "" {
+		out = append(out, IndexEntry{IndexDedupe, j.DedupeKey})
+	}
+	return out
+}
+
+// Batch is a delivery batch: the unit delivered to a caller thread.
+type Batch struct {
+	Header
+	SourceThreadID              string                   `json:"source_thread_id"`
+	TargetKind                  string                   `json:"target_kind"`
+	JobIDs                      []string                 `json:"job_ids"`
+	ArtifactIDs                 []string                 `json:"artifact_ids,omitempty"`
+	Summary                     string                   `json:"summary"`
+	OpenedSeq                   uint64                   `json:"opened_seq"`
+	FirstReadyAt                time.Time                `json:"first_ready_at"`
+	LastReadyAt                 time.Time                `json:"last_ready_at"`
+	MergeUntil                  time.Time                `json:"merge_until,omitzero"`
+	MaterializedAt              time.Time                `json:"materialized_at,omitzero"`
+	LastDeliveryAttemptAt       time.Time                `json:"last_delivery_attempt_at,omitzero"`
+	NextDeliveryNotBefore       time.Time                `json:"next_delivery_not_before,omitzero"`
+	CooldownUntil               time.Time                `json:"cooldown_until,omitzero"`
+	EligibleAfter               time.Time                `json:"eligible_after,omitzero"`
+	RedeliveryWindowEndsAt      time.Time                `json:"redelivery_window_ends_at"`
+	MaxDeliveryAttempts         int                      `json:"max_delivery_attempts"`
+	DeliveryAttemptCount        int                      `json:"delivery_attempt_count"`
+	HeadAttemptID               string                   `json:"head_attempt_id,omitempty"`
+	Generation                  uint64                   `json:"generation"`
+	SnapshotRevision            uint64                   `json:"snapshot_revision,omitempty"`
+	ContinuationBoundaryState   string                   `json:"continuation_boundary_state"`
+	ContinuationBoundaryAt      time.Time                `json:"continuation_boundary_crossed_at,omitzero"`
+	BoundaryAttemptID           string                   `json:"boundary_attempt_id,omitempty"`
+	BoundaryGeneration          uint64                   `json:"boundary_generation,omitempty"`
+	BoundarySnapshotRevision    uint64                   `json:"boundary_snapshot_revision,omitempty"`
+	BoundaryRecoveryEnvelope    *events.RecoveryEnvelope `json:"boundary_recovery_envelope,omitempty"`
+	BoundaryRecoveryBytes       int64                    `json:"boundary_recovery_envelope_bytes,omitempty"`
+	BoundaryRecoveryRetention   time.Time                `json:"boundary_recovery_retention_until,omitzero"`
+	BoundaryRecoveryOperatorPin time.Time                `json:"boundary_recovery_operator_pin_until,omitzero"`
+	ReplayPolicy                string                   `json:"replay_policy"`
+	ReplayPolicyReason          string                   `json:"replay_policy_reason,omitempty"`
+	ClosedAt                    time.Time                `json:"closed_at,omitzero"`
+	CloseReason                 string                   `json:"close_reason,omitempty"`
+	CloseDetail                 string                   `json:"close_detail,omitempty"`
+	DeliveryMode                string                   `json:"delivery_mode,omitempty"`
+	Policy                      events.DeliveryPolicy    `json:"delivery_policy"`
+	InlinePayloadBytes          int64                    `json:"inline_payload_bytes"`
+	ArtifactCount               int                      `json:"artifact_count"`
+	RequiresArtifactRead        bool                     `json:"requires_artifact_read"`
+}
+
+// Replay policies and boundary states.
+const (
+	ReplayAutomatic = "automatic"
+	ReplayManual    = "manual_resolution_only"
+	BoundaryNot     = "not_crossed"
+	BoundaryCrossed = "crossed_unacknowledged"
+)
+
+// Open reports whether the batch has not reached its terminal state.
+func (b *Batch) Open() bool { return b.Status != "closed" }
+
+func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.BatchOpened:
+		b.SourceThreadID, b.TargetKind = p.SourceThreadID, p.TargetKind
+		b.JobIDs, b.ArtifactIDs, b.Summary = p.JobIDs, p.ArtifactIDs, p.Summary
+		b.OpenedSeq = e.Seq
+		b.FirstReadyAt, b.LastReadyAt, b.MergeUntil = p.FirstReadyAt, p.LastReadyAt, p.MergeUntil
+		b.Policy, b.InlinePayloadBytes, b.RequiresArtifactRead = p.Policy, p.InlinePayloadBytes, p.RequiresArtifactRead
+		b.ArtifactCount = len(p.ArtifactIDs)
+		b.MaxDeliveryAttempts, b.RedeliveryWindowEndsAt = p.MaxDeliveryAttempts, p.RedeliveryWindowEndsAt
+		b.ReplayPolicy, b.ContinuationBoundaryState = ReplayAutomatic, BoundaryNot
+	case *events.BatchJobsAdded:
+		b.JobIDs = appendUnique(b.JobIDs, p.JobIDs...)
+		b.ArtifactIDs = appendUnique(b.ArtifactIDs, p.ArtifactIDs...)
+		b.ArtifactCount = len(b.ArtifactIDs)
+		b.Summary, b.LastReadyAt, b.Policy = p.Summary, p.LastReadyAt, p.Policy
+		b.InlinePayloadBytes, b.RequiresArtifactRead = p.InlinePayloadBytes, p.RequiresArtifactRead
+	case *events.BatchMaterialized:
+		b.HeadAttemptID, b.Generation, b.SnapshotRevision = p.AttemptID, p.Generation, p.SnapshotRevision
+		b.MaterializedAt = e.RecordedAt
+		if p.DeliveryMode != "" {
+			b.DeliveryMode = p.DeliveryMode
+		}
+		b.MergeUntil = time.Time{}
+	case *events.BatchDeliveryAccepted:
+		b.DeliveryAttemptCount++
+		b.LastDeliveryAttemptAt = e.RecordedAt
+		b.CooldownUntil, b.NextDeliveryNotBefore = p.CooldownUntil, p.NextDeliveryNotBefore
+	case *events.BatchReplayPolicyChanged:
+		b.ReplayPolicy, b.ReplayPolicyReason = p.ReplayPolicy, p.Reason
+	case *events.BatchEligibleAfterSet:
+		b.EligibleAfter = p.EligibleAfter
+	case *events.BatchClosed:
+		b.ClosedAt, b.CloseReason, b.CloseDetail = e.RecordedAt, p.CloseReason, p.Detail
+	case *events.BatchHandoffRecorded:
+		env := p.Envelope
+		b.ContinuationBoundaryState = BoundaryCrossed
+		b.ContinuationBoundaryAt = e.RecordedAt
+		b.BoundaryAttemptID, b.BoundaryGeneration, b.BoundarySnapshotRevision = p.AttemptID, p.Generation, p.SnapshotRevision
+		b.BoundaryRecoveryEnvelope = &env
+		b.BoundaryRecoveryBytes = p.EnvelopeBytes
+		b.BoundaryRecoveryRetention = env.RetentionUntil
+		b.ReplayPolicy = ReplayManual
+		b.ClosedAt, b.CloseReason = e.RecordedAt, "handoff_recorded"
+	case *events.BatchRecoveryPinned:
+		b.BoundaryRecoveryOperatorPin, b.BoundaryRecoveryRetention = p.PinUntil, p.RetentionUntil
+	}
+}
+
+// Deadlines implements Deadliner.
+func (b *Batch) Deadlines() []Deadline {
+	if !b.Open() {
+		if b.BoundaryRecoveryEnvelope != nil {
+			return []Deadline{{"batch.recovery_gc", b.BoundaryRecoveryRetention}}
+		}
+		return nil
+	}
+	out := []Deadline{{"batch.redelivery_window", b.RedeliveryWindowEndsAt}}
+	if !b.MergeUntil.IsZero() {
+		out = append(out, Deadline{"batch.merge_window", b.MergeUntil})
+	}
+	if b.Status == "cooldown" && !b.CooldownUntil.IsZero() {
+		out = append(out, Deadline{"batch.cooldown", b.CooldownUntil})
+	}
+	if !b.EligibleAfter.IsZero() {
+		out = append(out, Deadline{"batch.eligible_after", b.EligibleAfter})
+	}
+	return out
+}
+
+// Indexes implements Indexer.
+func (b *Batch) Indexes() []IndexEntry {
+	if !b.Open() {
+		return nil
+	}
+	return []IndexEntry{{IndexThreadOpen, SeqKey(b.SourceThreadID, b.OpenedSeq)}}
+}
+
+// Attempt is one try at delivering a batch.
+type Attempt struct {
+	Header
+	SourceThreadID         string    `json:"source_thread_id"`
+	BatchID                string    `json:"batch_id"`
+	Generation             uint64    `json:"generation"`
+	SnapshotPath           string    `json:"snapshot_path,omitempty"`
+	SnapshotRevision       uint64    `json:"snapshot_revision"`
+	DeliveryDeadline       time.Time `json:"delivery_deadline,omitzero"`
+	BindingID              string    `json:"binding_id,omitempty"`
+	BridgeRequestID        string    `json:"bridge_request_id,omitempty"`
+	BridgeArmLeaseID       string    `json:"bridge_arm_lease_id,omitempty"`
+	BridgeArmLeaseDeadline time.Time `json:"bridge_arm_lease_deadline,omitzero"`
+	ArmPendingSince        time.Time `json:"arm_pending_since,omitzero"`
+	ArmPendingDeadline     time.Time `json:"arm_pending_deadline,omitzero"`
+	PauseNotBefore         time.Time `json:"pause_not_before,omitzero"`
+	PauseDeadline          time.Time `json:"pause_deadline,omitzero"`
+	AutomationID           string    `json:"automation_id,omitempty"`
+	AutomationBindingState string    `json:"automation_binding_state"`
+	RPCRequestID           string    `json:"delivery_rpc_request_id,omitempty"`
+	RPCKind                string    `json:"delivery_rpc_kind,omitempty"`
+	RPCStartedAt           time.Time `json:"delivery_rpc_started_at,omitzero"`
+	RPCState               string    `json:"delivery_rpc_state,omitempty"`
+	RPCCorrelationMarker   string    `json:"delivery_rpc_correlation_marker,omitempty"`
+	RejectedRequestIDs     []string  `json:"rejected_rpc_request_ids,omitempty"`
+	TurnID                 string    `json:"delivery_turn_id,omitempty"`
+	ManagedSessionID       string    `json:"managed_session_id,omitempty"`
+	SessionEpoch           uint64    `json:"session_epoch,omitempty"`
+	AcceptedAt             time.Time `json:"delivery_accepted_at,omitzero"`
+	ObservationState       string    `json:"delivery_observation_state,omitempty"`
+	ObservationDeadline    time.Time `json:"delivery_observation_deadline,omitzero"`
+	LastObservedTurnEvent  string    `json:"last_observed_turn_event,omitempty"`
+	LastObservedTurnAt     time.Time `json:"last_observed_turn_event_at,omitzero"`
+	CooldownUntil          time.Time `json:"cooldown_until,omitzero"`
+	EndReason              string    `json:"end_reason,omitempty"`
+	SupersededBy           string    `json:"superseded_by,omitempty"`
+}
+
+// Live reports whether the attempt is non-terminal.
+func (a *Attempt) Live() bool {
+	switch a.Status {
+	case "prepared", "accept_pending", "arm_pending", "cooldown":
+		return true
+	}
+	return false
+}
+
+func (a *Attempt) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.AttemptPrepared:
+		a.SourceThreadID, a.BatchID, a.Generation = p.SourceThreadID, p.BatchID, p.Generation
+		a.SnapshotPath, a.SnapshotRevision, a.DeliveryDeadline = p.SnapshotPath, p.SnapshotRevision, p.DeliveryDeadline
+		a.BindingID, a.AutomationBindingState = p.BindingID, "unknown"
+	case *events.AttemptArmPendingNoted:
+		a.BridgeRequestID, a.BridgeArmLeaseID, a.BridgeArmLeaseDeadline = p.BridgeRequestID, p.LeaseID, p.LeaseDeadline
+		a.ArmPendingSince, a.ArmPendingDeadline = e.RecordedAt, p.ArmPendingDeadline
+	case *events.AttemptArmed:
+		a.CooldownUntil, a.PauseNotBefore, a.PauseDeadline = p.CooldownUntil, p.PauseNotBefore, p.PauseDeadline
+		if p.AutomationID != "" {
+			a.AutomationID, a.AutomationBindingState = p.AutomationID, "observed"
+		}
+	case *events.AttemptAcceptPending:
+		a.RPCRequestID, a.RPCKind, a.RPCCorrelationMarker = p.RPCRequestID, p.RPCKind, p.CorrelationMarker
+		a.RPCStartedAt, a.RPCState = e.RecordedAt, "pending_acceptance"
+		a.ManagedSessionID, a.SessionEpoch = p.ManagedSessionID, p.SessionEpoch
+	case *events.AttemptAccepted:
+		a.RPCState, a.TurnID, a.AcceptedAt = "accepted", p.TurnID, e.RecordedAt
+		a.ObservationState, a.ObservationDeadline, a.CooldownUntil = "tracking", p.ObservationDeadline, p.CooldownUntil
+		a.LastObservedTurnEvent, a.LastObservedTurnAt = "", time.Time{}
+	case *events.AttemptRejectedBeforeAccept:
+		a.RPCState = "rejected_before_accept"
+		a.RejectedRequestIDs = append(a.RejectedRequestIDs, a.RPCRequestID)
+		a.RPCRequestID, a.RPCCorrelationMarker = "", ""
+	case *events.AttemptTurnObserved:
+		a.LastObservedTurnEvent, a.LastObservedTurnAt = p.Event, e.RecordedAt
+	case *events.AttemptAbandoned:
+		a.EndReason = p.Reason
+		if p.ObservationState != "" {
+			a.ObservationState = p.ObservationState
+		}
+		if p.RPCState != "" {
+			a.RPCState = p.RPCState
+		}
+	case *events.AttemptSuperseded:
+		a.EndReason, a.SupersededBy = p.Reason, p.ByAttemptID
+	case *events.AttemptClosed:
+		a.EndReason = p.Reason
+	}
+}
+
+// Deadlines implements Deadliner.
+func (a *Attempt) Deadlines() []Deadline {
+	switch a.Status {
+	case "arm_pending":
+		return []Deadline{{"attempt.arm_pending", a.ArmPendingDeadline}}
+	case "cooldown":
+		var out []Deadline
+		if !a.CooldownUntil.IsZero() {
+			out = append(out, Deadline{"attempt.cooldown", a.CooldownUntil})
+		}
+		if a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero() {
+			out = append(out, Deadline{"attempt.observation", a.ObservationDeadline})
+		}
+		if !a.PauseDeadline.IsZero() {
+			out = append(out, Deadline{"attempt.pause", a.PauseDeadline})
+		}
+		return out
+	}
+	return nil
+}
+
+// Indexes implements Indexer.
+func (a *Attempt) Indexes() []IndexEntry {
+	if !a.Live() {
+		return nil
+	}
+	return []IndexEntry{{IndexThreadLive, a.SourceThreadID}}
+}
+
+// Artifact is a result file held in the managed store.
+type Artifact struct {
+	Header
+	SourceJobID       string    `json:"source_job_id"`
+	ManagedPath       string    `json:"managed_path"`
+	ManifestPath      string    `json:"manifest_path"`
+	ContentType       string    `json:"content_type"`
+	SizeBytes         int64     `json:"size_bytes"`
+	SHA256            string    `json:"sha256"`
+	MinRetentionUntil time.Time `json:"min_retention_until"`
+	OpenBatchIDs      []string  `json:"open_batch_ids,omitempty"`
+	LastBatchClosedAt time.Time `json:"last_batch_closed_at,omitzero"`
+	OperatorPinUntil  time.Time `json:"operator_pin_until,omitzero"`
+	GCEligibleAt      time.Time `json:"gc_eligible_at"`
+	CollectedReason   string    `json:"collected_reason,omitempty"`
+}
+
+func (a *Artifact) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.ArtifactIngested:
+		a.SourceJobID, a.ManagedPath, a.ManifestPath = p.SourceJobID, p.ManagedPath, p.ManifestPath
+		a.ContentType, a.SizeBytes, a.SHA256 = p.ContentType, p.SizeBytes, p.SHA256
+		a.MinRetentionUntil, a.GCEligibleAt = p.MinRetentionUntil, p.MinRetentionUntil
+	case *events.ArtifactReferenced:
+		a.OpenBatchIDs = appendUnique(a.OpenBatchIDs, p.BatchID)
+	case *events.ArtifactReleased:
+		a.OpenBatchIDs = remove(a.OpenBatchIDs, p.BatchID)
+		a.LastBatchClosedAt, a.GCEligibleAt = p.LastBatchClosedAt, p.GCEligibleAt
+	case *events.ArtifactPinned:
+		a.OperatorPinUntil, a.GCEligibleAt = p.PinUntil, p.GCEligibleAt
+	case *events.ArtifactCollected:
+		a.CollectedReason = p.Reason
+	}
+}
+
+// Deadlines implements Deadliner: an artifact is due for GC only when no
+// open batch references it.
+func (a *Artifact) Deadlines() []Deadline {
+	if a.Status != "stored" || len(a.OpenBatchIDs) > 0 {
+		return nil
+	}
+	return []Deadline{{"artifact.gc", a.GCEligibleAt}}
+}
+
+// Binding binds a Desktop source thread to its caller heartbeat automation.
+type Binding struct {
+	Header
+	SourceThreadID            string              `json:"source_thread_id"`
+	CallerAutomationID        string              `json:"caller_automation_id"`
+	BridgeThreadID            string              `json:"bridge_thread_id,omitempty"`
+	Mirror                    events.Capabilities `json:"mirror"`
+	ArmedGeneration           uint64              `json:"armed_generation,omitempty"`
+	ArmedGenerationQuiesced   time.Time           `json:"armed_generation_quiesced_at,omitzero"`
+	PauseNotBefore            time.Time           `json:"pause_not_before,omitzero"`
+	PauseDeadline             time.Time           `json:"pause_deadline,omitzero"`
+	DegradedReason            string              `json:"degraded_reason,omitempty"`
+	LastVerifiedAt            time.Time           `json:"last_verified_at,omitzero"`
+	AutomationDeletedOnUnbind bool                `json:"automation_deleted_on_unbind,omitempty"`
+}
+
+func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.BindingBound:
+		b.SourceThreadID, b.CallerAutomationID, b.BridgeThreadID = p.SourceThreadID, p.CallerAutomationID, p.BridgeThreadID
+		b.Mirror, b.DegradedReason, b.LastVerifiedAt = p.Mirror, "", e.RecordedAt
+	case *events.BindingArmed:
+		b.ArmedGeneration, b.ArmedGenerationQuiesced = p.Generation, time.Time{}
+		b.PauseNotBefore, b.PauseDeadline = p.PauseNotBefore, p.PauseDeadline
+	case *events.BindingQuiesced:
+		if p.Generation == b.ArmedGeneration {
+			b.ArmedGenerationQuiesced = e.RecordedAt
+			b.PauseNotBefore, b.PauseDeadline = time.Time{}, time.Time{}
+		}
+	case *events.BindingDegraded:
+		b.DegradedReason = p.Reason
+	case *events.BindingUnbound:
+		b.AutomationDeletedOnUnbind = p.DeleteAutomation
+	}
+}
+
+// Deadlines implements Deadliner.
+func (b *Binding) Deadlines() []Deadline {
+	if b.Status == "bound" && !b.PauseDeadline.IsZero() {
+		return []Deadline{{"binding.pause", b.PauseDeadline}}
+	}
+	return nil
+}
+
+// Indexes implements Indexer.
+func (b *Binding) Indexes() []IndexEntry {
+	return []IndexEntry{{IndexBindingByThr, b.SourceThreadID}}
+}
+
+// Installation is the singleton Desktop installation state.
+type Installation struct {
+	Header
+	events.Capabilities
+	ValidatedAt time.Time `json:"validated_at,omitzero"`
+	UpdatedBy   string    `json:"updated_by_bootstrap_or_repair"`
+}
+
+func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
+	if p, ok := p.(*events.InstallationStateRepaired); ok {
+		i.Capabilities, i.ValidatedAt, i.UpdatedBy = p.State, p.ValidatedAt, p.UpdatedBy
+	}
+}
+
+// Session is a CLI managed session.
+type Session struct {
+	Header
+	BoundThreadID    string             `json:"bound_thread_id"`
+	Epoch            uint64             `json:"session_epoch"`
+	Startup          events.Permissions `json:"startup"`
+	Current          events.Permissions `json:"current"`
+	StartupSnapshot  events.RawJSON     `json:"startup_permission_snapshot_json,omitempty"`
+	LastSnapshot     events.RawJSON     `json:"last_permission_snapshot_json,omitempty"`
+	SnapshotRevision uint64             `json:"permission_snapshot_revision"`
+	ParkedBatchID    string             `json:"parked_batch_id,omitempty"`
+	StaleReason      string             `json:"stale_reason,omitempty"`
+	RetiredReason    string             `json:"retired_reason,omitempty"`
+}
+
+func (s *Session) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.SessionCreated:
+		s.BoundThreadID, s.Epoch = p.BoundThreadID, 1
+		s.Startup, s.Current, s.StartupSnapshot = p.Startup, p.Startup, p.StartupSnapshot
+	case *events.SessionEpochAdvanced:
+		s.Epoch = p.Epoch
+	case *events.SessionPermissionObserved:
+		s.Current, s.LastSnapshot, s.SnapshotRevision = p.Current, p.Snapshot, p.Revision
+	case *events.SessionParked:
+		s.ParkedBatchID = p.BatchID
+	case *events.SessionUnparked:
+		s.ParkedBatchID = ""
+	case *events.SessionStale:
+		s.StaleReason = p.Reason
+	case *events.SessionRetired:
+		s.RetiredReason = p.Reason
+	}
+}
+
+// Effective is the per-dimension tighter of the startup and current
+// permissions.
+func (s *Session) Effective() events.Permissions {
+	return events.Permissions{
+		AllowsApproval:    s.Startup.AllowsApproval && s.Current.AllowsApproval,
+		AllowsNetwork:     s.Startup.AllowsNetwork && s.Current.AllowsNetwork,
+		AllowsWriteAccess: s.Startup.AllowsWriteAccess && s.Current.AllowsWriteAccess,
+	}
+}
+
+// Indexes implements Indexer.
+func (s *Session) Indexes() []IndexEntry {
+	if s.Status == "retired" {
+		return nil
+	}
+	return []IndexEntry{{IndexSessionByThr, s.BoundThreadID}}
+}
+
+// CtxSession is a CortexFS session directory.
+type CtxSession struct {
+	Header
+	Object     string         `json:"object"`
+	Scope      string         `json:"scope"`
+	Name       string         `json:"name"`
+	UID        int            `json:"uid"`
+	Cwd        string         `json:"cwd"`
+	Meta       events.RawJSON `json:"meta,omitempty"`
+	Messages   int            `json:"messages"`
+	Events     int            `json:"events"`
+	LatestText string         `json:"latest_text,omitempty"`
+}
+
+func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
+	switch p := p.(type) {
+	case *events.CtxSessionOpened:
+		c.Object, c.Scope, c.Name, c.UID, c.Cwd, c.Meta = p.Object, p.Scope, p.Name, p.UID, p.Cwd, p.Meta
+	case *events.CtxSessionMessage:
+		c.Messages++
+		if p.Role == "assistant" {
+			c.LatestText = textOf(p.Content)
+		}
+	case *events.CtxSessionEvent:
+		c.Events++
+	}
+}
+
+// Indexes implements Indexer.
+func (c *CtxSession) Indexes() []IndexEntry {
+	return []IndexEntry{{IndexCtxSession, c.Object + "\x00" + c.Scope + "\x00" + itoa(c.UID) + "\x00" + c.Name}}
+}

@@ -1,0 +1,531 @@
+// Package engine is cbth's event-sourced core: the append-only log on bbolt,
+// its hash chain, a single writer goroutine that group-commits whatever is
+// queued, pure command handling (decide, then apply through the state
+// machines) and the projections updated in the same transaction as each
+// append.
+//
+// Append and Execute return only after the bbolt commit that holds their
+// events has been fsynced.
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Log buckets. Unlike the projection buckets these are the source of truth.
+var (
+	bucketLog       = []byte("log")       // seq -> record
+	bucketStreams   = []byte("streams")   // stream key -> version, last seq
+	bucketStreamIdx = []byte("streamidx") // stream key \0 version -> seq
+)
+
+// maxBatch bounds how many queued requests one commit takes.
+const maxBatch = 1024
+
+// Options configure Open.
+type Options struct {
+	// Clock stamps every decided event. Defaults to SystemClock.
+	Clock Clock
+	// LockTimeout bounds the wait for bbolt's exclusive file lock.
+	// Defaults to one second.
+	LockTimeout time.Duration
+	// Logger receives diagnostics. Defaults to a discarding logger.
+	Logger *slog.Logger
+	// NoSync disables fsync. Only benchmarks that measure the engine's own
+	// overhead set it; it voids durability.
+	NoSync bool
+}
+
+// Engine owns one bbolt log file. It is safe for concurrent use.
+type Engine struct {
+	db     *bolt.DB
+	clock  Clock
+	log    *slog.Logger
+	ms     *fsm.Machines
+	reqs   chan *request
+	closed chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	head atomic.Uint64 // last committed seq, for readers
+
+	// Owned by the writer goroutine.
+	lastSeq  uint64
+	lastHash events.Hash
+
+	subMu sync.Mutex
+	subs  map[*Subscription]struct{}
+}
+
+// Open opens (creating if needed) the log at path, with mode 0600.
+func Open(path string, opt Options) (*Engine, error) {
+	if opt.Clock == nil {
+		opt.Clock = SystemClock{}
+	}
+	if opt.LockTimeout == 0 {
+		opt.LockTimeout = time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.LockTimeout, NoSync: opt.NoSync})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, errs.Wrap(errs.EBUSY, err, "open %s: another process holds the log", path)
+		}
+		return nil, errs.Wrap(errs.EINTERNAL, err, "open %s", path)
+	}
+	e := &Engine{
+		db: db, clock: opt.Clock, log: opt.Logger, ms: fsm.New(),
+		reqs: make(chan *request, maxBatch), closed: make(chan struct{}),
+		subs: make(map[*Subscription]struct{}),
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketLog, bucketStreams, bucketStreamIdx} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		if err := projections.Create(tx); err != nil {
+			return err
+		}
+		k, v := tx.Bucket(bucketLog).Cursor().Last()
+		if k != nil {
+			e.lastSeq = binary.BigEndian.Uint64(k)
+			h, ok := events.HashOf(v)
+			if !ok {
+				return errs.New(errs.ECORRUPT, "log tail record %d is truncated", e.lastSeq)
+			}
+			e.lastHash = h
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	e.head.Store(e.lastSeq)
+	e.wg.Add(1)
+	go e.writer()
+	return e, nil
+}
+
+// DB exposes the underlying bbolt handle for read-only inspection (tests,
+// verification tools). Writing through it bypasses the log.
+func (e *Engine) DB() *bolt.DB { return e.db }
+
+// Close stops the writer after the requests already queued and closes the
+// file.
+func (e *Engine) Close() error {
+	var err error
+	e.once.Do(func() {
+		close(e.closed)
+		e.wg.Wait()
+		e.subMu.Lock()
+		for s := range e.subs {
+			close(s.c)
+			delete(e.subs, s)
+		}
+		e.subMu.Unlock()
+		err = e.db.Close()
+	})
+	return err
+}
+
+// Head returns the last committed sequence number.
+func (e *Engine) Head() uint64 { return e.head.Load() }
+
+// Now reads the engine's clock.
+func (e *Engine) Now() time.Time { return e.clock.Now() }
+
+// Meta describes who issued a command and how to deduplicate it.
+type Meta struct {
+	Actor events.Actor
+	// CommandID is the idempotency key: a command retried with a CommandID
+	// already in the log returns the original result and appends nothing.
+	CommandID     string
+	CorrelationID string
+}
+
+// Emit is one event a command produces.
+type Emit struct {
+	Stream  events.StreamID
+	Payload events.Payload
+}
+
+// Decision is the outcome of a pure command.
+type Decision struct {
+	Emits []Emit
+	// Outcome is a short machine word for the caller, e.g. "already_closed".
+	Outcome string
+	// Value carries command-specific results to the caller.
+	Value any
+}
+
+// View is what a command may read while deciding: committed state plus the
+// effects of requests committed earlier in the same group commit.
+type View interface {
+	State(k events.Kind, id string) (aggregate.State, error)
+	Lookup(index, key string) []projections.Ref
+	Scan(index, prefix string) []projections.Ref
+	DueBy(now time.Time) []projections.Due
+}
+
+// Decider is a pure command: the same view and now always give the same
+// decision. It must not mutate what the view returns.
+type Decider interface {
+	Decide(v View, now time.Time) (Decision, error)
+}
+
+// DeciderFunc adapts a function to Decider.
+type DeciderFunc func(v View, now time.Time) (Decision, error)
+
+// Decide calls f.
+func (f DeciderFunc) Decide(v View, now time.Time) (Decision, error) { return f(v, now) }
+
+// Result is what Append and Execute return.
+type Result struct {
+	Events   []events.Envelope
+	Replayed bool // the CommandID was already in the log; nothing appended
+	Outcome  string
+	Value    any
+}
+
+// AnyVersion skips the expected-version check of Append.
+const AnyVersion = ^uint64(0)
+
+type request struct {
+	meta     Meta
+	decider  Decider
+	emits    []Emit
+	stream   events.StreamID
+	expected uint64
+	now      time.Time // fixed time for replayed scripts; zero means clock
+	// exclusive, when set, runs alone in its own write transaction.
+	exclusive func(tx *bolt.Tx) error
+
+	res  Result
+	err  error
+	done chan struct{}
+}
+
+// Append appends payloads to one stream if its current version equals
+// expected (AnyVersion skips the check). A mismatch returns an ECONFLICT
+// error and appends nothing.
+func (e *Engine) Append(ctx context.Context, meta Meta, stream events.StreamID, expected uint64, payloads ...events.Payload) (Result, error) {
+	emits := make([]Emit, len(payloads))
+	for i, p := range payloads {
+		emits[i] = Emit{Stream: stream, Payload: p}
+	}
+	return e.submit(ctx, &request{meta: meta, emits: emits, stream: stream, expected: expected})
+}
+
+// Execute runs a command inside the writer, so it decides on the latest
+// state and cannot conflict. An illegal transition returns an ESTATE error
+// and appends nothing.
+func (e *Engine) Execute(ctx context.Context, meta Meta, d Decider) (Result, error) {
+	return e.submit(ctx, &request{meta: meta, decider: d, expected: AnyVersion})
+}
+
+// ExecuteAt is Execute with a fixed decision time instead of the clock:
+// for the sweep, which records the now it used, and for tests.
+func (e *Engine) ExecuteAt(ctx context.Context, meta Meta, now time.Time, d Decider) (Result, error) {
+	return e.submit(ctx, &request{meta: meta, decider: d, expected: AnyVersion, now: now})
+}
+
+func (e *Engine) submit(ctx context.Context, r *request) (Result, error) {
+	r.done = make(chan struct{})
+	select {
+	case e.reqs <- r:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	case <-e.closed:
+		return Result{}, errs.New(errs.EHOSTDOWN, "engine is closed")
+	}
+	// Once queued, the request will be committed or failed; waiting for
+	// it (rather than honouring ctx) means no caller sees an unknown
+	// outcome.
+	<-r.done
+	return r.res, r.err
+}
+
+func (e *Engine) writer() {
+	defer e.wg.Done()
+	batch := make([]*request, 0, maxBatch)
+	for {
+		select {
+		case r := <-e.reqs:
+			batch = append(batch[:0], r)
+		case <-e.closed:
+			// Fail whatever raced with Close.
+			for {
+				select {
+				case r := <-e.reqs:
+					r.err = errs.New(errs.EHOSTDOWN, "engine is closed")
+					close(r.done)
+				default:
+					return
+				}
+			}
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case r := <-e.reqs:
+				batch = append(batch, r)
+			default:
+				break drain
+			}
+		}
+		e.commit(batch)
+	}
+}
+
+// commit runs the batch: consecutive ordinary requests share one
+// transaction; an exclusive request runs alone between them.
+func (e *Engine) commit(batch []*request) {
+	start := 0
+	for i, r := range batch {
+		if r.exclusive == nil {
+			continue
+		}
+		e.commitGroup(batch[start:i])
+		r.err = e.db.Update(r.exclusive)
+		close(r.done)
+		start = i + 1
+	}
+	e.commitGroup(batch[start:])
+}
+
+// commitGroup runs requests in one bbolt transaction. A request that
+// fails validation is answered with its error and leaves no trace; a
+// storage failure fails the whole batch.
+func (e *Engine) commitGroup(batch []*request) {
+	if len(batch) == 0 {
+		return
+	}
+	seq0, hash0 := e.lastSeq, e.lastHash
+	err := e.db.Update(func(tx *bolt.Tx) error {
+		w := &txWriter{e: e, tx: tx, ptx: projections.Wrap(tx)}
+		for _, r := range batch {
+			res, err := w.process(r)
+			if err != nil {
+				var se *storageError
+				if errors.As(err, &se) {
+					return se.err
+				}
+				r.err = err
+				continue
+			}
+			r.res = res
+		}
+		return nil
+	})
+	if err != nil {
+		e.lastSeq, e.lastHash = seq0, hash0
+		e.log.Error("commit failed", "err", err)
+		for _, r := range batch {
+			if r.err == nil {
+				r.res, r.err = Result{}, errs.Wrap(errs.EINTERNAL, err, "commit")
+			}
+		}
+	}
+	e.head.Store(e.lastSeq)
+	for _, r := range batch {
+		close(r.done)
+	}
+	if e.lastSeq != seq0 {
+		e.notify()
+	}
+}
+
+type storageError struct{ err error }
+
+func (s *storageError) Error() string { return s.err.Error() }
+
+type txWriter struct {
+	e   *Engine
+	tx  *bolt.Tx
+	ptx *projections.Tx
+}
+
+// txView is the View a decider sees.
+type txView struct {
+	ptx *projections.Tx
+}
+
+func (v txView) State(k events.Kind, id string) (aggregate.State, error) { return v.ptx.State(k, id) }
+func (v txView) Lookup(index, key string) []projections.Ref               { return v.ptx.Lookup(index, key) }
+func (v txView) Scan(index, prefix string) []projections.Ref              { return v.ptx.Scan(index, prefix) }
+func (v txView) DueBy(now time.Time) []projections.Due                    { return v.ptx.DueBy(now) }
+
+type staged struct {
+	old, cur aggregate.State
+	version  uint64
+}
+
+func (w *txWriter) process(r *request) (Result, error) {
+	if r.meta.CommandID != "" {
+		if rng, ok := w.ptx.Command(r.meta.CommandID); ok {
+			evs, err := readRange(w.tx, rng.First, rng.Last, r.meta.CommandID)
+			if err != nil {
+				return Result{}, err
+			}
+			return Result{Events: evs, Replayed: true, Outcome: "replayed"}, nil
+		}
+	}
+	now := r.now
+	if now.IsZero() {
+		now = w.e.clock.Now()
+	}
+	// The stored time is whole nanoseconds in UTC; use exactly that so the
+	// live apply and a replay see the same value.
+	now = time.Unix(0, now.UnixNano()).UTC()
+
+	var dec Decision
+	if r.decider != nil {
+		var err error
+		if dec, err = r.decider.Decide(txView{w.ptx}, now); err != nil {
+			return Result{}, err
+		}
+	} else {
+		dec.Emits = r.emits
+	}
+
+	streams := map[events.StreamID]*staged{}
+	var order []events.StreamID
+	envs := make([]events.Envelope, 0, len(dec.Emits))
+	seq := w.e.lastSeq
+	for _, em := range dec.Emits {
+		st, ok := streams[em.Stream]
+		if !ok {
+			var err error
+			st, err = w.load(em.Stream)
+			if err != nil {
+				return Result{}, err
+			}
+			if r.decider == nil && r.expected != AnyVersion && st.version != r.expected {
+				return Result{}, errs.New(errs.ECONFLICT, "%s: expected version %d, stream is at %d", em.Stream, r.expected, st.version)
+			}
+			streams[em.Stream] = st
+			order = append(order, em.Stream)
+		}
+		if k, ok := events.KindOf(em.Payload.EventType()); !ok || k != em.Stream.Kind {
+			return Result{}, errs.New(errs.EINTERNAL, "event %s does not belong to stream %s", em.Payload.EventType(), em.Stream)
+		}
+		raw, err := events.MarshalPayload(em.Payload)
+		if err != nil {
+			return Result{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", em.Payload.EventType())
+		}
+		seq++
+		id, err := uuid.NewV7()
+		if err != nil {
+			return Result{}, errs.Wrap(errs.EINTERNAL, err, "event id")
+		}
+		env := events.Envelope{
+			Seq: seq, ID: id, Stream: em.Stream, Version: st.version + 1,
+			Type: em.Payload.EventType(), Schema: events.SchemaOf(em.Payload.EventType()),
+			RecordedAt: now, Actor: r.meta.Actor, CommandID: r.meta.CommandID,
+			CorrelationID: r.meta.CorrelationID, Payload: raw,
+		}
+		// Apply what replay will see: the decoded payload, not the value
+		// the command built.
+		p, err := events.DecodePayload(&env)
+		if err != nil {
+			return Result{}, errs.Wrap(errs.EINTERNAL, err, "re-decode %s", env.Type)
+		}
+		if st.cur, err = aggregate.Apply(w.e.ms, st.cur, &env, p); err != nil {
+			return Result{}, err
+		}
+		st.version++
+		envs = append(envs, env)
+	}
+
+	// Everything validated; write.
+	for i := range envs {
+		env := &envs[i]
+		env.PrevHash = w.e.lastHash
+		rec := events.Encode(env)
+		if err := w.put(env, rec); err != nil {
+			return Result{}, &storageError{err}
+		}
+		w.e.lastSeq, w.e.lastHash = env.Seq, env.Hash
+	}
+	for _, sid := range order {
+		st := streams[sid]
+		if err := w.ptx.Put(st.old, st.cur); err != nil {
+			return Result{}, &storageError{err}
+		}
+	}
+	if len(envs) > 0 {
+		if err := w.ptx.SetCheckpoint(w.e.lastSeq); err != nil {
+			return Result{}, &storageError{err}
+		}
+	}
+	return Result{Events: envs, Outcome: dec.Outcome, Value: dec.Value}, nil
+}
+
+func (w *txWriter) load(sid events.StreamID) (*staged, error) {
+	old, err := w.ptx.State(sid.Kind, sid.ID)
+	if err != nil {
+		return nil, err
+	}
+	st := &staged{old: old}
+	if old != nil {
+		st.cur = aggregate.Clone(old)
+		st.version = old.Head().Version
+	}
+	return st, nil
+}
+
+func (w *txWriter) put(env *events.Envelope, rec []byte) error {
+	key := binary.BigEndian.AppendUint64(nil, env.Seq)
+	if err := w.tx.Bucket(bucketLog).Put(key, rec); err != nil {
+		return err
+	}
+	sk := env.Stream.Key()
+	sv := binary.BigEndian.AppendUint64(nil, env.Version)
+	sv = binary.BigEndian.AppendUint64(sv, env.Seq)
+	if err := w.tx.Bucket(bucketStreams).Put(sk, sv); err != nil {
+		return err
+	}
+	ik := binary.BigEndian.AppendUint64(append(sk, 0), env.Version)
+	if err := w.tx.Bucket(bucketStreamIdx).Put(ik, key); err != nil {
+		return err
+	}
+	if env.CommandID != "" {
+		return w.ptx.PutCommand(env.CommandID, env.Seq)
+	}
+	return nil
+}
+
+// readRange decodes log records first..last, keeping those of commandID.
+func readRange(tx *bolt.Tx, first, last uint64, commandID string) ([]events.Envelope, error) {
+	var out []events.Envelope
+	c := tx.Bucket(bucketLog).Cursor()
+	for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, first)); k != nil && binary.BigEndian.Uint64(k) <= last; k, v = c.Next() {
+		env, err := events.Decode(v)
+		if err != nil {
+			return nil, errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(k))
+		}
+		if env.CommandID == commandID {
+			out = append(out, env)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package engine
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
+)
+
+// ErrStop ends a read early without error.
+var ErrStop = errors.New("stop reading")
+
+// ReadFrom calls fn for every event with seq >= from, in order, checking
+// each record's hash. Returning ErrStop from fn ends the walk cleanly.
+func (e *Engine) ReadFrom(from uint64, fn func(events.Envelope) error) error {
+	return e.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLog).Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, from)); k != nil; k, v = c.Next() {
+			env, err := events.Decode(v)
+			if err != nil {
+				return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(k))
+			}
+			if err := fn(env); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ReadStream calls fn for every event of one stream, in version order.
+func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error) error {
+	return e.db.View(func(tx *bolt.Tx) error {
+		log := tx.Bucket(bucketLog)
+		prefix := append(sid.Key(), 0)
+		c := tx.Bucket(bucketStreamIdx).Cursor()
+		for k, seq := c.Seek(prefix); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, seq = c.Next() {
+			v := log.Get(seq)
+			if v == nil {
+				return errs.New(errs.ECORRUPT, "%s: index points at missing seq %d", sid, binary.BigEndian.Uint64(seq))
+			}
+			env, err := events.Decode(v)
+			if err != nil {
+				return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(seq))
+			}
+			if err := fn(env); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// StreamVersion returns a stream's current version (0 if it has no events).
+func (e *Engine) StreamVersion(sid events.StreamID) (uint64, error) {
+	var v uint64
+	err := e.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketStreams).Get(sid.Key()); len(b) == 16 {
+			v = binary.BigEndian.Uint64(b)
+		}
+		return nil
+	})
+	return v, err
+}
+
+// View runs fn against a consistent read-only view of the projections.
+func (e *Engine) View(fn func(v *projections.Tx) error) error {
+	return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) })
+}
+
+// Subscription signals that the log head moved. Signals coalesce: a slow
+// subscriber sees one pending signal, never an unbounded queue, and reads
+// what it missed from the log.
+type Subscription struct {
+	e *Engine
+	c chan struct{}
+}
+
+// C receives a value after each commit that appended events. It is closed
+// when the engine closes.
+func (s *Subscription) C() <-chan struct{} { return s.c }
+
+// Close stops the subscription.
+func (s *Subscription) Close() {
+	s.e.subMu.Lock()
+	defer s.e.subMu.Unlock()
+	if _, ok := s.e.subs[s]; ok {
+		delete(s.e.subs, s)
+		close(s.c)
+	}
+}
+
+// Subscribe returns a subscription to commits.
+func (e *Engine) Subscribe() *Subscription {
+	s := &Subscription{e: e, c: make(chan struct{}, 1)}
+	e.subMu.Lock()
+	e.subs[s] = struct{}{}
+	e.subMu.Unlock()
+	return s
+}
+
+func (e *Engine) notify() {
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	for s := range e.subs {
+		select {
+		case s.c <- struct{}{}:
+		default:
+		}
+	}
+}

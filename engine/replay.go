@@ -1,0 +1,332 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sort"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
+)
+
+// replayChunk is how many records one decode job holds.
+const replayChunk = 512
+
+type decoded struct {
+	key  uint64
+	env  events.Envelope
+	p    events.Payload
+	err  error
+	hash events.Hash // stored hash, for the chain check
+}
+
+// scanLog decodes the log on every core and hands events to fn strictly in
+// seq order. With check set, every record's own hash is recomputed;
+// otherwise replay trusts records that Verify walks separately.
+func scanLog(ctx context.Context, tx *bolt.Tx, check bool, fn func(d *decoded) error) error {
+	type job struct {
+		recs [][]byte
+		keys []uint64
+		out  chan []decoded
+	}
+	workers := runtime.GOMAXPROCS(0)
+	jobs := make(chan job, workers*2)
+	ordered := make(chan chan []decoded, workers*4)
+	stop := make(chan struct{})
+	defer close(stop)
+
+	for i := 0; i < workers; i++ {
+		go func() {
+			for j := range jobs {
+				out := make([]decoded, len(j.recs))
+				for i, rec := range j.recs {
+					d := &out[i]
+					d.key = j.keys[i]
+					if check {
+						d.env, d.err = events.Decode(rec)
+					} else {
+						d.env, d.err = events.DecodeUnverified(rec)
+					}
+					if d.err == nil {
+						d.hash = d.env.Hash
+						d.p, d.err = events.DecodePayload(&d.env)
+					}
+				}
+				j.out <- out
+			}
+		}()
+	}
+	go func() {
+		defer close(ordered)
+		defer close(jobs)
+		c := tx.Bucket(bucketLog).Cursor()
+		j := job{}
+		flush := func() bool {
+			if len(j.recs) == 0 {
+				return true
+			}
+			j.out = make(chan []decoded, 1)
+			select {
+			case ordered <- j.out:
+			case <-stop:
+				return false
+			}
+			select {
+			case jobs <- j:
+			case <-stop:
+				return false
+			}
+			j = job{}
+			return true
+		}
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			j.recs = append(j.recs, v)
+			j.keys = append(j.keys, binary.BigEndian.Uint64(k))
+			if len(j.recs) == replayChunk && !flush() {
+				return
+			}
+		}
+		flush()
+	}()
+	for ch := range ordered {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch := <-ch
+		for i := range batch {
+			if err := fn(&batch[i]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// memory is the result of replaying a log into memory.
+type memory struct {
+	ms       *fsm.Machines
+	states   map[events.StreamID]aggregate.State
+	commands map[string]projections.CommandRange
+	last     uint64
+	lastHash events.Hash
+	count    uint64
+}
+
+func newMemory(ms *fsm.Machines) *memory {
+	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]projections.CommandRange{}}
+}
+
+// apply folds one event in, validating it through the machines.
+func (m *memory) apply(d *decoded) error {
+	if d.err != nil {
+		return d.err
+	}
+	s, err := aggregate.Apply(m.ms, m.states[d.env.Stream], &d.env, d.p)
+	if err != nil {
+		return err
+	}
+	m.states[d.env.Stream] = s
+	if id := d.env.CommandID; id != "" {
+		r, ok := m.commands[id]
+		if !ok {
+			r.First = d.env.Seq
+		}
+		r.Last = d.env.Seq
+		m.commands[id] = r
+	}
+	m.last, m.lastHash = d.env.Seq, d.hash
+	m.count++
+	return nil
+}
+
+func (m *memory) image() (projections.Image, error) {
+	list := make([]aggregate.State, 0, len(m.states))
+	for _, s := range m.states {
+		list = append(list, s)
+	}
+	return projections.ImageOf(list, m.commands, m.last)
+}
+
+// RebuildStats reports what a Rebuild did.
+type RebuildStats struct {
+	Events     uint64 `json:"events"`
+	Aggregates int    `json:"aggregates"`
+	Checkpoint uint64 `json:"checkpoint"`
+}
+
+// Rebuild drops every projection bucket and derives them again from the
+// log. It runs inside the writer, so no append interleaves with it.
+func (e *Engine) Rebuild(ctx context.Context) (RebuildStats, error) {
+	var st RebuildStats
+	err := e.exclusive(ctx, func(tx *bolt.Tx) error {
+		m := newMemory(e.ms)
+		if err := scanLog(ctx, tx, false, m.apply); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		img, err := m.image()
+		if err != nil {
+			return err
+		}
+		st = RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
+		return projections.WriteImage(tx, img)
+	})
+	return st, err
+}
+
+// ReplayImage replays the log into memory, up to and including seq until
+// (0 means all), and returns the projection image it derives, without
+// touching the stored projections.
+func (e *Engine) ReplayImage(ctx context.Context, until uint64) (projections.Image, RebuildStats, error) {
+	var img projections.Image
+	var st RebuildStats
+	err := e.db.View(func(tx *bolt.Tx) error {
+		m := newMemory(e.ms)
+		err := scanLog(ctx, tx, false, func(d *decoded) error {
+			if until > 0 && d.key > until {
+				return ErrStop
+			}
+			return m.apply(d)
+		})
+		if err != nil && err != ErrStop {
+			return err
+		}
+		st = RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
+		img, err = m.image()
+		return err
+	})
+	return img, st, err
+}
+
+// exclusive runs fn in its own write transaction inside the writer.
+func (e *Engine) exclusive(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	r := &request{exclusive: fn, expected: AnyVersion}
+	_, err := e.submit(ctx, r)
+	return err
+}
+
+// Problem is one finding of Verify.
+type Problem struct {
+	Seq     uint64    `json:"seq,omitempty"`
+	Code    errs.Code `json:"code"`
+	Message string    `json:"message"`
+}
+
+// Report is the result of Verify.
+type Report struct {
+	Events   uint64    `json:"events"`
+	Head     uint64    `json:"head"`
+	HeadHash string    `json:"head_hash"`
+	Problems []Problem `json:"problems"`
+}
+
+// OK reports whether Verify found nothing wrong.
+func (r Report) OK() bool { return len(r.Problems) == 0 }
+
+// maxProblems bounds a report on a badly damaged log.
+const maxProblems = 100
+
+// Verify walks the whole log: every record's hash, the chain of prev_hash
+// links, seq continuity, stream version continuity and every transition
+// through the state machines. It then checks that the stored projections
+// equal a rebuild and runs bbolt's own consistency check.
+func (e *Engine) Verify(ctx context.Context) (Report, error) {
+	var rep Report
+	add := func(seq uint64, code errs.Code, format string, args ...any) {
+		if len(rep.Problems) < maxProblems {
+			rep.Problems = append(rep.Problems, Problem{Seq: seq, Code: code, Message: fmt.Sprintf(format, args...)})
+		}
+	}
+	err := e.db.View(func(tx *bolt.Tx) error {
+		m := newMemory(e.ms)
+		var prev events.Hash
+		var prevSeq uint64
+		broken := false
+		err := scanLog(ctx, tx, true, func(d *decoded) error {
+			rep.Events++
+			if d.key != prevSeq+1 {
+				add(d.key, errs.ECORRUPT, "seq gap: %d follows %d", d.key, prevSeq)
+			}
+			if d.err != nil {
+				add(d.key, errs.ECORRUPT, "seq %d: %v", d.key, d.err)
+				broken = true
+				prevSeq = d.key
+				prev, _ = events.HashOf(tx.Bucket(bucketLog).Get(binary.BigEndian.AppendUint64(nil, d.key)))
+				return nil
+			}
+			if d.env.Seq != d.key {
+				add(d.key, errs.ECORRUPT, "seq %d stored under key %d", d.env.Seq, d.key)
+			}
+			if d.env.PrevHash != prev {
+				add(d.key, errs.ECORRUPT, "seq %d: prev_hash does not match the hash of seq %d", d.key, prevSeq)
+			}
+			prev, prevSeq = d.hash, d.key
+			if broken {
+				return nil // states after a corrupt record cannot be trusted
+			}
+			if err := m.apply(d); err != nil {
+				add(d.key, errs.CodeOf(err), "seq %d: %v", d.key, err)
+				broken = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		rep.Head, rep.HeadHash = prevSeq, prev.String()
+		e.checkStreams(tx, m, add)
+		if !broken {
+			want, err := m.image()
+			if err != nil {
+				return err
+			}
+			got, err := projections.ReadImage(tx)
+			if err != nil {
+				return err
+			}
+			for _, d := range projections.Diff(got, want, 10) {
+				add(0, errs.ECORRUPT, "projection differs from a rebuild: %s", d)
+			}
+		}
+		for cerr := range tx.Check() {
+			add(0, errs.ECORRUPT, "bbolt check: %v", cerr)
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// checkStreams compares the stream version index with the replayed states.
+func (e *Engine) checkStreams(tx *bolt.Tx, m *memory, add func(uint64, errs.Code, string, ...any)) {
+	seen := map[string]bool{}
+	_ = tx.Bucket(bucketStreams).ForEach(func(k, v []byte) error {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || len(v) != 16 {
+			add(0, errs.ECORRUPT, "malformed stream index entry %q", k)
+			return nil
+		}
+		sid := events.StreamID{Kind: events.Kind(k[:i]), ID: string(k[i+1:])}
+		seen[string(k)] = true
+		s, ok := m.states[sid]
+		if ok && s.Head().Version != binary.BigEndian.Uint64(v) {
+			add(0, errs.ECORRUPT, "%s: stream index at version %d, log at %d", sid, binary.BigEndian.Uint64(v), s.Head().Version)
+		}
+		return nil
+	})
+	var missing []string
+	for sid := range m.states {
+		if !seen[string(sid.Key())] {
+			missing = append(missing, sid.String())
+		}
+	}
+	sort.Strings(missing)
+	for _, s := range missing {
+		add(0, errs.ECORRUPT, "%s: missing from the stream index", s)
+	}
+}

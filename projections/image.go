@@ -1,0 +1,162 @@
+package projections
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/events"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Image is the full content of the projection buckets: bucket name -> key
+// -> value. Two images are equal exactly when the buckets hold the same
+// bytes.
+type Image map[string]map[string][]byte
+
+// ImageOf derives the projection image from replayed states, the command
+// ranges seen in the log and the last applied seq.
+func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpoint uint64) (Image, error) {
+	img := Image{}
+	for _, b := range Buckets() {
+		img[string(b)] = map[string][]byte{}
+	}
+	for _, s := range states {
+		k := aggregate.KindOf(s)
+		id := s.Head().ID
+		v, err := aggregate.Encode(s)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s/%s: %w", k, id, err)
+		}
+		img[string(stateBucket(k))][id] = v
+		for _, key := range indexKeys(k, id, s) {
+			img[string(bucketIndex)][string(key)] = nil
+		}
+		for _, key := range deadlineKeys(k, id, s) {
+			img[string(bucketDeadlines)][string(key)] = nil
+		}
+	}
+	for id, r := range commands {
+		v := make([]byte, 0, 16)
+		v = appendU64(appendU64(v, r.First), r.Last)
+		img[string(bucketCommands)][id] = v
+	}
+	if checkpoint > 0 {
+		img[string(bucketMeta)][string(keyCheckpoint)] = appendU64(nil, checkpoint)
+	}
+	return img, nil
+}
+
+func appendU64(b []byte, v uint64) []byte {
+	return append(b, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// ReadImage copies the projection buckets out of tx.
+func ReadImage(tx *bolt.Tx) (Image, error) {
+	img := Image{}
+	for _, name := range Buckets() {
+		m := map[string][]byte{}
+		img[string(name)] = m
+		b := tx.Bucket(name)
+		if b == nil {
+			continue
+		}
+		if err := b.ForEach(func(k, v []byte) error {
+			if len(v) == 0 {
+				v = nil
+			}
+			m[string(k)] = bytes.Clone(v)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return img, nil
+}
+
+// WriteImage drops the projection buckets and writes img into them in key
+// order.
+func WriteImage(tx *bolt.Tx, img Image) error {
+	if err := Drop(tx); err != nil {
+		return err
+	}
+	for _, name := range Buckets() {
+		m := img[string(name)]
+		b := tx.Bucket(name)
+		b.FillPercent = 1.0 // keys arrive sorted
+		for _, k := range sortedKeys(m) {
+			if err := b.Put([]byte(k), m[k]); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Diff describes how two images differ, one line per differing key (at
+// most limit lines). An empty result means the images are byte-identical.
+func Diff(a, b Image, limit int) []string {
+	var out []string
+	names := map[string]bool{}
+	for n := range a {
+		names[n] = true
+	}
+	for n := range b {
+		names[n] = true
+	}
+	var sorted []string
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		am, bm := a[n], b[n]
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		var ks []string
+		for k := range keys {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		for _, k := range ks {
+			av, aok := am[k]
+			bv, bok := bm[k]
+			switch {
+			case aok && !bok:
+				out = append(out, fmt.Sprintf("%s %q: only in first", n, k))
+			case !aok && bok:
+				out = append(out, fmt.Sprintf("%s %q: only in second", n, k))
+			case !bytes.Equal(av, bv):
+				out = append(out, fmt.Sprintf("%s %q: %s != %s", n, k, av, bv))
+			}
+			if len(out) >= limit {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// KindOfBucket reports which aggregate kind a state bucket holds.
+func KindOfBucket(name string) (events.Kind, bool) {
+	const p = "p.state."
+	if len(name) > len(p) && name[:len(p)] == p {
+		return events.Kind(name[len(p):]), true
+	}
+	return "", false
+}

@@ -1,0 +1,298 @@
+// Package projections keeps the derived views of the event log in bbolt
+// buckets: the current state of every aggregate, secondary indexes, the
+// deadline index and the command (idempotency) index, plus a checkpoint.
+// The engine updates them in the same transaction as each append; Rebuild
+// drops them and derives them again from the log alone.
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names. Every bucket listed in Buckets is derived and may be
+// dropped and rebuilt at any time.
+var (
+	bucketIndex     = []byte("p.index")
+	bucketDeadlines = []byte("p.deadlines")
+	bucketCommands  = []byte("p.commands")
+	bucketMeta      = []byte("p.meta")
+	keyCheckpoint   = []byte("checkpoint")
+)
+
+func stateBucket(k events.Kind) []byte { return []byte("p.state." + string(k)) }
+
+// Buckets lists every projection bucket name.
+func Buckets() [][]byte {
+	out := [][]byte{bucketIndex, bucketDeadlines, bucketCommands, bucketMeta}
+	for _, k := range events.Kinds {
+		out = append(out, stateBucket(k))
+	}
+	return out
+}
+
+// Tx is a view of the projections inside one bbolt transaction.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// Wrap returns the projection view of tx.
+func Wrap(tx *bolt.Tx) *Tx { return &Tx{tx: tx} }
+
+// Create makes sure every bucket exists. tx must be writable.
+func Create(tx *bolt.Tx) error {
+	for _, b := range Buckets() {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return fmt.Errorf("create bucket %s: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// Drop deletes every projection bucket and creates them empty.
+func Drop(tx *bolt.Tx) error {
+	for _, b := range Buckets() {
+		if tx.Bucket(b) != nil {
+			if err := tx.DeleteBucket(b); err != nil {
+				return fmt.Errorf("drop bucket %s: %w", b, err)
+			}
+		}
+	}
+	return Create(tx)
+}
+
+// State returns the current state of an aggregate, or nil if it does not
+// exist.
+func (t *Tx) State(k events.Kind, id string) (aggregate.State, error) {
+	b := t.tx.Bucket(stateBucket(k))
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	return aggregate.Decode(k, v)
+}
+
+// ForEach calls fn for every aggregate of kind k in id order.
+func (t *Tx) ForEach(k events.Kind, fn func(aggregate.State) error) error {
+	b := t.tx.Bucket(stateBucket(k))
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(_, v []byte) error {
+		s, err := aggregate.Decode(k, v)
+		if err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}
+
+// Put stores s, replacing old (nil when s is new), and moves its index and
+// deadline entries from old's to s's.
+func (t *Tx) Put(old, s aggregate.State) error {
+	k := aggregate.KindOf(s)
+	id := s.Head().ID
+	v, err := aggregate.Encode(s)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "encode %s/%s", k, id)
+	}
+	if err := t.tx.Bucket(stateBucket(k)).Put([]byte(id), v); err != nil {
+		return err
+	}
+	return t.moveDerived(k, id, old, s)
+}
+
+func (t *Tx) moveDerived(k events.Kind, id string, old, s aggregate.State) error {
+	oldIdx, newIdx := indexKeys(k, id, old), indexKeys(k, id, s)
+	if err := diffPut(t.tx.Bucket(bucketIndex), oldIdx, newIdx); err != nil {
+		return err
+	}
+	return diffPut(t.tx.Bucket(bucketDeadlines), deadlineKeys(k, id, old), deadlineKeys(k, id, s))
+}
+
+// diffPut deletes keys in old but not in new and puts keys in new but not
+// in old, so an unchanged entry costs no write.
+func diffPut(b *bolt.Bucket, old, new [][]byte) error {
+	for _, o := range old {
+		if !contains(new, o) {
+			if err := b.Delete(o); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range new {
+		if !contains(old, n) {
+			if err := b.Put(n, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func contains(list [][]byte, k []byte) bool {
+	for _, x := range list {
+		if bytes.Equal(x, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// indexKeys renders a state's index entries as index\0key\0kind\0id.
+func indexKeys(k events.Kind, id string, s aggregate.State) [][]byte {
+	ix, ok := s.(aggregate.Indexer)
+	if !ok || s == nil {
+		return nil
+	}
+	var out [][]byte
+	for _, e := range ix.Indexes() {
+		out = append(out, []byte(e.Index+"\x00"+e.Key+"\x00"+string(k)+"\x00"+id))
+	}
+	return out
+}
+
+// deadlineKeys renders a state's deadlines as due(8, big-endian unix nanos)
+// then kind\0id\0name, so a cursor walks them in due order.
+func deadlineKeys(k events.Kind, id string, s aggregate.State) [][]byte {
+	dl, ok := s.(aggregate.Deadliner)
+	if !ok || s == nil {
+		return nil
+	}
+	var out [][]byte
+	for _, d := range dl.Deadlines() {
+		if d.At.IsZero() {
+			continue
+		}
+		key := binary.BigEndian.AppendUint64(nil, uint64(d.At.UnixNano()))
+		key = append(key, string(k)+"\x00"+id+"\x00"+d.Name...)
+		out = append(out, key)
+	}
+	return out
+}
+
+// Ref names one aggregate found through an index.
+type Ref struct {
+	Key  string
+	Kind events.Kind
+	ID   string
+}
+
+// Lookup returns the aggregates whose index entries equal key exactly.
+func (t *Tx) Lookup(index, key string) []Ref {
+	return t.scan(index + "\x00" + key + "\x00")
+}
+
+// Scan returns the index entries of index whose key starts with prefix, in
+// key order.
+func (t *Tx) Scan(index, prefix string) []Ref {
+	return t.scan(index + "\x00" + prefix)
+}
+
+func (t *Tx) scan(prefix string) []Ref {
+	var out []Ref
+	c := t.tx.Bucket(bucketIndex).Cursor()
+	p := []byte(prefix)
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		parts := bytes.Split(k, []byte{0})
+		n := len(parts)
+		if n < 4 {
+			continue
+		}
+		// index \0 key... \0 kind \0 id: the key may itself contain NULs.
+		key := bytes.Join(parts[1:n-2], []byte{0})
+		out = append(out, Ref{Key: string(key), Kind: events.Kind(parts[n-2]), ID: string(parts[n-1])})
+	}
+	return out
+}
+
+// Due is one entry of the deadline index.
+type Due struct {
+	At   time.Time
+	Kind events.Kind
+	ID   string
+	Name string
+}
+
+// DueBy returns every deadline at or before now, in due order, then kind,
+// id and name order. It reads only the due entries: O(due), not O(all).
+func (t *Tx) DueBy(now time.Time) []Due {
+	var out []Due
+	c := t.tx.Bucket(bucketDeadlines).Cursor()
+	limit := uint64(now.UnixNano())
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		at := binary.BigEndian.Uint64(k[:8])
+		if at > limit {
+			break
+		}
+		parts := bytes.SplitN(k[8:], []byte{0}, 3)
+		if len(parts) != 3 {
+			continue
+		}
+		out = append(out, Due{At: time.Unix(0, int64(at)).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])})
+	}
+	return out
+}
+
+// NextDue returns the earliest deadline, if any.
+func (t *Tx) NextDue() (Due, bool) {
+	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().First()
+	if k == nil {
+		return Due{}, false
+	}
+	parts := bytes.SplitN(k[8:], []byte{0}, 3)
+	if len(parts) != 3 {
+		return Due{}, false
+	}
+	return Due{At: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])}, true
+}
+
+// CommandRange is the span of log sequence numbers a command appended.
+type CommandRange struct {
+	First, Last uint64
+}
+
+// Command returns the log range an idempotency key produced, if any.
+func (t *Tx) Command(id string) (CommandRange, bool) {
+	v := t.tx.Bucket(bucketCommands).Get([]byte(id))
+	if len(v) != 16 {
+		return CommandRange{}, false
+	}
+	return CommandRange{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, true
+}
+
+// PutCommand records (or extends) the log range of an idempotency key.
+func (t *Tx) PutCommand(id string, seq uint64) error {
+	r, ok := t.Command(id)
+	if !ok {
+		r.First = seq
+	}
+	r.Last = seq
+	v := binary.BigEndian.AppendUint64(nil, r.First)
+	v = binary.BigEndian.AppendUint64(v, r.Last)
+	return t.tx.Bucket(bucketCommands).Put([]byte(id), v)
+}
+
+// Checkpoint returns the last log seq applied to the projections.
+func (t *Tx) Checkpoint() uint64 {
+	v := t.tx.Bucket(bucketMeta).Get(keyCheckpoint)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// SetCheckpoint records the last applied seq.
+func (t *Tx) SetCheckpoint(seq uint64) error {
+	return t.tx.Bucket(bucketMeta).Put(keyCheckpoint, binary.BigEndian.AppendUint64(nil, seq))
+}
