@@ -62,6 +62,12 @@ type Engine struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
+	// gate orders submissions against Close: once isClosed is set under
+	// the write lock, no request can enter the queue, and the writer
+	// drains whatever is already there.
+	gate     sync.RWMutex
+	isClosed bool
+
 	head atomic.Uint64 // last committed seq, for readers
 
 	// Owned by the writer goroutine.
@@ -134,6 +140,9 @@ func (e *Engine) DB() *bolt.DB { return e.db }
 func (e *Engine) Close() error {
 	var err error
 	e.once.Do(func() {
+		e.gate.Lock()
+		e.isClosed = true
+		e.gate.Unlock()
 		close(e.closed)
 		e.wg.Wait()
 		e.subMu.Lock()
@@ -250,12 +259,17 @@ func (e *Engine) ExecuteAt(ctx context.Context, meta Meta, now time.Time, d Deci
 
 func (e *Engine) submit(ctx context.Context, r *request) (Result, error) {
 	r.done = make(chan struct{})
+	e.gate.RLock()
+	if e.isClosed {
+		e.gate.RUnlock()
+		return Result{}, errs.New(errs.EHOSTDOWN, "engine is closed")
+	}
 	select {
 	case e.reqs <- r:
+		e.gate.RUnlock()
 	case <-ctx.Done():
+		e.gate.RUnlock()
 		return Result{}, ctx.Err()
-	case <-e.closed:
-		return Result{}, errs.New(errs.EHOSTDOWN, "engine is closed")
 	}
 	// Once queued, the request will be committed or failed; waiting for
 	// it (rather than honouring ctx) means no caller sees an unknown
@@ -460,7 +474,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 	for i := range envs {
 		env := &envs[i]
 		env.PrevHash = w.e.lastHash
-		rec := events.Encode(env)
+		rec := events.Encode(env) // also sets env.Hash
 		if err := w.put(env, rec); err != nil {
 			return Result{}, &storageError{err}
 		}
@@ -494,18 +508,7 @@ func (w *txWriter) load(sid events.StreamID) (*staged, error) {
 }
 
 func (w *txWriter) put(env *events.Envelope, rec []byte) error {
-	key := binary.BigEndian.AppendUint64(nil, env.Seq)
-	if err := w.tx.Bucket(bucketLog).Put(key, rec); err != nil {
-		return err
-	}
-	sk := env.Stream.Key()
-	sv := binary.BigEndian.AppendUint64(nil, env.Version)
-	sv = binary.BigEndian.AppendUint64(sv, env.Seq)
-	if err := w.tx.Bucket(bucketStreams).Put(sk, sv); err != nil {
-		return err
-	}
-	ik := binary.BigEndian.AppendUint64(append(sk, 0), env.Version)
-	if err := w.tx.Bucket(bucketStreamIdx).Put(ik, key); err != nil {
+	if err := w.putRecord(env, rec); err != nil {
 		return err
 	}
 	if env.CommandID != "" {

@@ -1,0 +1,328 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	seedFlag  = flag.Uint64("seed", 0, "seed for randomized tests (0 picks one from the clock)")
+	stepsFlag = flag.Int("steps", 100_000, "events the replay-equality test appends")
+)
+
+func seed(t *testing.T) uint64 {
+	s := *seedFlag
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed: %d (rerun with -seed=%d)", s, s)
+	return s
+}
+
+func open(t testing.TB, dir string, opt engine.Options) *engine.Engine {
+	t.Helper()
+	e, err := engine.Open(filepath.Join(dir, "cbth.db"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func image(t testing.TB, e *engine.Engine) projections.Image {
+	t.Helper()
+	var img projections.Image
+	err := e.DB().View(func(tx *bolt.Tx) error {
+		var err error
+		img, err = projections.ReadImage(tx)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func mustVerify(t testing.TB, e *engine.Engine) engine.Report {
+	t.Helper()
+	rep, err := e.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("verify: %+v", rep.Problems)
+	}
+	return rep
+}
+
+// Replay equality: a long random run across every aggregate, then Rebuild
+// must give byte-identical projection buckets.
+func TestReplayEquality(t *testing.T) {
+	s := seed(t)
+	steps := *stepsFlag
+	if testing.Short() {
+		steps = 5000
+	}
+	e := open(t, t.TempDir(), engine.Options{NoSync: true, Clock: engine.NewManualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))})
+	ctx := context.Background()
+	if err := enginetest.Drive(ctx, e, enginetest.NewGenerator(s, ""), steps); err != nil {
+		t.Fatal(err)
+	}
+	live := image(t, e)
+	replayed, st, err := e.ReplayImage(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := projections.Diff(live, replayed, 5); len(d) > 0 {
+		t.Fatalf("live projections differ from a replay: %v", d)
+	}
+	if st.Events != uint64(steps) {
+		t.Fatalf("replayed %d events, want %d", st.Events, steps)
+	}
+	if _, err := e.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := projections.Diff(live, image(t, e), 5); len(d) > 0 {
+		t.Fatalf("rebuilt projections differ: %v", d)
+	}
+	kinds := map[events.Kind]int{}
+	for name, m := range live {
+		if k, ok := projections.KindOfBucket(name); ok {
+			kinds[k] = len(m)
+		}
+	}
+	for _, k := range events.Kinds {
+		if kinds[k] == 0 {
+			t.Errorf("the run never created a %s aggregate", k)
+		}
+	}
+	mustVerify(t, e)
+}
+
+func TestAppend_ExpectedVersionMismatch(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{})
+	ctx := context.Background()
+	sid := events.StreamID{Kind: events.KindJob, ID: "j1"}
+	if _, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, sid, 0, &events.JobSubmitted{TargetKind: "cli", SourceThreadID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	head := e.Head()
+	_, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, sid, 0, &events.JobCompleted{})
+	if errs.CodeOf(err) != errs.ECONFLICT {
+		t.Fatalf("stale expected version: got %v, want ECONFLICT", err)
+	}
+	if e.Head() != head {
+		t.Fatalf("head moved from %d to %d on a rejected append", head, e.Head())
+	}
+	if _, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, sid, 1, &events.JobCompleted{}); err != nil {
+		t.Fatalf("correct expected version: %v", err)
+	}
+}
+
+func TestAppend_IllegalTransitionAppendsNothing(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{})
+	ctx := context.Background()
+	sid := events.StreamID{Kind: events.KindJob, ID: "j1"}
+	meta := engine.Meta{Actor: events.ActorCLI}
+	if _, err := e.Append(ctx, meta, sid, engine.AnyVersion, &events.JobSubmitted{}, &events.JobCancelled{}); err != nil {
+		t.Fatal(err)
+	}
+	before := image(t, e)
+	head := e.Head()
+	for _, p := range []events.Payload{&events.JobCompleted{}, &events.JobFailed{}, &events.JobSubmitted{}} {
+		_, err := e.Append(ctx, meta, sid, engine.AnyVersion, p)
+		if errs.CodeOf(err) != errs.ESTATE {
+			t.Errorf("%s after cancel: got %v, want ESTATE", p.EventType(), err)
+		}
+	}
+	// A multi-event append whose second event is illegal leaves no trace
+	// of the first either.
+	other := events.StreamID{Kind: events.KindJob, ID: "j2"}
+	if _, err := e.Append(ctx, meta, other, engine.AnyVersion, &events.JobSubmitted{}, &events.JobCompleted{}, &events.JobFailed{}); errs.CodeOf(err) != errs.ESTATE {
+		t.Fatalf("partly illegal append: got %v, want ESTATE", err)
+	}
+	if e.Head() != head {
+		t.Fatalf("head moved from %d to %d", head, e.Head())
+	}
+	if d := projections.Diff(before, image(t, e), 5); len(d) > 0 {
+		t.Fatalf("projections changed: %v", d)
+	}
+}
+
+// A command retried with the same idempotency key returns the original
+// result and appends nothing.
+func TestExecute_IdempotentRetry(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{})
+	ctx := context.Background()
+	calls := 0
+	cmd := engine.DeciderFunc(func(v engine.View, now time.Time) (engine.Decision, error) {
+		calls++
+		return engine.Decision{Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: "j1"}, Payload: &events.JobSubmitted{TargetKind: "cli"}}}}, nil
+	})
+	meta := engine.Meta{Actor: events.ActorCLI, CommandID: "submit-1"}
+	first, err := e.Execute(ctx, meta, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := e.Head()
+	second, err := e.Execute(ctx, meta, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !second.Replayed || calls != 1 {
+		t.Fatalf("retry: replayed=%v calls=%d, want replayed and one decide", second.Replayed, calls)
+	}
+	if e.Head() != head {
+		t.Fatalf("retry appended: head %d -> %d", head, e.Head())
+	}
+	if len(second.Events) != 1 || second.Events[0].ID != first.Events[0].ID {
+		t.Fatalf("retry returned %+v, want the original event %s", second.Events, first.Events[0].ID)
+	}
+	// The key survives a restart and a rebuild.
+	if _, err := e.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	third, err := e.Execute(ctx, meta, cmd)
+	if err != nil || !third.Replayed || calls != 1 {
+		t.Fatalf("after rebuild: replayed=%v err=%v calls=%d", third.Replayed, err, calls)
+	}
+}
+
+// Flipping any one byte of a stored event is detected, and Verify names
+// the seq.
+func TestVerify_Tamper(t *testing.T) {
+	s := seed(t)
+	dir := t.TempDir()
+	e := open(t, dir, engine.Options{NoSync: true})
+	if err := enginetest.Drive(context.Background(), e, enginetest.NewGenerator(s, ""), 200); err != nil {
+		t.Fatal(err)
+	}
+	mustVerify(t, e)
+	e.Close()
+
+	for _, target := range []uint64{1, 77, 200} {
+		for _, pos := range []int{0, 10, 40, -1, -40} {
+			db, err := bolt.Open(filepath.Join(dir, "cbth.db"), 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := []byte{0, 0, 0, 0, 0, 0, byte(target >> 8), byte(target)}
+			var orig []byte
+			flip := func(tx *bolt.Tx) error {
+				b := tx.Bucket([]byte("log"))
+				v := append([]byte(nil), b.Get(key)...)
+				if orig == nil {
+					orig = append([]byte(nil), v...)
+				}
+				i := pos
+				if i < 0 {
+					i += len(v)
+				}
+				v[i] ^= 0x01
+				return b.Put(key, v)
+			}
+			if err := db.Update(flip); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+
+			e2, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := e2.Verify(context.Background())
+			e2.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			named := false
+			for _, p := range rep.Problems {
+				if p.Seq == target {
+					named = true
+				}
+			}
+			if !named {
+				t.Errorf("flip at seq %d byte %d: problems %+v do not name seq %d", target, pos, rep.Problems, target)
+			}
+
+			db, err = bolt.Open(filepath.Join(dir, "cbth.db"), 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("log")).Put(key, orig) }); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+		}
+	}
+}
+
+func TestOpen_LockTimeout(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir, engine.Options{})
+	_, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{LockTimeout: 50 * time.Millisecond})
+	if errs.CodeOf(err) != errs.EBUSY {
+		t.Fatalf("second open: got %v, want EBUSY", err)
+	}
+}
+
+func TestReadStreamAndSubscribe(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{})
+	ctx := context.Background()
+	sub := e.Subscribe()
+	defer sub.Close()
+	sid := events.StreamID{Kind: events.KindJob, ID: "j1"}
+	meta := engine.Meta{Actor: events.ActorCLI}
+	if _, err := e.Append(ctx, meta, sid, 0, &events.JobSubmitted{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Append(ctx, meta, events.StreamID{Kind: events.KindJob, ID: "j2"}, 0, &events.JobSubmitted{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Append(ctx, meta, sid, 1, &events.JobCompleted{ResultSummary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.C():
+	case <-time.After(5 * time.Second):
+		t.Fatal("no commit signal")
+	}
+	var got []string
+	if err := e.ReadStream(sid, func(env events.Envelope) error {
+		got = append(got, env.Type)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "job.submitted,job.completed" {
+		t.Fatalf("stream j1 = %v", got)
+	}
+	var seqs []uint64
+	if err := e.ReadFrom(2, func(env events.Envelope) error { seqs = append(seqs, env.Seq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seqs) != 2 || seqs[0] != 2 || seqs[1] != 3 {
+		t.Fatalf("ReadFrom(2) = %v", seqs)
+	}
+}
+
+func TestClosedEngine(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{})
+	e.Close()
+	_, err := e.Append(context.Background(), engine.Meta{}, events.StreamID{Kind: events.KindJob, ID: "x"}, 0, &events.JobSubmitted{})
+	if !errors.Is(err, errs.Sentinel(errs.EHOSTDOWN)) {
+		t.Fatalf("append after close: %v", err)
+	}
+}
