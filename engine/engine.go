@@ -30,12 +30,15 @@ import (
 // Log buckets. Unlike the projection buckets these are the source of truth.
 var (
 	bucketLog       = []byte("log")       // seq -> record
-	bucketStreams   = []byte("streams")   // stream key -> version, last seq
 	bucketStreamIdx = []byte("streamidx") // stream key \0 version -> seq
 )
 
 // maxBatch bounds how many queued requests one commit takes.
 const maxBatch = 1024
+
+// maxCache bounds the writer's cache of committed aggregate states. When
+// full it is simply emptied: the cache saves decoding, it holds no truth.
+const maxCache = 1 << 16
 
 // Options configure Open.
 type Options struct {
@@ -73,6 +76,7 @@ type Engine struct {
 	// Owned by the writer goroutine.
 	lastSeq  uint64
 	lastHash events.Hash
+	cache    map[events.StreamID]aggregate.State // committed states only
 
 	subMu sync.Mutex
 	subs  map[*Subscription]struct{}
@@ -99,10 +103,10 @@ func Open(path string, opt Options) (*Engine, error) {
 	e := &Engine{
 		db: db, clock: opt.Clock, log: opt.Logger, ms: fsm.New(),
 		reqs: make(chan *request, maxBatch), closed: make(chan struct{}),
-		subs: make(map[*Subscription]struct{}),
+		subs: make(map[*Subscription]struct{}), cache: make(map[events.StreamID]aggregate.State),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketLog, bucketStreams, bucketStreamIdx} {
+		for _, b := range [][]byte{bucketLog, bucketStreamIdx} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -320,6 +324,7 @@ func (e *Engine) commit(batch []*request) {
 		}
 		e.commitGroup(batch[start:i])
 		r.err = e.db.Update(r.exclusive)
+		clear(e.cache)
 		close(r.done)
 		start = i + 1
 	}
@@ -334,8 +339,10 @@ func (e *Engine) commitGroup(batch []*request) {
 		return
 	}
 	seq0, hash0 := e.lastSeq, e.lastHash
+	w := &txWriter{e: e, pending: map[events.StreamID]aggregate.State{}}
 	err := e.db.Update(func(tx *bolt.Tx) error {
-		w := &txWriter{e: e, tx: tx, ptx: projections.Wrap(tx)}
+		w.tx, w.ptx = tx, projections.Wrap(tx)
+		defer func() { w.tx, w.ptx = nil, nil }()
 		for _, r := range batch {
 			res, err := w.process(r)
 			if err != nil {
@@ -348,9 +355,21 @@ func (e *Engine) commitGroup(batch []*request) {
 			}
 			r.res = res
 		}
+		if e.lastSeq != seq0 {
+			if err := w.ptx.SetCheckpoint(e.lastSeq); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
-	if err != nil {
+	if err == nil {
+		if len(e.cache)+len(w.pending) > maxCache {
+			clear(e.cache)
+		}
+		for sid, st := range w.pending {
+			e.cache[sid] = st
+		}
+	} else {
 		e.lastSeq, e.lastHash = seq0, hash0
 		e.log.Error("commit failed", "err", err)
 		for _, r := range batch {
@@ -376,17 +395,43 @@ type txWriter struct {
 	e   *Engine
 	tx  *bolt.Tx
 	ptx *projections.Tx
+	// pending holds the states written by this group's earlier requests;
+	// they reach the cache only once the commit succeeds.
+	pending map[events.StreamID]aggregate.State
+}
+
+// committed returns the latest state of a stream as of this transaction,
+// without copying: callers must not modify it.
+func (w *txWriter) committed(sid events.StreamID) (aggregate.State, error) {
+	if s, ok := w.pending[sid]; ok {
+		return s, nil
+	}
+	if s, ok := w.e.cache[sid]; ok {
+		return s, nil
+	}
+	s, err := w.ptx.State(sid.Kind, sid.ID)
+	if err == nil && s != nil {
+		// Not written in this transaction, so the stored value is committed.
+		w.e.cache[sid] = s
+	}
+	return s, err
 }
 
 // txView is the View a decider sees.
 type txView struct {
-	ptx *projections.Tx
+	w *txWriter
 }
 
-func (v txView) State(k events.Kind, id string) (aggregate.State, error) { return v.ptx.State(k, id) }
-func (v txView) Lookup(index, key string) []projections.Ref               { return v.ptx.Lookup(index, key) }
-func (v txView) Scan(index, prefix string) []projections.Ref              { return v.ptx.Scan(index, prefix) }
-func (v txView) DueBy(now time.Time) []projections.Due                    { return v.ptx.DueBy(now) }
+func (v txView) State(k events.Kind, id string) (aggregate.State, error) {
+	s, err := v.w.committed(events.StreamID{Kind: k, ID: id})
+	if s == nil || err != nil {
+		return nil, err
+	}
+	return aggregate.Clone(s), nil
+}
+func (v txView) Lookup(index, key string) []projections.Ref  { return v.w.ptx.Lookup(index, key) }
+func (v txView) Scan(index, prefix string) []projections.Ref { return v.w.ptx.Scan(index, prefix) }
+func (v txView) DueBy(now time.Time) []projections.Due       { return v.w.ptx.DueBy(now) }
 
 type staged struct {
 	old, cur aggregate.State
@@ -414,7 +459,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 	var dec Decision
 	if r.decider != nil {
 		var err error
-		if dec, err = r.decider.Decide(txView{w.ptx}, now); err != nil {
+		if dec, err = r.decider.Decide(txView{w}, now); err != nil {
 			return Result{}, err
 		}
 	} else {
@@ -485,17 +530,13 @@ func (w *txWriter) process(r *request) (Result, error) {
 		if err := w.ptx.Put(st.old, st.cur); err != nil {
 			return Result{}, &storageError{err}
 		}
-	}
-	if len(envs) > 0 {
-		if err := w.ptx.SetCheckpoint(w.e.lastSeq); err != nil {
-			return Result{}, &storageError{err}
-		}
+		w.pending[sid] = st.cur
 	}
 	return Result{Events: envs, Outcome: dec.Outcome, Value: dec.Value}, nil
 }
 
 func (w *txWriter) load(sid events.StreamID) (*staged, error) {
-	old, err := w.ptx.State(sid.Kind, sid.ID)
+	old, err := w.committed(sid)
 	if err != nil {
 		return nil, err
 	}

@@ -121,9 +121,5 @@ func (w *txWriter) putRecord(env *events.Envelope, rec []byte) error {
 		return err
 	}
 	sk := env.Stream.Key()
-	sv := binary.BigEndian.AppendUint64(nil, env.Version)
-	if err := w.tx.Bucket(bucketStreams).Put(sk, binary.BigEndian.AppendUint64(sv, env.Seq)); err != nil {
-		return err
-	}
 	return w.tx.Bucket(bucketStreamIdx).Put(binary.BigEndian.AppendUint64(append(sk, 0), env.Version), key)
 }

@@ -64,8 +64,18 @@ func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error)
 func (e *Engine) StreamVersion(sid events.StreamID) (uint64, error) {
 	var v uint64
 	err := e.db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketStreams).Get(sid.Key()); len(b) == 16 {
-			v = binary.BigEndian.Uint64(b)
+		prefix := append(sid.Key(), 0)
+		c := tx.Bucket(bucketStreamIdx).Cursor()
+		// The stream's last entry sits just before the first key past its
+		// prefix.
+		k, _ := c.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+		if len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix) {
+			v = binary.BigEndian.Uint64(k[len(prefix):])
 		}
 		return nil
 	})

@@ -302,27 +302,43 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	return rep, err
 }
 
-// checkStreams compares the stream version index with the replayed states.
+// checkStreams checks the stream index: every stream's versions run 1..n
+// without gaps, point at log records of that stream and version, and end
+// at the replayed state's version.
 func (e *Engine) checkStreams(tx *bolt.Tx, m *memory, add func(uint64, errs.Code, string, ...any)) {
-	seen := map[string]bool{}
-	_ = tx.Bucket(bucketStreams).ForEach(func(k, v []byte) error {
+	log := tx.Bucket(bucketLog)
+	seen := map[events.StreamID]uint64{}
+	var cur events.StreamID
+	var want uint64
+	_ = tx.Bucket(bucketStreamIdx).ForEach(func(k, v []byte) error {
 		i := bytes.IndexByte(k, 0)
-		if i < 0 || len(v) != 16 {
+		j := len(k) - 9
+		if i < 0 || j < i || k[j] != 0 || len(v) != 8 {
 			add(0, errs.ECORRUPT, "malformed stream index entry %q", k)
 			return nil
 		}
-		sid := events.StreamID{Kind: events.Kind(k[:i]), ID: string(k[i+1:])}
-		seen[string(k)] = true
-		s, ok := m.states[sid]
-		if ok && s.Head().Version != binary.BigEndian.Uint64(v) {
-			add(0, errs.ECORRUPT, "%s: stream index at version %d, log at %d", sid, binary.BigEndian.Uint64(v), s.Head().Version)
+		sid := events.StreamID{Kind: events.Kind(k[:i]), ID: string(k[i+1 : j])}
+		ver := binary.BigEndian.Uint64(k[j+1:])
+		if sid != cur {
+			cur, want = sid, 1
+		}
+		if ver != want {
+			add(0, errs.ECORRUPT, "%s: stream index jumps to version %d, want %d", sid, ver, want)
+		}
+		want = ver + 1
+		seen[sid] = ver
+		rec := log.Get(v)
+		if env, err := events.DecodeUnverified(rec); err != nil || env.Stream != sid || env.Version != ver {
+			add(binary.BigEndian.Uint64(v), errs.ECORRUPT, "%s version %d: index points at a different record", sid, ver)
 		}
 		return nil
 	})
 	var missing []string
-	for sid := range m.states {
-		if !seen[string(sid.Key())] {
+	for sid, s := range m.states {
+		if v, ok := seen[sid]; !ok {
 			missing = append(missing, sid.String())
+		} else if v != s.Head().Version {
+			add(0, errs.ECORRUPT, "%s: stream index ends at version %d, log at %d", sid, v, s.Head().Version)
 		}
 	}
 	sort.Strings(missing)

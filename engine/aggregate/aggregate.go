@@ -7,6 +7,7 @@ package aggregate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -131,21 +132,44 @@ func Decode(k events.Kind, b []byte) (State, error) {
 	return s, nil
 }
 
-// Clone returns a deep copy of s, so a failed command can be discarded
-// without touching cached state.
+// Clone returns a deep copy of s, so a command can change it without
+// touching the committed state it came from.
 func Clone(s State) State {
-	b, err := Encode(s)
-	if err != nil {
-		panic(fmt.Sprintf("aggregate: encode %T: %v", s, err))
+	switch s := s.(type) {
+	case *Job:
+		c := *s
+		return &c
+	case *Batch:
+		c := *s
+		c.JobIDs, c.ArtifactIDs = slices.Clone(s.JobIDs), slices.Clone(s.ArtifactIDs)
+		if s.BoundaryRecoveryEnvelope != nil {
+			env := *s.BoundaryRecoveryEnvelope
+			env.ArtifactManifestRefs, env.ArtifactIDs = slices.Clone(env.ArtifactManifestRefs), slices.Clone(env.ArtifactIDs)
+			c.BoundaryRecoveryEnvelope = &env
+		}
+		return &c
+	case *Attempt:
+		c := *s
+		c.RejectedRequestIDs = slices.Clone(s.RejectedRequestIDs)
+		return &c
+	case *Artifact:
+		c := *s
+		c.OpenBatchIDs = slices.Clone(s.OpenBatchIDs)
+		return &c
+	case *Binding:
+		c := *s
+		return &c
+	case *Installation:
+		c := *s
+		return &c
+	case *Session:
+		c := *s
+		return &c
+	case *CtxSession:
+		c := *s
+		return &c
 	}
-	c, err := New(kindOf(s), "")
-	if err != nil {
-		panic(err)
-	}
-	if err := json.Unmarshal(b, c); err != nil {
-		panic(fmt.Sprintf("aggregate: decode %T: %v", s, err))
-	}
-	return c
+	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
 
 func kindOf(s State) events.Kind {

@@ -173,3 +173,37 @@ func Drive(ctx context.Context, e *engine.Engine, g *Generator, n int) error {
 	}
 	return nil
 }
+
+// Bulk appends n generated steps in requests of up to 5,000 events each:
+// fast set-up for replay benchmarks, not a durability test.
+func Bulk(ctx context.Context, e *engine.Engine, g *Generator, n int) error {
+	for done := 0; done < n; {
+		var steps []Step
+		seen := map[events.StreamID]bool{}
+		for len(steps) < 5000 && done+len(steps) < n {
+			s := g.Next()
+			if seen[s.Stream] {
+				// The generator's model moves only on Commit; one event per
+				// stream per request keeps it exact.
+				break
+			}
+			seen[s.Stream] = true
+			steps = append(steps, s)
+		}
+		emits := make([]engine.Emit, len(steps))
+		for i, s := range steps {
+			emits[i] = engine.Emit{Stream: s.Stream, Payload: s.Payload}
+		}
+		d := engine.DeciderFunc(func(engine.View, time.Time) (engine.Decision, error) {
+			return engine.Decision{Emits: emits}, nil
+		})
+		if _, err := e.Execute(ctx, engine.Meta{Actor: events.ActorCLI}, d); err != nil {
+			return err
+		}
+		for _, s := range steps {
+			s.Commit()
+		}
+		done += len(steps)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package engine_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/enginetest"
+)
+
+// Engine benchmarks report their figure beside the physical reference
+// measured in the same process: x_bare is the ratio to a bare bbolt
+// one-event Update, x_flush to the raw write+fdatasync rate, x_scan to a
+// bare cursor scan with json.Unmarshal. Each loop is time-bounded, so the
+// figures are rates, not per-op times.
+
+var (
+	benchDur    = flag.Duration("bench.dur", 2*time.Second, "length of each timed loop in engine benchmarks")
+	replayCount = flag.Int("bench.replay", 1_000_000, "events in the replay benchmark")
+)
+
+var refs struct {
+	once          sync.Once
+	flush, update float64
+	err           error
+}
+
+func references(b *testing.B) (flush, update float64) {
+	refs.once.Do(func() {
+		dir, err := os.MkdirTemp("", "cbth-bench-ref")
+		if err != nil {
+			refs.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		if refs.flush, refs.err = enginetest.RawFsync(dir, *benchDur); refs.err != nil {
+			return
+		}
+		refs.update, refs.err = enginetest.BareUpdate(dir, *benchDur)
+	})
+	if refs.err != nil {
+		b.Fatal(refs.err)
+	}
+	return refs.flush, refs.update
+}
+
+func BenchmarkReference(b *testing.B) {
+	flush, update := references(b)
+	for range b.N {
+	}
+	b.ReportMetric(flush, "flush/s")
+	b.ReportMetric(update, "bare_update/s")
+	b.ReportMetric(update/flush, "x_flush")
+}
+
+func BenchmarkAppend(b *testing.B) {
+	_, update := references(b)
+	for _, writers := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			e := open(b, b.TempDir(), engine.Options{})
+			var r enginetest.LoadResult
+			for range b.N {
+				var err error
+				if r, err = enginetest.AppendLoad(e, writers, *benchDur); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(r.Rate, "ev/s")
+			b.ReportMetric(r.Rate/update, "x_bare")
+			b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50_ms")
+			b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99_ms")
+		})
+	}
+}
+
+// BenchmarkReplay rebuilds every projection from a log of bench.replay
+// events and compares the rate with a bare scan + json.Unmarshal of as
+// many reference events, both with a warm page cache.
+func BenchmarkReplay(b *testing.B) {
+	dir := b.TempDir()
+	n := *replayCount
+	ref := filepath.Join(dir, "ref.db")
+	if err := enginetest.BuildRefLog(ref, n); err != nil {
+		b.Fatal(err)
+	}
+	e := open(b, dir, engine.Options{NoSync: true})
+	if err := enginetest.Bulk(context.Background(), e, enginetest.NewGenerator(1, ""), n); err != nil {
+		b.Fatal(err)
+	}
+	// Warm both files once.
+	if _, err := enginetest.BareScanDecode(ref); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var bare, replay float64
+	for range b.N {
+		var err error
+		if bare, err = enginetest.BareScanDecode(ref); err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		st, err := e.Rebuild(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		replay = float64(st.Events) / time.Since(t0).Seconds()
+	}
+	b.ReportMetric(replay, "ev/s")
+	b.ReportMetric(bare, "bare_scan_decode/s")
+	b.ReportMetric(replay/bare, "x_scan")
+}

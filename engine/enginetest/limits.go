@@ -1,0 +1,162 @@
+package enginetest
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+)
+
+// The physical references every engine figure is compared against,
+// measured on the same disk in the same run (perf-anchors.md method).
+
+// RefEvent is the reference event of perf-anchors.md: about 350 bytes of
+// JSON with a nested payload.
+type RefEvent struct {
+	Seq     uint64     `json:"seq"`
+	ID      string     `json:"id"`
+	Type    string     `json:"type"`
+	Time    string     `json:"time"`
+	Actor   string     `json:"actor"`
+	Subject string     `json:"subject"`
+	Payload RefPayload `json:"payload"`
+}
+
+// RefPayload is RefEvent's nested payload.
+type RefPayload struct {
+	Title    string   `json:"title"`
+	Priority int      `json:"priority"`
+	Tags     []string `json:"tags"`
+	Parent   string   `json:"parent"`
+	Note     string   `json:"note"`
+}
+
+// NewRefEvent returns reference event number i.
+func NewRefEvent(i uint64) RefEvent {
+	return RefEvent{
+		Seq: i, ID: fmt.Sprintf("01JD%022d", i), Type: "job.submitted", Time: "2026-11-21T10:00:00.000000001Z",
+		Actor: "cli", Subject: fmt.Sprintf("job/%d", i),
+		Payload: RefPayload{Title: "wait for CI on pull request 1234 of the example repository", Priority: 3,
+			Tags: []string{"ci", "github", "long"}, Parent: "thread-0123456789abcdef",
+			Note: "the reviewer asked for a rerun after the flaky integration test failed twice in a row"},
+	}
+}
+
+// RawFsync measures writing 4 KiB in place followed by fdatasync, for d.
+// It returns operations per second: the flush limit.
+func RawFsync(dir string, d time.Duration) (float64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "fsync.raw"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	buf := make([]byte, 4096)
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		buf[0] = byte(n)
+		if _, err := f.WriteAt(buf, 0); err != nil {
+			return 0, err
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// BareUpdate measures one reference event per bbolt Update with default
+// (durable) options, for d: "base B" of perf-anchors.md.
+func BareUpdate(dir string, d time.Duration) (float64, error) {
+	path := filepath.Join(dir, "bare.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	defer db.Close()
+	name := []byte("events")
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists(name)
+			if err != nil {
+				return err
+			}
+			b.FillPercent = 1.0
+			seq, _ := b.NextSequence()
+			v, err := json.Marshal(NewRefEvent(seq))
+			if err != nil {
+				return err
+			}
+			return b.Put(binary.BigEndian.AppendUint64(nil, seq), v)
+		})
+		if err != nil {
+			return 0, err
+		}
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// BuildRefLog writes n reference events into a fresh bbolt file at path in
+// bulk (not durable per event) for the scan reference.
+func BuildRefLog(path string, n int) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for i := 0; i < n; i += 10000 {
+		err := db.Update(func(tx *bolt.Tx) error {
+			b, err := tx.CreateBucketIfNotExists([]byte("events"))
+			if err != nil {
+				return err
+			}
+			b.FillPercent = 1.0
+			for j := i; j < i+10000 && j < n; j++ {
+				v, _ := json.Marshal(NewRefEvent(uint64(j + 1)))
+				if err := b.Put(binary.BigEndian.AppendUint64(nil, uint64(j+1)), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return db.Sync()
+}
+
+// BareScanDecode walks a reference log with a cursor and json.Unmarshals
+// every value on one goroutine: "base R" of perf-anchors.md. It returns
+// events per second.
+func BareScanDecode(path string) (float64, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	n := 0
+	start := time.Now()
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("events")).ForEach(func(_, v []byte) error {
+			var e RefEvent
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			n++
+			return nil
+		})
+	})
+	return float64(n) / time.Since(start).Seconds(), err
+}
