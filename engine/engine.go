@@ -29,8 +29,7 @@ import (
 
 // Log buckets. Unlike the projection buckets these are the source of truth.
 var (
-	bucketLog       = []byte("log")       // seq -> record
-	bucketStreamIdx = []byte("streamidx") // stream key \0 version -> seq
+	bucketLog = []byte("log") // seq -> record
 )
 
 // maxBatch bounds how many queued requests one commit takes.
@@ -106,10 +105,8 @@ func Open(path string, opt Options) (*Engine, error) {
 		subs: make(map[*Subscription]struct{}), cache: make(map[events.StreamID]aggregate.State),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketLog, bucketStreamIdx} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
+		if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
+			return err
 		}
 		if err := projections.Create(tx); err != nil {
 			return err

@@ -114,12 +114,7 @@ func (w *txWriter) putRaw(env *events.Envelope) error {
 	return w.putRecord(env, rec)
 }
 
-// putRecord stores a record and its stream index entries.
+// putRecord stores a record under its seq.
 func (w *txWriter) putRecord(env *events.Envelope, rec []byte) error {
-	key := binary.BigEndian.AppendUint64(nil, env.Seq)
-	if err := w.tx.Bucket(bucketLog).Put(key, rec); err != nil {
-		return err
-	}
-	sk := env.Stream.Key()
-	return w.tx.Bucket(bucketStreamIdx).Put(binary.BigEndian.AppendUint64(append(sk, 0), env.Version), key)
+	return w.tx.Bucket(bucketLog).Put(binary.BigEndian.AppendUint64(nil, env.Seq), rec)
 }

@@ -34,50 +34,42 @@ func (e *Engine) ReadFrom(from uint64, fn func(events.Envelope) error) error {
 	})
 }
 
-// ReadStream calls fn for every event of one stream, in version order.
+// ReadStream calls fn for every event of one stream, in version order. It
+// walks the log between the stream's first and last event: the log keeps
+// no per-stream index, because every extra page an append dirties costs
+// flush time on the hot path.
 func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error) error {
-	return e.db.View(func(tx *bolt.Tx) error {
-		log := tx.Bucket(bucketLog)
-		prefix := append(sid.Key(), 0)
-		c := tx.Bucket(bucketStreamIdx).Cursor()
-		for k, seq := c.Seek(prefix); k != nil && len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix); k, seq = c.Next() {
-			v := log.Get(seq)
-			if v == nil {
-				return errs.New(errs.ECORRUPT, "%s: index points at missing seq %d", sid, binary.BigEndian.Uint64(seq))
-			}
-			env, err := events.Decode(v)
-			if err != nil {
-				return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(seq))
-			}
-			if err := fn(env); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
-				return err
-			}
+	var first, last uint64
+	err := e.View(func(v *projections.Tx) error {
+		s, err := v.State(sid.Kind, sid.ID)
+		if s != nil {
+			first, last = s.Head().FirstSeq, s.Head().LastSeq
 		}
-		return nil
+		return err
+	})
+	if err != nil || first == 0 {
+		return err
+	}
+	return e.ReadFrom(first, func(env events.Envelope) error {
+		if env.Seq > last {
+			return ErrStop
+		}
+		if env.Stream != sid {
+			return nil
+		}
+		return fn(env)
 	})
 }
 
 // StreamVersion returns a stream's current version (0 if it has no events).
 func (e *Engine) StreamVersion(sid events.StreamID) (uint64, error) {
 	var v uint64
-	err := e.db.View(func(tx *bolt.Tx) error {
-		prefix := append(sid.Key(), 0)
-		c := tx.Bucket(bucketStreamIdx).Cursor()
-		// The stream's last entry sits just before the first key past its
-		// prefix.
-		k, _ := c.Seek(append(append([]byte(nil), prefix...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
-		if k == nil {
-			k, _ = c.Last()
-		} else {
-			k, _ = c.Prev()
+	err := e.View(func(t *projections.Tx) error {
+		s, err := t.State(sid.Kind, sid.ID)
+		if s != nil {
+			v = s.Head().Version
 		}
-		if len(k) == len(prefix)+8 && string(k[:len(prefix)]) == string(prefix) {
-			v = binary.BigEndian.Uint64(k[len(prefix):])
-		}
-		return nil
+		return err
 	})
 	return v, err
 }

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"sort"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -280,7 +278,6 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 			return err
 		}
 		rep.Head, rep.HeadHash = prevSeq, prev.String()
-		e.checkStreams(tx, m, add)
 		if !broken {
 			want, err := m.image()
 			if err != nil {
@@ -300,49 +297,4 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 		return nil
 	})
 	return rep, err
-}
-
-// checkStreams checks the stream index: every stream's versions run 1..n
-// without gaps, point at log records of that stream and version, and end
-// at the replayed state's version.
-func (e *Engine) checkStreams(tx *bolt.Tx, m *memory, add func(uint64, errs.Code, string, ...any)) {
-	log := tx.Bucket(bucketLog)
-	seen := map[events.StreamID]uint64{}
-	var cur events.StreamID
-	var want uint64
-	_ = tx.Bucket(bucketStreamIdx).ForEach(func(k, v []byte) error {
-		i := bytes.IndexByte(k, 0)
-		j := len(k) - 9
-		if i < 0 || j < i || k[j] != 0 || len(v) != 8 {
-			add(0, errs.ECORRUPT, "malformed stream index entry %q", k)
-			return nil
-		}
-		sid := events.StreamID{Kind: events.Kind(k[:i]), ID: string(k[i+1 : j])}
-		ver := binary.BigEndian.Uint64(k[j+1:])
-		if sid != cur {
-			cur, want = sid, 1
-		}
-		if ver != want {
-			add(0, errs.ECORRUPT, "%s: stream index jumps to version %d, want %d", sid, ver, want)
-		}
-		want = ver + 1
-		seen[sid] = ver
-		rec := log.Get(v)
-		if env, err := events.DecodeUnverified(rec); err != nil || env.Stream != sid || env.Version != ver {
-			add(binary.BigEndian.Uint64(v), errs.ECORRUPT, "%s version %d: index points at a different record", sid, ver)
-		}
-		return nil
-	})
-	var missing []string
-	for sid, s := range m.states {
-		if v, ok := seen[sid]; !ok {
-			missing = append(missing, sid.String())
-		} else if v != s.Head().Version {
-			add(0, errs.ECORRUPT, "%s: stream index ends at version %d, log at %d", sid, v, s.Head().Version)
-		}
-	}
-	sort.Strings(missing)
-	for _, s := range missing {
-		add(0, errs.ECORRUPT, "%s: missing from the stream index", s)
-	}
 }

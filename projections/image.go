@@ -2,6 +2,7 @@ package projections
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sort"
 
@@ -62,6 +63,9 @@ func ReadImage(tx *bolt.Tx) (Image, error) {
 		if b == nil {
 			continue
 		}
+		if bytes.Equal(name, bucketMeta) && b.Sequence() != 0 {
+			m[string(keyCheckpoint)] = appendU64(nil, b.Sequence())
+		}
 		if err := b.ForEach(func(k, v []byte) error {
 			if len(v) == 0 {
 				v = nil
@@ -85,6 +89,14 @@ func WriteImage(tx *bolt.Tx, img Image) error {
 		m := img[string(name)]
 		b := tx.Bucket(name)
 		b.FillPercent = 1.0 // keys arrive sorted
+		if bytes.Equal(name, bucketMeta) {
+			if v := m[string(keyCheckpoint)]; len(v) == 8 {
+				if err := b.SetSequence(binary.BigEndian.Uint64(v)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		for _, k := range sortedKeys(m) {
 			if err := b.Put([]byte(k), m[k]); err != nil {
 				return fmt.Errorf("write %s: %w", name, err)

@@ -24,7 +24,10 @@ var (
 	bucketDeadlines = []byte("p.deadlines")
 	bucketCommands  = []byte("p.commands")
 	bucketMeta      = []byte("p.meta")
-	keyCheckpoint   = []byte("checkpoint")
+	// keyCheckpoint names the checkpoint in an Image. It is stored as the
+	// sequence of the empty p.meta bucket: that lives in the root page,
+	// which every commit rewrites anyway, so it costs no extra page.
+	keyCheckpoint = []byte("checkpoint")
 )
 
 func stateBucket(k events.Kind) []byte { return []byte("p.state." + string(k)) }
@@ -285,14 +288,10 @@ func (t *Tx) PutCommand(id string, seq uint64) error {
 
 // Checkpoint returns the last log seq applied to the projections.
 func (t *Tx) Checkpoint() uint64 {
-	v := t.tx.Bucket(bucketMeta).Get(keyCheckpoint)
-	if len(v) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(v)
+	return t.tx.Bucket(bucketMeta).Sequence()
 }
 
 // SetCheckpoint records the last applied seq.
 func (t *Tx) SetCheckpoint(seq uint64) error {
-	return t.tx.Bucket(bucketMeta).Put(keyCheckpoint, binary.BigEndian.AppendUint64(nil, seq))
+	return t.tx.Bucket(bucketMeta).SetSequence(seq)
 }

@@ -29,6 +29,7 @@ type Header struct {
 	ID        string    `json:"id"`
 	Status    string    `json:"state"`
 	Version   uint64    `json:"version"`
+	FirstSeq  uint64    `json:"first_seq"`
 	LastSeq   uint64    `json:"last_seq"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -106,7 +107,7 @@ func Apply(ms *fsm.Machines, s State, e *events.Envelope, p events.Payload) (Sta
 		return nil, fmt.Errorf("%s seq %d: %w", e.Stream, e.Seq, err)
 	}
 	if h.Status == fsm.None {
-		h.CreatedAt = e.RecordedAt
+		h.CreatedAt, h.FirstSeq = e.RecordedAt, e.Seq
 	}
 	s.mutate(e, p)
 	h.Status = to

@@ -10,7 +10,6 @@ import (
 // Index names used by the states below.
 const (
 	IndexDedupe       = "job.dedupe"     // dedupe key -> job id
-	IndexThreadJobs   = "thread.jobs"    // thread + created seq -> job id
 	IndexThreadOpen   = "thread.open"    // thread + opened seq -> open batch id (the FIFO)
 	IndexThreadLive   = "thread.attempt" // thread -> non-terminal attempt id
 	IndexBindingByThr = "binding.thread" // source thread -> binding id
@@ -64,11 +63,10 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (j *Job) Indexes() []IndexEntry {
-	out := []IndexEntry{{IndexThreadJobs, SeqKey(j.SourceThreadID, j.CreatedSeq)}}
-	if j.DedupeKey != "" {
-		out = append(out, IndexEntry{IndexDedupe, j.DedupeKey})
+	if j.DedupeKey == "" {
+		return nil
 	}
-	return out
+	return []IndexEntry{{IndexDedupe, j.DedupeKey}}
 }
 
 // Batch is a delivery batch: the unit delivered to a caller thread.
