@@ -23,7 +23,6 @@ import (
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/projections"
-	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -194,6 +193,10 @@ type View interface {
 	Lookup(index, key string) []projections.Ref
 	Scan(index, prefix string) []projections.Ref
 	DueBy(now time.Time) []projections.Due
+	// NewID returns a fresh UUIDv7 for a new aggregate, derived from the
+	// log head and the decision time, so a replayed command script yields
+	// the same ids.
+	NewID() string
 }
 
 // Decider is a pure command: the same view and now always give the same
@@ -416,7 +419,15 @@ func (w *txWriter) committed(sid events.StreamID) (aggregate.State, error) {
 
 // txView is the View a decider sees.
 type txView struct {
-	w *txWriter
+	w   *txWriter
+	now time.Time
+	n   *int
+}
+
+func (v txView) NewID() string {
+	*v.n++
+	return events.DeriveID(v.now, v.w.e.lastHash[:], binary.BigEndian.AppendUint64(nil, v.w.e.lastSeq+1),
+		binary.BigEndian.AppendUint64(nil, uint64(*v.n)), []byte("aggregate")).String()
 }
 
 func (v txView) State(k events.Kind, id string) (aggregate.State, error) {
@@ -456,7 +467,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 	var dec Decision
 	if r.decider != nil {
 		var err error
-		if dec, err = r.decider.Decide(txView{w}, now); err != nil {
+		if dec, err = r.decider.Decide(txView{w: w, now: now, n: new(int)}, now); err != nil {
 			return Result{}, err
 		}
 	} else {
@@ -489,10 +500,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 			return Result{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", em.Payload.EventType())
 		}
 		seq++
-		id, err := uuid.NewV7()
-		if err != nil {
-			return Result{}, errs.Wrap(errs.EINTERNAL, err, "event id")
-		}
+		id := events.DeriveID(now, w.e.lastHash[:], binary.BigEndian.AppendUint64(nil, seq), []byte("event"))
 		env := events.Envelope{
 			Seq: seq, ID: id, Stream: em.Stream, Version: st.version + 1,
 			Type: em.Payload.EventType(), Schema: events.SchemaOf(em.Payload.EventType()),
