@@ -1,0 +1,234 @@
+// Package home lays out $CBTH_HOME: the private directory that holds the
+// log, the socket, the daemon's lock and log file, artifacts and file
+// projections. Everything in it is created 0700 (directories) or 0600
+// (files, temp files included), because cbth is same-user only.
+package home
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Modes of everything cbth creates.
+const (
+	DirMode  os.FileMode = 0o700
+	FileMode os.FileMode = 0o600
+)
+
+// Home is one $CBTH_HOME.
+type Home struct {
+	Root string
+}
+
+// Resolve returns the home named by $CBTH_HOME, else ~/.cbth. getenv is
+// passed in so callers (and tests) control the environment.
+func Resolve(getenv func(string) string) (Home, error) {
+	if h := getenv("CBTH_HOME"); h != "" {
+		abs, err := filepath.Abs(h)
+		if err != nil {
+			return Home{}, errs.Wrap(errs.EINVAL, err, "CBTH_HOME %q", h)
+		}
+		return Home{Root: abs}, nil
+	}
+	base := getenv("HOME")
+	if base == "" {
+		d, err := os.UserHomeDir()
+		if err != nil {
+			return Home{}, errs.Wrap(errs.EINVAL, err, "no CBTH_HOME and no home directory")
+		}
+		base = d
+	}
+	return Home{Root: filepath.Join(base, ".cbth")}, nil
+}
+
+// Paths inside the home.
+func (h Home) DB() string        { return filepath.Join(h.Root, "cbth.db") }
+func (h Home) RunDir() string    { return filepath.Join(h.Root, "run") }
+func (h Home) Socket() string    { return filepath.Join(h.Root, "run", "cbth.sock") }
+func (h Home) Lock() string      { return filepath.Join(h.Root, "run", "daemon.lock") }
+func (h Home) LogDir() string    { return filepath.Join(h.Root, "log") }
+func (h Home) DaemonLog() string { return filepath.Join(h.Root, "log", "daemon.log") }
+func (h Home) Artifacts() string { return filepath.Join(h.Root, "artifacts") }
+func (h Home) Config() string    { return filepath.Join(h.Root, "config.toml") }
+func (h Home) Inbox() string     { return filepath.Join(h.Root, "inbox") }
+func (h Home) DebugDir() string  { return filepath.Join(h.Root, "debug") }
+func (h Home) CtxRoot() string   { return filepath.Join(h.Root, "ctx") }
+func (h Home) TempDir() string   { return filepath.Join(h.Root, "tmp") }
+func (h Home) ArtifactDir(id string) string {
+	return filepath.Join(h.Root, "artifacts", id)
+}
+
+// Ensure creates the home and its fixed subdirectories with mode 0700 and
+// tightens them if they exist with wider modes. A home owned by another
+// user is refused.
+func (h Home) Ensure() error {
+	for _, d := range []string{h.Root, h.RunDir(), h.LogDir(), h.Artifacts(), h.TempDir()} {
+		if err := EnsureDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EnsureDir creates dir (and parents) 0700, checks it is owned by this
+// user, and narrows its mode to 0700.
+func EnsureDir(dir string) error {
+	if err := os.MkdirAll(dir, DirMode); err != nil {
+		return errs.Wrap(errs.EACCES, err, "create %s", dir)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return errs.Wrap(errs.EACCES, err, "stat %s", dir)
+	}
+	if err := checkOwner(dir, fi); err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != DirMode {
+		if err := os.Chmod(dir, DirMode); err != nil {
+			return errs.Wrap(errs.EACCES, err, "chmod %s", dir)
+		}
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path through a 0600 temp file in the same
+// directory: write, fsync, rename, fsync the directory. Readers see the old
+// content or the new, never a torn file.
+func WriteFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	if err := f.Chmod(FileMode); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", path, err)
+	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs a directory so a rename in it is durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Config is $CBTH_HOME/config.toml. Every field has a default; the file
+// may be absent.
+type Config struct {
+	IdleTimeout    Duration `toml:"idle_timeout"`
+	MaxResultBytes int64    `toml:"max_result_bytes"`
+	MinArtifactTTL Duration `toml:"min_artifact_ttl"`
+	PostCloseTTL   Duration `toml:"post_close_ttl"`
+	OrphanGrace    Duration `toml:"orphan_grace"`
+	Delivery       Delivery `toml:"delivery"`
+	ParkHook       []string `toml:"park_hook"`
+}
+
+// Delivery holds the delivery-core knobs (used by the delivery scheduler).
+type Delivery struct {
+	MaxJobsPerBatch     int      `toml:"max_jobs_per_batch"`
+	MaxTotalBytes       int64    `toml:"max_total_bytes"`
+	MaxWaitWindow       Duration `toml:"max_wait_window"`
+	MinSendInterval     Duration `toml:"min_send_interval"`
+	Cooldown            Duration `toml:"cooldown"`
+	RedeliveryWindow    Duration `toml:"redelivery_window"`
+	MaxDeliveryAttempts int      `toml:"max_delivery_attempts"`
+	EligibleBackoff     Duration `toml:"eligible_backoff"`
+	InlinePayloadLimit  int64    `toml:"inline_payload_limit"`
+	ObservationWindow   Duration `toml:"observation_window"`
+	SweepInterval       Duration `toml:"sweep_interval"`
+}
+
+// Duration is a time.Duration written as "10m" in TOML.
+type Duration struct{ time.Duration }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return err
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalText renders the duration.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// Defaults returns the built-in configuration.
+func Defaults() Config {
+	return Config{
+		IdleTimeout:    Duration{10 * time.Minute},
+		MaxResultBytes: 64 << 20,
+		MinArtifactTTL: Duration{24 * time.Hour},
+		PostCloseTTL:   Duration{72 * time.Hour},
+		OrphanGrace:    Duration{10 * time.Minute},
+		Delivery: Delivery{
+			MaxJobsPerBatch:     8,
+			MaxTotalBytes:       256 << 10,
+			MaxWaitWindow:       Duration{2 * time.Second},
+			MinSendInterval:     Duration{30 * time.Second},
+			Cooldown:            Duration{2 * time.Minute},
+			RedeliveryWindow:    Duration{24 * time.Hour},
+			MaxDeliveryAttempts: 5,
+			EligibleBackoff:     Duration{time.Minute},
+			InlinePayloadLimit:  16 << 10,
+			ObservationWindow:   Duration{30 * time.Minute},
+			SweepInterval:       Duration{time.Second},
+		},
+	}
+}
+
+// LoadConfig reads config.toml over the defaults, then applies
+// CBTH_IDLE_TIMEOUT from the environment. Unknown keys are an error, so a
+// typo does not silently fall back to a default.
+func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
+	c := Defaults()
+	md, err := toml.DecodeFile(h.Config(), &c)
+	if err != nil && !os.IsNotExist(err) {
+		return c, errs.Wrap(errs.EINVAL, err, "read %s", h.Config())
+	}
+	if err == nil {
+		if und := md.Undecoded(); len(und) > 0 {
+			return c, errs.New(errs.EINVAL, "%s: unknown key %q", h.Config(), und[0].String())
+		}
+	}
+	if v := getenv("CBTH_IDLE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return c, errs.New(errs.EINVAL, "CBTH_IDLE_TIMEOUT=%q is not a positive duration", v)
+		}
+		c.IdleTimeout.Duration = d
+	}
+	if c.IdleTimeout.Duration <= 0 {
+		return c, errs.New(errs.EINVAL, "idle_timeout must be positive")
+	}
+	return c, nil
+}

@@ -1,0 +1,239 @@
+// Package command holds cbth's commands as pure decisions: given a view of
+// the current state and the decision time, each returns the events to
+// append or a typed error with a stable code. They never read a clock, a
+// file or the network; the daemon does that before and after.
+package command
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Targets a job can be delivered to.
+var Targets = []string{"cli", "desktop", "debug"}
+
+// Limits on free-text fields, so a runaway script cannot bloat the log.
+const (
+	maxIDLen      = 256
+	maxSummaryLen = 64 << 10
+	maxMetadata   = 256 << 10
+)
+
+// SubmitJob opens a job in state running.
+type SubmitJob struct {
+	Target    string
+	ThreadID  string
+	TaskKind  string
+	Summary   string
+	Metadata  json.RawMessage
+	DedupeKey string
+	Policy    events.DeliveryPolicy
+}
+
+// Validate checks the command's own fields; Decide calls it too.
+func (c SubmitJob) Validate() error {
+	if !contains(Targets, c.Target) {
+		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, strings.Join(Targets, ", "))
+	}
+	if err := checkID("thread id", c.ThreadID); err != nil {
+		return err
+	}
+	if err := checkID("task kind", c.TaskKind); err != nil {
+		return err
+	}
+	if err := checkText("summary", c.Summary, true); err != nil {
+		return err
+	}
+	if c.DedupeKey != "" {
+		if err := checkID("dedupe key", c.DedupeKey); err != nil {
+			return err
+		}
+	}
+	if len(c.Metadata) > maxMetadata {
+		return errs.New(errs.EINVAL, "metadata is %d bytes, over the %d byte limit", len(c.Metadata), maxMetadata)
+	}
+	if len(c.Metadata) > 0 && !json.Valid(c.Metadata) {
+		return errs.New(errs.EINVAL, "metadata is not valid JSON")
+	}
+	return nil
+}
+
+// Decide implements engine.Decider. A repeated dedupe key returns the
+// original job with outcome "deduplicated" and appends nothing.
+func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := c.Validate(); err != nil {
+		return engine.Decision{}, err
+	}
+	if c.DedupeKey != "" {
+		if refs := v.Lookup(aggregate.IndexDedupe, c.DedupeKey); len(refs) > 0 {
+			return engine.Decision{Outcome: "deduplicated", Value: refs[0].ID}, nil
+		}
+	}
+	id := v.NewID()
+	return engine.Decision{
+		Outcome: "submitted",
+		Value:   id,
+		Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
+			TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
+			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy,
+		}}},
+	}, nil
+}
+
+// Ingested describes a result file already copied into the artifact store.
+type Ingested struct {
+	ArtifactID   string
+	ManagedPath  string
+	ManifestPath string
+	ContentType  string
+	SizeBytes    int64
+	SHA256       string
+}
+
+// CompleteJob moves a running job to ready and records its artifact.
+type CompleteJob struct {
+	JobID          string
+	Summary        string
+	Artifact       *Ingested
+	MinArtifactTTL time.Duration
+}
+
+// Decide implements engine.Decider.
+func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkText("summary", c.Summary, true); err != nil {
+		return engine.Decision{}, err
+	}
+	if _, err := runningJob(v, c.JobID, "complete"); err != nil {
+		return engine.Decision{}, err
+	}
+	done := &events.JobCompleted{ResultSummary: c.Summary}
+	emits := []engine.Emit{{Stream: jobStream(c.JobID), Payload: done}}
+	if a := c.Artifact; a != nil {
+		done.ArtifactID, done.ResultBytes = a.ArtifactID, a.SizeBytes
+		emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ArtifactID}, Payload: &events.ArtifactIngested{
+			SourceJobID: c.JobID, ManagedPath: a.ManagedPath, ManifestPath: a.ManifestPath, ContentType: a.ContentType,
+			SizeBytes: a.SizeBytes, SHA256: a.SHA256, MinRetentionUntil: now.Add(c.MinArtifactTTL),
+		}})
+	}
+	return engine.Decision{Outcome: "completed", Emits: emits}, nil
+}
+
+// FailJob records that a running job failed.
+type FailJob struct {
+	JobID  string
+	Reason string
+}
+
+// Decide implements engine.Decider.
+func (c FailJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkText("reason", c.Reason, true); err != nil {
+		return engine.Decision{}, err
+	}
+	if _, err := runningJob(v, c.JobID, "fail"); err != nil {
+		return engine.Decision{}, err
+	}
+	return engine.Decision{Outcome: "failed", Emits: []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobFailed{Reason: c.Reason}}}}, nil
+}
+
+// CancelJob cancels a job that is running or ready.
+type CancelJob struct {
+	JobID  string
+	Reason string
+}
+
+// Decide implements engine.Decider. Cancelling a cancelled job reports
+// already_cancelled and appends nothing.
+func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkText("reason", c.Reason, false); err != nil {
+		return engine.Decision{}, err
+	}
+	j, err := job(v, c.JobID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	switch j.Status {
+	case "cancelled":
+		return engine.Decision{Outcome: "already_cancelled"}, nil
+	case "running", "ready":
+	default:
+		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; only a running or ready job can be cancelled", c.JobID, j.Status)
+	}
+	return engine.Decision{Outcome: "cancelled", Emits: []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobCancelled{Reason: c.Reason}}}}, nil
+}
+
+func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }
+
+func job(v engine.View, id string) (*aggregate.Job, error) {
+	if err := checkID("job id", id); err != nil {
+		return nil, err
+	}
+	s, err := v.State(events.KindJob, id)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, errs.New(errs.ENOENT, "no job %s", id)
+	}
+	return s.(*aggregate.Job), nil
+}
+
+func runningJob(v engine.View, id, verb string) (*aggregate.Job, error) {
+	j, err := job(v, id)
+	if err != nil {
+		return nil, err
+	}
+	if j.Status != "running" {
+		return nil, errs.New(errs.ESTATE, "job %s is %s; cannot %s it", id, j.Status, verb)
+	}
+	return j, nil
+}
+
+func checkID(what, s string) error {
+	if s == "" {
+		return errs.New(errs.EINVAL, "%s is empty", what)
+	}
+	if len(s) > maxIDLen {
+		return errs.New(errs.EINVAL, "%s is longer than %d bytes", what, maxIDLen)
+	}
+	if !utf8.ValidString(s) {
+		return errs.New(errs.EINVAL, "%s is not valid UTF-8", what)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return errs.New(errs.EINVAL, "%s contains a control character", what)
+		}
+	}
+	if strings.TrimSpace(s) != s {
+		return errs.New(errs.EINVAL, "%s has leading or trailing space", what)
+	}
+	return nil
+}
+
+func checkText(what, s string, required bool) error {
+	if required && strings.TrimSpace(s) == "" {
+		return errs.New(errs.EINVAL, "%s is empty", what)
+	}
+	if len(s) > maxSummaryLen {
+		return errs.New(errs.EINVAL, "%s is longer than %d bytes", what, maxSummaryLen)
+	}
+	if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+		return errs.New(errs.EINVAL, "%s is not valid UTF-8 text", what)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
