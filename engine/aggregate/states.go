@@ -10,6 +10,7 @@ import (
 // Index names used by the states below.
 const (
 	IndexDedupe       = "job.dedupe"     // dedupe key -> job id
+	IndexJobActive    = "job.active"     // running jobs
 	IndexThreadOpen   = "thread.open"    // thread + opened seq -> open batch id (the FIFO)
 	IndexThreadLive   = "thread.attempt" // thread -> non-terminal attempt id
 	IndexBindingByThr = "binding.thread" // source thread -> binding id
@@ -63,10 +64,14 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (j *Job) Indexes() []IndexEntry {
-	if j.DedupeKey == "" {
-		return nil
+	var out []IndexEntry
+	if j.DedupeKey != "" {
+		out = append(out, IndexEntry{IndexDedupe, j.DedupeKey})
 	}
-	return []IndexEntry{{IndexDedupe, j.DedupeKey}}
+	if j.Status == "running" {
+		out = append(out, IndexEntry{IndexJobActive, ""})
+	}
+	return out
 }
 
 // Batch is a delivery batch: the unit delivered to a caller thread.

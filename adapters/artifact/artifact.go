@@ -1,0 +1,210 @@
+// Package artifact is the managed store for job results. A result file is
+// copied into $CBTH_HOME/artifacts/<artifact_id>/ (payload plus
+// manifest.json) before the event that records it is appended, so once
+// `cbth job complete` succeeds the submitter's file may be deleted.
+package artifact
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Store is the artifact directory of one home.
+type Store struct {
+	Dir      string
+	MaxBytes int64
+}
+
+// Manifest is manifest.json beside each payload.
+type Manifest struct {
+	ArtifactID   string    `json:"artifact_id"`
+	SHA256       string    `json:"sha256"`
+	SizeBytes    int64     `json:"size_bytes"`
+	ContentType  string    `json:"content_type"`
+	SourceJobID  string    `json:"source_job_id"`
+	OriginalName string    `json:"original_name"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+const tmpPrefix = ".tmp-"
+
+// Ingest copies src into the store for job jobID. The copy is complete and
+// fsynced, under its final name, before Ingest returns; the caller then
+// appends the event that records it.
+func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return command.Ingested{}, errs.New(errs.ENOENT, "result file %s does not exist", src)
+		case errors.Is(err, fs.ErrPermission):
+			return command.Ingested{}, errs.New(errs.EACCES, "result file %s is not readable", src)
+		}
+		return command.Ingested{}, errs.Wrap(errs.EINVAL, err, "open result file %s", src)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return command.Ingested{}, errs.Wrap(errs.EINVAL, err, "stat result file %s", src)
+	}
+	if !fi.Mode().IsRegular() {
+		return command.Ingested{}, errs.New(errs.EINVAL, "result file %s is not a regular file", src)
+	}
+	if fi.Size() > s.MaxBytes {
+		return command.Ingested{}, errs.New(errs.EFBIG, "result file %s is %d bytes, over the %d byte limit (max_result_bytes)", src, fi.Size(), s.MaxBytes)
+	}
+
+	tmp := filepath.Join(s.Dir, tmpPrefix+randHex())
+	if err := os.Mkdir(tmp, home.DirMode); err != nil {
+		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "create artifact staging directory")
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			os.RemoveAll(tmp)
+		}
+	}()
+	out, err := os.OpenFile(filepath.Join(tmp, "payload"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, home.FileMode)
+	if err != nil {
+		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "create artifact payload")
+	}
+	h := sha256.New()
+	head := make([]byte, 0, 512)
+	n, err := io.Copy(io.MultiWriter(out, h, &prefix{b: &head}), io.LimitReader(f, s.MaxBytes+1))
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "copy result file %s", src)
+	}
+	if n > s.MaxBytes {
+		return command.Ingested{}, errs.New(errs.EFBIG, "result file %s grew past the %d byte limit while it was copied", src, s.MaxBytes)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	id := events.DeriveID(now, []byte(jobID), []byte(sum)).String()
+	m := Manifest{ArtifactID: id, SHA256: sum, SizeBytes: n, ContentType: contentType(src, head),
+		SourceJobID: jobID, OriginalName: filepath.Base(src), CreatedAt: now}
+	mb, _ := json.MarshalIndent(m, "", "  ")
+	if err := home.WriteFileAtomic(filepath.Join(tmp, "manifest.json"), append(mb, '\n')); err != nil {
+		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "write artifact manifest")
+	}
+	final := filepath.Join(s.Dir, id)
+	if err := os.Rename(tmp, final); err != nil {
+		// The same job and content give the same id: a retry after a crash
+		// between this rename and the event finds its own earlier copy.
+		if _, serr := os.Stat(filepath.Join(final, "manifest.json")); serr != nil {
+			return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "publish artifact %s", id)
+		}
+	} else {
+		committed = true
+	}
+	if err := home.SyncDir(s.Dir); err != nil {
+		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "sync artifact directory")
+	}
+	return command.Ingested{ArtifactID: id, ManagedPath: filepath.Join(final, "payload"), ManifestPath: filepath.Join(final, "manifest.json"),
+		ContentType: m.ContentType, SizeBytes: n, SHA256: sum}, nil
+}
+
+// Remove deletes an artifact's files. Removing what is gone is not an error.
+func (s Store) Remove(id string) error {
+	if id == "" || strings.ContainsAny(id, "/\\") || id == "." || id == ".." {
+		return errs.New(errs.EINVAL, "bad artifact id %q", id)
+	}
+	if err := os.RemoveAll(filepath.Join(s.Dir, id)); err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "remove artifact %s", id)
+	}
+	return nil
+}
+
+// Orphans lists entries of the store that no live artifact owns: staging
+// directories and directories whose id live does not know. Entries younger
+// than notAfter are skipped, so an ingest in flight is never taken for an
+// orphan.
+func (s Store) Orphans(live func(id string) bool, notAfter time.Time) ([]string, error) {
+	ents, err := os.ReadDir(s.Dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []string
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, tmpPrefix) && live(name) {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || fi.ModTime().After(notAfter) {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// RemoveEntry deletes one entry returned by Orphans.
+func (s Store) RemoveEntry(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+		return fmt.Errorf("bad entry %q", name)
+	}
+	return os.RemoveAll(filepath.Join(s.Dir, name))
+}
+
+func contentType(name string, head []byte) string {
+	if t := mime.TypeByExtension(filepath.Ext(name)); t != "" {
+		return t
+	}
+	// A small sniff instead of net/http's: the CLI shares this binary and
+	// net/http's package init would slow every command down.
+	switch {
+	case len(head) == 0:
+		return "application/octet-stream"
+	case !utf8.Valid(head) || bytes.IndexByte(head, 0) >= 0:
+		return "application/octet-stream"
+	case head[0] == '{' || head[0] == '[':
+		return "application/json"
+	default:
+		return "text/plain; charset=utf-8"
+	}
+}
+
+// prefix keeps the first 512 bytes written through it.
+type prefix struct{ b *[]byte }
+
+func (p *prefix) Write(b []byte) (int, error) {
+	if room := 512 - len(*p.b); room > 0 {
+		if len(b) < room {
+			room = len(b)
+		}
+		*p.b = append(*p.b, b[:room]...)
+	}
+	return len(b), nil
+}
+
+func randHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,324 @@
+// Package ipc is the daemon's local socket: JSONL frames over a unix
+// socket that only the daemon's own user may use. It is an internal
+// protocol; the stable surface is the CLI.
+//
+// Every request frame carries the protocol number and the client's
+// version, and every response the daemon's, so the version handshake costs
+// no extra round trip.
+package ipc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+	"golang.org/x/sys/unix"
+)
+
+// Proto is the frame protocol number. A mismatch is refused with EVERSION.
+const Proto = 1
+
+// MaxFrame is the largest frame either side accepts, newline included.
+const MaxFrame = 1 << 20
+
+// Request is one client frame.
+type Request struct {
+	Proto   int             `json:"proto"`
+	Client  string          `json:"client,omitempty"`
+	ID      uint64          `json:"id"`
+	Op      string          `json:"op"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Attach  bool            `json:"attach,omitempty"`
+	Timeout int64           `json:"timeout_ms,omitempty"`
+}
+
+// Response is one daemon frame.
+type Response struct {
+	Proto  int             `json:"proto"`
+	Daemon string          `json:"daemon,omitempty"`
+	ID     uint64          `json:"id"`
+	OK     bool            `json:"ok"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *ErrorBody      `json:"error,omitempty"`
+}
+
+// ErrorBody is the wire form of an error: a stable code and a message for
+// people.
+type ErrorBody struct {
+	Code    errs.Code `json:"code"`
+	Message string    `json:"message"`
+}
+
+// Handler serves one request. The returned value is encoded as the result.
+type Handler func(ctx context.Context, req *Request) (any, error)
+
+// Server accepts connections from the daemon's own user only.
+type Server struct {
+	Handler Handler
+	Version string
+	Log     *slog.Logger
+	// UID is the only peer uid served; others get EACCES and nothing else.
+	UID int
+	// Ready, when set, is waited on before any request is handled, so
+	// requests that arrive during start-up wait instead of failing.
+	Ready <-chan struct{}
+
+	attached atomic.Int64
+	conns    sync.WaitGroup
+	mu       sync.Mutex
+	open     map[net.Conn]struct{}
+}
+
+// Attached returns how many connections have declared themselves
+// integration clients and are still connected.
+func (s *Server) Attached() int { return int(s.attached.Load()) }
+
+// Listen creates the socket at path with mode 0600 inside a directory the
+// caller has made 0700. A stale socket file must already be gone: only the
+// holder of the daemon lock may remove it.
+func Listen(path string) (*net.UnixListener, error) {
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, errs.Wrap(errs.EINTERNAL, err, "listen %s", path)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, errs.Wrap(errs.EINTERNAL, err, "chmod %s", path)
+	}
+	ln.SetUnlinkOnClose(true)
+	return ln, nil
+}
+
+// Serve accepts connections until ctx ends or ln fails.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	s.mu.Lock()
+	s.open = map[net.Conn]struct{}{}
+	s.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+		s.mu.Lock()
+		for c := range s.open {
+			c.Close()
+		}
+		s.mu.Unlock()
+	}()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.conns.Wait()
+				return nil
+			}
+			return fmt.Errorf("accept: %w", err)
+		}
+		s.conns.Add(1)
+		s.mu.Lock()
+		s.open[c] = struct{}{}
+		s.mu.Unlock()
+		go func() {
+			defer s.conns.Done()
+			s.serveConn(ctx, c)
+			s.mu.Lock()
+			delete(s.open, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// PeerUID returns the uid of the process at the other end of c.
+func PeerUID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, cerr
+	}
+	return int(cred.Uid), nil
+}
+
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	w := bufio.NewWriter(c)
+	uid, err := PeerUID(c)
+	if err != nil || uid != s.UID {
+		// Say no and nothing else: no version, no detail about the daemon.
+		s.Log.Warn("refused connection", "peer_uid", uid, "err", err)
+		writeFrame(w, Response{Proto: Proto, OK: false, Error: &ErrorBody{Code: errs.EACCES, Message: "permission denied"}})
+		return
+	}
+	if s.Ready != nil {
+		select {
+		case <-s.Ready:
+		case <-ctx.Done():
+			return
+		}
+	}
+	r := bufio.NewReaderSize(c, MaxFrame)
+	attached := false
+	defer func() {
+		if attached {
+			s.attached.Add(-1)
+		}
+	}()
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			writeFrame(w, s.fail(0, errs.New(errs.EMSGSIZE, "frame longer than %d bytes", MaxFrame)))
+			return
+		}
+		if err != nil {
+			return // EOF or a closed connection
+		}
+		var req Request
+		if err := json.Unmarshal(bytes.TrimSpace(line), &req); err != nil {
+			if !writeFrame(w, s.fail(0, errs.Wrap(errs.EINVAL, err, "malformed request frame"))) {
+				return
+			}
+			continue
+		}
+		if req.Proto != Proto {
+			writeFrame(w, s.fail(req.ID, errs.New(errs.EVERSION, "protocol %d is not %d: client %s, daemon %s", req.Proto, Proto, req.Client, s.Version)))
+			return
+		}
+		if req.Attach && !attached {
+			attached = true
+			s.attached.Add(1)
+		}
+		res, err := s.Handler(ctx, &req)
+		var resp Response
+		if err != nil {
+			resp = s.fail(req.ID, err)
+		} else {
+			b, merr := json.Marshal(res)
+			if merr != nil {
+				resp = s.fail(req.ID, errs.Wrap(errs.EINTERNAL, merr, "encode result"))
+			} else {
+				resp = Response{Proto: Proto, Daemon: s.Version, ID: req.ID, OK: true, Result: b}
+			}
+		}
+		if !writeFrame(w, resp) {
+			return
+		}
+	}
+}
+
+func (s *Server) fail(id uint64, err error) Response {
+	code := errs.CodeOf(err)
+	if code == errs.EINTERNAL {
+		s.Log.Error("internal error", "err", err)
+	}
+	return Response{Proto: Proto, Daemon: s.Version, ID: id, OK: false, Error: &ErrorBody{Code: code, Message: err.Error()}}
+}
+
+func writeFrame(w *bufio.Writer, v any) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	b = append(b, '\n')
+	if _, err := w.Write(b); err != nil {
+		return false
+	}
+	return w.Flush() == nil
+}
+
+// Client is one connection to the daemon.
+type Client struct {
+	conn    net.Conn
+	r       *bufio.Reader
+	version string
+	next    uint64
+	// DaemonVersion is the version the daemon reported on the last reply.
+	DaemonVersion string
+}
+
+// Dial connects to the socket at path without starting anything.
+func Dial(path, version string) (*Client, error) {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: c, r: bufio.NewReaderSize(c, 64<<10), version: version}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Call sends one request and decodes the result into out (which may be
+// nil). A daemon error comes back as an *errs.Error with its code.
+func (c *Client) Call(op string, args any, out any) error {
+	return c.call(&Request{Op: op}, args, out)
+}
+
+// CallAttached is Call on a connection that counts as an active
+// integration client for as long as it stays open.
+func (c *Client) CallAttached(op string, args any, out any) error {
+	return c.call(&Request{Op: op, Attach: true}, args, out)
+}
+
+func (c *Client) call(req *Request, args any, out any) error {
+	c.next++
+	req.Proto, req.Client, req.ID = Proto, c.version, c.next
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return errs.Wrap(errs.EINVAL, err, "encode %s arguments", req.Op)
+		}
+		req.Args = b
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "encode request")
+	}
+	if len(b)+1 > MaxFrame {
+		return errs.New(errs.EMSGSIZE, "request is %d bytes, over the %d byte frame limit", len(b)+1, MaxFrame)
+	}
+	if _, err := c.conn.Write(append(b, '\n')); err != nil {
+		return errs.Wrap(errs.EHOSTDOWN, err, "send to daemon")
+	}
+	line, err := c.r.ReadSlice('\n')
+	if err != nil {
+		if err == io.EOF || errors.Is(err, net.ErrClosed) {
+			return errs.New(errs.EHOSTDOWN, "the daemon closed the connection")
+		}
+		return errs.Wrap(errs.EHOSTDOWN, err, "read from daemon")
+	}
+	var resp Response
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "malformed response")
+	}
+	c.DaemonVersion = resp.Daemon
+	if !resp.OK {
+		if resp.Error == nil {
+			return errs.New(errs.EINTERNAL, "daemon failed without an error")
+		}
+		return &errs.Error{Code: resp.Error.Code, Message: resp.Error.Message}
+	}
+	if out != nil && len(resp.Result) > 0 {
+		if err := json.Unmarshal(resp.Result, out); err != nil {
+			return errs.Wrap(errs.EINTERNAL, err, "decode %s result", req.Op)
+		}
+	}
+	return nil
+}
