@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// DaemonCmd groups the daemon commands.
+type DaemonCmd struct {
+	Run    DaemonRunCmd    `cmd:"" help:"Run the daemon in the foreground (other commands start it on demand)."`
+	Status DaemonStatusCmd `cmd:"" help:"Show the daemon's pid, version, uptime, log head, active jobs and idle deadline."`
+	Stop   DaemonStopCmd   `cmd:"" help:"Ask the running daemon to stop."`
+}
+
+// DaemonRunCmd is `cbth daemon run`.
+type DaemonRunCmd struct {
+	Quiet bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+}
+
+// Run runs the daemon until it is stopped, signalled or idle.
+func (c *DaemonRunCmd) Run(env *Env) error {
+	h, err := env.Home()
+	if err != nil {
+		return err
+	}
+	if err := h.Ensure(); err != nil {
+		return err
+	}
+	cfg, err := h.LoadConfig(env.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := home.EnsureDir(h.LogDir()); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(h.DaemonLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, home.FileMode)
+	if err != nil {
+		return errs.Wrap(errs.EACCES, err, "open %s", h.DaemonLog())
+	}
+	defer logFile.Close()
+	var w io.Writer = logFile
+	if !c.Quiet {
+		w = io.MultiWriter(logFile, env.Stderr)
+	}
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pid", os.Getpid())
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err = daemon.Run(ctx, daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log})
+	if err == daemon.ErrRunning {
+		// Lost a start race or started twice: the other daemon serves.
+		log.Info("another daemon holds the lock; exiting")
+		if env.JSON {
+			return env.emit(map[string]string{"outcome": "already_running"}, nil)
+		}
+		fmt.Fprintln(env.Stderr, "cbth: a daemon is already running for", h.Root)
+		return nil
+	}
+	return err
+}
+
+// DaemonStatusCmd is `cbth daemon status`.
+type DaemonStatusCmd struct{}
+
+// Run prints the status.
+func (c *DaemonStatusCmd) Run(env *Env) error {
+	var st daemon.Status
+	if err := env.call("daemon.status", nil, &st); err != nil {
+		return err
+	}
+	return env.emit(st, func(w io.Writer) {
+		fmt.Fprintf(w, "cbth daemon %s, pid %d, up %s\n", st.Version, st.PID, time.Duration(st.UptimeSeconds*float64(time.Second)).Round(time.Second))
+		fmt.Fprintf(w, "home:            %s\n", st.Home)
+		fmt.Fprintf(w, "log head:        seq %d (projections at %d, lag %d)\n", st.LogHeadSeq, st.Checkpoint, st.ProjectionLag)
+		fmt.Fprintf(w, "active jobs:     %d\n", st.ActiveJobs)
+		fmt.Fprintf(w, "clients:         %d attached\n", st.AttachedClients)
+		if len(st.BusyReasons) > 0 {
+			fmt.Fprintf(w, "kept alive by:   %s\n", strings.Join(st.BusyReasons, "; "))
+		}
+		fmt.Fprintf(w, "idle exit after: %s (at %s unless busy)\n", st.IdleTimeout, st.IdleDeadline.Local().Format(time.TimeOnly))
+		if st.NextDue != nil {
+			fmt.Fprintf(w, "next deadline:   %s\n", st.NextDue.Local().Format(time.RFC3339))
+		}
+	})
+}
+
+// DaemonStopCmd is `cbth daemon stop`. It never starts a daemon.
+type DaemonStopCmd struct {
+	Wait time.Duration `help:"How long to wait for the daemon to exit." default:"10s"`
+}
+
+// Run asks the daemon to stop and waits until its socket is gone.
+func (c *DaemonStopCmd) Run(env *Env) error {
+	h, err := env.Home()
+	if err != nil {
+		return err
+	}
+	cl, err := ipc.Dial(h.Socket(), Version)
+	if err != nil {
+		if ipc.Absent(err) {
+			return env.emit(map[string]string{"outcome": "already_stopped"}, func(w io.Writer) { fmt.Fprintln(w, "no daemon is running") })
+		}
+		return errs.Wrap(errs.EHOSTDOWN, err, "connect")
+	}
+	var p daemon.Ping
+	if err := cl.Call("ping", nil, &p); err != nil {
+		cl.Close()
+		return err
+	}
+	err = cl.Call("daemon.stop", nil, nil)
+	cl.Close()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(c.Wait)
+	for time.Now().Before(deadline) {
+		if syscall.Kill(p.PID, 0) != nil {
+			return env.emit(map[string]any{"outcome": "stopped", "pid": p.PID}, func(w io.Writer) { fmt.Fprintf(w, "daemon %d stopped\n", p.PID) })
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errs.New(errs.ETIMEDOUT, "daemon %d did not exit within %s", p.PID, c.Wait)
+}

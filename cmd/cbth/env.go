@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Env is what every command runs with: where output goes, which home, and
+// how to reach the daemon.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+	JSON           bool
+	HomeFlag       string
+}
+
+// Home resolves the home: --home, then $CBTH_HOME, then ~/.cbth.
+func (e *Env) Home() (home.Home, error) {
+	if e.HomeFlag != "" {
+		abs, err := filepath.Abs(e.HomeFlag)
+		if err != nil {
+			return home.Home{}, errs.Wrap(errs.EINVAL, err, "--home")
+		}
+		return home.Home{Root: abs}, nil
+	}
+	return home.Resolve(e.Getenv)
+}
+
+// Client connects to the daemon, starting it when it is absent unless
+// CBTH_NO_AUTOSTART=1.
+func (e *Env) Client() (*ipc.Client, error) {
+	h, err := e.Home()
+	if err != nil {
+		return nil, err
+	}
+	var start func() error
+	if e.Getenv("CBTH_NO_AUTOSTART") != "1" {
+		start = func() error { return e.spawnDaemon(h) }
+	}
+	timeout := 10 * time.Second
+	if v := e.Getenv("CBTH_START_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			timeout = d
+		}
+	}
+	c, err := ipc.Connect(context.Background(), h.Socket(), Version, start, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// spawnDaemon starts `cbth daemon run` detached: its own session, no
+// inherited stdio (it logs to $CBTH_HOME/log/daemon.log). If several
+// clients race, every spawned daemon but the lock holder exits at once.
+func (e *Env) spawnDaemon(h home.Home) error {
+	if err := h.Ensure(); err != nil {
+		return err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, "--home", h.Root, "daemon", "run", "--quiet")
+	cmd.Env = os.Environ()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
+}
+
+// call runs one daemon operation and warns once if the daemon's version
+// differs from this client's.
+func (e *Env) call(op string, args, out any) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	err = c.Call(op, args, out)
+	if c.DaemonVersion != "" && c.DaemonVersion != Version {
+		fmt.Fprintf(e.Stderr, "cbth: warning: the daemon runs version %s, this client is %s; restart it with `cbth daemon stop`\n", c.DaemonVersion, Version)
+	}
+	return err
+}
+
+// emit prints v as one JSON document under --json, else runs human.
+func (e *Env) emit(v any, human func(w io.Writer)) error {
+	if e.JSON {
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	human(e.Stdout)
+	return nil
+}
+
+// boolFlag parses a true|false flag value; "" means not given.
+func boolFlag(name, v string) (*bool, error) {
+	if v == "" {
+		return nil, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil || (v != "true" && v != "false") {
+		return nil, errs.New(errs.EINVAL, "--%s must be true or false, not %q", name, v)
+	}
+	return &b, nil
+}

@@ -1,0 +1,109 @@
+// Command cbth is the durable local background for AI coding agents: it
+// runs the daemon, takes job reports from scripts and lets operators
+// inspect and repair delivery. The same binary answers as ctx and as
+// cortexfs-object-runner when invoked under those names.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/alecthomas/kong"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Version is the cbth release. The socket handshake compares it.
+const Version = "0.1.0"
+
+// CLI is the command tree.
+type CLI struct {
+	JSON bool   `help:"Print machine-readable JSON on stdout (stable shapes, see spec/cli.md)." name:"json"`
+	Home string `help:"cbth home directory (default: $CBTH_HOME, else ~/.cbth)." placeholder:"DIR"`
+
+	Version    VersionCmd    `cmd:"" help:"Print the cbth version."`
+	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
+	Demo       DemoCmd       `cmd:"" help:"Run the main job end to end in a private temporary home and show what happened."`
+	Daemon     DaemonCmd     `cmd:"" help:"Run, inspect or stop the daemon."`
+	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
+}
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+func run(argv []string, stdout, stderr io.Writer) int {
+	if code, ok := multicall(argv[0], argv[1:]); ok {
+		return code
+	}
+	var cli CLI
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	parser, err := kong.New(&cli,
+		kong.Name("cbth"),
+		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
+		kong.UsageOnError(),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitCode(code)) }),
+		kong.Bind(env),
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "cbth:", err)
+		return errs.ExitInternal
+	}
+	return func() (code int) {
+		defer func() {
+			if r := recover(); r != nil {
+				if c, ok := r.(exitCode); ok {
+					code = int(c)
+					return
+				}
+				panic(r)
+			}
+		}()
+		kctx, err := parser.Parse(argv[1:])
+		if err != nil {
+			env.JSON = jsonRequested(argv[1:])
+			return env.fail(errs.Wrap(errs.EINVAL, err, "usage"))
+		}
+		env.JSON = cli.JSON
+		if cli.Home != "" {
+			env.HomeFlag = cli.Home
+		}
+		if err := kctx.Run(env); err != nil {
+			return env.fail(err)
+		}
+		return 0
+	}()
+}
+
+type exitCode int
+
+// jsonRequested spots --json on a command line that failed to parse, so
+// the usage error is still reported as JSON.
+func jsonRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--json" || a == "--json=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// fail reports err: a JSON error object on stdout under --json, always a
+// line on stderr, and the exit code of its stable code.
+func (e *Env) fail(err error) int {
+	code := errs.CodeOf(err)
+	var ee *errs.Error
+	msg := err.Error()
+	if errors.As(err, &ee) {
+		msg = ee.Error()
+	}
+	if e.JSON {
+		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+		fmt.Fprintln(e.Stdout, string(b))
+	}
+	fmt.Fprintf(e.Stderr, "cbth: %s (%s)\n", msg, code)
+	return code.ExitCode()
+}
