@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"golang.org/x/sys/unix"
 )
 
 // Modes of everything cbth creates.
@@ -231,4 +232,20 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, errs.New(errs.EINVAL, "idle_timeout must be positive")
 	}
 	return c, nil
+}
+
+// DaemonRunning reports whether a daemon holds this home's lock. It probes
+// the flock itself, which the kernel drops the moment the daemon exits,
+// rather than the pid, which lingers while the process waits to be reaped.
+func (h Home) DaemonRunning() bool {
+	f, err := os.Open(h.Lock())
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		return true
+	}
+	unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return false
 }

@@ -126,7 +126,7 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 	}
 	deadline := time.Now().Add(c.Wait)
 	for time.Now().Before(deadline) {
-		if syscall.Kill(p.PID, 0) != nil {
+		if !h.DaemonRunning() {
 			return env.emit(map[string]any{"outcome": "stopped", "pid": p.PID}, func(w io.Writer) { fmt.Fprintf(w, "daemon %d stopped\n", p.PID) })
 		}
 		time.Sleep(10 * time.Millisecond)

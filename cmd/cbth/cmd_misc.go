@@ -17,7 +17,9 @@ type VersionCmd struct{}
 // Run prints the version.
 func (VersionCmd) Run(env *Env) error {
 	v := map[string]any{"version": Version, "protocol": ipc.Proto, "go": runtime.Version(), "os": runtime.GOOS, "arch": runtime.GOARCH}
-	return env.emit(v, func(w io.Writer) { fmt.Fprintf(w, "cbth %s (protocol %d, %s %s/%s)\n", Version, ipc.Proto, runtime.Version(), runtime.GOOS, runtime.GOARCH) })
+	return env.emit(v, func(w io.Writer) {
+		fmt.Fprintf(w, "cbth %s (protocol %d, %s %s/%s)\n", Version, ipc.Proto, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	})
 }
 
 // CompletionCmd is `cbth completion`.
