@@ -100,6 +100,33 @@ func (t *Tx) ForEach(k events.Kind, fn func(aggregate.State) error) error {
 	})
 }
 
+// ForEachAfter calls fn for every aggregate of kind k whose id sorts after
+// after, in id order, until fn returns an error.
+func (t *Tx) ForEachAfter(k events.Kind, after string, fn func(aggregate.State) error) error {
+	b := t.tx.Bucket(stateBucket(k))
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	key, v := c.First()
+	if after != "" {
+		key, v = c.Seek([]byte(after))
+		if key != nil && string(key) == after {
+			key, v = c.Next()
+		}
+	}
+	for ; key != nil; key, v = c.Next() {
+		s, err := aggregate.Decode(k, v)
+		if err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Put stores s, replacing old (nil when s is new), and moves its index and
 // deadline entries from old's to s's.
 func (t *Tx) Put(old, s aggregate.State) error {

@@ -53,10 +53,19 @@ type TransitionResult struct {
 	Art     *ArtifactRef `json:"artifact,omitempty"`
 }
 
-// ListArgs filter job.list.
+// ListArgs filter job.list. Results come in pages of at most Limit jobs
+// in id order (ids are time-ordered), starting after After.
 type ListArgs struct {
 	ThreadID string `json:"thread_id,omitempty"`
 	Status   string `json:"status,omitempty"`
+	After    string `json:"after,omitempty"`
+	Limit    int    `json:"limit,omitempty"`
+}
+
+// ListPage is one page of job.list.
+type ListPage struct {
+	Jobs []JobView `json:"jobs"`
+	Next string    `json:"next,omitempty"`
 }
 
 // ArtifactRef describes a job's artifact.

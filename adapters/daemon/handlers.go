@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"sort"
 
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/engine"
@@ -206,26 +205,40 @@ func (d *Daemon) query(id string) (JobView, error) {
 	return viewJob(j, a), nil
 }
 
-func (d *Daemon) list(a ListArgs) ([]JobView, error) {
-	out := []JobView{}
+// maxPage bounds one job.list page so it always fits in a frame.
+const maxPage = 500
+
+func (d *Daemon) list(a ListArgs) (ListPage, error) {
+	if a.Limit <= 0 || a.Limit > maxPage {
+		a.Limit = maxPage
+	}
+	page := ListPage{Jobs: []JobView{}}
 	err := d.eng.View(func(v *projections.Tx) error {
-		return v.ForEach(events.KindJob, func(s aggregate.State) error {
+		return v.ForEachAfter(events.KindJob, a.After, func(s aggregate.State) error {
 			j := s.(*aggregate.Job)
 			if (a.ThreadID != "" && j.SourceThreadID != a.ThreadID) || (a.Status != "" && j.Status != a.Status) {
 				return nil
+			}
+			if len(page.Jobs) == a.Limit {
+				page.Next = page.Jobs[len(page.Jobs)-1].JobID
+				return errStopList
 			}
 			var art *aggregate.Artifact
 			if j.ArtifactID != "" {
 				as, _ := v.State(events.KindArtifact, j.ArtifactID)
 				art, _ = as.(*aggregate.Artifact)
 			}
-			out = append(out, viewJob(j, art))
+			page.Jobs = append(page.Jobs, viewJob(j, art))
 			return nil
 		})
 	})
-	sort.SliceStable(out, func(i, k int) bool { return out[i].AcceptedAt.Before(out[k].AcceptedAt) })
-	return out, err
+	if err == errStopList {
+		err = nil
+	}
+	return page, err
 }
+
+var errStopList = errs.New(errs.EINTERNAL, "stop listing")
 
 func (d *Daemon) status() Status {
 	now := d.opt.Clock.Now()

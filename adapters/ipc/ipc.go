@@ -211,9 +211,12 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			resp = s.fail(req.ID, err)
 		} else {
 			b, merr := json.Marshal(res)
-			if merr != nil {
+			switch {
+			case merr != nil:
 				resp = s.fail(req.ID, errs.Wrap(errs.EINTERNAL, merr, "encode result"))
-			} else {
+			case len(b) > MaxFrame-1024:
+				resp = s.fail(req.ID, errs.New(errs.EMSGSIZE, "%s result is %d bytes, over the frame limit; page through it", req.Op, len(b)))
+			default:
 				resp = Response{Proto: Proto, Daemon: s.Version, ID: req.ID, OK: true, Result: b}
 			}
 		}
@@ -259,7 +262,7 @@ func Dial(path, version string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: c, r: bufio.NewReaderSize(c, 64<<10), version: version}, nil
+	return &Client{conn: c, r: bufio.NewReaderSize(c, MaxFrame), version: version}, nil
 }
 
 // Close closes the connection.

@@ -183,9 +183,17 @@ type JobListCmd struct {
 
 // Run lists jobs.
 func (c *JobListCmd) Run(env *Env) error {
-	var list []daemon.JobView
-	if err := env.call("job.list", daemon.ListArgs{ThreadID: c.ThreadID, Status: c.Status}, &list); err != nil {
-		return err
+	list := []daemon.JobView{}
+	for after := ""; ; {
+		var page daemon.ListPage
+		if err := env.call("job.list", daemon.ListArgs{ThreadID: c.ThreadID, Status: c.Status, After: after}, &page); err != nil {
+			return err
+		}
+		list = append(list, page.Jobs...)
+		if page.Next == "" {
+			break
+		}
+		after = page.Next
 	}
 	return env.emit(list, func(w io.Writer) {
 		if len(list) == 0 {
