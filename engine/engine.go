@@ -24,6 +24,7 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Log buckets. Unlike the projection buckets these are the source of truth.
@@ -93,7 +94,7 @@ func Open(path string, opt Options) (*Engine, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.LockTimeout, NoSync: opt.NoSync})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, errs.Wrap(errs.EBUSY, err, "open %s: another process holds the log", path)
 		}
 		return nil, errs.Wrap(errs.EINTERNAL, err, "open %s", path)

@@ -34,7 +34,7 @@ var types = func() map[string]typeInfo {
 		if _, dup := m[p.EventType()]; dup {
 			panic("events: duplicate event type " + p.EventType())
 		}
-		m[p.EventType()] = typeInfo{kind: d.kind, schema: d.schema, new: d.new, upcasts: d.upcasts}
+		m[p.EventType()] = typeInfo(d)
 	}
 	return m
 }()

@@ -148,6 +148,21 @@ type Status struct {
 	LastSweep       command.SweepResult `json:"last_sweep"`
 }
 
+// ReadArgs page through the log: events with seq >= From, optionally of
+// one stream ("kind/id").
+type ReadArgs struct {
+	From   uint64 `json:"from,omitempty"`
+	Stream string `json:"stream,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// EventsPage is one page of events.read; Next is the seq to continue from.
+type EventsPage struct {
+	Events []events.Envelope `json:"events"`
+	Next   uint64            `json:"next,omitempty"`
+	Head   uint64            `json:"head"`
+}
+
 // Ping is ping's result.
 type Ping struct {
 	PID     int    `json:"pid"`

@@ -69,6 +69,12 @@ func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
 		return d.list(a)
 	case "events.verify":
 		return d.eng.Verify(ctx)
+	case "events.read":
+		var a ReadArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.readEvents(a)
 	}
 	return nil, errs.New(errs.EINVAL, "unknown operation %q", req.Op)
 }
@@ -239,6 +245,37 @@ func (d *Daemon) list(a ListArgs) (ListPage, error) {
 }
 
 var errStopList = errs.New(errs.EINTERNAL, "stop listing")
+
+// maxEventsPage bounds one events.read page (about 2 KiB an event at most
+// keeps it inside a frame).
+const maxEventsPage = 256
+
+func (d *Daemon) readEvents(a ReadArgs) (EventsPage, error) {
+	if a.Limit <= 0 || a.Limit > maxEventsPage {
+		a.Limit = maxEventsPage
+	}
+	if a.From == 0 {
+		a.From = 1
+	}
+	page := EventsPage{Events: []events.Envelope{}, Head: d.eng.Head()}
+	size := 0
+	err := d.eng.ReadFrom(a.From, func(env events.Envelope) error {
+		if a.Stream != "" && env.Stream.String() != a.Stream {
+			return nil
+		}
+		if len(page.Events) == a.Limit || size > ipcBudget {
+			page.Next = env.Seq
+			return engine.ErrStop
+		}
+		size += len(env.Payload) + 512
+		page.Events = append(page.Events, env)
+		return nil
+	})
+	return page, err
+}
+
+// ipcBudget keeps a page of events well inside one frame.
+const ipcBudget = 768 << 10
 
 func (d *Daemon) status() Status {
 	now := d.opt.Clock.Now()

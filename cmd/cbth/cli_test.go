@@ -550,3 +550,29 @@ func TestVersionHelpAndCompletion(t *testing.T) {
 		t.Fatal("version, completion or help started a daemon")
 	}
 }
+
+// The README's first command: the demo runs the main job end to end in a
+// private temporary home and says what happened.
+func TestDemo(t *testing.T) {
+	h := newHome(t)
+	var rep struct {
+		Home         string `json:"home"`
+		Jobs         []struct{ Status string }
+		Deduplicated bool           `json:"dedupe_returned_original"`
+		RejectedCode string         `json:"rejected_code"`
+		Events       int            `json:"events"`
+		Types        map[string]int `json:"event_types"`
+		Verified     bool           `json:"verified"`
+		Files        []string       `json:"artifact_files"`
+	}
+	h.ok(&rep, "demo")
+	if len(rep.Jobs) != 3 || !rep.Deduplicated || rep.RejectedCode != "ESTATE" || !rep.Verified || rep.Types["artifact.ingested"] != 1 || len(rep.Files) != 2 {
+		t.Fatalf("demo report: %+v", rep)
+	}
+	if _, err := os.Stat(rep.Home); !os.IsNotExist(err) {
+		t.Fatalf("the demo left its home behind: %v", err)
+	}
+	if h.pid() != 0 {
+		t.Fatal("the demo touched the caller's home")
+	}
+}

@@ -1,6 +1,167 @@
 package main
 
-// DemoCmd is `cbth demo`; filled in below once the daemon flow is proven.
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// DemoCmd is `cbth demo`: the main job end to end in a private temporary
+// home, on the embedded default (bbolt log, built-in debug target).
 type DemoCmd struct {
 	Keep bool `help:"Keep the temporary home afterwards and print its path."`
+}
+
+// demoReport is what `cbth demo --json` prints.
+type demoReport struct {
+	Home          string            `json:"home"`
+	DaemonPID     int               `json:"daemon_pid"`
+	Jobs          []daemon.JobView  `json:"jobs"`
+	Deduplicated  bool              `json:"dedupe_returned_original"`
+	RejectedCode  string            `json:"rejected_code"`
+	Events        int               `json:"events"`
+	EventTypes    map[string]int    `json:"event_types"`
+	Verified      bool              `json:"verified"`
+	ArtifactFiles []string          `json:"artifact_files"`
+	Steps         []string          `json:"steps"`
+	Kept          bool              `json:"kept"`
+	Extra         map[string]string `json:"extra,omitempty"`
+}
+
+// Run runs the demo.
+func (c *DemoCmd) Run(env *Env) error {
+	tmp, err := os.MkdirTemp("", "cbth-demo-")
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "temporary directory")
+	}
+	h := home.Home{Root: filepath.Join(tmp, "home")}
+	denv := &Env{Stdout: io.Discard, Stderr: env.Stderr, Getenv: env.Getenv, HomeFlag: h.Root}
+	rep := demoReport{Home: h.Root, EventTypes: map[string]int{}, Kept: c.Keep}
+	say := func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		rep.Steps = append(rep.Steps, line)
+		if !env.JSON {
+			fmt.Fprintln(env.Stdout, line)
+		}
+	}
+	defer func() {
+		_ = denv.call("daemon.stop", nil, nil)
+		if !c.Keep {
+			os.RemoveAll(tmp)
+		}
+	}()
+
+	say("1. A private home at %s (mode 0700); the first command starts the daemon there.", h.Root)
+	submit := func(thread, kind, summary, dedupe string) (daemon.SubmitResult, error) {
+		var r daemon.SubmitResult
+		err := denv.call("job.submit", daemon.SubmitArgs{Target: "debug", ThreadID: thread, TaskKind: kind, Summary: summary, DedupeKey: dedupe}, &r)
+		return r, err
+	}
+	ci, err := submit("thread-demo", "ci", "wait for CI on pull request 42", "")
+	if err != nil {
+		return err
+	}
+	var st daemon.Status
+	if err := denv.call("daemon.status", nil, &st); err != nil {
+		return err
+	}
+	rep.DaemonPID = st.PID
+	say("2. Submitted job %s (ci) to thread-demo; daemon pid %d started on demand.", ci.JobID, st.PID)
+	review, err := submit("thread-demo", "review", "wait for a reviewer", "review-pr-42")
+	if err != nil {
+		return err
+	}
+	again, err := submit("thread-demo", "review", "wait for a reviewer (retried)", "review-pr-42")
+	if err != nil {
+		return err
+	}
+	rep.Deduplicated = again.JobID == review.JobID && again.Deduplicated
+	say("3. Submitted job %s (review) with dedupe key review-pr-42; submitting the key again returned the same job: %t.", review.JobID, rep.Deduplicated)
+	flaky, err := submit("thread-other", "build", "nightly build", "")
+	if err != nil {
+		return err
+	}
+
+	result := filepath.Join(tmp, "ci-result.json")
+	if err := os.WriteFile(result, []byte(`{"checks":"green","duration_s":431}`+"\n"), 0o600); err != nil {
+		return err
+	}
+	var done daemon.TransitionResult
+	if err := denv.call("job.complete", daemon.CompleteArgs{JobID: ci.JobID, Summary: "CI is green", ResultFile: result}, &done); err != nil {
+		return err
+	}
+	os.Remove(result)
+	say("4. Completed the ci job with a result file, then deleted that file: cbth holds its own copy,")
+	say("   artifact %s (%d bytes, sha256 %s…) at %s.", done.Art.ArtifactID, done.Art.SizeBytes, done.Art.SHA256[:12], done.Art.ManagedPath)
+	if err := denv.call("job.complete", daemon.CompleteArgs{JobID: review.JobID, Summary: "approved with two comments"}, nil); err != nil {
+		return err
+	}
+	if err := denv.call("job.fail", daemon.JobArgs{JobID: flaky.JobID, Reason: "runner lost its network"}, nil); err != nil {
+		return err
+	}
+	say("5. Completed the review job (no file) and reported the build job failed.")
+
+	if err := denv.call("daemon.status", nil, &st); err != nil {
+		return err
+	}
+	before := st.LogHeadSeq
+	err = denv.call("job.complete", daemon.CompleteArgs{JobID: ci.JobID, Summary: "again"}, nil)
+	rep.RejectedCode = string(errs.CodeOf(err))
+	_ = denv.call("daemon.status", nil, &st)
+	say("6. Completing the ci job a second time is refused with %s; the log head stayed at seq %d (now %d).", rep.RejectedCode, before, st.LogHeadSeq)
+
+	var page daemon.ListPage
+	if err := denv.call("job.list", daemon.ListArgs{}, &page); err != nil {
+		return err
+	}
+	rep.Jobs = page.Jobs
+	say("7. Jobs now:")
+	for _, j := range page.Jobs {
+		say("   %s  %-7s %-6s %s", j.JobID, j.Status, j.TaskKind, j.Summary)
+	}
+
+	var evs daemon.EventsPage
+	if err := denv.call("events.read", daemon.ReadArgs{From: 1}, &evs); err != nil {
+		return err
+	}
+	rep.Events = len(evs.Events)
+	say("8. The log holds %d events, each hash-chained to the one before:", len(evs.Events))
+	for _, e := range evs.Events {
+		rep.EventTypes[e.Type]++
+		say("   seq %-3d %-22s %-13s %s  hash %s…", e.Seq, e.Type, e.Actor, e.Stream, e.Hash.String()[:12])
+	}
+	var vr engine.Report
+	if err := denv.call("events.verify", nil, &vr); err != nil {
+		return err
+	}
+	rep.Verified = vr.OK()
+	say("9. Verified: hash chain, every transition through the state machines, projections equal a rebuild: %t.", vr.OK())
+
+	_ = filepath.WalkDir(h.Artifacts(), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(h.Root, p)
+			rep.ArtifactFiles = append(rep.ArtifactFiles, rel)
+		}
+		return nil
+	})
+	say("10. Files under the home's artifacts/: %s.", strings.Join(rep.ArtifactFiles, ", "))
+	if c.Keep {
+		say("The home is kept: CBTH_HOME=%s cbth job list", h.Root)
+	} else {
+		say("The daemon is stopped and the temporary home removed.")
+	}
+	if env.JSON {
+		return env.emit(rep, nil)
+	}
+	if !rep.Verified || !rep.Deduplicated || rep.RejectedCode != "ESTATE" {
+		return errs.New(errs.EINTERNAL, "the demo did not behave as expected")
+	}
+	return nil
 }

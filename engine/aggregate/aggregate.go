@@ -224,16 +224,6 @@ func remove(list []string, v string) []string {
 	return out
 }
 
-func maxTime(ts ...time.Time) time.Time {
-	var m time.Time
-	for _, t := range ts {
-		if t.After(m) {
-			m = t
-		}
-	}
-	return m
-}
-
 // textOf extracts the text of a message content value: a JSON string or a
 // list of {"type":"text","text":...} parts.
 func textOf(raw events.RawJSON) string {

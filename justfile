@@ -1,0 +1,32 @@
+# cbth tasks. `just` is optional: every recipe is a plain command.
+
+default: test
+
+# Build the cbth binary into ./bin.
+build:
+    go build -o bin/cbth ./cmd/cbth
+
+# Run every test (the README's command).
+test:
+    go test ./...
+
+# The main job end to end in a private temporary home.
+demo:
+    go run ./cmd/cbth demo
+
+# gofmt, go vet and staticcheck.
+lint:
+    test -z "$(gofmt -l $(git ls-files '*.go'))"
+    go vet ./...
+    staticcheck ./...
+
+# Benchmarks with ratios against the physical limits measured in the same run.
+bench:
+    go test -run '^$' -bench . -benchtime 1x ./engine/ -args -bench.dur=2s
+    go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
+
+# Longer reliability runs: more kill -9 rounds, a bigger random replay, fuzzing.
+soak:
+    go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500
+    go test -run 'ReplayEquality' ./engine/ -args -steps=1000000
+    go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/
