@@ -18,10 +18,15 @@ import (
 // Version is the cbth release. The socket handshake compares it.
 const Version = "0.1.0"
 
-// CLI is the command tree.
-type CLI struct {
+// Globals are the flags every command takes.
+type Globals struct {
 	JSON bool   `help:"Print machine-readable JSON on stdout (stable shapes, see spec/cli.md)." name:"json"`
 	Home string `help:"cbth home directory (default: $CBTH_HOME, else ~/.cbth)." placeholder:"DIR"`
+}
+
+// CLI is the command tree.
+type CLI struct {
+	Globals
 
 	Version    VersionCmd    `cmd:"" help:"Print the cbth version."`
 	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
@@ -38,9 +43,18 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	if code, ok := multicall(argv[0], argv[1:]); ok {
 		return code
 	}
-	var cli CLI
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
-	parser, err := kong.New(&cli,
+	// Scripts call `cbth job ...` for every report; kong builds its model
+	// by reflection over the whole tree on each start, so those calls get
+	// a tree of just the job commands (same types, same flags). Help and
+	// anything else get the full tree.
+	var cli any = &CLI{}
+	var globals *Globals = &cli.(*CLI).Globals
+	if jobOnly(argv[1:]) {
+		j := &jobCLI{}
+		cli, globals = j, &j.Globals
+	}
+	parser, err := kong.New(cli,
 		kong.Name("cbth"),
 		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
 		kong.UsageOnError(),
@@ -67,10 +81,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 			env.JSON = jsonRequested(argv[1:])
 			return env.fail(errs.Wrap(errs.EINVAL, err, "usage"))
 		}
-		env.JSON = cli.JSON
-		if cli.Home != "" {
-			env.HomeFlag = cli.Home
-		}
+		env.JSON = globals.JSON
+		env.HomeFlag = globals.Home
 		if err := kctx.Run(env); err != nil {
 			return env.fail(err)
 		}
@@ -79,6 +91,24 @@ func run(argv []string, stdout, stderr io.Writer) int {
 }
 
 type exitCode int
+
+// jobCLI is the reduced tree used for `cbth job ...`.
+type jobCLI struct {
+	Globals
+	Job JobCmd `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
+}
+
+func jobOnly(args []string) bool {
+	if len(args) == 0 || args[0] != "job" {
+		return false
+	}
+	for _, a := range args {
+		if a == "--help" || a == "-h" {
+			return false
+		}
+	}
+	return true
+}
 
 // jsonRequested spots --json on a command line that failed to parse, so
 // the usage error is still reported as JSON.

@@ -1,0 +1,63 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+)
+
+// BenchmarkSubmitRoundTrip compares a full `cbth job submit --json` (spawn,
+// parse, connect, durable append, print) with the floor: a static Go
+// binary that sends the very same request line to the same daemon and
+// reads the reply. Both are built static, and both pay the same durable
+// commit, so the ratio is the CLI's own overhead.
+func BenchmarkSubmitRoundTrip(b *testing.B) {
+	dir := b.TempDir()
+	floor := filepath.Join(dir, "floor")
+	static := filepath.Join(dir, "cbth")
+	for _, bld := range [][]string{{"-o", floor, "./testdata/floor"}, {"-o", static, "."}} {
+		cmd := exec.Command("go", append([]string{"build", "-ldflags", "-s -w"}, bld...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("build %v: %v\n%s", bld, err, out)
+		}
+	}
+	home := filepath.Join(dir, "home")
+	env := append(os.Environ(), "CBTH_HOME="+home)
+	run := func(name string, args ...string) time.Duration {
+		c := exec.Command(name, args...)
+		c.Env = env
+		t0 := time.Now()
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return time.Since(t0)
+	}
+	run(static, "job", "submit", "--target", "cli", "--thread-id", "warm", "--task-kind", "k", "--summary", "start the daemon")
+	defer run(static, "daemon", "stop")
+	sock := filepath.Join(home, "run", "cbth.sock")
+	const n = 200
+	b.ResetTimer()
+	var floorMed, cliMed time.Duration
+	for range b.N {
+		var fl, cl []time.Duration
+		for i := 0; i < n; i++ {
+			line := fmt.Sprintf(`{"proto":1,"client":"0.1.0","id":1,"op":"job.submit","args":{"target":"cli","thread_id":"t","task_kind":"k","summary":"floor %d"}}`, i)
+			fl = append(fl, run(floor, sock, line))
+			cl = append(cl, run(static, "job", "submit", "--target", "cli", "--thread-id", "t", "--task-kind", "k", "--summary", fmt.Sprintf("cli %d", i), "--json"))
+		}
+		floorMed, cliMed = median(fl), median(cl)
+	}
+	b.ReportMetric(float64(floorMed.Microseconds())/1000, "floor_ms")
+	b.ReportMetric(float64(cliMed.Microseconds())/1000, "cbth_ms")
+	b.ReportMetric(float64(cliMed)/float64(floorMed), "x_floor")
+}
+
+func median(d []time.Duration) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}
