@@ -198,6 +198,8 @@ type View interface {
 	// log head and the decision time, so a replayed command script yields
 	// the same ids.
 	NewID() string
+	// NextSeq is the seq the next appended event will get.
+	NextSeq() uint64
 }
 
 // Decider is a pure command: the same view and now always give the same
@@ -424,6 +426,8 @@ type txView struct {
 	now time.Time
 	n   *int
 }
+
+func (v txView) NextSeq() uint64 { return v.w.e.lastSeq + 1 }
 
 func (v txView) NewID() string {
 	*v.n++

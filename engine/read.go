@@ -3,7 +3,9 @@ package engine
 import (
 	"encoding/binary"
 	"errors"
+	"time"
 
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/projections"
@@ -120,3 +122,17 @@ func (e *Engine) notify() {
 		}
 	}
 }
+
+// ReadView adapts a read-only projection view to View, so read-side
+// helpers of the commands (eligibility, ordering) can run outside the
+// writer. It cannot mint ids.
+func ReadView(v *projections.Tx) View { return readView{v} }
+
+type readView struct{ ptx *projections.Tx }
+
+func (r readView) State(k events.Kind, id string) (aggregate.State, error) { return r.ptx.State(k, id) }
+func (r readView) Lookup(index, key string) []projections.Ref              { return r.ptx.Lookup(index, key) }
+func (r readView) Scan(index, prefix string) []projections.Ref             { return r.ptx.Scan(index, prefix) }
+func (r readView) DueBy(now time.Time) []projections.Due                   { return r.ptx.DueBy(now) }
+func (r readView) NewID() string                                           { panic("engine: NewID on a read-only view") }
+func (r readView) NextSeq() uint64                                         { return 0 }

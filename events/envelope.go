@@ -33,10 +33,11 @@ const (
 	KindInstallation Kind = "installation"
 	KindSession      Kind = "session"    // CLI managed session
 	KindCtxSession   Kind = "ctxsession" // CortexFS session directory
+	KindCursor       Kind = "cursor"     // durable fair-ready cursor per target scope
 )
 
 // Kinds lists every aggregate kind in a fixed order.
-var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession}
+var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {

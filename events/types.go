@@ -20,6 +20,8 @@ func declarations() []declaration {
 		decl[BatchClosed](KindBatch),
 		decl[BatchHandoffRecorded](KindBatch),
 		decl[BatchRecoveryPinned](KindBatch),
+		decl[BatchPromoted](KindBatch),
+		decl[BatchParkNotified](KindBatch),
 
 		decl[AttemptPrepared](KindAttempt),
 		decl[AttemptArmPendingNoted](KindAttempt),
@@ -60,6 +62,8 @@ func declarations() []declaration {
 		decl[CtxSessionMessage](KindCtxSession),
 		decl[CtxSessionEvent](KindCtxSession),
 		decl[CtxSessionStateChanged](KindCtxSession),
+
+		decl[CursorAdvanced](KindCursor),
 	}
 }
 
@@ -102,6 +106,7 @@ type JobCompleted struct {
 	ResultSummary string `json:"result_summary"`
 	ArtifactID    string `json:"artifact_id,omitempty"`
 	ResultBytes   int64  `json:"result_bytes"`
+	BatchID       string `json:"batch_id,omitempty"` // the batch the ready job joined
 }
 
 // JobFailed records that the job's runner reported failure.
@@ -131,6 +136,24 @@ type BatchOpened struct {
 	MaxDeliveryAttempts    int            `json:"max_delivery_attempts"`
 	RedeliveryWindowEndsAt time.Time      `json:"redelivery_window_ends_at"`
 	MergeUntil             time.Time      `json:"merge_until,omitzero"`
+	// Head is set when the thread had no open batch: this one is its head.
+	Head                  bool      `json:"head,omitempty"`
+	NextDeliveryNotBefore time.Time `json:"next_delivery_not_before,omitzero"`
+}
+
+// BatchPromoted makes a queued batch its thread's head once the batch in
+// front of it closed.
+type BatchPromoted struct {
+	NextDeliveryNotBefore time.Time `json:"next_delivery_not_before,omitzero"`
+}
+
+// BatchParkNotified records one run of the operator's park hook.
+type BatchParkNotified struct {
+	Attempt     int       `json:"attempt"`
+	OK          bool      `json:"ok"`
+	ExitCode    int       `json:"exit_code"`
+	Error       string    `json:"error,omitempty"`
+	NextRetryAt time.Time `json:"next_retry_at,omitzero"`
 }
 
 // BatchJobsAdded merges further adjacent ready jobs into a queued batch.
@@ -465,6 +488,15 @@ type CtxSessionStateChanged struct {
 	State string `json:"state"`
 }
 
+// ---- fair-ready cursor ----
+
+// CursorAdvanced moves a target scope's fair-ready cursor past a thread.
+type CursorAdvanced struct {
+	ReadyAt  time.Time `json:"ready_at"`
+	ThreadID string    `json:"source_thread_id"`
+	Reason   string    `json:"reason"`
+}
+
 // EventType implementations.
 
 func (JobSubmitted) EventType() string                { return "job.submitted" }
@@ -514,3 +546,6 @@ func (CtxSessionOpened) EventType() string            { return "ctxsession.opene
 func (CtxSessionMessage) EventType() string           { return "ctxsession.message" }
 func (CtxSessionEvent) EventType() string             { return "ctxsession.event" }
 func (CtxSessionStateChanged) EventType() string      { return "ctxsession.state_changed" }
+func (BatchPromoted) EventType() string               { return "batch.promoted" }
+func (BatchParkNotified) EventType() string           { return "batch.park_notified" }
+func (CursorAdvanced) EventType() string              { return "cursor.advanced" }

@@ -141,6 +141,7 @@ type Status struct {
 	ProjectionLag   uint64              `json:"projection_lag"`
 	ActiveJobs      int                 `json:"active_jobs"`
 	AttachedClients int                 `json:"attached_clients"`
+	ParkedBatches   int                 `json:"parked_batches"`
 	IdleTimeout     string              `json:"idle_timeout"`
 	IdleDeadline    time.Time           `json:"idle_deadline"`
 	BusyReasons     []string            `json:"busy_reasons"`

@@ -18,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -37,6 +38,10 @@ type Options struct {
 	Clock   engine.Clock
 	Version string
 	Log     *slog.Logger
+	// Manual makes the daemon act only when asked: no timer-driven sweep
+	// or delivery, the scheduler runs inside each request and on clock
+	// advances. Used with a manual clock for deterministic runs.
+	Manual bool
 }
 
 // Daemon is a running daemon.
@@ -45,8 +50,11 @@ type Daemon struct {
 	eng       *engine.Engine
 	srv       *ipc.Server
 	artifacts artifact.Store
+	debug     *target.DebugTarget
 	started   time.Time
 	stop      context.CancelFunc
+	kick      chan struct{}
+	schedMu   sync.Mutex
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
@@ -86,8 +94,9 @@ func Run(ctx context.Context, opt Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(),
-		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes}}
+	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
+		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes},
+		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now}}
 	ready := make(chan struct{})
 	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready}
 	served := make(chan error, 1)
@@ -151,6 +160,13 @@ func (d *Daemon) startup(ctx context.Context) error {
 		}
 		d.opt.Log.Info("projections rebuilt", "events", st.Events, "aggregates", st.Aggregates)
 	}
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-reconcile"}, command.ReconcileInFlight{Config: d.deliveryConfig()})
+	if err != nil {
+		return fmt.Errorf("reconcile in-flight deliveries: %w", err)
+	}
+	if len(res.Events) > 0 {
+		d.opt.Log.Warn("in-flight deliveries parked after restart", "events", len(res.Events))
+	}
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
 	}
@@ -158,27 +174,55 @@ func (d *Daemon) startup(ctx context.Context) error {
 	return d.removeOrphans(d.opt.Clock.Now().Add(time.Hour))
 }
 
-// sweep runs the deterministic overdue sweep with one captured now, then
-// carries out the side effects its events call for.
+// sweep runs the deterministic overdue sweep with one captured now, again
+// with the same now until it has nothing left to do, then carries out the
+// side effects its events call for.
 func (d *Daemon) sweep(ctx context.Context, why string) error {
 	now := d.opt.Clock.Now()
-	res, err := d.eng.ExecuteAt(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "sweep:" + why}, now, command.Sweep{})
-	if err != nil {
-		return fmt.Errorf("%s sweep: %w", why, err)
-	}
-	sr, _ := res.Value.(command.SweepResult)
-	d.mu.Lock()
-	d.lastSweep = sr
-	d.mu.Unlock()
-	for _, id := range sr.Collected {
-		if err := d.artifacts.Remove(id); err != nil {
-			d.opt.Log.Error("artifact gc", "artifact", id, "err", err)
+	total := command.SweepResult{Now: now}
+	for round := 0; round < 1000; round++ {
+		res, err := d.eng.ExecuteAt(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "sweep:" + why}, now, command.Sweep{Config: d.deliveryConfig()})
+		if err != nil {
+			return fmt.Errorf("%s sweep: %w", why, err)
+		}
+		sr, _ := res.Value.(command.SweepResult)
+		if round == 0 {
+			total.Due = sr.Due
+		}
+		total.Collected = append(total.Collected, sr.Collected...)
+		total.Closed = append(total.Closed, sr.Closed...)
+		total.Parked = append(total.Parked, sr.Parked...)
+		for _, id := range sr.Collected {
+			if err := d.artifacts.Remove(id); err != nil {
+				d.opt.Log.Error("artifact gc", "artifact", id, "err", err)
+			}
+		}
+		if len(res.Events) == 0 {
+			break
 		}
 	}
-	if len(res.Events) > 0 || why == "startup" {
-		d.opt.Log.Info("sweep", "why", why, "now", sr.Now.Format(time.RFC3339Nano), "due", sr.Due, "events", len(res.Events), "collected", len(sr.Collected))
+	d.mu.Lock()
+	d.lastSweep = total
+	d.mu.Unlock()
+	if len(total.Closed)+len(total.Parked)+len(total.Collected) > 0 || why == "startup" {
+		d.opt.Log.Info("sweep", "why", why, "now", now.Format(time.RFC3339Nano), "due", total.Due,
+			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected))
 	}
+	d.runParkHooks(ctx, now)
 	return nil
+}
+
+// poke asks for a scheduling pass: at once in manual mode (inside the
+// request), otherwise from the loop.
+func (d *Daemon) poke(ctx context.Context) {
+	if d.opt.Manual {
+		d.schedule(ctx)
+		return
+	}
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (d *Daemon) removeOrphans(notAfter time.Time) error {
@@ -226,18 +270,26 @@ func (d *Daemon) loop(ctx context.Context) error {
 	defer t.Stop()
 	orphanEvery := time.NewTicker(time.Minute)
 	defer orphanEvery.Stop()
+	if !d.opt.Manual {
+		d.schedule(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-orphanEvery.C:
 			_ = d.removeOrphans(d.opt.Clock.Now().Add(-d.opt.Config.OrphanGrace.Duration))
+		case <-d.kick:
+			d.schedule(ctx)
 		case <-t.C:
 			now := d.opt.Clock.Now()
-			if next, ok := d.nextDue(); ok && !next.After(now) {
-				if err := d.sweep(ctx, "timer"); err != nil {
-					d.opt.Log.Error("sweep", "err", err)
+			if !d.opt.Manual {
+				if next, ok := d.nextDue(); ok && !next.After(now) {
+					if err := d.sweep(ctx, "timer"); err != nil {
+						d.opt.Log.Error("sweep", "err", err)
+					}
 				}
+				d.schedule(ctx)
 			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)

@@ -54,7 +54,8 @@ func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
 		if err := decode(req, &a); err != nil {
 			return nil, err
 		}
-		return d.transition(ctx, a.JobID, command.CancelJob{JobID: a.JobID, Reason: a.Reason})
+		defer d.poke(ctx)
+		return d.transition(ctx, a.JobID, command.CancelJob{Config: d.deliveryConfig(), JobID: a.JobID, Reason: a.Reason})
 	case "job.query":
 		var a JobArgs
 		if err := decode(req, &a); err != nil {
@@ -69,6 +70,53 @@ func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
 		return d.list(a)
 	case "events.verify":
 		return d.eng.Verify(ctx)
+	case "batch.close_head":
+		var a CloseHeadArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		defer d.poke(ctx)
+		return d.closeHead(ctx, a)
+	case "batch.inspect_head":
+		var a ThreadArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.inspectHead(a.ThreadID)
+	case "batch.inspect":
+		var a BatchArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.inspect(a.BatchID)
+	case "batch.list":
+		var a BatchListArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.listBatches(a)
+	case "wait":
+		var a WaitArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.wait(ctx, a)
+	case "debug.target.set":
+		var a DebugSetArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		if err := d.debug.SetBehaviour(a.ThreadID, a.Behaviour); err != nil {
+			return nil, err
+		}
+		d.poke(ctx)
+		return map[string]string{"outcome": "set", "thread_id": a.ThreadID, "behaviour": a.Behaviour}, nil
+	case "debug.clock.advance":
+		var a AdvanceArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.advance(ctx, a)
 	case "events.read":
 		var a ReadArgs
 		if err := decode(req, &a); err != nil {
@@ -131,7 +179,8 @@ func (d *Daemon) complete(ctx context.Context, a CompleteArgs) (TransitionResult
 	if j.Status != "running" {
 		return TransitionResult{}, errs.New(errs.ESTATE, "job %s is %s; cannot complete it", a.JobID, j.Status)
 	}
-	cmd := command.CompleteJob{JobID: a.JobID, Summary: a.Summary, MinArtifactTTL: d.opt.Config.MinArtifactTTL.Duration}
+	defer d.poke(ctx)
+	cmd := command.CompleteJob{Config: d.deliveryConfig(), JobID: a.JobID, Summary: a.Summary}
 	if a.ResultFile != "" {
 		if !filepath.IsAbs(a.ResultFile) {
 			return TransitionResult{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
@@ -289,7 +338,7 @@ func (d *Daemon) status() Status {
 	st := Status{
 		PID: os.Getpid(), Version: d.opt.Version, Home: d.opt.Home.Root, StartedAt: d.started,
 		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
-		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(),
+		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: d.parked(), IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(),
 		IdleDeadline: deadline, BusyReasons: reasons, LastSweep: sweep,
 	}
 	if head > checkpoint {

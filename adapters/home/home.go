@@ -165,6 +165,7 @@ type Delivery struct {
 	InlinePayloadLimit  int64    `toml:"inline_payload_limit"`
 	ObservationWindow   Duration `toml:"observation_window"`
 	SweepInterval       Duration `toml:"sweep_interval"`
+	DeliveryTimeout     Duration `toml:"delivery_timeout"`
 }
 
 // Duration is a time.Duration written as "10m" in TOML.
@@ -203,6 +204,7 @@ func Defaults() Config {
 			InlinePayloadLimit:  16 << 10,
 			ObservationWindow:   Duration{30 * time.Minute},
 			SweepInterval:       Duration{time.Second},
+			DeliveryTimeout:     Duration{30 * time.Second},
 		},
 	}
 }

@@ -58,7 +58,18 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pid", os.Getpid())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err = daemon.Run(ctx, daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log})
+	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log}
+	if v := env.Getenv("CBTH_TEST_CLOCK"); v != "" {
+		// A stopped clock for deterministic runs: time moves only with
+		// `cbth debug clock advance`, and nothing happens on a timer.
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return errs.New(errs.EINVAL, "CBTH_TEST_CLOCK=%q is not an RFC 3339 time", v)
+		}
+		opt.Clock, opt.Manual = engine.NewManualClock(t), true
+		log.Warn("manual clock: time moves only on request", "now", t)
+	}
+	err = daemon.Run(ctx, opt)
 	if err == daemon.ErrRunning {
 		// Lost a start race or started twice: the other daemon serves.
 		log.Info("another daemon holds the lock; exiting")

@@ -33,6 +33,9 @@ type CLI struct {
 	Demo       DemoCmd       `cmd:"" help:"Run the main job end to end in a private temporary home and show what happened."`
 	Daemon     DaemonCmd     `cmd:"" help:"Run, inspect or stop the daemon."`
 	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
+	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
+	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
+	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 }
 
 func main() {

@@ -80,6 +80,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &Session{}
 	case events.KindCtxSession:
 		s = &CtxSession{}
+	case events.KindCursor:
+		s = &Cursor{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -169,6 +171,9 @@ func Clone(s State) State {
 	case *CtxSession:
 		c := *s
 		return &c
+	case *Cursor:
+		c := *s
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -191,6 +196,8 @@ func kindOf(s State) events.Kind {
 		return events.KindSession
 	case *CtxSession:
 		return events.KindCtxSession
+	case *Cursor:
+		return events.KindCursor
 	}
 	return ""
 }

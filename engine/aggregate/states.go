@@ -16,7 +16,24 @@ const (
 	IndexBindingByThr = "binding.thread" // source thread -> binding id
 	IndexSessionByThr = "session.thread" // bound thread -> non-retired session id
 	IndexCtxSession   = "ctxsession.dir" // object + scope + uid + name -> ctx session id
+	IndexHead         = "batch.head"     // target \0 first ready (8) thread -> open head batch
+	IndexParked       = "batch.parked"   // open batches awaiting manual resolution
+	IndexThreadSends  = "thread.sends"   // thread \0 accepted at (8) -> attempt
+	IndexBatchAttempt = "batch.attempts" // batch -> its attempts
 )
+
+// TimeKey renders a time as 8 sortable bytes.
+func TimeKey(t time.Time) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano()))
+	return string(b[:])
+}
+
+// HeadKey is a head batch's key in IndexHead: the canonical fair-ready
+// order within a target is by first ready time, then thread id.
+func HeadKey(target string, readyAt time.Time, thread string) string {
+	return target + "\x00" + TimeKey(readyAt) + thread
+}
 
 // SeqKey renders a sequence number as a sortable index key suffix.
 func SeqKey(prefix string, seq uint64) string {
@@ -38,6 +55,7 @@ type Job struct {
 	ArtifactID     string                `json:"artifact_id,omitempty"`
 	ResultSummary  string                `json:"result_summary,omitempty"`
 	ResultBytes    int64                 `json:"result_bytes,omitempty"`
+	BatchID        string                `json:"batch_id,omitempty"`
 	FailReason     string                `json:"fail_reason,omitempty"`
 	CancelReason   string                `json:"cancel_reason,omitempty"`
 	CreatedSeq     uint64                `json:"created_seq"`
@@ -53,7 +71,7 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.Metadata, j.DedupeKey, j.DeliveryPolicy = p.Metadata, p.DedupeKey, p.DeliveryPolicy
 		j.CreatedSeq = e.Seq
 	case *events.JobCompleted:
-		j.ResultSummary, j.ArtifactID, j.ResultBytes = p.ResultSummary, p.ArtifactID, p.ResultBytes
+		j.ResultSummary, j.ArtifactID, j.ResultBytes, j.BatchID = p.ResultSummary, p.ArtifactID, p.ResultBytes, p.BatchID
 		j.ReadyAt, j.CompletedAt = e.RecordedAt, e.RecordedAt
 	case *events.JobFailed:
 		j.FailReason, j.CompletedAt = p.Reason, e.RecordedAt
@@ -106,6 +124,10 @@ type Batch struct {
 	BoundaryRecoveryBytes       int64                    `json:"boundary_recovery_envelope_bytes,omitempty"`
 	BoundaryRecoveryRetention   time.Time                `json:"boundary_recovery_retention_until,omitzero"`
 	BoundaryRecoveryOperatorPin time.Time                `json:"boundary_recovery_operator_pin_until,omitzero"`
+	IsHead                      bool                     `json:"head"`
+	ParkNotifyAttempts          int                      `json:"park_notify_attempts,omitempty"`
+	ParkNotified                bool                     `json:"park_notified,omitempty"`
+	ParkNextRetry               time.Time                `json:"park_next_retry,omitzero"`
 	ReplayPolicy                string                   `json:"replay_policy"`
 	ReplayPolicyReason          string                   `json:"replay_policy_reason,omitempty"`
 	ClosedAt                    time.Time                `json:"closed_at,omitzero"`
@@ -140,6 +162,11 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.ArtifactCount = len(p.ArtifactIDs)
 		b.MaxDeliveryAttempts, b.RedeliveryWindowEndsAt = p.MaxDeliveryAttempts, p.RedeliveryWindowEndsAt
 		b.ReplayPolicy, b.ContinuationBoundaryState = ReplayAutomatic, BoundaryNot
+		b.IsHead, b.NextDeliveryNotBefore = p.Head, p.NextDeliveryNotBefore
+	case *events.BatchPromoted:
+		b.IsHead, b.NextDeliveryNotBefore = true, p.NextDeliveryNotBefore
+	case *events.BatchParkNotified:
+		b.ParkNotifyAttempts, b.ParkNotified, b.ParkNextRetry = p.Attempt, p.OK, p.NextRetryAt
 	case *events.BatchJobsAdded:
 		b.JobIDs = appendUnique(b.JobIDs, p.JobIDs...)
 		b.ArtifactIDs = appendUnique(b.ArtifactIDs, p.ArtifactIDs...)
@@ -159,10 +186,14 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.CooldownUntil, b.NextDeliveryNotBefore = p.CooldownUntil, p.NextDeliveryNotBefore
 	case *events.BatchReplayPolicyChanged:
 		b.ReplayPolicy, b.ReplayPolicyReason = p.ReplayPolicy, p.Reason
+		if p.ReplayPolicy == ReplayManual {
+			b.ParkNotified, b.ParkNotifyAttempts, b.ParkNextRetry = false, 0, e.RecordedAt
+		}
 	case *events.BatchEligibleAfterSet:
 		b.EligibleAfter = p.EligibleAfter
 	case *events.BatchClosed:
 		b.ClosedAt, b.CloseReason, b.CloseDetail = e.RecordedAt, p.CloseReason, p.Detail
+		b.IsHead = false
 	case *events.BatchHandoffRecorded:
 		env := p.Envelope
 		b.ContinuationBoundaryState = BoundaryCrossed
@@ -173,20 +204,31 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.BoundaryRecoveryRetention = env.RetentionUntil
 		b.ReplayPolicy = ReplayManual
 		b.ClosedAt, b.CloseReason = e.RecordedAt, "handoff_recorded"
+		b.IsHead = false
 	case *events.BatchRecoveryPinned:
 		b.BoundaryRecoveryOperatorPin, b.BoundaryRecoveryRetention = p.PinUntil, p.RetentionUntil
 	}
 }
 
+// Parked reports whether the batch waits for manual resolution.
+func (b *Batch) Parked() bool { return b.Open() && b.ReplayPolicy == ReplayManual }
+
 // Deadlines implements Deadliner.
 func (b *Batch) Deadlines() []Deadline {
+	var out []Deadline
+	if b.ReplayPolicy == ReplayManual && !b.ParkNotified && !b.ParkNextRetry.IsZero() {
+		out = append(out, Deadline{"batch.park_hook", b.ParkNextRetry})
+	}
 	if !b.Open() {
 		if b.BoundaryRecoveryEnvelope != nil {
-			return []Deadline{{"batch.recovery_gc", b.BoundaryRecoveryRetention}}
+			out = append(out, Deadline{"batch.recovery_gc", b.BoundaryRecoveryRetention})
 		}
-		return nil
+		return out
 	}
-	out := []Deadline{{"batch.redelivery_window", b.RedeliveryWindowEndsAt}}
+	out = append(out, Deadline{"batch.redelivery_window", b.RedeliveryWindowEndsAt})
+	if b.IsHead && !b.NextDeliveryNotBefore.IsZero() {
+		out = append(out, Deadline{"batch.not_before", b.NextDeliveryNotBefore})
+	}
 	if !b.MergeUntil.IsZero() {
 		out = append(out, Deadline{"batch.merge_window", b.MergeUntil})
 	}
@@ -204,7 +246,14 @@ func (b *Batch) Indexes() []IndexEntry {
 	if !b.Open() {
 		return nil
 	}
-	return []IndexEntry{{IndexThreadOpen, SeqKey(b.SourceThreadID, b.OpenedSeq)}}
+	out := []IndexEntry{{IndexThreadOpen, SeqKey(b.SourceThreadID, b.OpenedSeq)}}
+	if b.IsHead {
+		out = append(out, IndexEntry{IndexHead, HeadKey(b.TargetKind, b.FirstReadyAt, b.SourceThreadID)})
+	}
+	if b.ReplayPolicy == ReplayManual {
+		out = append(out, IndexEntry{IndexParked, ""})
+	}
+	return out
 }
 
 // Attempt is one try at delivering a batch.
@@ -320,10 +369,14 @@ func (a *Attempt) Deadlines() []Deadline {
 
 // Indexes implements Indexer.
 func (a *Attempt) Indexes() []IndexEntry {
-	if !a.Live() {
-		return nil
+	out := []IndexEntry{{IndexBatchAttempt, a.BatchID}}
+	if a.Live() {
+		out = append(out, IndexEntry{IndexThreadLive, a.SourceThreadID})
 	}
-	return []IndexEntry{{IndexThreadLive, a.SourceThreadID}}
+	if !a.AcceptedAt.IsZero() {
+		out = append(out, IndexEntry{IndexThreadSends, a.SourceThreadID + "\x00" + TimeKey(a.AcceptedAt)})
+	}
+	return out
 }
 
 // Artifact is a result file held in the managed store.
@@ -517,4 +570,19 @@ func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 // Indexes implements Indexer.
 func (c *CtxSession) Indexes() []IndexEntry {
 	return []IndexEntry{{IndexCtxSession, c.Object + "\x00" + c.Scope + "\x00" + itoa(c.UID) + "\x00" + c.Name}}
+}
+
+// Cursor is a target scope's durable fair-ready cursor: the position
+// (first ready time, thread) of the last thread served.
+type Cursor struct {
+	Header
+	ReadyAt  time.Time `json:"ready_at"`
+	ThreadID string    `json:"source_thread_id"`
+	Reason   string    `json:"reason"`
+}
+
+func (c *Cursor) mutate(e *events.Envelope, p events.Payload) {
+	if p, ok := p.(*events.CursorAdvanced); ok {
+		c.ReadyAt, c.ThreadID, c.Reason = p.ReadyAt, p.ThreadID, p.Reason
+	}
 }

@@ -97,12 +97,13 @@ type Ingested struct {
 	SHA256       string
 }
 
-// CompleteJob moves a running job to ready and records its artifact.
+// CompleteJob moves a running job to ready, records its artifact and puts
+// the job into its thread's FIFO, all in one append.
 type CompleteJob struct {
-	JobID          string
-	Summary        string
-	Artifact       *Ingested
-	MinArtifactTTL time.Duration
+	Config   DeliveryConfig
+	JobID    string
+	Summary  string
+	Artifact *Ingested
 }
 
 // Decide implements engine.Decider.
@@ -110,19 +111,27 @@ func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if err := checkText("summary", c.Summary, true); err != nil {
 		return engine.Decision{}, err
 	}
-	if _, err := runningJob(v, c.JobID, "complete"); err != nil {
+	j, err := runningJob(v, c.JobID, "complete")
+	if err != nil {
 		return engine.Decision{}, err
 	}
-	done := &events.JobCompleted{ResultSummary: c.Summary}
+	batchID, placed, err := c.Config.place(v, now, j, c.Summary, c.Artifact)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	done := &events.JobCompleted{ResultSummary: c.Summary, BatchID: batchID}
 	emits := []engine.Emit{{Stream: jobStream(c.JobID), Payload: done}}
 	if a := c.Artifact; a != nil {
 		done.ArtifactID, done.ResultBytes = a.ArtifactID, a.SizeBytes
-		emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ArtifactID}, Payload: &events.ArtifactIngested{
-			SourceJobID: c.JobID, ManagedPath: a.ManagedPath, ManifestPath: a.ManifestPath, ContentType: a.ContentType,
-			SizeBytes: a.SizeBytes, SHA256: a.SHA256, MinRetentionUntil: now.Add(c.MinArtifactTTL),
-		}})
+		as := events.StreamID{Kind: events.KindArtifact, ID: a.ArtifactID}
+		emits = append(emits,
+			engine.Emit{Stream: as, Payload: &events.ArtifactIngested{
+				SourceJobID: c.JobID, ManagedPath: a.ManagedPath, ManifestPath: a.ManifestPath, ContentType: a.ContentType,
+				SizeBytes: a.SizeBytes, SHA256: a.SHA256, MinRetentionUntil: now.Add(c.Config.MinArtifactTTL),
+			}},
+			engine.Emit{Stream: as, Payload: &events.ArtifactReferenced{BatchID: batchID}})
 	}
-	return engine.Decision{Outcome: "completed", Emits: emits}, nil
+	return engine.Decision{Outcome: "completed", Emits: append(emits, placed...), Value: batchID}, nil
 }
 
 // FailJob records that a running job failed.
@@ -142,8 +151,10 @@ func (c FailJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	return engine.Decision{Outcome: "failed", Emits: []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobFailed{Reason: c.Reason}}}}, nil
 }
 
-// CancelJob cancels a job that is running or ready.
+// CancelJob cancels a job that is running or ready. A ready job's batch
+// closes as cancelled once every job in it is cancelled.
 type CancelJob struct {
+	Config DeliveryConfig
 	JobID  string
 	Reason string
 }
@@ -165,7 +176,34 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	default:
 		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; only a running or ready job can be cancelled", c.JobID, j.Status)
 	}
-	return engine.Decision{Outcome: "cancelled", Emits: []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobCancelled{Reason: c.Reason}}}}, nil
+	emits := []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobCancelled{Reason: c.Reason}}}
+	if j.Status == "ready" && j.BatchID != "" {
+		s, err := v.State(events.KindBatch, j.BatchID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if b, ok := s.(*aggregate.Batch); ok && b.Open() {
+			all := true
+			for _, id := range b.JobIDs {
+				if id == j.ID {
+					continue
+				}
+				if o, err := v.State(events.KindJob, id); err != nil {
+					return engine.Decision{}, err
+				} else if oj, ok := o.(*aggregate.Job); !ok || oj.Status != "cancelled" {
+					all = false
+				}
+			}
+			if all {
+				more, err := c.Config.closeBatch(v, now, b, CloseCancelled, "every job cancelled")
+				if err != nil {
+					return engine.Decision{}, err
+				}
+				emits = append(emits, more...)
+			}
+		}
+	}
+	return engine.Decision{Outcome: "cancelled", Emits: emits}, nil
 }
 
 func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }

@@ -12,7 +12,12 @@ import (
 // by now (through the deadline index, so its cost follows what is due, not
 // what exists) and emits the events they call for. The same log and the
 // same now always give the same events.
-type Sweep struct{}
+//
+// One run closes at most one batch per thread, because a close changes
+// which batch heads the thread; the daemon runs the sweep again with the
+// same now until it emits nothing, so the outcome is still a pure function
+// of the log and now.
+type Sweep struct{ Config DeliveryConfig }
 
 // SweepResult tells the daemon which side effects to carry out after the
 // sweep's events are durable.
@@ -20,15 +25,70 @@ type SweepResult struct {
 	Now       time.Time `json:"now"`
 	Due       int       `json:"due"`
 	Collected []string  `json:"collected_artifacts,omitempty"`
+	Closed    []string  `json:"closed_batches,omitempty"`
+	Parked    []string  `json:"parked_batches,omitempty"`
 }
 
 // Decide implements engine.Decider.
-func (Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	res := SweepResult{Now: now}
 	var emits []engine.Emit
+	touched := map[string]bool{} // threads already changed in this run
+	closeB := func(b *aggregate.Batch, reason string) error {
+		more, err := c.Config.closeBatch(v, now, b, reason, "sweep")
+		if err != nil {
+			return err
+		}
+		emits = append(emits, more...)
+		touched[b.SourceThreadID] = true
+		res.Closed = append(res.Closed, b.ID)
+		return nil
+	}
 	for _, d := range v.DueBy(now) {
 		res.Due++
 		switch d.Name {
+		case "batch.redelivery_window", "batch.cooldown":
+			b, err := batchState(v, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			if b == nil || !b.Open() || touched[b.SourceThreadID] {
+				continue
+			}
+			switch {
+			case d.Name == "batch.redelivery_window" && !now.Before(b.RedeliveryWindowEndsAt):
+				reason := CloseWindowExhausted
+				if b.ReplayPolicy == aggregate.ReplayManual {
+					reason = CloseManualExpired
+				}
+				if err := closeB(b, reason); err != nil {
+					return engine.Decision{}, err
+				}
+			case d.Name == "batch.cooldown" && b.Status == "cooldown" && !now.Before(b.CooldownUntil) &&
+				b.MaxDeliveryAttempts > 0 && b.DeliveryAttemptCount >= b.MaxDeliveryAttempts && b.ReplayPolicy == aggregate.ReplayAutomatic:
+				if err := closeB(b, CloseMaxAttempts); err != nil {
+					return engine.Decision{}, err
+				}
+			}
+		case "attempt.observation":
+			s, err := v.State(events.KindAttempt, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			a, ok := s.(*aggregate.Attempt)
+			if !ok || a.Status != "cooldown" || a.ObservationState != "tracking" || now.Before(a.ObservationDeadline) || touched[a.SourceThreadID] {
+				continue
+			}
+			b, err := batchState(v, a.BatchID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "observation deadline passed", ObservationState: "expired"}})
+			if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+				emits = append(emits, park(b, "observation deadline passed without a completed turn", a.ID))
+				res.Parked = append(res.Parked, b.ID)
+			}
+			touched[a.SourceThreadID] = true
 		case "artifact.gc":
 			s, err := v.State(events.KindArtifact, d.ID)
 			if err != nil {
@@ -43,4 +103,12 @@ func (Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		}
 	}
 	return engine.Decision{Outcome: "swept", Emits: emits, Value: res}, nil
+}
+
+func batchState(v engine.View, id string) (*aggregate.Batch, error) {
+	s, err := v.State(events.KindBatch, id)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.(*aggregate.Batch), nil
 }

@@ -48,7 +48,7 @@ type Table struct {
 
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
-	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable}
+	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable}
 }
 
 var jobTable = Table{
@@ -81,6 +81,21 @@ var batchTable = Table{
 		{"batch.replay_policy_changed", batchOpen},
 		{"batch.eligible_after_set", batchOpen},
 		{"batch.recovery_pinned", []string{"closed"}},
+		{"batch.promoted", []string{"queued"}},
+		{"batch.park_notified", []string{"queued", "materialized", "cooldown", "closed"}},
+	},
+}
+
+// The cursor is not one of the seed's aggregates but its durable
+// fair-ready cursor: one per target scope, only ever advanced.
+var cursorTable = Table{
+	Kind:   events.KindCursor,
+	States: []string{"active"},
+	Moves: []Move{
+		{"cursor.advanced", []string{None}, "active"},
+	},
+	Updates: []Update{
+		{"cursor.advanced", []string{"active"}},
 	},
 }
 

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// BatchCmd groups the operator's batch commands.
+type BatchCmd struct {
+	CloseHead   BatchCloseHeadCmd   `cmd:"" help:"Close a thread's head batch (it will not be delivered automatically again)."`
+	InspectHead BatchInspectHeadCmd `cmd:"" help:"Show a thread's head batch, its attempts and why it is or is not being delivered."`
+	Inspect     BatchInspectCmd     `cmd:"" help:"Show any batch by id, closed ones included, with its recovery envelope."`
+	List        BatchListCmd        `cmd:"" help:"List batches."`
+}
+
+// BatchCloseHeadCmd is `cbth batch close-head`.
+type BatchCloseHeadCmd struct {
+	SourceThreadID string `help:"The thread." required:"" name:"source-thread-id"`
+	Reason         string `help:"operator_closed_unconfirmed, operator_confirmed_delivery or cancelled." required:"" enum:"operator_closed_unconfirmed,operator_confirmed_delivery,cancelled"`
+	BatchID        string `help:"Close only if this batch is still the head (safe to repeat)." name:"batch-id"`
+}
+
+// Run closes the head.
+func (c *BatchCloseHeadCmd) Run(env *Env) error {
+	var res daemon.CloseResult
+	if err := env.call("batch.close_head", daemon.CloseHeadArgs{ThreadID: c.SourceThreadID, Reason: c.Reason, BatchID: c.BatchID}, &res); err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		if res.BatchID == "" {
+			fmt.Fprintf(w, "thread %s: %s (no open batch)\n", c.SourceThreadID, res.Outcome)
+			return
+		}
+		fmt.Fprintf(w, "batch %s: %s\n", res.BatchID, res.Outcome)
+	})
+}
+
+// BatchInspectHeadCmd is `cbth batch inspect-head`.
+type BatchInspectHeadCmd struct {
+	SourceThreadID string `help:"The thread." required:"" name:"source-thread-id"`
+}
+
+// Run inspects the head.
+func (c *BatchInspectHeadCmd) Run(env *Env) error {
+	var in daemon.BatchInspection
+	if err := env.call("batch.inspect_head", daemon.ThreadArgs{ThreadID: c.SourceThreadID}, &in); err != nil {
+		return err
+	}
+	return env.emit(in, func(w io.Writer) { printInspection(w, in) })
+}
+
+// BatchInspectCmd is `cbth batch inspect`.
+type BatchInspectCmd struct {
+	BatchID string `help:"The batch." required:"" name:"batch-id"`
+}
+
+// Run inspects the batch.
+func (c *BatchInspectCmd) Run(env *Env) error {
+	var in daemon.BatchInspection
+	if err := env.call("batch.inspect", daemon.BatchArgs{BatchID: c.BatchID}, &in); err != nil {
+		return err
+	}
+	return env.emit(in, func(w io.Writer) { printInspection(w, in) })
+}
+
+func printInspection(w io.Writer, in daemon.BatchInspection) {
+	b := in.Batch
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "batch\t%s\n", b.ID)
+	fmt.Fprintf(tw, "thread\t%s (target %s)\n", b.SourceThreadID, b.TargetKind)
+	fmt.Fprintf(tw, "state\t%s, replay %s%s\n", b.Status, b.ReplayPolicy, reasonSuffix(b.ReplayPolicyReason))
+	if b.CloseReason != "" {
+		fmt.Fprintf(tw, "closed\t%s at %s\n", b.CloseReason, b.ClosedAt.Local().Format(time.RFC3339))
+	}
+	if in.Gate != "" {
+		fmt.Fprintf(tw, "delivery gate\t%s\n", in.Gate)
+	}
+	fmt.Fprintf(tw, "jobs\t%s\n", strings.Join(b.JobIDs, ", "))
+	fmt.Fprintf(tw, "attempts\t%d accepted of at most %d, generation %d\n", b.DeliveryAttemptCount, b.MaxDeliveryAttempts, b.Generation)
+	fmt.Fprintf(tw, "redelivery window\tuntil %s\n", b.RedeliveryWindowEndsAt.Local().Format(time.RFC3339))
+	for _, a := range in.Attempts {
+		fmt.Fprintf(tw, "  attempt %d\t%s %s%s\n", a.Generation, a.ID, a.Status, reasonSuffix(a.EndReason))
+	}
+	if in.Recovery != nil {
+		fmt.Fprintf(tw, "recovery envelope\tkept until %s\n", in.Recovery.RetentionUntil.Local().Format(time.RFC3339))
+	}
+	tw.Flush()
+}
+
+func reasonSuffix(r string) string {
+	if r == "" {
+		return ""
+	}
+	return " (" + r + ")"
+}
+
+// BatchListCmd is `cbth batch list`.
+type BatchListCmd struct {
+	ThreadID string `help:"Only batches of this thread." name:"thread-id"`
+	State    string `help:"queued, materialized, cooldown, closed, open or parked." enum:",queued,materialized,cooldown,closed,open,parked" default:""`
+}
+
+// Run lists batches.
+func (c *BatchListCmd) Run(env *Env) error {
+	var list []*aggregate.Batch
+	if err := env.call("batch.list", daemon.BatchListArgs{ThreadID: c.ThreadID, State: c.State}, &list); err != nil {
+		return err
+	}
+	return env.emit(list, func(w io.Writer) {
+		if len(list) == 0 {
+			fmt.Fprintln(w, "no batches")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "BATCH\tTHREAD\tSTATE\tREPLAY\tJOBS\tACCEPTED\tCLOSE REASON")
+		for _, b := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", b.ID, b.SourceThreadID, b.Status, b.ReplayPolicy, len(b.JobIDs), b.DeliveryAttemptCount, b.CloseReason)
+		}
+		tw.Flush()
+	})
+}
+
+// WaitCmd is `cbth wait`.
+type WaitCmd struct {
+	JobID    []string      `help:"A job to wait for (repeatable)." name:"job-id"`
+	ThreadID string        `help:"Wait for every job of this thread." name:"thread-id"`
+	Timeout  time.Duration `help:"Give up after this long (0 waits for ever)." default:"0"`
+}
+
+// Run waits. It exits non-zero when any job ended other than delivered (or
+// handed off).
+func (c *WaitCmd) Run(env *Env) error {
+	if len(c.JobID) == 0 && c.ThreadID == "" {
+		return errs.New(errs.EINVAL, "give --job-id or --thread-id")
+	}
+	var res daemon.WaitResult
+	err := env.call("wait", daemon.WaitArgs{JobIDs: c.JobID, ThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()}, &res)
+	if err != nil {
+		return err
+	}
+	if err := env.emit(res, func(w io.Writer) {
+		for _, j := range res.Jobs {
+			fmt.Fprintf(w, "job %s %s %s\n", j.JobID, j.Status, j.CloseReason)
+		}
+	}); err != nil {
+		return err
+	}
+	if !res.OK {
+		return errs.New(errs.ESTATE, "not every job was delivered")
+	}
+	return nil
+}
+
+// DebugCmd groups the testing controls.
+type DebugCmd struct {
+	Target DebugTargetCmd `cmd:"" help:"Set how the debug target treats a thread."`
+	Clock  DebugClockCmd  `cmd:"" help:"Move a manual clock (daemon started with CBTH_TEST_CLOCK)."`
+}
+
+// DebugTargetCmd is `cbth debug target`.
+type DebugTargetCmd struct {
+	ThreadID  string `help:"The thread, or * for the default." required:"" name:"thread-id"`
+	Behaviour string `arg:"" help:"deliver, accept, reject, unknown, turn_failed or hang." enum:"deliver,accept,reject,unknown,turn_failed,hang"`
+}
+
+// Run sets the behaviour.
+func (c *DebugTargetCmd) Run(env *Env) error {
+	var res map[string]string
+	if err := env.call("debug.target.set", daemon.DebugSetArgs{ThreadID: c.ThreadID, Behaviour: c.Behaviour}, &res); err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "thread %s: %s\n", c.ThreadID, c.Behaviour) })
+}
+
+// DebugClockCmd is `cbth debug clock`.
+type DebugClockCmd struct {
+	Advance time.Duration `help:"How far to move the clock." required:""`
+}
+
+// Run advances the clock.
+func (c *DebugClockCmd) Run(env *Env) error {
+	var res map[string]any
+	if err := env.call("debug.clock.advance", daemon.AdvanceArgs{By: c.Advance.String()}, &res); err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "now %v\n", res["now"]) })
+}
