@@ -158,13 +158,15 @@ func (h *homeDir) verify() {
 }
 
 // callOp calls a daemon operation directly over the socket.
-func callOp(root, op string, out any) error {
+func callOp(root, op string, out any) error { return callOpArgs(root, op, nil, out) }
+
+func callOpArgs(root, op string, args, out any) error {
 	c, err := ipc.Dial(filepath.Join(root, "run", "cbth.sock"), "test")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return c.Call(op, nil, out)
+	return c.Call(op, args, out)
 }
 
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {

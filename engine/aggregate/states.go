@@ -323,7 +323,10 @@ func (a *Attempt) mutate(e *events.Envelope, p events.Payload) {
 		a.ManagedSessionID, a.SessionEpoch = p.ManagedSessionID, p.SessionEpoch
 	case *events.AttemptAccepted:
 		a.RPCState, a.TurnID, a.AcceptedAt = "accepted", p.TurnID, e.RecordedAt
-		a.ObservationState, a.ObservationDeadline, a.CooldownUntil = "tracking", p.ObservationDeadline, p.CooldownUntil
+		a.ObservationDeadline, a.CooldownUntil = p.ObservationDeadline, p.CooldownUntil
+		if !p.ObservationDeadline.IsZero() {
+			a.ObservationState = "tracking" // only targets that report turns are observed
+		}
 		a.LastObservedTurnEvent, a.LastObservedTurnAt = "", time.Time{}
 	case *events.AttemptRejectedBeforeAccept:
 		a.RPCState = "rejected_before_accept"
