@@ -41,7 +41,9 @@ func FromFiles(kind, rel string, metaFile []byte, ctl map[string]string) (Object
 	if o.Session == "" {
 		o.Session = SessionNone
 	}
-	if o.Driver, err = ParseRoutes(ctl[FileDriver]); err != nil {
+	if kind != KindModel && strings.TrimSpace(ctl[FileDriver]) == "" {
+		o.Driver = nil
+	} else if o.Driver, err = ParseRoutes(ctl[FileDriver]); err != nil {
 		return Object{}, errs.Wrap(errs.EINVAL, err, "%s/%s.d/driver", kind, rel)
 	}
 	if o.Caps, err = ParseCaps(ctl[FileCap]); err != nil {

@@ -92,7 +92,8 @@ func (o Object) Validate() error {
 	if err := oneLine("id", o.NativeID); err != nil {
 		return err
 	}
-	if len(o.Driver) == 0 {
+	// Models need a driver; agents and tools dispatch inside the runner.
+	if o.Kind == KindModel && len(o.Driver) == 0 {
 		return errs.New(errs.EINVAL, "%s has no driver", o.Rel())
 	}
 	if err := o.Driver.Validate(); err != nil {

@@ -103,6 +103,9 @@ func (r Routes) Resolve(use string) []string {
 // String renders the table. A table with only a one-driver default renders
 // in the legacy single-name form; otherwise keys come in a fixed order.
 func (r Routes) String() string {
+	if len(r) == 0 {
+		return ""
+	}
 	if len(r) == 1 && len(r[RouteDefault]) == 1 {
 		return r[RouteDefault][0] + "\n"
 	}

@@ -242,7 +242,9 @@ func anthropicScript(model string) []sse {
 	blockStart := func(i int, block string) sse {
 		return ev("content_block_start", fmt.Sprintf(`,"index":%d,"content_block":%s`, i, block))
 	}
-	delta := func(i int, d string) sse { return ev("content_block_delta", fmt.Sprintf(`,"index":%d,"delta":%s`, i, d)) }
+	delta := func(i int, d string) sse {
+		return ev("content_block_delta", fmt.Sprintf(`,"index":%d,"delta":%s`, i, d))
+	}
 	stop := func(i int) sse { return ev("content_block_stop", fmt.Sprintf(`,"index":%d`, i)) }
 	end := func(reason string) []sse {
 		return []sse{ev("message_delta", fmt.Sprintf(`,"delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":2}`, reason)), ev("message_stop", "")}
