@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
+	return driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Defaults: obj.Defaults}
+}
+
+// InstallCmd is `install`: the binary under PREFIX/bin with its other names.
+type InstallCmd struct {
+	Prefix string `default:"/usr/local" help:"Install prefix; the binary goes to PREFIX/bin/cbth." type:"path"`
+	JSON   bool   `help:"Print JSON."`
+}
+
+// InstallResult is the JSON answer of install.
+type InstallResult struct {
+	Binary string   `json:"binary"`
+	Links  []string `json:"links"`
+	Runner string   `json:"runner"`
+}
+
+// Run implements the command. The other names are relative symlinks to
+// cbth, so the kernel's argv[0] for a shebang carries the runner name.
+func (c *InstallCmd) Run(env *Env) error {
+	if env.Executable == "" {
+		return errs.New(errs.EINTERNAL, "cannot tell which binary is running")
+	}
+	bin := filepath.Join(c.Prefix, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return errs.Wrap(errs.EACCES, err, "create %s", bin)
+	}
+	dst := filepath.Join(bin, "cbth")
+	if err := copyExecutable(env.Executable, dst); err != nil {
+		return err
+	}
+	res := InstallResult{Binary: dst, Links: []string{}, Runner: filepath.Join(bin, runner.ProgramName)}
+	for _, n := range []string{"ctx", runner.ProgramName} {
+		link := filepath.Join(bin, n)
+		tmp := link + ".tmp-link"
+		_ = os.Remove(tmp)
+		if err := os.Symlink("cbth", tmp); err != nil {
+			return errs.Wrap(errs.EACCES, err, "link %s", n)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			_ = os.Remove(tmp)
+			return errs.Wrap(errs.EACCES, err, "install %s", n)
+		}
+		res.Links = append(res.Links, link)
+	}
+	return env.emit(c.JSON, res, func(w io.Writer) {
+		fmt.Fprintf(w, "installed %s (links: %v)\n", dst, res.Links)
+	})
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "open running binary")
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(filepath.Dir(dst), ".cbth.tmp-*")
+	if err != nil {
+		return errs.Wrap(errs.EACCES, err, "create in %s", filepath.Dir(dst))
+	}
+	tmp := out.Name()
+	fail := func(err error) error {
+		out.Close()
+		os.Remove(tmp)
+		return errs.Wrap(errs.EACCES, err, "write %s", dst)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		return fail(err)
+	}
+	if err := out.Chmod(0o755); err != nil {
+		return fail(err)
+	}
+	if err := out.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := out.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return errs.Wrap(errs.EACCES, err, "install %s", dst)
+	}
+	return nil
+}
