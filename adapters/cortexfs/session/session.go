@@ -40,7 +40,8 @@ type Record struct {
 type Store interface {
 	// Ensure creates the session if it does not exist.
 	Ensure(sess string) error
-	AppendEvent(sess string, e stream.Event) error
+	// AppendEvent stores one encoded event frame (a JSONL line).
+	AppendEvent(sess string, line []byte) error
 	// Events calls fn for every stored event with sequence > after.
 	Events(sess string, after uint64, fn func(seq uint64, e stream.Event) error) error
 	LastSeq(sess string) (uint64, error)
@@ -69,7 +70,15 @@ type Files struct {
 	Now   func() time.Time
 
 	mu     sync.Mutex
-	events map[string]*os.File
+	events map[string]*eventFile
+}
+
+// eventFile buffers appends: a run writes one line per delta, and a write
+// call per line would dominate its cost. Reads flush first, so a resume
+// sees every event already sent.
+type eventFile struct {
+	f *os.File
+	w *bufio.Writer
 }
 
 // Close releases open event files.
@@ -77,8 +86,8 @@ func (f *Files) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var err error
-	for k, fh := range f.events {
-		err = errors.Join(err, fh.Close())
+	for k, ef := range f.events {
+		err = errors.Join(err, ef.w.Flush(), ef.f.Close())
 		delete(f.events, k)
 	}
 	return err
@@ -138,32 +147,40 @@ func writeAtomic(path string, b []byte) error {
 	return nil
 }
 
-// AppendEvent implements Store. The file stays open: a run appends one
-// line per delta, and reopening per line would dominate its cost.
-func (f *Files) AppendEvent(sess string, e stream.Event) error {
+// AppendEvent implements Store.
+func (f *Files) AppendEvent(sess string, line []byte) error {
 	d, err := f.dir(sess)
-	if err != nil {
-		return err
-	}
-	b, err := stream.Encode(e)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fh := f.events[sess]
-	if fh == nil {
-		fh, err = os.OpenFile(filepath.Join(d, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	ef := f.events[sess]
+	if ef == nil {
+		fh, err := os.OpenFile(filepath.Join(d, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
 			return errs.Wrap(errs.EINTERNAL, err, "open events of %s", sess)
 		}
 		if f.events == nil {
-			f.events = map[string]*os.File{}
+			f.events = map[string]*eventFile{}
 		}
-		f.events[sess] = fh
+		ef = &eventFile{f: fh, w: bufio.NewWriterSize(fh, 64<<10)}
+		f.events[sess] = ef
 	}
-	if _, err := fh.Write(b); err != nil {
+	if _, err := ef.w.Write(line); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "append event to %s", sess)
+	}
+	return nil
+}
+
+// Flush writes buffered events of sess to its file.
+func (f *Files) Flush(sess string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ef := f.events[sess]; ef != nil {
+		if err := ef.w.Flush(); err != nil {
+			return errs.Wrap(errs.EINTERNAL, err, "flush events of %s", sess)
+		}
 	}
 	return nil
 }
@@ -172,6 +189,9 @@ func (f *Files) AppendEvent(sess string, e stream.Event) error {
 func (f *Files) Events(sess string, after uint64, fn func(uint64, stream.Event) error) error {
 	d, err := f.dir(sess)
 	if err != nil {
+		return err
+	}
+	if err := f.Flush(sess); err != nil {
 		return err
 	}
 	fh, err := os.Open(filepath.Join(d, "events.jsonl"))
@@ -261,6 +281,9 @@ func (f *Files) Messages(sess string) ([]Record, error) {
 func (f *Files) SetState(sess, state string) error {
 	d, err := f.dir(sess)
 	if err != nil {
+		return err
+	}
+	if err := f.Flush(sess); err != nil {
 		return err
 	}
 	if err := writeAtomic(filepath.Join(d, "state"), []byte(state+"\n")); err != nil {

@@ -65,9 +65,13 @@ func (c *conn) write(e stream.Event) error {
 	if err != nil {
 		return err
 	}
+	return c.writeLine(b)
+}
+
+func (c *conn) writeLine(b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err = c.nc.Write(b)
+	_, err := c.nc.Write(b)
 	return err
 }
 
@@ -263,11 +267,15 @@ func (ss *sess) emit(store session.Store, e stream.Event) error {
 func (ss *sess) emitLocked(store session.Store, e stream.Event) error {
 	ss.seq++
 	e.ID = session.EventID(ss.seq)
-	if err := store.AppendEvent(ss.name, e); err != nil {
+	line, err := stream.Encode(e) // once, for the store and every reader
+	if err != nil {
+		return err
+	}
+	if err := store.AppendEvent(ss.name, line); err != nil {
 		return err
 	}
 	for c := range ss.subs {
-		if err := c.write(e); err != nil {
+		if err := c.writeLine(line); err != nil {
 			delete(ss.subs, c) // gone: the session goes on without it
 		}
 	}
@@ -396,6 +404,7 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 	ss.active = nil
 	rn.status = status
 	_ = ss.emitLocked(s.Store, stream.Event{Type: stream.TypeDone, Run: rn.id, Status: status})
+	_ = s.Store.SetState(ss.name, session.StateIdle) // also flushes the done frame
 }
 
 func (s *Server) cancel(c *conn, runID string) error {
