@@ -183,3 +183,31 @@ func TestSetValidation(t *testing.T) {
 		}
 	}
 }
+
+// The sample tree under fixtures/ parses, and rendering it again gives the
+// same bytes.
+func TestFixtureTree(t *testing.T) {
+	src := filepath.Join("..", "..", "..", "fixtures", "cortexfs")
+	set, err := Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Objects) != 1 || set.Runner != "/usr/bin/cortexfs-object-runner" {
+		t.Fatalf("set %+v", set)
+	}
+	o := set.Objects[0]
+	if o.NativeID != "gpt-4o" || strings.Join(o.Driver.Resolve("agent"), ",") != "openai-responses,openai-chat" || o.Session != "socket" {
+		t.Errorf("object %+v", o)
+	}
+	out := t.TempDir()
+	if err := Materialize(out, set); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"model/openai/gpt-4o", "model/openai/gpt-4o.d/driver", "model/openai/gpt-4o.d/cap", "model/openai/gpt-4o.d/default", "model/openai/gpt-4o.d/id"} {
+		a, _ := os.ReadFile(filepath.Join(src, rel))
+		b, _ := os.ReadFile(filepath.Join(out, rel))
+		if string(a) != string(b) {
+			t.Errorf("%s differs:\n%s\n---\n%s", rel, a, b)
+		}
+	}
+}
