@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -439,4 +440,43 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("accepted op %q", r.Op)
 		}
 	})
+}
+
+func TestChatClientInterrupts(t *testing.T) {
+	g := &gated{step: make(chan struct{})}
+	f := start(t, g)
+	conn, err := net.Dial("unix", f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	sig := make(chan os.Signal)
+	done := make(chan error, 1)
+	var errOut strings.Builder
+	go func() { done <- Chat(context.Background(), conn, "repl", inR, outW, &errOut, sig) }()
+	go inW.Write([]byte("hello\n"))
+	g.step <- struct{}{}
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(outR, buf); err != nil || string(buf) != "d0" {
+		t.Fatalf("first delta %q %v", buf, err)
+	}
+	sig <- os.Interrupt // first: cancel the run, keep the client
+	// The run ends cancelled; the client prints the newline of done.
+	if _, err := io.ReadFull(outR, buf[:1]); err != nil || buf[0] != '\n' {
+		t.Fatalf("after cancel %q %v", buf[:1], err)
+	}
+	var last stream.Event
+	f.store.Events("repl", 0, func(_ uint64, e stream.Event) error { last = e; return nil })
+	if last.Type != stream.TypeDone || last.Status != stream.StatusCancelled {
+		t.Fatalf("last stored event %+v", last)
+	}
+	sig <- os.Interrupt // second (idle): exit
+	if err := <-done; err != nil {
+		t.Fatalf("Chat: %v", err)
+	}
+	if g.calls.Load() != 1 {
+		t.Fatalf("runs: %d", g.calls.Load())
+	}
 }
