@@ -17,7 +17,7 @@ import (
 // and their ratio (target <= 1.5).
 func BenchmarkEchoExec(b *testing.B) {
 	dir := b.TempDir()
-	bin := buildRunner(b, dir)
+	bin := buildRunner(b, dir, "CGO_ENABLED=0") // static, like the floor
 	root := filepath.Join(dir, "ctx")
 	if _, err := tree.Init(root, bin); err != nil {
 		b.Fatal(err)

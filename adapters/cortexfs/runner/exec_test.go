@@ -23,12 +23,13 @@ const secret = "sk-EXEC-SECRET-0a1b2c3d"
 
 // buildRunner builds the real binary as cortexfs-object-runner, so the
 // kernel runs objects through it exactly as installed.
-func buildRunner(t testing.TB, dir string) string {
+func buildRunner(t testing.TB, dir string, extraEnv ...string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "bin", "cortexfs-object-runner")
 	// Default build settings, so the packages compiled for this test run
 	// are reused from the build cache.
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/cbth-dev/cbth/cmd/cbth")
+	cmd.Env = append(os.Environ(), extraEnv...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build runner: %v\n%s", err, out)
 	}
