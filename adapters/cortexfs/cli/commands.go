@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/all"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
@@ -350,7 +349,7 @@ func (c *ModelServeCmd) Run(env *Env) error {
 	if obj.Session != object.SessionSocket {
 		return errs.New(errs.EINVAL, "model %s has session=%s; a socket is only served for session=socket", id, obj.Session)
 	}
-	_, drv, err := all.Drivers(runner.ProcessDeps()).Pick(obj.Driver.Resolve(object.RouteSocket))
+	_, drv, err := runner.ProcessDrivers(env.Stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
-	return driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Defaults: obj.Defaults}
+	return driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Defaults: obj.Defaults, Caps: obj.Caps}
 }
 
 // InstallCmd is `install`: the binary under PREFIX/bin with its other names.

@@ -96,6 +96,8 @@ type Request struct {
 	NativeID string
 	Messages []Message
 	Defaults []object.KV
+	// Caps are the model's capability words (.d/cap).
+	Caps []string
 }
 
 // Default looks up a .d/default value.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
@@ -21,19 +22,65 @@ var update = flag.Bool("update", false, "rewrite golden files")
 
 const secret = "sk-EXEC-SECRET-0a1b2c3d"
 
-// buildRunner builds the real binary as cortexfs-object-runner, so the
-// kernel runs objects through it exactly as installed.
+// bins are the real binaries, built once per test process into binDir:
+// cbth under the runner's name and the cbth-providers helper beside it,
+// where the runner looks for it first.
+var (
+	binDir    string
+	binOnce   sync.Once
+	binErr    error
+	runnerBin string
+	helperBin string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// bins builds (once) and returns the runner and the helper.
+func bins(t testing.TB) (runner, helper string) {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "cortexfs-bins-"); binErr != nil {
+			return
+		}
+		runnerBin = filepath.Join(binDir, "bin", "cortexfs-object-runner")
+		helperBin = filepath.Join(binDir, "bin", "cbth-providers")
+		if binErr = goBuild(runnerBin, "github.com/cbth-dev/cbth/cmd/cbth"); binErr == nil {
+			binErr = goBuild(helperBin, "github.com/cbth-dev/cbth/cmd/cbth-providers")
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return runnerBin, helperBin
+}
+
+// buildRunner builds the real binary as cortexfs-object-runner into dir,
+// with extra build environment (the benchmark builds it static).
 func buildRunner(t testing.TB, dir string, extraEnv ...string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "bin", "cortexfs-object-runner")
-	// Default build settings, so the packages compiled for this test run
-	// are reused from the build cache.
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/cbth-dev/cbth/cmd/cbth")
-	cmd.Env = append(os.Environ(), extraEnv...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build runner: %v\n%s", err, out)
+	if err := goBuild(bin, "github.com/cbth-dev/cbth/cmd/cbth", extraEnv...); err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+func goBuild(out, pkg string, extraEnv ...string) error {
+	// Default build settings, so the packages compiled for this test run
+	// are reused from the build cache.
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), extraEnv...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 func model(path, nativeID, driverName string, defaults ...object.KV) object.Object {
@@ -60,7 +107,7 @@ var (
 
 func TestExecThroughKernel(t *testing.T) {
 	dir := t.TempDir()
-	bin := buildRunner(t, dir)
+	bin, _ := bins(t)
 	root := filepath.Join(dir, "ctx")
 	srv := fakeprovider.Start(fakeprovider.OpenAIChat, secret)
 	defer srv.Close()
@@ -82,6 +129,11 @@ func TestExecThroughKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := []string{"OPENAI_API_KEY=" + secret}
+	// Stand-ins for a broken helper, chosen through $CBTH_PROVIDERS.
+	crash := helperScript(t, dir, "crash", `echo '{"type":"delta","text":"Hel"}'; exit 3`)
+	killed := helperScript(t, dir, "killed", `kill -KILL $$`)
+	garbage := helperScript(t, dir, "garbage", `echo 'this is not JSON'`)
+	helperEnv := func(p string) []string { return append([]string{"CBTH_PROVIDERS=" + p}, key...) }
 	cases := []execCase{
 		// The seed exec examples.
 		{name: "echo_argv", args: []string{"model/debug/echo", "hello"}},
@@ -106,6 +158,11 @@ func TestExecThroughKernel(t *testing.T) {
 		{name: "exit2_bad_role", args: []string{"model/debug/echo"}, stdin: str(`{"messages":[{"role":"wizard","content":"x"}]}`)},
 		{name: "exit2_tool_not_object", args: []string{"tool/fs.read", "[1,2]"}},
 		{name: "exit2_agent_bad_task", args: []string{"agent/coder"}, stdin: str(`{"task":""}`)},
+		// The provider helper fails: an internal error, after start.
+		{name: "exit70_helper_crash", args: []string{"model/openai/gpt-4o", "hello"}, env: helperEnv(crash)},
+		{name: "exit70_helper_killed", args: []string{"model/openai/gpt-4o", "hello"}, env: helperEnv(killed)},
+		{name: "exit70_helper_garbage", args: []string{"model/openai/gpt-4o", "hello"}, env: helperEnv(garbage)},
+		{name: "exit69_helper_not_executable", args: []string{"model/openai/gpt-4o", "hello"}, env: helperEnv(filepath.Join(root, "no-such-helper"))},
 		// Stream shapes.
 		{name: "midstream_error", args: []string{"model/openai/flaky", "hello"}, env: key},
 		{name: "tool_call", args: []string{"model/openai/tooly", "weather?"}, env: key},
@@ -155,6 +212,16 @@ func TestExecThroughKernel(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// helperScript writes a shell script that stands in for cbth-providers.
+func helperScript(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name+".sh")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func runCase(t *testing.T, root string, c execCase) string {

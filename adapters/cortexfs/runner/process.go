@@ -2,12 +2,11 @@ package runner
 
 import (
 	"context"
-	"net/http"
+	"io"
 	"os"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/cred"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/all"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 )
@@ -18,21 +17,17 @@ func IsTTY(f *os.File) bool {
 	return err == nil
 }
 
-// ProcessDeps are the driver dependencies of a real process: credentials
-// from its environment, then the system keychain.
-func ProcessDeps() driver.Deps {
-	return driver.Deps{
-		Creds: cred.Source{LookupEnv: os.LookupEnv, Keychain: cred.System{}},
-		HTTP:  http.DefaultClient,
-	}
-}
+// ProcessDrivers are the drivers of a real process: debug in-process, the
+// network drivers through the cbth-providers helper, whose stderr goes to
+// stderr. The provider SDKs are never linked into this binary.
+func ProcessDrivers(stderr io.Writer) driver.Set { return provider.Drivers(stderr) }
 
 // ProcessEnv is the Env of the running process.
 func ProcessEnv(ctx context.Context) Env {
 	return Env{
 		Context:    ctx,
 		StdinIsTTY: IsTTY(os.Stdin),
-		Drivers:    all.Drivers(ProcessDeps()),
+		Drivers:    ProcessDrivers(os.Stderr),
 		NewRunID:   func() string { return "run-" + uuid.Must(uuid.NewV7()).String() },
 	}
 }

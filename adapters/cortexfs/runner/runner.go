@@ -225,7 +225,7 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 	if err != nil {
 		return fail(stderr, err)
 	}
-	req := driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Messages: msgs, Defaults: obj.Defaults}
+	req := driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Messages: msgs, Defaults: obj.Defaults, Caps: obj.Caps}
 	return Run(env.Context, drv, req, out(stdout, stderr, opt.text), env.newRunID())
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -70,7 +71,7 @@ func TestDriversAgainstFakeProviders(t *testing.T) {
 		t.Run(b.driver, func(t *testing.T) {
 			srv := fakeprovider.Start(b.fake, secret)
 			defer srv.Close()
-			set := Drivers(driver.Deps{Creds: keyOnly{secret}})
+			set := Drivers(sdkdeps.Deps{Creds: keyOnly{secret}})
 			d := set[b.driver]
 			if d == nil {
 				t.Fatalf("driver %s not registered", b.driver)
@@ -122,7 +123,7 @@ func TestDriversAgainstFakeProviders(t *testing.T) {
 			}
 
 			// A wrong key: the fake quotes it back; it must be scrubbed.
-			wrong := Drivers(driver.Deps{Creds: keyOnly{"sk-WRONG-KEY-555"}})[b.driver]
+			wrong := Drivers(sdkdeps.Deps{Creds: keyOnly{"sk-WRONG-KEY-555"}})[b.driver]
 			_, err := run(t, wrong, b.provider, srv.BaseURL(), "ok")
 			if errs.CodeOf(err) != errs.EACCES || strings.Contains(err.Error(), "sk-WRONG-KEY-555") {
 				t.Errorf("wrong key: %v", err)
@@ -133,7 +134,7 @@ func TestDriversAgainstFakeProviders(t *testing.T) {
 				t.Errorf("closed port: %v", err)
 			}
 			// No credential.
-			none := Drivers(driver.Deps{Creds: keyOnly{}})[b.driver]
+			none := Drivers(sdkdeps.Deps{Creds: keyOnly{}})[b.driver]
 			_, err = run(t, none, b.provider, srv.BaseURL(), "ok")
 			if errs.CodeOf(err) != errs.ENOTCONF {
 				t.Errorf("no key: %v", err)
@@ -145,7 +146,7 @@ func TestDriversAgainstFakeProviders(t *testing.T) {
 func TestCancelledContextStopsDriver(t *testing.T) {
 	for _, b := range backends {
 		srv := fakeprovider.Start(b.fake, secret)
-		d := Drivers(driver.Deps{Creds: keyOnly{secret}})[b.driver]
+		d := Drivers(sdkdeps.Deps{Creds: keyOnly{secret}})[b.driver]
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		req := driver.Request{Model: b.provider + "/ok", Provider: b.provider, NativeID: "ok",
@@ -160,7 +161,7 @@ func TestCancelledContextStopsDriver(t *testing.T) {
 }
 
 func TestCustomProviderNeedsBaseURL(t *testing.T) {
-	d := Drivers(driver.Deps{Creds: keyOnly{secret}})["openai-chat"]
+	d := Drivers(sdkdeps.Deps{Creds: keyOnly{secret}})["openai-chat"]
 	req := driver.Request{Model: "api.lmm.best/m", Provider: "api.lmm.best", NativeID: "m",
 		Messages: []driver.Message{{Role: "user", Content: "hi"}}}
 	err := d.Stream(context.Background(), req, stream.SinkFunc(func(stream.Event) error { return nil }))
@@ -170,7 +171,7 @@ func TestCustomProviderNeedsBaseURL(t *testing.T) {
 }
 
 func TestDebugEcho(t *testing.T) {
-	d := Drivers(driver.Deps{})["debug"]
+	d := Drivers(sdkdeps.Deps{})["debug"]
 	var evs []stream.Event
 	err := d.Stream(context.Background(), driver.Request{Messages: []driver.Message{
 		{Role: "user", Content: "first words"}, {Role: "assistant", Content: "x"}, {Role: "user", Content: "hello there"}}},

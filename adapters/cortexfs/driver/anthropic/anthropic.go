@@ -9,6 +9,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/tidwall/gjson"
@@ -22,7 +23,7 @@ const Name = "anthropic-messages"
 const DefaultMaxTokens = 4096
 
 // Messages is the driver.
-type Messages struct{ Deps driver.Deps }
+type Messages struct{ Deps sdkdeps.Deps }
 
 type toolUse struct {
 	id, name string

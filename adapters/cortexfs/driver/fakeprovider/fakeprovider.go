@@ -7,6 +7,8 @@
 //	reason     reasoning text, then the answer
 //	midstream  one delta, then an in-stream error event
 //	status-N   an HTTP error N with the provider's error body
+//	hang       the first event of ok, then nothing until the client goes
+//	           away (or HangLimit passes)
 //
 // Every request must carry the expected API key, or it gets a 401.
 package fakeprovider
@@ -21,7 +23,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
+
+// HangLimit bounds how long a hang request is held open.
+const HangLimit = 30 * time.Second
 
 // Kinds of provider the server imitates.
 const (
@@ -129,13 +135,23 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	for _, ev := range s.script(model) {
+	script := s.script(model)
+	if model == "hang" {
+		script = s.script("ok")[:1]
+	}
+	for _, ev := range script {
 		if ev.name != "" {
 			fmt.Fprintf(w, "event: %s\n", ev.name)
 		}
 		fmt.Fprintf(w, "data: %s\n\n", ev.data)
 		if f, ok := w.(http.Flusher); ok {
 			f.Flush()
+		}
+	}
+	if model == "hang" {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(HangLimit):
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"google.golang.org/genai"
@@ -18,7 +19,7 @@ import (
 const Name = "gemini"
 
 // Gemini is the driver.
-type Gemini struct{ Deps driver.Deps }
+type Gemini struct{ Deps sdkdeps.Deps }
 
 // Stream implements driver.Driver.
 func (g Gemini) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {

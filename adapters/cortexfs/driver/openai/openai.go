@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
 	sdk "github.com/openai/openai-go/v3"
@@ -24,7 +25,7 @@ const (
 	ResponsesName = "openai-responses"
 )
 
-func client(ctx context.Context, deps driver.Deps, req driver.Request) (sdk.Client, driver.Params, string, error) {
+func client(ctx context.Context, deps sdkdeps.Deps, req driver.Request) (sdk.Client, driver.Params, string, error) {
 	p, err := driver.ParamsOf(req)
 	if err != nil {
 		return sdk.Client{}, p, "", err
@@ -74,7 +75,7 @@ func mapErr(ctx context.Context, provider string, err error, key string) error {
 }
 
 // Chat is the chat completions driver.
-type Chat struct{ Deps driver.Deps }
+type Chat struct{ Deps sdkdeps.Deps }
 
 type pendingCall struct{ id, name, args string }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -13,7 +14,7 @@ import (
 
 // Responses is the Responses API driver. It is stateless toward the
 // provider: every call sends the whole conversation (store=false).
-type Responses struct{ Deps driver.Deps }
+type Responses struct{ Deps sdkdeps.Deps }
 
 // Stream implements driver.Driver.
 func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {
