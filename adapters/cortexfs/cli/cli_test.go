@@ -179,4 +179,45 @@ func TestInstall(t *testing.T) {
 			t.Errorf("%s -> %q %v", n, l, err)
 		}
 	}
+	// No cbth-providers next to the source: installed without it, and
+	// said so in the result and on stderr.
+	stderr := env.Stderr.(*bytes.Buffer)
+	if res.Providers != "" || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "cbth-providers not found") ||
+		!strings.Contains(stderr.String(), "warning: cbth-providers not found next to "+src) {
+		t.Errorf("missing helper: %+v, stderr %q", res, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "bin/cbth-providers")); err == nil {
+		t.Error("cbth-providers appeared from nowhere")
+	}
+
+	// With the helper next to the running binary (reached through a
+	// symlink, as when run as ctx), it is copied beside cbth.
+	helper := filepath.Join(filepath.Dir(src), "cbth-providers")
+	if err := os.WriteFile(helper, []byte("#!/bin/sh\necho helper\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "ctx")
+	if err := os.Symlink(src, link); err != nil {
+		t.Fatal(err)
+	}
+	env.Executable = link
+	stderr.Reset()
+	out, err = run(t, env, "install", "--prefix", prefix, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = InstallResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(prefix, "bin/cbth-providers")
+	if res.Providers != dst || len(res.Warnings) != 0 || stderr.Len() != 0 {
+		t.Errorf("with helper: %+v, stderr %q", res, stderr)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "#!/bin/sh\necho helper\n" {
+		t.Errorf("installed helper: %q %v", b, err)
+	}
+	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("helper mode: %v %v", st, err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
@@ -189,5 +190,19 @@ func TestDebugEcho(t *testing.T) {
 		stream.SinkFunc(func(stream.Event) error { return nil }))
 	if errs.CodeOf(err) != errs.EINVAL {
 		t.Fatalf("no user message: %v", err)
+	}
+}
+
+// The helper serves exactly the drivers cbth forwards to it, plus debug.
+func TestHelperServesProviderNames(t *testing.T) {
+	set := Drivers(sdkdeps.Deps{})
+	want := append([]string{"debug"}, provider.Names...)
+	if len(set) != len(want) {
+		t.Fatalf("helper has %d drivers, cbth forwards %v", len(set), want)
+	}
+	for _, n := range want {
+		if set[n] == nil {
+			t.Errorf("helper lacks %s", n)
+		}
 	}
 }
