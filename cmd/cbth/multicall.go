@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
@@ -26,10 +25,9 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 	switch filepath.Base(argv0) {
 	case runner.ProgramName:
 		// The kernel runs objects as `cortexfs-object-runner <object> args...`
-		// through their #! line.
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, runner.ProcessEnv(ctx)), true
+		// through their #! line. The runner installs its SIGINT/SIGTERM
+		// handling itself, only around calls that can block.
+		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, runner.ProcessEnv(context.Background())), true
 	case "ctx":
 		// `ctx model/<provider>/<model> [session]` is the socket REPL. Every
 		// other ctx form belongs to the kong root.

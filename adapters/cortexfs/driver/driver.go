@@ -111,6 +111,11 @@ type Driver interface {
 	Stream(ctx context.Context, req Request, out stream.Sink) error
 }
 
+// InProcess is implemented by drivers that compute their answer in memory
+// and return at once (debug). A host needs no cancellation plumbing around
+// them, such as signal handlers, which cost a thread at process start.
+type InProcess interface{ InProcess() }
+
 // Set names the drivers a build has.
 type Set map[string]Driver
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
@@ -22,10 +24,15 @@ func IsTTY(f *os.File) bool {
 // stderr. The provider SDKs are never linked into this binary.
 func ProcessDrivers(stderr io.Writer) driver.Set { return provider.Drivers(stderr) }
 
-// ProcessEnv is the Env of the running process.
+// ProcessEnv is the Env of the running process. SIGINT and SIGTERM cancel
+// a call to a driver that runs outside this process (the helper then gets
+// SIGTERM); the in-process debug driver runs without signal handlers.
 func ProcessEnv(ctx context.Context) Env {
 	return Env{
-		Context:    ctx,
+		Context: ctx,
+		Interrupt: func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		},
 		StdinIsTTY: IsTTY(os.Stdin),
 		Drivers:    ProcessDrivers(os.Stderr),
 		NewRunID:   func() string { return "run-" + uuid.Must(uuid.NewV7()).String() },

@@ -11,9 +11,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
@@ -32,6 +32,11 @@ const MaxInput = 8 << 20
 // the daemon can run it in-process.
 type Env struct {
 	Context context.Context
+	// Interrupt, when set, wraps the context of a driver call that may
+	// block (any driver but a driver.InProcess one) so that the process's
+	// interrupts cancel it. It is applied per call, not at start, because
+	// installing signal handlers costs every run, the echo one included.
+	Interrupt func(context.Context) (context.Context, context.CancelFunc)
 	// StdinIsTTY selects the TTY rules when no argv input is given.
 	StdinIsTTY bool
 	Drivers    driver.Set
@@ -55,8 +60,12 @@ func Load(path string) (Object, error) {
 		}
 		return Object{}, errs.Wrap(errs.EACCES, err, "resolve %s", path)
 	}
-	meta, err := os.ReadFile(real)
+	meta, err := readSmall(real)
 	if err != nil {
+		var coded *errs.Error
+		if errors.As(err, &coded) {
+			return Object{}, err
+		}
 		if errors.Is(err, fs.ErrPermission) {
 			return Object{}, errs.Wrap(errs.EACCES, err, "read %s", path)
 		}
@@ -68,8 +77,12 @@ func Load(path string) (Object, error) {
 	}
 	ctl := map[string]string{}
 	for _, f := range []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog} {
-		b, err := os.ReadFile(filepath.Join(real+".d", f))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		b, err := readSmall(filepath.Join(real+".d", f))
+		var coded *errs.Error
+		switch {
+		case errors.As(err, &coded):
+			return Object{}, err
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			return Object{}, errs.Wrap(errs.EACCES, err, "read control file %s", f)
 		}
 		ctl[f] = string(b)
@@ -83,6 +96,48 @@ func Load(path string) (Object, error) {
 		return Object{}, err
 	}
 	return Object{Path: real, Object: o}, nil
+}
+
+// MaxObjectFile bounds a metadata or control file.
+const MaxObjectFile = 1 << 20
+
+// readSmall reads a small regular file with plain system calls. os.ReadFile
+// would register each file with the runtime poller (and start it), which
+// is measurable on the one-shot path that reads eight such files.
+func readSmall(path string) ([]byte, error) {
+	fd, err := openRetry(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > MaxObjectFile {
+				return nil, errs.New(errs.EMSGSIZE, "%s is larger than %d bytes", path, MaxObjectFile)
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func openRetry(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
 }
 
 type options struct {
@@ -226,7 +281,13 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 		return fail(stderr, err)
 	}
 	req := driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Messages: msgs, Defaults: obj.Defaults, Caps: obj.Caps}
-	return Run(env.Context, drv, req, out(stdout, stderr, opt.text), env.newRunID())
+	ctx := env.Context
+	if _, local := drv.(driver.InProcess); !local && env.Interrupt != nil {
+		var stop context.CancelFunc
+		ctx, stop = env.Interrupt(ctx)
+		defer stop()
+	}
+	return Run(ctx, drv, req, out(stdout, stderr, opt.text), env.newRunID())
 }
 
 func (e Env) newRunID() string {

@@ -112,15 +112,6 @@ type SinkFunc func(Event) error
 // Emit calls f.
 func (f SinkFunc) Emit(e Event) error { return f(e) }
 
-// Encode renders one event as a JSONL line (with the trailing newline).
-func Encode(e Event) ([]byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return nil, errs.Wrap(errs.EINTERNAL, err, "encode %s event", e.Type)
-	}
-	return append(b, '\n'), nil
-}
-
 // Writer frames one run on an io.Writer: start first, done last, and any
 // failure after start as an error frame followed by done with status error.
 // It is safe for concurrent use.

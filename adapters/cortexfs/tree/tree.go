@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -47,22 +46,41 @@ const (
 	AliasHelper = "model/helper"
 )
 
-var userAlias = regexp.MustCompile(`^home/[0-9]+/(model|agent|tool)/([^/]+)$`)
+// userAlias splits home/<uid>/<kind>/<name> (uid all digits, kind model,
+// agent or tool, name one non-empty component) into kind and name. It is
+// hand-written rather than a package-level regexp so that every start of
+// the binary does not pay for compiling one.
+func userAlias(p string) (kind, nm string, ok bool) {
+	parts := strings.Split(p, "/")
+	if len(parts) != 4 || parts[0] != "home" || parts[1] == "" || parts[3] == "" {
+		return "", "", false
+	}
+	for _, c := range parts[1] {
+		if c < '0' || c > '9' {
+			return "", "", false
+		}
+	}
+	switch parts[2] {
+	case "model", "agent", "tool":
+		return parts[2], parts[3], true
+	}
+	return "", "", false
+}
 
 // ValidateAlias checks where an alias may live.
 func ValidateAlias(a Alias) error {
 	if a.Path == AliasMain || a.Path == AliasHelper {
 		return nil
 	}
-	m := userAlias.FindStringSubmatch(a.Path)
-	if m == nil {
+	kind, nm, ok := userAlias(a.Path)
+	if !ok {
 		return errs.New(errs.EINVAL, "alias path %q is not model/main, model/helper or home/<uid>/<kind>/<name>", a.Path)
 	}
-	if err := name.Valid(m[2]); err != nil {
+	if err := name.Valid(nm); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(a.Target, m[1]+"/") {
-		return errs.New(errs.EINVAL, "alias %s must point at a %s object", a.Path, m[1])
+	if !strings.HasPrefix(a.Target, kind+"/") {
+		return errs.New(errs.EINVAL, "alias %s must point at a %s object", a.Path, kind)
 	}
 	return nil
 }
@@ -323,13 +341,18 @@ func scan(root string) (objs, aliases []string, err error) {
 	for _, p := range homes {
 		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
-		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 && userAlias.MatchString(rel) {
+		if st, err := os.Lstat(p); err == nil && st.Mode()&fs.ModeSymlink != 0 && isUserAlias(rel) {
 			aliases = append(aliases, rel)
 		}
 	}
 	sort.Strings(objs)
 	sort.Strings(aliases)
 	return objs, aliases, nil
+}
+
+func isUserAlias(p string) bool {
+	_, _, ok := userAlias(p)
+	return ok
 }
 
 func isObjectFile(p string) bool {

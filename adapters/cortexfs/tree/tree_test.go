@@ -211,3 +211,15 @@ func TestFixtureTree(t *testing.T) {
 		}
 	}
 }
+
+func TestUserAliasPaths(t *testing.T) {
+	for p, want := range map[string]bool{
+		"home/1000/model/coder": true, "home/0/agent/a": true, "home/1/tool/fs.read": true,
+		"home//model/x": false, "home/x1/model/x": false, "home/1/models/x": false, "home/1/model/": false,
+		"home/1/model/a/b": false, "home/1/model": false, "x/1/model/a": false, "model/main": false,
+	} {
+		if _, _, ok := userAlias(p); ok != want {
+			t.Errorf("%s: %v", p, ok)
+		}
+	}
+}

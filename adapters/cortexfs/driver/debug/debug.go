@@ -17,6 +17,9 @@ const Name = "debug"
 // and usage counted in whitespace-separated words (input over all messages).
 type Echo struct{}
 
+// InProcess implements driver.InProcess: echo never waits on anything.
+func (Echo) InProcess() {}
+
 // Stream implements driver.Driver.
 func (Echo) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {
 	if err := driver.ValidateMessages(req.Messages); err != nil {
