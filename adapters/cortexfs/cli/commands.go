@@ -19,7 +19,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/google/uuid"
 )
 
 // CtxCmd groups the ctx tree verbs.
@@ -365,7 +364,7 @@ func (c *ModelServeCmd) Run(env *Env) error {
 	defer ln.Close()
 	srv := &socket.Server{Driver: drv, Store: store, UID: env.UID,
 		Request:  socketRequest(obj, id),
-		NewRunID: func() string { return "run-" + uuid.Must(uuid.NewV7()).String() }}
+		NewRunID: runner.RunID}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(env.Stderr, "serving %s.sock\n", obj.Path)

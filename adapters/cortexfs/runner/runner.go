@@ -5,6 +5,7 @@
 package runner
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -286,6 +287,15 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 		var stop context.CancelFunc
 		ctx, stop = env.Interrupt(ctx)
 		defer stop()
+	}
+	if _, local := drv.(driver.InProcess); local {
+		// An in-process answer is complete at once: write it in one go.
+		bw := bufio.NewWriterSize(stdout, 4096)
+		code := Run(ctx, drv, req, out(bw, stderr, opt.text), env.newRunID())
+		if err := bw.Flush(); err != nil && code == errs.ExitOK {
+			return errs.ExitGeneric
+		}
+		return code
 	}
 	return Run(ctx, drv, req, out(stdout, stderr, opt.text), env.newRunID())
 }
