@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 // BenchmarkEchoExec times `model/debug/echo "hello"` run by the kernel
 // through the shebang, next to a static Go binary with an empty main (the
 // Go spawn floor) measured in the same run. Reported: median ms of each
-// and their ratio (target <= 1.5).
+// and their ratio (target <= 1.5); the size of cbth (static, as measured)
+// and of cbth-providers in MB; and the sum of cbth's package init times
+// from one GODEBUG=inittrace=1 start (init-ms, runtime included).
 func BenchmarkEchoExec(b *testing.B) {
 	dir := b.TempDir()
 	bin := buildRunner(b, dir, "CGO_ENABLED=0") // static, like the floor
@@ -61,6 +65,32 @@ func BenchmarkEchoExec(b *testing.B) {
 	b.ReportMetric(float64(me.Microseconds())/1000, "echo-ms")
 	b.ReportMetric(float64(mf.Microseconds())/1000, "floor-ms")
 	b.ReportMetric(float64(me)/float64(mf), "x-floor")
+	_, helper := bins(b)
+	for unit, p := range map[string]string{"cbth-MB": bin, "providers-MB": helper} {
+		if st, err := os.Stat(p); err == nil {
+			b.ReportMetric(float64(st.Size())/1e6, unit)
+		}
+	}
+	b.ReportMetric(initMillis(b, bin), "init-ms")
+}
+
+// initMillis sums the "N ms clock" of every init line GODEBUG=inittrace=1
+// prints for one start of bin (run with no arguments: usage, exit 2).
+func initMillis(b *testing.B, bin string) float64 {
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"GODEBUG=inittrace=1", "PATH=/usr/bin:/bin"}
+	out, _ := cmd.CombinedOutput()
+	total := 0.0
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		// init <pkg> @<t> ms, <clock> ms clock, ...
+		if len(f) >= 7 && f[0] == "init" && f[6] == "clock," {
+			if v, err := strconv.ParseFloat(f[4], 64); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
 }
 
 func median(d []time.Duration) time.Duration {
