@@ -72,12 +72,22 @@ type fixture struct {
 
 func start(t testing.TB, d driver.Driver) *fixture {
 	t.Helper()
+	return startWith(t, d, nil)
+}
+
+// startWith lets a test adjust the server before it serves (changing it
+// afterwards would race with the connection handlers).
+func startWith(t testing.TB, d driver.Driver, adjust func(*Server)) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	var n atomic.Int64
 	store := &session.Files{Dir: filepath.Join(dir, "home/1000/model/debug/echo.d/session"), Model: "debug/echo"}
 	srv := &Server{Request: driver.Request{Model: "debug/echo", Provider: "debug", NativeID: "echo"},
 		Driver: d, Store: store, UID: os.Getuid(),
 		NewRunID: func() string { return fmt.Sprintf("run-%d", n.Add(1)) }}
+	if adjust != nil {
+		adjust(srv)
+	}
 	path := filepath.Join(dir, "echo.sock")
 	ln, err := Listen(path)
 	if err != nil {
@@ -350,8 +360,7 @@ func TestDisconnectKeepsPrivateSession(t *testing.T) {
 }
 
 func TestPeerUIDChecked(t *testing.T) {
-	f := start(t, debug.Echo{})
-	f.srv.UID = os.Getuid() + 1
+	f := startWith(t, debug.Echo{}, func(s *Server) { s.UID = os.Getuid() + 1 })
 	c := f.dial(t)
 	if e := c.next(); e.Code != errs.EACCES {
 		t.Fatalf("got %+v", e)
