@@ -64,7 +64,9 @@ func (h *homeDir) ready(thread string) string {
 
 func (h *homeDir) submitTo(target, thread string) string {
 	h.t.Helper()
-	var res struct{ JobID string `json:"job_id"` }
+	var res struct {
+		JobID string `json:"job_id"`
+	}
 	h.ok(&res, "job", "submit", "--target", target, "--thread-id", thread, "--task-kind", "ci", "--summary", "work")
 	return res.JobID
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -119,4 +120,23 @@ func boolFlag(name, v string) (*bool, error) {
 		return nil, errs.New(errs.EINVAL, "--%s must be true or false, not %q", name, v)
 	}
 	return &b, nil
+}
+
+// cortexEnv is the environment of the CortexFS commands, derived from the
+// same home and writers as every other command.
+func cortexEnv(e *Env) cortexcli.Env {
+	lookup := func(k string) (string, bool) {
+		v := e.Getenv(k)
+		return v, v != ""
+	}
+	userHome, _ := os.UserHomeDir()
+	c := cortexcli.DefaultEnv(lookup, userHome)
+	if h, err := e.Home(); err == nil {
+		c.CBTHHome = h.Root
+		if e.Getenv("CTX_ROOT") == "" {
+			c.CtxRoot = h.CtxRoot()
+		}
+	}
+	c.Stdout, c.Stderr, c.JSON = e.Stdout, e.Stderr, e.JSON
+	return c
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -36,6 +37,10 @@ type CLI struct {
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
+
+	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
+	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`
+	Install cortexcli.InstallCmd `cmd:"" help:"Install cbth with its ctx and cortexfs-object-runner names (and cbth-providers)."`
 }
 
 func main() {
@@ -47,6 +52,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	cenv := &cortexcli.Env{} // filled in after parsing, once --home is known
 	// Scripts call `cbth job ...` for every report; kong builds its model
 	// by reflection over the whole tree on each start, so those calls get
 	// a tree of just the job commands (same types, same flags). Help and
@@ -63,7 +69,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		kong.UsageOnError(),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
-		kong.Bind(env),
+		kong.Bind(env, cenv),
 	)
 	if err != nil {
 		fmt.Fprintln(stderr, "cbth:", err)
@@ -86,6 +92,7 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		}
 		env.JSON = globals.JSON
 		env.HomeFlag = globals.Home
+		*cenv = cortexEnv(env)
 		if err := kctx.Run(env); err != nil {
 			return env.fail(err)
 		}

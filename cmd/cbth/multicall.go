@@ -1,5 +1,77 @@
 package main
 
-// multicall dispatches on the name the binary was invoked under. Until the
-// CortexFS runner lands, only the cbth name is served.
-func multicall(argv0 string, args []string) (int, bool) { return 0, false }
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/cli"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// multicall lets the one cbth binary answer under its other names. main
+// calls it first; handled=false means "not one of those names, or not a
+// form handled here: carry on with the normal CLI".
+func multicall(argv0 string, args []string) (exit int, handled bool) {
+	switch filepath.Base(argv0) {
+	case runner.ProgramName:
+		// The kernel runs objects as `cortexfs-object-runner <object> args...`
+		// through their #! line. The runner installs its SIGINT/SIGTERM
+		// handling itself, only around calls that can block.
+		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, runner.ProcessEnv(context.Background())), true
+	case "ctx":
+		// `ctx model/<provider>/<model> [session]` is the socket REPL. Every
+		// other ctx form belongs to the kong root.
+		if len(args) >= 1 && strings.HasPrefix(args[0], "model/") {
+			return ctxChat(args), true
+		}
+		return 0, false
+	}
+	return 0, false
+}
+
+func ctxChat(args []string) int {
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "ctx: %s: %v\n", errs.CodeOf(err), err)
+		return errs.CodeOf(err).ExitCode()
+	}
+	id, err := name.ParseModel(strings.TrimPrefix(args[0], "model/"))
+	if err != nil {
+		return fail(err)
+	}
+	sess := socket.DefaultSession
+	if len(args) > 1 {
+		if err := name.Valid(args[1]); err != nil {
+			return fail(err)
+		}
+		sess = args[1]
+	}
+	home, _ := os.UserHomeDir()
+	env := cli.DefaultEnv(os.LookupEnv, home)
+	path := filepath.Join(env.CtxRoot, "model", id.Provider, id.Model+".sock")
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail(errs.New(errs.ENOENT, "model %s has no socket (session=none, or not served)", id))
+		}
+		return fail(errs.Wrap(errs.EHOSTDOWN, err, "model %s socket is not answering", id))
+	}
+	defer conn.Close()
+	// SIGINT goes to the REPL: first cancels the run, second exits.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	if err := socket.Chat(context.Background(), conn, sess, os.Stdin, os.Stdout, os.Stderr, sig); err != nil {
+		return fail(err)
+	}
+	return 0
+}

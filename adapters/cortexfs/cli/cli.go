@@ -1,0 +1,75 @@
+// Package cli holds the kong command structs for the CortexFS verbs: ctx
+// init, model add/list/alias/rm/serve and install. The root CLI embeds them
+// and binds an *Env; every Run returns an error with a stable code.
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Env is what the commands need from the process.
+type Env struct {
+	// CtxRoot is the object tree root ($CTX_ROOT, default $CBTH_HOME/ctx).
+	CtxRoot string
+	// CBTHHome is $CBTH_HOME (default ~/.cbth).
+	CBTHHome string
+	Stdout   io.Writer
+	Stderr   io.Writer
+	// JSON is the root --json flag; each command also has its own.
+	JSON bool
+	// Runner is the absolute path written into object shebangs.
+	Runner string
+	// Executable is the running binary, copied by install.
+	Executable string
+	// UID owns per-user aliases and may connect to served sockets.
+	UID int
+	Now func() time.Time
+}
+
+// DefaultEnv derives the environment of a real process. lookup is usually
+// os.LookupEnv and home the user's home directory.
+func DefaultEnv(lookup func(string) (string, bool), home string) Env {
+	e := Env{Stdout: os.Stdout, Stderr: os.Stderr, UID: os.Getuid(), Now: time.Now}
+	if v, ok := lookup("CBTH_HOME"); ok && v != "" {
+		e.CBTHHome = v
+	} else {
+		e.CBTHHome = filepath.Join(home, ".cbth")
+	}
+	if v, ok := lookup("CTX_ROOT"); ok && v != "" {
+		e.CtxRoot = v
+	} else {
+		e.CtxRoot = filepath.Join(e.CBTHHome, "ctx")
+	}
+	e.Executable, _ = os.Executable()
+	e.Runner = "/usr/bin/cortexfs-object-runner"
+	if e.Executable != "" {
+		// An installed layout keeps the runner name beside the binary.
+		if p := filepath.Join(filepath.Dir(e.Executable), "cortexfs-object-runner"); fileExists(p) {
+			e.Runner = p
+		}
+	}
+	return e
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func (e *Env) emit(jsonFlag bool, v any, human func(io.Writer)) error {
+	if jsonFlag || e.JSON {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.Stdout, "%s\n", b)
+		return err
+	}
+	human(e.Stdout)
+	return nil
+}

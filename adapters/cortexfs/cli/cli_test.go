@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alecthomas/kong"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// root mirrors how cbth embeds these commands: --json is a global flag.
+type root struct {
+	JSON    bool       `name:"json"`
+	Ctx     CtxCmd     `cmd:""`
+	Model   ModelCmd   `cmd:""`
+	Install InstallCmd `cmd:""`
+}
+
+func run(t *testing.T, env *Env, args ...string) (string, error) {
+	t.Helper()
+	var r root
+	var out bytes.Buffer
+	env.Stdout = &out
+	p, err := kong.New(&r, kong.Name("cbth"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }), kong.Writers(&out, &out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := p.Parse(args)
+	if err != nil {
+		return "", errs.Wrap(errs.EINVAL, err, "parse")
+	}
+	env.JSON = r.JSON
+	err = kctx.Run(env)
+	return out.String(), err
+}
+
+func testEnv(t *testing.T) *Env {
+	dir := t.TempDir()
+	e := DefaultEnv(func(k string) (string, bool) {
+		if k == "CBTH_HOME" {
+			return filepath.Join(dir, "home"), true
+		}
+		return "", false
+	}, dir)
+	e.Runner = "/usr/bin/cortexfs-object-runner"
+	e.UID = 1000
+	e.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+	e.Stderr = &bytes.Buffer{}
+	return &e
+}
+
+func TestDefaultEnv(t *testing.T) {
+	e := DefaultEnv(func(string) (string, bool) { return "", false }, "/home/u")
+	if e.CBTHHome != "/home/u/.cbth" || e.CtxRoot != "/home/u/.cbth/ctx" {
+		t.Errorf("defaults: %q %q", e.CBTHHome, e.CtxRoot)
+	}
+	e = DefaultEnv(func(k string) (string, bool) { return map[string]string{"CBTH_HOME": "/h", "CTX_ROOT": "/c"}[k], true }, "/home/u")
+	if e.CBTHHome != "/h" || e.CtxRoot != "/c" {
+		t.Errorf("overrides: %q %q", e.CBTHHome, e.CtxRoot)
+	}
+}
+
+func TestModelLifecycle(t *testing.T) {
+	env := testEnv(t)
+	if !strings.HasSuffix(env.CtxRoot, "home/ctx") {
+		t.Fatalf("CtxRoot %s", env.CtxRoot)
+	}
+	out, err := run(t, env, "ctx", "init", "--json")
+	if err != nil || !strings.Contains(out, `"objects":1`) {
+		t.Fatalf("init: %q %v", out, err)
+	}
+	_, err = run(t, env, "model", "add", "openai/gpt-4o", "--driver", "default=openai-chat", "--driver", "agent=openai-responses,openai-chat",
+		"--id", "gpt-4o", "--default", "temperature=0.2", "--cap", "chat", "--cap", "stream", "--cap", "tool_call_syntax", "--session", "socket")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, _ := os.ReadFile(filepath.Join(env.CtxRoot, "model/openai/gpt-4o.d/driver"))
+	if string(drv) != "default=openai-chat\nagent=openai-responses,openai-chat\n" {
+		t.Errorf("driver file %q", drv)
+	}
+	caps, _ := os.ReadFile(filepath.Join(env.CtxRoot, "model/openai/gpt-4o.d/cap"))
+	if string(caps) != "chat\nstream\ntool_call_syntax\nsession\n" {
+		t.Errorf("cap file %q", caps)
+	}
+	// Custom host: provider is the host name, base_url shown in default.
+	if _, err := run(t, env, "model", "add", "gpt-5.4-mini", "--driver", "openai-chat", "--id", "gpt-5.4-mini", "--base-url", "https://api.lmm.best:9000/"); err != nil {
+		t.Fatal(err)
+	}
+	def, _ := os.ReadFile(filepath.Join(env.CtxRoot, "model/api.lmm.best/gpt-5.4-mini.d/default"))
+	if string(def) != "base_url=https://api.lmm.best:9000/\n" {
+		t.Errorf("default file %q", def)
+	}
+	if _, err := run(t, env, "model", "alias", "coder", "openai/gpt-4o"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, env, "model", "alias", "main", "openai/gpt-4o", "--global"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, env, "model", "list", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []ModelInfo
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(rows) != 3 || rows[0].Model != "api.lmm.best/gpt-5.4-mini" || rows[2].Model != "openai/gpt-4o" {
+		t.Fatalf("rows %+v", rows)
+	}
+	if strings.Join(rows[2].Aliases, ",") != "home/1000/model/coder,model/main" || rows[2].Session != "socket" || rows[2].Meta.CreatedAt != "2026-01-02T03:04:05Z" {
+		t.Errorf("gpt-4o row %+v", rows[2])
+	}
+	if l, _ := os.Readlink(filepath.Join(env.CtxRoot, "home/1000/model/coder")); l != filepath.Join(env.CtxRoot, "model/openai/gpt-4o") {
+		t.Errorf("coder -> %q", l)
+	}
+	// Removing the model drops its user alias and sends main back to echo.
+	if _, err := run(t, env, "model", "rm", "openai/gpt-4o"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(env.CtxRoot, "home/1000/model/coder")); !os.IsNotExist(err) {
+		t.Errorf("alias survived: %v", err)
+	}
+	if l, _ := os.Readlink(filepath.Join(env.CtxRoot, "model/main")); l != filepath.Join(env.CtxRoot, "model/debug/echo") {
+		t.Errorf("main -> %q", l)
+	}
+}
+
+func TestModelErrors(t *testing.T) {
+	env := testEnv(t)
+	cases := []struct {
+		args []string
+		code errs.Code
+	}{
+		{[]string{"model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "x", "--default", "api_key=sk-123"}, errs.EINVAL},
+		{[]string{"model", "add", "openai/gpt.sock", "--driver", "openai-chat", "--id", "x"}, errs.EINVAL},
+		{[]string{"model", "add", "openai/x", "--driver", "bogus=openai-chat", "--id", "x"}, errs.EINVAL},
+		{[]string{"model", "add", "openai/x", "--driver", "openai-chat", "--id", "x", "--cap", "openai_responses"}, errs.EINVAL},
+		{[]string{"model", "add", "nohost", "--driver", "openai-chat", "--id", "x"}, errs.EINVAL},
+		{[]string{"model", "alias", "coder", "openai/none"}, errs.ENOENT},
+		{[]string{"model", "alias", "coder", "debug/echo", "--global"}, errs.EINVAL},
+		{[]string{"model", "rm", "openai/none"}, errs.ENOENT},
+		{[]string{"model", "rm", "debug/echo"}, errs.EINVAL},
+	}
+	for _, c := range cases {
+		if _, err := run(t, env, c.args...); errs.CodeOf(err) != c.code {
+			t.Errorf("%v: %v, want %s", c.args, err, c.code)
+		}
+	}
+}
+
+func TestInstall(t *testing.T) {
+	env := testEnv(t)
+	src := filepath.Join(t.TempDir(), "cbth-src")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env.Executable = src
+	prefix := t.TempDir()
+	out, err := run(t, env, "install", "--prefix", prefix, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res InstallResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Runner != filepath.Join(prefix, "bin/cortexfs-object-runner") {
+		t.Errorf("runner %s", res.Runner)
+	}
+	st, err := os.Stat(filepath.Join(prefix, "bin/cbth"))
+	if err != nil || st.Mode().Perm() != 0o755 {
+		t.Fatalf("binary: %v %v", st, err)
+	}
+	for _, n := range []string{"ctx", "cortexfs-object-runner"} {
+		l, err := os.Readlink(filepath.Join(prefix, "bin", n))
+		if err != nil || l != "cbth" {
+			t.Errorf("%s -> %q %v", n, l, err)
+		}
+	}
+	// No cbth-providers next to the source: installed without it, and
+	// said so in the result and on stderr.
+	stderr := env.Stderr.(*bytes.Buffer)
+	if res.Providers != "" || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "cbth-providers not found") ||
+		!strings.Contains(stderr.String(), "warning: cbth-providers not found next to "+src) {
+		t.Errorf("missing helper: %+v, stderr %q", res, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(prefix, "bin/cbth-providers")); err == nil {
+		t.Error("cbth-providers appeared from nowhere")
+	}
+
+	// With the helper next to the running binary (reached through a
+	// symlink, as when run as ctx), it is copied beside cbth.
+	helper := filepath.Join(filepath.Dir(src), "cbth-providers")
+	if err := os.WriteFile(helper, []byte("#!/bin/sh\necho helper\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(t.TempDir(), "ctx")
+	if err := os.Symlink(src, link); err != nil {
+		t.Fatal(err)
+	}
+	env.Executable = link
+	stderr.Reset()
+	out, err = run(t, env, "install", "--prefix", prefix, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = InstallResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(prefix, "bin/cbth-providers")
+	if res.Providers != dst || len(res.Warnings) != 0 || stderr.Len() != 0 {
+		t.Errorf("with helper: %+v, stderr %q", res, stderr)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != "#!/bin/sh\necho helper\n" {
+		t.Errorf("installed helper: %q %v", b, err)
+	}
+	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("helper mode: %v %v", st, err)
+	}
+}

@@ -1,0 +1,126 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
+	return driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Defaults: obj.Defaults, Caps: obj.Caps}
+}
+
+// InstallCmd is `install`: the binary under PREFIX/bin with its other names,
+// and the cbth-providers helper beside it.
+type InstallCmd struct {
+	Prefix string `default:"/usr/local" help:"Install prefix; the binary goes to PREFIX/bin/cbth." type:"path"`
+}
+
+// InstallResult is the JSON answer of install.
+type InstallResult struct {
+	Binary string   `json:"binary"`
+	Links  []string `json:"links"`
+	Runner string   `json:"runner"`
+	// Providers is the installed cbth-providers helper, "" when none was
+	// found next to the running binary (then Warnings says so).
+	Providers string   `json:"providers"`
+	Warnings  []string `json:"warnings"`
+}
+
+// Run implements the command. The other names are relative symlinks to
+// cbth, so the kernel's argv[0] for a shebang carries the runner name.
+func (c *InstallCmd) Run(env *Env) error {
+	if env.Executable == "" {
+		return errs.New(errs.EINTERNAL, "cannot tell which binary is running")
+	}
+	bin := filepath.Join(c.Prefix, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return errs.Wrap(errs.EACCES, err, "create %s", bin)
+	}
+	dst := filepath.Join(bin, "cbth")
+	if err := copyExecutable(env.Executable, dst); err != nil {
+		return err
+	}
+	res := InstallResult{Binary: dst, Links: []string{}, Runner: filepath.Join(bin, runner.ProgramName), Warnings: []string{}}
+	for _, n := range []string{"ctx", runner.ProgramName} {
+		link := filepath.Join(bin, n)
+		tmp := link + ".tmp-link"
+		_ = os.Remove(tmp)
+		if err := os.Symlink("cbth", tmp); err != nil {
+			return errs.Wrap(errs.EACCES, err, "link %s", n)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			_ = os.Remove(tmp)
+			return errs.Wrap(errs.EACCES, err, "install %s", n)
+		}
+		res.Links = append(res.Links, link)
+	}
+	// The network model drivers live in cbth-providers, which must sit
+	// next to cbth. It is copied from next to the running binary.
+	exe := env.Executable
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	helper := filepath.Join(filepath.Dir(exe), provider.HelperName)
+	if st, err := os.Stat(helper); err == nil && st.Mode().IsRegular() {
+		hdst := filepath.Join(bin, provider.HelperName)
+		if err := copyExecutable(helper, hdst); err != nil {
+			return err
+		}
+		res.Providers = hdst
+	} else {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s not found next to %s: not installed; network models (every driver but debug) will fail with ENOTCONF until it is at %s",
+			provider.HelperName, exe, filepath.Join(bin, provider.HelperName)))
+	}
+	for _, m := range res.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", m)
+	}
+	return env.emit(env.JSON, res, func(w io.Writer) {
+		fmt.Fprintf(w, "installed %s (links: %v)\n", dst, res.Links)
+		if res.Providers != "" {
+			fmt.Fprintf(w, "installed %s\n", res.Providers)
+		}
+	})
+}
+
+func copyExecutable(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "open %s", src)
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
+	if err != nil {
+		return errs.Wrap(errs.EACCES, err, "create in %s", filepath.Dir(dst))
+	}
+	tmp := out.Name()
+	fail := func(err error) error {
+		out.Close()
+		os.Remove(tmp)
+		return errs.Wrap(errs.EACCES, err, "write %s", dst)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		return fail(err)
+	}
+	if err := out.Chmod(0o755); err != nil {
+		return fail(err)
+	}
+	if err := out.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := out.Close(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return errs.Wrap(errs.EACCES, err, "install %s", dst)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package openai
+
+import (
+	"context"
+	"strings"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// Responses is the Responses API driver. It is stateless toward the
+// provider: every call sends the whole conversation (store=false).
+type Responses struct{ Deps sdkdeps.Deps }
+
+// Stream implements driver.Driver.
+func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {
+	if err := driver.ValidateMessages(req.Messages); err != nil {
+		return err
+	}
+	cl, p, key, err := client(ctx, r.Deps, req)
+	if err != nil {
+		return err
+	}
+	params := responses.ResponseNewParams{Model: shared.ResponsesModel(req.NativeID), Store: sdk.Bool(false)}
+	var system []string
+	var items responses.ResponseInputParam
+	for _, m := range req.Messages {
+		switch m.Role {
+		case driver.RoleSystem:
+			system = append(system, m.Content)
+		case driver.RoleAssistant:
+			items = append(items, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleAssistant))
+		default:
+			items = append(items, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleUser))
+		}
+	}
+	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
+	if len(system) > 0 {
+		params.Instructions = sdk.String(strings.Join(system, "\n\n"))
+	}
+	if p.Temperature != nil {
+		params.Temperature = sdk.Float(*p.Temperature)
+	}
+	if p.TopP != nil {
+		params.TopP = sdk.Float(*p.TopP)
+	}
+	if p.MaxTokens != nil {
+		params.MaxOutputTokens = sdk.Int(*p.MaxTokens)
+	}
+
+	st := cl.Responses.NewStreaming(ctx, params)
+	defer st.Close()
+	var text, reasoning strings.Builder
+	var usage *responses.ResponseUsage
+	ncalls := 0
+	for st.Next() {
+		ev := st.Current()
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+			if err := out.Emit(stream.Delta(ev.Delta)); err != nil {
+				return err
+			}
+		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+			reasoning.WriteString(ev.Delta)
+			if err := out.Emit(stream.ReasoningDelta(ev.Delta)); err != nil {
+				return err
+			}
+		case "response.output_item.done":
+			if ev.Item.Type == "function_call" {
+				fc := ev.Item.AsFunctionCall()
+				ncalls++
+				if err := out.Emit(stream.ToolCall(fc.CallID, fc.Name, fc.Arguments)); err != nil {
+					return err
+				}
+			}
+		case "response.completed", "response.incomplete":
+			u := ev.Response.Usage
+			usage = &u
+		case "response.failed":
+			e := ev.Response.Error
+			return driver.Fail(req.Provider, driver.CodeForErrorType(string(e.Code)), e.Message, key)
+		case "error":
+			return driver.Fail(req.Provider, driver.CodeForErrorType(ev.Code), ev.Message, key)
+		}
+	}
+	if err := st.Err(); err != nil {
+		return mapErr(ctx, req.Provider, err, key)
+	}
+	var final []stream.Event
+	if reasoning.Len() > 0 {
+		final = append(final, stream.ReasoningMessage(reasoning.String()))
+	}
+	if text.Len() > 0 || ncalls == 0 {
+		final = append(final, stream.Message(text.String()))
+	}
+	if usage != nil {
+		final = append(final, stream.Usage(usage.InputTokens, usage.OutputTokens))
+	}
+	for _, e := range final {
+		if err := out.Emit(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package provider
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/debug"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// KillDelay is how long a cancelled helper gets between SIGTERM and
+// SIGKILL.
+const KillDelay = 2 * time.Second
+
+// Drivers is the driver set of the cbth binary: debug in-process, every
+// network driver through the helper. stderr receives the helper's stderr
+// (nil discards it).
+func Drivers(stderr io.Writer) driver.Set {
+	s := driver.Set{debug.Name: debug.Echo{}}
+	for _, n := range Names {
+		s[n] = Remote{Driver: n, Stderr: stderr}
+	}
+	return s
+}
+
+// Locator finds the helper binary.
+type Locator struct {
+	LookupEnv  func(string) (string, bool)
+	Executable func() (string, error)
+	LookPath   func(string) (string, error)
+}
+
+// ProcessLocator looks where a real process should: $CBTH_PROVIDERS, then
+// next to the running executable (symlinks resolved), then PATH.
+func ProcessLocator() Locator {
+	return Locator{LookupEnv: os.LookupEnv, Executable: os.Executable, LookPath: exec.LookPath}
+}
+
+// Locate returns the helper's path, or ENOTCONF (exit 69) naming where it
+// looked: a cbth without its helper is an install that is not configured
+// for network models, not a provider that is down.
+func (l Locator) Locate() (string, error) {
+	if l.LookupEnv != nil {
+		if p, ok := l.LookupEnv(EnvHelper); ok && p != "" {
+			if isExecutable(p) {
+				return p, nil
+			}
+			return "", errs.New(errs.ENOTCONF, "provider helper $%s=%s is not an executable file", EnvHelper, p)
+		}
+	}
+	var looked []string
+	if l.Executable != nil {
+		if exe, err := l.Executable(); err == nil {
+			if real, err := filepath.EvalSymlinks(exe); err == nil {
+				exe = real
+			}
+			p := filepath.Join(filepath.Dir(exe), HelperName)
+			if isExecutable(p) {
+				return p, nil
+			}
+			looked = append(looked, filepath.Dir(exe))
+		}
+	}
+	if l.LookPath != nil {
+		if p, err := l.LookPath(HelperName); err == nil {
+			return p, nil
+		}
+		looked = append(looked, "$PATH")
+	}
+	return "", errs.New(errs.ENOTCONF, "provider helper %s is not installed (looked in $%s, %s); network models need it next to cbth (cbth install puts it there)",
+		HelperName, EnvHelper, strings.Join(looked, ", "))
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// Remote runs one network driver in the helper process.
+type Remote struct {
+	Driver string
+	// Locator finds the helper; zero means ProcessLocator.
+	Locator Locator
+	// Stderr receives the helper's stderr; nil discards it.
+	Stderr io.Writer
+}
+
+// Stream implements driver.Driver: it starts the helper, writes the request
+// line, passes body events to out as they arrive, and turns the closing
+// lines into the returned error. Cancelling ctx sends the helper SIGTERM,
+// then SIGKILL after KillDelay.
+func (r Remote) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	loc := r.Locator
+	if loc.LookupEnv == nil && loc.Executable == nil && loc.LookPath == nil {
+		loc = ProcessLocator()
+	}
+	path, err := loc.Locate()
+	if err != nil {
+		return err
+	}
+	line, err := json.Marshal(Wire(r.Driver, req))
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "encode helper request")
+	}
+	cmd := exec.CommandContext(ctx, path)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = KillDelay
+	cmd.Stdin = strings.NewReader(string(line) + "\n")
+	cmd.Stderr = r.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "helper pipe")
+	}
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errs.Wrap(errs.ENOTCONF, err, "provider helper %s cannot be started", path)
+	}
+	res, readErr := readEvents(bufio.NewReaderSize(stdout, 64<<10), out)
+	if readErr != nil {
+		// The helper broke the protocol or our own output failed: stop it.
+		_ = cmd.Process.Kill()
+	}
+	// Nothing should follow done; drain a little so a helper that keeps
+	// writing cannot block its own exit, and stop one that writes more.
+	if n, _ := io.CopyN(io.Discard, stdout, MaxFrame); n == MaxFrame {
+		_ = cmd.Process.Kill()
+	}
+	waitErr := cmd.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if readErr != nil {
+		return readErr
+	}
+	if !res.done {
+		return errs.New(errs.EINTERNAL, "provider helper %s ended without finishing its stream (%s)", HelperName, exitDesc(waitErr))
+	}
+	switch res.status {
+	case stream.StatusOK:
+		return nil
+	case stream.StatusError:
+		return res.err
+	default: // cancelled, though we did not cancel it: someone signalled it
+		return errs.New(errs.EHOSTDOWN, "provider helper %s was interrupted", HelperName)
+	}
+}
+
+type result struct {
+	done   bool
+	status string
+	err    error
+}
+
+// readEvents reads helper lines until done or EOF.
+func readEvents(r *bufio.Reader, out stream.Sink) (result, error) {
+	var res result
+	for {
+		line, err := readLine(r, MaxFrame)
+		if errors.Is(err, io.EOF) {
+			return res, nil
+		}
+		if err != nil {
+			return res, errs.Wrap(errs.EINTERNAL, err, "read from provider helper")
+		}
+		var ev stream.Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return res, errs.New(errs.EINTERNAL, "provider helper wrote a line that is not a JSON event")
+		}
+		switch ev.Type {
+		case stream.TypeDelta, stream.TypeMessage, stream.TypeReasoningDelta, stream.TypeReasoningMessage,
+			stream.TypeToolCall, stream.TypeUsage:
+			if res.err != nil {
+				return res, errs.New(errs.EINTERNAL, "provider helper wrote %s after error", ev.Type)
+			}
+			ev.Run, ev.ID = "", ""
+			if err := out.Emit(ev); err != nil {
+				return res, err
+			}
+		case stream.TypeError:
+			if res.err != nil {
+				return res, errs.New(errs.EINTERNAL, "provider helper wrote two error events")
+			}
+			code := ev.Code
+			if code == "" {
+				code = errs.EINTERNAL
+			}
+			res.err = &errs.Error{Code: code, Message: ev.Message}
+		case stream.TypeDone:
+			switch ev.Status {
+			case stream.StatusOK, stream.StatusCancelled:
+				if res.err != nil {
+					return res, errs.New(errs.EINTERNAL, "provider helper wrote done %s after error", ev.Status)
+				}
+			case stream.StatusError:
+				if res.err == nil {
+					res.err = errs.New(errs.EINTERNAL, "provider helper failed without saying why")
+				}
+			default:
+				return res, errs.New(errs.EINTERNAL, "provider helper wrote done with status %q", ev.Status)
+			}
+			res.done, res.status = true, ev.Status
+			return res, nil
+		default:
+			return res, errs.New(errs.EINTERNAL, "provider helper wrote a %q event", ev.Type)
+		}
+	}
+}
+
+func exitDesc(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Sprintf("killed by signal %d", int(ws.Signal()))
+		}
+		return fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
+}

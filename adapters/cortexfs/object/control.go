@@ -1,0 +1,70 @@
+package object
+
+import (
+	"strings"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Controls renders the control files of o, by file name.
+func Controls(o Object) map[string]string {
+	line := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return s + "\n"
+	}
+	return map[string]string{
+		FileID:      line(o.NativeID),
+		FileDriver:  o.Driver.String(),
+		FileCap:     RenderCaps(o.Caps),
+		FileDefault: RenderDefaults(o.Defaults),
+		FileSession: line(o.Session),
+		FileStatus:  line(o.Status),
+		FileLog:     line(o.Log),
+	}
+}
+
+// FromFiles rebuilds an object from its metadata file and control files
+// (by file name; a missing file is an empty string).
+func FromFiles(kind, rel string, metaFile []byte, ctl map[string]string) (Object, error) {
+	_, meta, err := ParseMeta(metaFile)
+	if err != nil {
+		return Object{}, err
+	}
+	o := Object{Kind: kind, Path: rel, Meta: meta,
+		NativeID: strings.TrimSpace(ctl[FileID]),
+		Session:  strings.TrimSpace(ctl[FileSession]),
+		Status:   strings.TrimSpace(ctl[FileStatus]),
+		Log:      strings.TrimSpace(ctl[FileLog]),
+	}
+	if o.Session == "" {
+		o.Session = SessionNone
+	}
+	if kind != KindModel && strings.TrimSpace(ctl[FileDriver]) == "" {
+		o.Driver = nil
+	} else if o.Driver, err = ParseRoutes(ctl[FileDriver]); err != nil {
+		return Object{}, errs.Wrap(errs.EINVAL, err, "%s/%s.d/driver", kind, rel)
+	}
+	if o.Caps, err = ParseCaps(ctl[FileCap]); err != nil {
+		return Object{}, errs.Wrap(errs.EINVAL, err, "%s/%s.d/cap", kind, rel)
+	}
+	if o.Defaults, err = ParseDefaults(ctl[FileDefault]); err != nil {
+		return Object{}, errs.Wrap(errs.EINVAL, err, "%s/%s.d/default", kind, rel)
+	}
+	return o, o.Validate()
+}
+
+// DebugEcho is the built-in local model: it echoes the last user message.
+func DebugEcho() Object {
+	return Object{
+		Kind: KindModel, Path: "debug/echo",
+		Meta: Meta{ID: "debug/echo", Name: "echo", Description: "local debug model: echoes the last user message",
+			Type: KindModel, OwnedBy: "debug"},
+		NativeID: "echo",
+		Driver:   Routes{RouteDefault: {"debug"}},
+		Caps:     []string{"chat", "stream"},
+		Session:  SessionNone,
+		Status:   "ready",
+	}
+}

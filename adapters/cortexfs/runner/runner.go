@@ -1,0 +1,373 @@
+// Package runner is the CortexFS object runner: the program named in every
+// object's shebang. The kernel starts it as `runner <object path> [args...]`;
+// it reads the object's metadata and control files, takes input from argv or
+// stdin, and writes the canonical JSONL stream to stdout.
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// ProgramName is the name the binary answers to as the object runner.
+const ProgramName = "cortexfs-object-runner"
+
+// MaxInput bounds what is read from stdin; more is EMSGSIZE.
+const MaxInput = 8 << 20
+
+// Env is everything Main needs from its process, passed in so tests and
+// the daemon can run it in-process.
+type Env struct {
+	Context context.Context
+	// Interrupt, when set, wraps the context of a driver call that may
+	// block (any driver but a driver.InProcess one) so that the process's
+	// interrupts cancel it. It is applied per call, not at start, because
+	// installing signal handlers costs every run, the echo one included.
+	Interrupt func(context.Context) (context.Context, context.CancelFunc)
+	// StdinIsTTY selects the TTY rules when no argv input is given.
+	StdinIsTTY bool
+	Drivers    driver.Set
+	NewRunID   func() string
+}
+
+// Object is a loaded object: where it really is and what its files say.
+type Object struct {
+	// Path is the resolved path of the executable file (symlinks followed:
+	// readlink decides identity).
+	Path string
+	object.Object
+}
+
+// Load reads the object at path, following alias symlinks.
+func Load(path string) (Object, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Object{}, errs.New(errs.ENOENT, "no object at %s", path)
+		}
+		return Object{}, errs.Wrap(errs.EACCES, err, "resolve %s", path)
+	}
+	meta, err := readSmall(real)
+	if err != nil {
+		var coded *errs.Error
+		if errors.As(err, &coded) {
+			return Object{}, err
+		}
+		if errors.Is(err, fs.ErrPermission) {
+			return Object{}, errs.Wrap(errs.EACCES, err, "read %s", path)
+		}
+		return Object{}, errs.Wrap(errs.ENOENT, err, "read %s", path)
+	}
+	_, m, err := object.ParseMeta(meta)
+	if err != nil {
+		return Object{}, err
+	}
+	ctl := map[string]string{}
+	for _, f := range []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog} {
+		b, err := readSmall(filepath.Join(real+".d", f))
+		var coded *errs.Error
+		switch {
+		case errors.As(err, &coded):
+			return Object{}, err
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return Object{}, errs.Wrap(errs.EACCES, err, "read control file %s", f)
+		}
+		ctl[f] = string(b)
+	}
+	rel := m.ID
+	if m.Type != object.KindModel {
+		rel = filepath.Base(real)
+	}
+	o, err := object.FromFiles(m.Type, rel, meta, ctl)
+	if err != nil {
+		return Object{}, err
+	}
+	return Object{Path: real, Object: o}, nil
+}
+
+// MaxObjectFile bounds a metadata or control file.
+const MaxObjectFile = 1 << 20
+
+// readSmall reads a small regular file with plain system calls. os.ReadFile
+// would register each file with the runtime poller (and start it), which
+// is measurable on the one-shot path that reads eight such files.
+func readSmall(path string) ([]byte, error) {
+	fd, err := openRetry(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	buf := make([]byte, 0, 512)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > MaxObjectFile {
+				return nil, errs.New(errs.EMSGSIZE, "%s is larger than %d bytes", path, MaxObjectFile)
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
+}
+
+func openRetry(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			return fd, err
+		}
+	}
+}
+
+type options struct {
+	text bool
+	help bool
+	args []string
+}
+
+func parseArgs(args []string) options {
+	var o options
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--":
+			o.args = append(o.args, args[i+1:]...)
+			return o
+		case a == "--text":
+			o.text = true
+		case a == "--help" || a == "-h":
+			o.help = true
+		default:
+			o.args = append(o.args, a)
+		}
+	}
+	return o
+}
+
+// Main runs one invocation and returns the exit status. args[0] is the
+// object path the kernel passed.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
+	if env.Context == nil {
+		env.Context = context.Background()
+	}
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "usage: %s OBJECT [--text] [INPUT...]\n(objects run this program through their #! line)\n", ProgramName)
+		return errs.ExitUsage
+	}
+	obj, err := Load(args[0])
+	if err != nil {
+		return fail(stderr, err)
+	}
+	opt := parseArgs(args[1:])
+	if opt.help {
+		fmt.Fprint(stdout, usage(obj))
+		return errs.ExitOK
+	}
+	switch obj.Kind {
+	case object.KindModel:
+		return runModel(obj, opt, stdin, stdout, stderr, env)
+	case object.KindAgent:
+		return runAgent(obj, opt, stdin, stdout, stderr, env)
+	case object.KindTool:
+		return runTool(obj, opt, stdin, stdout, stderr, env)
+	default:
+		return fail(stderr, errs.New(errs.EINVAL, "object type %q is not runnable", obj.Kind))
+	}
+}
+
+func usage(o Object) string {
+	switch o.Kind {
+	case object.KindModel:
+		return fmt.Sprintf("usage: %s [--text] TEXT...\n       echo TEXT | %[1]s\n       echo '{\"messages\":[{\"role\":\"user\",\"content\":\"...\"}]}' | %[1]s\nmodel %s: one stateless call, JSONL events on stdout.\n", o.Path, o.Meta.ID)
+	case object.KindTool:
+		return fmt.Sprintf("usage: %s '{JSON arguments}'\n       echo '{JSON arguments}' | %[1]s\n", o.Path)
+	default:
+		return fmt.Sprintf("usage: %s TASK...\n       echo '{\"task\":\"...\"}' | %[1]s\n", o.Path)
+	}
+}
+
+// fail reports an error that happened before any JSONL was written: to
+// stderr, with the exit status of its code.
+func fail(stderr io.Writer, err error) int {
+	code := errs.CodeOf(err)
+	fmt.Fprintf(stderr, "%s: %s: %s\n", ProgramName, code, stream.PublicMessage(err))
+	return code.ExitCode()
+}
+
+// readStdin reads all input up to MaxInput.
+func readStdin(r io.Reader) ([]byte, error) {
+	if r == nil {
+		return nil, errs.New(errs.EINVAL, "no input")
+	}
+	b, err := io.ReadAll(io.LimitReader(r, MaxInput+1))
+	if err != nil {
+		return nil, errs.Wrap(errs.EINVAL, err, "read stdin")
+	}
+	if len(b) > MaxInput {
+		return nil, errs.New(errs.EMSGSIZE, "input is larger than %d bytes", MaxInput)
+	}
+	return b, nil
+}
+
+// modelInput builds the messages of a model call from argv or stdin.
+func modelInput(opt options, stdin io.Reader, env Env) ([]driver.Message, error) {
+	if len(opt.args) > 0 {
+		return []driver.Message{{Role: driver.RoleUser, Content: strings.Join(opt.args, " ")}}, nil
+	}
+	b, err := readStdin(stdin)
+	if err != nil {
+		return nil, err
+	}
+	text := strings.TrimRight(string(b), "\r\n")
+	if strings.TrimSpace(text) == "" {
+		return nil, errs.New(errs.EINVAL, "empty input")
+	}
+	if strings.HasPrefix(strings.TrimSpace(text), "{") {
+		var in struct {
+			Messages []driver.Message `json:"messages"`
+			Input    *string          `json:"input"`
+		}
+		if err := json.Unmarshal([]byte(text), &in); err != nil {
+			return nil, errs.Wrap(errs.EINVAL, err, "input looks like JSON but does not parse")
+		}
+		if in.Input != nil {
+			in.Messages = append(in.Messages, driver.Message{Role: driver.RoleUser, Content: *in.Input})
+		}
+		if err := driver.ValidateMessages(in.Messages); err != nil {
+			return nil, err
+		}
+		return in.Messages, nil
+	}
+	return []driver.Message{{Role: driver.RoleUser, Content: text}}, nil
+}
+
+func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
+	id, err := name.ParseModel(obj.Meta.ID)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if len(opt.args) == 0 && env.StdinIsTTY {
+		// A REPL is allowed but not required on a TTY; a short usage
+		// keeps a stray invocation from waiting on the keyboard.
+		fmt.Fprint(stderr, usage(obj))
+		return errs.ExitUsage
+	}
+	msgs, err := modelInput(opt, stdin, env)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	_, drv, err := env.Drivers.Pick(obj.Driver.Resolve(object.RouteExec))
+	if err != nil {
+		return fail(stderr, err)
+	}
+	req := driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Messages: msgs, Defaults: obj.Defaults, Caps: obj.Caps}
+	ctx := env.Context
+	if _, local := drv.(driver.InProcess); !local && env.Interrupt != nil {
+		var stop context.CancelFunc
+		ctx, stop = env.Interrupt(ctx)
+		defer stop()
+	}
+	if _, local := drv.(driver.InProcess); local {
+		// An in-process answer is complete at once: write it in one go.
+		bw := bufio.NewWriterSize(stdout, 4096)
+		code := Run(ctx, drv, req, out(bw, stderr, opt.text), env.newRunID())
+		if err := bw.Flush(); err != nil && code == errs.ExitOK {
+			return errs.ExitGeneric
+		}
+		return code
+	}
+	return Run(ctx, drv, req, out(stdout, stderr, opt.text), env.newRunID())
+}
+
+func (e Env) newRunID() string {
+	if e.NewRunID != nil {
+		return e.NewRunID()
+	}
+	return "r1"
+}
+
+// Run frames one driver call on w and returns the exit status: 0 when done
+// is ok, the code's status after an error frame, 1 when cancelled.
+func Run(ctx context.Context, drv driver.Driver, req driver.Request, w io.Writer, run string) int {
+	sw := stream.NewWriter(w, run)
+	if err := sw.Start(req.Model); err != nil {
+		return errs.ExitInternal
+	}
+	err := drv.Stream(ctx, req, sw)
+	cancelled := driver.Canceled(ctx, err)
+	code, werr := sw.Finish(err, cancelled)
+	switch {
+	case werr != nil:
+		return errs.ExitGeneric
+	case cancelled:
+		return errs.ExitGeneric
+	default:
+		return code.ExitCode()
+	}
+}
+
+func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
+	if len(opt.args) == 0 {
+		if env.StdinIsTTY {
+			return fail(stderr, errs.New(errs.ENOTCONF, "agent %s: interactive sessions need its socket, which this build does not serve yet", obj.Path))
+		}
+		b, err := readStdin(stdin)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		var in struct {
+			Task *string `json:"task"`
+		}
+		if t := strings.TrimSpace(string(b)); strings.HasPrefix(t, "{") {
+			if err := json.Unmarshal(b, &in); err != nil || in.Task == nil || *in.Task == "" {
+				return fail(stderr, errs.New(errs.EINVAL, "agent input must be {\"task\": \"...\"} or plain text"))
+			}
+		} else if t == "" {
+			return fail(stderr, errs.New(errs.EINVAL, "empty input"))
+		}
+	}
+	return fail(stderr, errs.New(errs.ENOTCONF, "agent %s: the agent runtime is not available in this build", obj.Meta.Name))
+}
+
+func runTool(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
+	var raw []byte
+	switch {
+	case len(opt.args) > 0:
+		raw = []byte(strings.Join(opt.args, " "))
+	case env.StdinIsTTY:
+		fmt.Fprint(stderr, usage(obj))
+		return errs.ExitUsage
+	default:
+		b, err := readStdin(stdin)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		raw = b
+	}
+	var args map[string]any
+	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
+		return fail(stderr, errs.New(errs.EINVAL, "tool arguments must be one JSON object"))
+	}
+	return fail(stderr, errs.New(errs.ENOTCONF, "tool %s: the tool runtime is not available in this build", obj.Meta.Name))
+}
