@@ -136,3 +136,34 @@ func (r readView) Scan(index, prefix string) []projections.Ref             { ret
 func (r readView) DueBy(now time.Time) []projections.Due                   { return r.ptx.DueBy(now) }
 func (r readView) NewID() string                                           { panic("engine: NewID on a read-only view") }
 func (r readView) NextSeq() uint64                                         { return 0 }
+
+// ReadLogFile walks the log of a bbolt file that no daemon holds, opened
+// read-only (a shared lock, waiting at most timeout), checking each
+// record's hash. It never writes, so auditing a home cannot change it.
+func ReadLogFile(path string, timeout time.Duration, from uint64, fn func(events.Envelope) error) error {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		return errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLog)
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, from)); k != nil; k, v = c.Next() {
+			env, err := events.Decode(v)
+			if err != nil {
+				return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(k))
+			}
+			if err := fn(env); err != nil {
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sort"
+	"time"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -236,65 +238,131 @@ const maxProblems = 100
 // equal a rebuild and runs bbolt's own consistency check.
 func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	var rep Report
+	err := e.db.View(func(tx *bolt.Tx) error {
+		var err error
+		rep, err = verifyTx(ctx, tx, e.ms)
+		return err
+	})
+	return rep, err
+}
+
+// VerifyFile verifies the log of a bbolt file that no daemon holds, opened
+// read-only, so verification never changes what it checks.
+func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		return Report{}, errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
+	}
+	defer db.Close()
+	var rep Report
+	err = db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketLog) == nil {
+			return errs.New(errs.ENOENT, "%s holds no cbth log", path)
+		}
+		var err error
+		rep, err = verifyTx(ctx, tx, fsm.New())
+		return err
+	})
+	return rep, err
+}
+
+func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error) {
+	var rep Report
 	add := func(seq uint64, code errs.Code, format string, args ...any) {
 		if len(rep.Problems) < maxProblems {
 			rep.Problems = append(rep.Problems, Problem{Seq: seq, Code: code, Message: fmt.Sprintf(format, args...)})
 		}
 	}
-	err := e.db.View(func(tx *bolt.Tx) error {
-		m := newMemory(e.ms)
-		var prev events.Hash
-		var prevSeq uint64
-		broken := false
-		err := scanLog(ctx, tx, true, func(d *decoded) error {
-			rep.Events++
-			if d.key != prevSeq+1 {
-				add(d.key, errs.ECORRUPT, "seq gap: %d follows %d", d.key, prevSeq)
-			}
-			if d.err != nil {
-				add(d.key, errs.ECORRUPT, "seq %d: %v", d.key, d.err)
-				broken = true
-				prevSeq = d.key
-				prev, _ = events.HashOf(tx.Bucket(bucketLog).Get(binary.BigEndian.AppendUint64(nil, d.key)))
-				return nil
-			}
-			if d.env.Seq != d.key {
-				add(d.key, errs.ECORRUPT, "seq %d stored under key %d", d.env.Seq, d.key)
-			}
-			if d.env.PrevHash != prev {
-				add(d.key, errs.ECORRUPT, "seq %d: prev_hash does not match the hash of seq %d", d.key, prevSeq)
-			}
-			prev, prevSeq = d.hash, d.key
-			if broken {
-				return nil // states after a corrupt record cannot be trusted
-			}
-			if err := m.apply(d); err != nil {
-				add(d.key, errs.CodeOf(err), "seq %d: %v", d.key, err)
-				broken = true
-			}
+	m := newMemory(ms)
+	var prev events.Hash
+	var prevSeq uint64
+	broken := false
+	err := scanLog(ctx, tx, true, func(d *decoded) error {
+		rep.Events++
+		if d.key != prevSeq+1 {
+			add(d.key, errs.ECORRUPT, "seq gap: %d follows %d", d.key, prevSeq)
+		}
+		if d.err != nil {
+			add(d.key, errs.ECORRUPT, "seq %d: %v", d.key, d.err)
+			broken = true
+			prevSeq = d.key
+			prev, _ = events.HashOf(tx.Bucket(bucketLog).Get(binary.BigEndian.AppendUint64(nil, d.key)))
 			return nil
-		})
-		if err != nil {
-			return err
 		}
-		rep.Head, rep.HeadHash = prevSeq, prev.String()
-		if !broken {
-			want, err := m.image()
-			if err != nil {
-				return err
-			}
-			got, err := projections.ReadImage(tx)
-			if err != nil {
-				return err
-			}
-			for _, d := range projections.Diff(got, want, 10) {
-				add(0, errs.ECORRUPT, "projection differs from a rebuild: %s", d)
-			}
+		if d.env.Seq != d.key {
+			add(d.key, errs.ECORRUPT, "seq %d stored under key %d", d.env.Seq, d.key)
 		}
-		for cerr := range tx.Check() {
-			add(0, errs.ECORRUPT, "bbolt check: %v", cerr)
+		if d.env.PrevHash != prev {
+			add(d.key, errs.ECORRUPT, "seq %d: prev_hash does not match the hash of seq %d", d.key, prevSeq)
+		}
+		prev, prevSeq = d.hash, d.key
+		if broken {
+			return nil // states after a corrupt record cannot be trusted
+		}
+		if err := m.apply(d); err != nil {
+			add(d.key, errs.CodeOf(err), "seq %d: %v", d.key, err)
+			broken = true
 		}
 		return nil
 	})
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	rep.Head, rep.HeadHash = prevSeq, prev.String()
+	if !broken {
+		want, err := m.image()
+		if err != nil {
+			return rep, err
+		}
+		got, err := projections.ReadImage(tx)
+		if err != nil {
+			return rep, err
+		}
+		for _, d := range projections.Diff(got, want, 10) {
+			add(0, errs.ECORRUPT, "projection differs from a rebuild: %s", d)
+		}
+	}
+	for cerr := range tx.Check() {
+		add(0, errs.ECORRUPT, "bbolt check: %v", cerr)
+	}
+	return rep, nil
 }
+
+// Replayer folds events into aggregate states in memory, validating every
+// transition through the state machines, without a log file: for audit
+// tools that replay an exported log or a page stream up to a point.
+type Replayer struct{ m *memory }
+
+// NewReplayer returns an empty replayer.
+func NewReplayer() *Replayer { return &Replayer{m: newMemory(fsm.New())} }
+
+// Apply folds one event in. Events must arrive in seq order.
+func (r *Replayer) Apply(env events.Envelope) error {
+	p, err := events.DecodePayload(&env)
+	if err != nil {
+		return err
+	}
+	d := decoded{key: env.Seq, env: env, p: p, hash: env.Hash}
+	return r.m.apply(&d)
+}
+
+// Events is how many events were applied.
+func (r *Replayer) Events() uint64 { return r.m.count }
+
+// Last is the seq of the last applied event.
+func (r *Replayer) Last() uint64 { return r.m.last }
+
+// States returns every aggregate's state, grouped by kind and sorted by id.
+func (r *Replayer) States() map[events.Kind][]aggregate.State {
+	out := map[events.Kind][]aggregate.State{}
+	for sid, s := range r.m.states {
+		out[sid.Kind] = append(out[sid.Kind], s)
+	}
+	for _, list := range out {
+		sort.Slice(list, func(i, j int) bool { return list[i].Head().ID < list[j].Head().ID })
+	}
+	return out
+}
+
+// Image is the projection image the applied events derive.
+func (r *Replayer) Image() (projections.Image, error) { return r.m.image() }

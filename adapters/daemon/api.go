@@ -155,6 +155,9 @@ type ReadArgs struct {
 	From   uint64 `json:"from,omitempty"`
 	Stream string `json:"stream,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	// WaitMS, when set and nothing at or after From exists yet, waits up
+	// to this long for a commit (tail -f).
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
 // EventsPage is one page of events.read; Next is the seq to continue from.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/engine"
@@ -121,6 +122,17 @@ func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
 		var a ReadArgs
 		if err := decode(req, &a); err != nil {
 			return nil, err
+		}
+		if a.WaitMS > 0 && d.eng.Head() < max(a.From, 1) {
+			sub := d.eng.Subscribe()
+			t := time.NewTimer(time.Duration(a.WaitMS) * time.Millisecond)
+			select {
+			case <-sub.C():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			sub.Close()
 		}
 		return d.readEvents(a)
 	}

@@ -36,6 +36,7 @@ type CLI struct {
 	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
+	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`

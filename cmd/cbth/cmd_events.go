@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// EventsCmd groups the audit commands. None of them starts a daemon or
+// writes to a log: with a daemon running they read through it, otherwise
+// they open the log file read-only.
+type EventsCmd struct {
+	Export EventsExportCmd `cmd:"" help:"Write the log as JSON lines, hashes included."`
+	Verify EventsVerifyCmd `cmd:"" help:"Check the hash chain, every transition and the projections against a rebuild."`
+	Diff   EventsDiffCmd   `cmd:"" help:"Compare two logs (exported files or homes): first divergent seq and per-stream summary."`
+	Replay EventsReplayCmd `cmd:"" help:"Replay the log up to a seq or a time and print the state as of then."`
+	Tail   EventsTailCmd   `cmd:"" help:"Print the latest events; -f keeps following."`
+}
+
+// source yields a log's events from seq from on, in order.
+type source func(from uint64, fn func(events.Envelope) error) error
+
+// homeSource reads a home's log: through its daemon when one runs (the
+// daemon holds the file), else straight from the file, read-only.
+func homeSource(h home.Home) source {
+	return func(from uint64, fn func(events.Envelope) error) error {
+		if h.DaemonRunning() {
+			c, err := ipc.Dial(h.Socket(), Version)
+			if err != nil {
+				return errs.Wrap(errs.EHOSTDOWN, err, "connect to the daemon of %s", h.Root)
+			}
+			defer c.Close()
+			for next := max(from, 1); ; {
+				var page daemon.EventsPage
+				if err := c.Call("events.read", daemon.ReadArgs{From: next}, &page); err != nil {
+					return err
+				}
+				for _, e := range page.Events {
+					if err := fn(e); err != nil {
+						if err == engine.ErrStop {
+							return nil
+						}
+						return err
+					}
+				}
+				if page.Next == 0 {
+					return nil
+				}
+				next = page.Next
+			}
+		}
+		if _, err := os.Stat(h.DB()); err != nil {
+			return errs.New(errs.ENOENT, "%s has no log", h.Root)
+		}
+		return engine.ReadLogFile(h.DB(), 5*time.Second, max(from, 1), fn)
+	}
+}
+
+// fileSource reads an exported log, checking hashes and the chain.
+func fileSource(path string) source {
+	return func(from uint64, fn func(events.Envelope) error) error {
+		f, err := os.Open(path)
+		if err != nil {
+			return errs.Wrap(errs.ENOENT, err, "open %s", path)
+		}
+		defer f.Close()
+		err = engine.ReadExport(f, func(e events.Envelope) error {
+			if e.Seq < from {
+				return nil
+			}
+			return fn(e)
+		})
+		if err == engine.ErrStop {
+			return nil
+		}
+		return err
+	}
+}
+
+// sourceOf picks a source for a command-line argument: a directory is a
+// home, anything else an exported file.
+func sourceOf(arg string) (source, error) {
+	fi, err := os.Stat(arg)
+	if err != nil {
+		return nil, errs.Wrap(errs.ENOENT, err, "%s", arg)
+	}
+	if fi.IsDir() {
+		abs, _ := filepath.Abs(arg)
+		return homeSource(home.Home{Root: abs}), nil
+	}
+	return fileSource(arg), nil
+}
+
+func (e *Env) ownSource() (source, home.Home, error) {
+	h, err := e.Home()
+	if err != nil {
+		return nil, h, err
+	}
+	return homeSource(h), h, nil
+}
+
+// EventsExportCmd is `cbth events export`.
+type EventsExportCmd struct {
+	From   uint64 `help:"First seq to export." default:"1"`
+	Stream string `help:"Only this stream (kind/id)."`
+	JSONL  bool   `help:"JSON lines output (the only format; accepted for clarity)." name:"jsonl" default:"true"`
+}
+
+// Run exports.
+func (c *EventsExportCmd) Run(env *Env) error {
+	src, _, err := env.ownSource()
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(env.Stdout)
+	enc := json.NewEncoder(w)
+	err = src(c.From, func(e events.Envelope) error {
+		if c.Stream != "" && e.Stream.String() != c.Stream {
+			return nil
+		}
+		return enc.Encode(&e)
+	})
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// EventsVerifyCmd is `cbth events verify`.
+type EventsVerifyCmd struct{}
+
+// Run verifies and exits 70 (ECORRUPT) when anything is wrong.
+func (c *EventsVerifyCmd) Run(env *Env) error {
+	h, err := env.Home()
+	if err != nil {
+		return err
+	}
+	var rep engine.Report
+	if h.DaemonRunning() {
+		if err := env.call("events.verify", nil, &rep); err != nil {
+			return err
+		}
+	} else if rep, err = engine.VerifyFile(context.Background(), h.DB(), 5*time.Second); err != nil {
+		return err
+	}
+	if err := env.emit(rep, func(w io.Writer) {
+		fmt.Fprintf(w, "%d events, head seq %d, head hash %s\n", rep.Events, rep.Head, rep.HeadHash)
+		for _, p := range rep.Problems {
+			fmt.Fprintf(w, "  seq %d: %s: %s\n", p.Seq, p.Code, p.Message)
+		}
+		if rep.OK() {
+			fmt.Fprintln(w, "OK: hash chain, transitions and projections verify")
+		}
+	}); err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errs.New(errs.ECORRUPT, "%d problems found", len(rep.Problems))
+	}
+	return nil
+}
+
+// EventsDiffCmd is `cbth events diff`.
+type EventsDiffCmd struct {
+	A string `arg:"" help:"An exported log file or a home directory."`
+	B string `arg:"" help:"An exported log file or a home directory."`
+}
+
+// DiffResult is what events diff reports.
+type DiffResult struct {
+	Identical       bool          `json:"identical"`
+	EventsA         uint64        `json:"events_a"`
+	EventsB         uint64        `json:"events_b"`
+	FirstDivergent  uint64        `json:"first_divergent_seq,omitempty"`
+	AtA             *diffEvent    `json:"a_at_divergence,omitempty"`
+	AtB             *diffEvent    `json:"b_at_divergence,omitempty"`
+	StreamsDiffer   []streamDelta `json:"streams"`
+	TruncatedStream bool          `json:"streams_truncated,omitempty"`
+}
+
+type diffEvent struct {
+	Type   string `json:"type"`
+	Stream string `json:"stream"`
+	Hash   string `json:"hash"`
+}
+
+type streamDelta struct {
+	Stream string `json:"stream"`
+	A      int    `json:"events_a"`
+	B      int    `json:"events_b"`
+}
+
+// Run diffs. It exits 1 when the logs differ.
+func (c *EventsDiffCmd) Run(env *Env) error {
+	sa, err := sourceOf(c.A)
+	if err != nil {
+		return err
+	}
+	sb, err := sourceOf(c.B)
+	if err != nil {
+		return err
+	}
+	type rec struct {
+		hash   events.Hash
+		typ    string
+		stream string
+	}
+	load := func(s source) ([]rec, error) {
+		var out []rec
+		err := s(1, func(e events.Envelope) error {
+			out = append(out, rec{e.Hash, e.Type, e.Stream.String()})
+			return nil
+		})
+		return out, err
+	}
+	ra, err := load(sa)
+	if err != nil {
+		return err
+	}
+	rb, err := load(sb)
+	if err != nil {
+		return err
+	}
+	res := DiffResult{EventsA: uint64(len(ra)), EventsB: uint64(len(rb)), StreamsDiffer: []streamDelta{}}
+	div := -1
+	for i := 0; i < len(ra) || i < len(rb); i++ {
+		if i >= len(ra) || i >= len(rb) || ra[i].hash != rb[i].hash {
+			div = i
+			break
+		}
+	}
+	res.Identical = div < 0
+	if div >= 0 {
+		res.FirstDivergent = uint64(div + 1)
+		if div < len(ra) {
+			res.AtA = &diffEvent{ra[div].typ, ra[div].stream, ra[div].hash.String()}
+		}
+		if div < len(rb) {
+			res.AtB = &diffEvent{rb[div].typ, rb[div].stream, rb[div].hash.String()}
+		}
+		// Per-stream counts of what follows the divergence.
+		counts := map[string]*streamDelta{}
+		for _, r := range ra[min(div, len(ra)):] {
+			if counts[r.stream] == nil {
+				counts[r.stream] = &streamDelta{Stream: r.stream}
+			}
+			counts[r.stream].A++
+		}
+		for _, r := range rb[min(div, len(rb)):] {
+			if counts[r.stream] == nil {
+				counts[r.stream] = &streamDelta{Stream: r.stream}
+			}
+			counts[r.stream].B++
+		}
+		for _, d := range counts {
+			res.StreamsDiffer = append(res.StreamsDiffer, *d)
+		}
+		sort.Slice(res.StreamsDiffer, func(i, j int) bool { return res.StreamsDiffer[i].Stream < res.StreamsDiffer[j].Stream })
+		if len(res.StreamsDiffer) > 1000 {
+			res.StreamsDiffer, res.TruncatedStream = res.StreamsDiffer[:1000], true
+		}
+	}
+	if err := env.emit(res, func(w io.Writer) {
+		if res.Identical {
+			fmt.Fprintf(w, "identical: %d events, same hashes\n", res.EventsA)
+			return
+		}
+		fmt.Fprintf(w, "logs diverge at seq %d (A has %d events, B has %d)\n", res.FirstDivergent, res.EventsA, res.EventsB)
+		if res.AtA != nil {
+			fmt.Fprintf(w, "  A: %s %s\n", res.AtA.Type, res.AtA.Stream)
+		}
+		if res.AtB != nil {
+			fmt.Fprintf(w, "  B: %s %s\n", res.AtB.Type, res.AtB.Stream)
+		}
+		for _, d := range res.StreamsDiffer {
+			fmt.Fprintf(w, "  %-60s A %d  B %d\n", d.Stream, d.A, d.B)
+		}
+	}); err != nil {
+		return err
+	}
+	if !res.Identical {
+		return errs.New(errs.ECONFLICT, "the logs differ from seq %d", res.FirstDivergent)
+	}
+	return nil
+}
+
+// EventsReplayCmd is `cbth events replay`.
+type EventsReplayCmd struct {
+	Until string `help:"A seq, or an RFC 3339 time: replay the events up to and including it." required:""`
+}
+
+// ReplayResult is events replay's output.
+type ReplayResult struct {
+	UntilSeq   uint64                         `json:"until_seq"`
+	UntilTime  *time.Time                     `json:"until_time,omitempty"`
+	Events     uint64                         `json:"events"`
+	Aggregates map[events.Kind][]any          `json:"aggregates"`
+	Counts     map[events.Kind]map[string]int `json:"counts"`
+}
+
+// Run replays.
+func (c *EventsReplayCmd) Run(env *Env) error {
+	var untilSeq uint64
+	var untilTime time.Time
+	if n, err := strconv.ParseUint(c.Until, 10, 64); err == nil {
+		untilSeq = n
+	} else if t, err := time.Parse(time.RFC3339Nano, c.Until); err == nil {
+		untilTime = t
+	} else {
+		return errs.New(errs.EINVAL, "--until %q is neither a seq nor an RFC 3339 time", c.Until)
+	}
+	src, _, err := env.ownSource()
+	if err != nil {
+		return err
+	}
+	r := engine.NewReplayer()
+	err = src(1, func(e events.Envelope) error {
+		if (untilSeq > 0 && e.Seq > untilSeq) || (!untilTime.IsZero() && e.RecordedAt.After(untilTime)) {
+			return engine.ErrStop
+		}
+		return r.Apply(e)
+	})
+	if err != nil {
+		return err
+	}
+	res := ReplayResult{UntilSeq: r.Last(), Events: r.Events(), Aggregates: map[events.Kind][]any{}, Counts: map[events.Kind]map[string]int{}}
+	if !untilTime.IsZero() {
+		res.UntilTime = &untilTime
+	}
+	for k, list := range r.States() {
+		res.Counts[k] = map[string]int{}
+		for _, s := range list {
+			res.Aggregates[k] = append(res.Aggregates[k], s)
+			res.Counts[k][s.Head().Status]++
+		}
+	}
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "state after seq %d (%d events)\n", res.UntilSeq, res.Events)
+		kinds := make([]string, 0, len(res.Counts))
+		for k := range res.Counts {
+			kinds = append(kinds, string(k))
+		}
+		sort.Strings(kinds)
+		for _, k := range kinds {
+			fmt.Fprintf(w, "  %-12s", k)
+			states := res.Counts[events.Kind(k)]
+			names := make([]string, 0, len(states))
+			for s := range states {
+				names = append(names, s)
+			}
+			sort.Strings(names)
+			for _, s := range names {
+				fmt.Fprintf(w, " %s=%d", s, states[s])
+			}
+			fmt.Fprintln(w)
+		}
+	})
+}
+
+// EventsTailCmd is `cbth events tail`.
+type EventsTailCmd struct {
+	N      int  `help:"How many of the latest events to show first." short:"n" default:"10"`
+	Follow bool `help:"Keep printing new events as they are appended." short:"f"`
+}
+
+// Run tails. With -f it needs a running daemon (it starts one).
+func (c *EventsTailCmd) Run(env *Env) error {
+	cl, err := env.Client()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var first daemon.EventsPage
+	if err := cl.Call("events.read", daemon.ReadArgs{From: 1, Limit: 1}, &first); err != nil {
+		return err
+	}
+	from := uint64(1)
+	if first.Head > uint64(c.N) {
+		from = first.Head - uint64(c.N) + 1
+	}
+	print := func(e events.Envelope) {
+		if env.JSON {
+			b, _ := json.Marshal(e)
+			fmt.Fprintln(env.Stdout, string(b))
+			return
+		}
+		fmt.Fprintf(env.Stdout, "%6d %s %-8s %-28s %s\n", e.Seq, e.RecordedAt.Local().Format("15:04:05.000"), e.Actor, e.Type, e.Stream)
+	}
+	for {
+		var page daemon.EventsPage
+		args := daemon.ReadArgs{From: from}
+		if c.Follow {
+			args.WaitMS = 5000
+		}
+		if err := cl.Call("events.read", args, &page); err != nil {
+			return err
+		}
+		for _, e := range page.Events {
+			print(e)
+			from = e.Seq + 1
+		}
+		if !c.Follow && page.Next == 0 {
+			return nil
+		}
+	}
+}
