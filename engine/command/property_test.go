@@ -1,0 +1,223 @@
+package command_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	seedFlag  = flag.Uint64("seed", 0, "seed for the delivery property test (0 picks one)")
+	stepsFlag = flag.Int("steps", 3000, "steps of the delivery property test")
+)
+
+var cfg = command.DeliveryConfig{
+	MaxJobsPerBatch: 3, MaxTotalBytes: 4096, MaxWaitWindow: 5 * time.Second, MinSendInterval: 10 * time.Second,
+	Cooldown: 30 * time.Second, RedeliveryWindow: 10 * time.Minute, MaxDeliveryAttempts: 3,
+	EligibleBackoff: 20 * time.Second, InlinePayloadLimit: 1024, ObservationWindow: 2 * time.Minute,
+	MinArtifactTTL: time.Hour, PostCloseTTL: time.Hour,
+}
+
+// Seeded random interleavings of submits, completions, failures, cancels,
+// deliveries with every outcome, operator closes and clock advances. After
+// every step the delivery invariants must hold; at the end the log must
+// replay to the same projections.
+func TestDeliveryProperties(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed: %d (rerun with -seed=%d)", seed, seed)
+	rnd := rand.New(rand.NewPCG(seed, seed>>1))
+	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	e, err := engine.Open(filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	meta := engine.Meta{Actor: events.ActorCLI}
+	threads := []string{"t0", "t1", "t2", "t3"}
+	var jobs []string
+	exec := func(d engine.Decider) engine.Result {
+		t.Helper()
+		res, err := e.Execute(ctx, meta, d)
+		if err != nil && !expected(err) {
+			t.Fatalf("seed %d: %T: %v", seed, d, err)
+		}
+		return res
+	}
+	// deliveredTo records, per batch, how many attempts the channel
+	// accepted, to check delivery_attempt_count.
+	accepted := map[string]int{}
+	parkedAt := map[string]uint64{} // batch -> log head when first seen parked
+	steps := *stepsFlag
+	if testing.Short() {
+		steps = 500
+	}
+	for step := 0; step < steps; step++ {
+		th := threads[rnd.IntN(len(threads))]
+		switch op := rnd.IntN(100); {
+		case op < 20:
+			res := exec(command.SubmitJob{Target: "debug", ThreadID: th, TaskKind: "k", Summary: fmt.Sprintf("job %d", step), Policy: events.FailClosedPolicy})
+			if id, ok := res.Value.(string); ok {
+				jobs = append(jobs, id)
+			}
+		case op < 40 && len(jobs) > 0:
+			exec(command.CompleteJob{Config: cfg, JobID: jobs[rnd.IntN(len(jobs))], Summary: "ok"})
+		case op < 44 && len(jobs) > 0:
+			exec(command.FailJob{JobID: jobs[rnd.IntN(len(jobs))], Reason: "boom"})
+		case op < 48 && len(jobs) > 0:
+			exec(command.CancelJob{Config: cfg, JobID: jobs[rnd.IntN(len(jobs))]})
+		case op < 75:
+			head := e.Head()
+			res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Kind: "debug_deliver"})
+			if res.Outcome != "started" {
+				if e.Head() != head {
+					t.Fatalf("seed %d step %d: a delivery that did not start appended events", seed, step)
+				}
+				continue
+			}
+			del := res.Value.(command.Delivery)
+			if at, ok := parkedAt[del.BatchID]; ok {
+				t.Fatalf("seed %d step %d: batch %s parked at head %d got an automatic delivery", seed, step, del.BatchID, at)
+			}
+			checkHead(t, e, th, del.BatchID, seed, step)
+			outcome := []string{command.Accepted, command.Accepted, command.RejectedBefore, command.AcceptanceUnknown}[rnd.IntN(4)]
+			tracks := rnd.IntN(2) == 0
+			rec := exec(command.RecordOutcome{Config: cfg, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID, Outcome: outcome, TurnID: "turn-" + del.AttemptID, Tracks: tracks})
+			if rec.Outcome == command.Accepted {
+				accepted[del.BatchID]++
+				if tracks && rnd.IntN(3) > 0 {
+					ev := []string{"turn_completed", "turn_completed", "turn_failed", "turn_interrupted"}[rnd.IntN(4)]
+					exec(command.ObserveTurn{Config: cfg, AttemptID: del.AttemptID, TurnID: "turn-" + del.AttemptID, Event: ev})
+				}
+			}
+		case op < 80:
+			reason := command.OperatorReasons[rnd.IntN(len(command.OperatorReasons))]
+			exec(command.CloseHead{Config: cfg, ThreadID: th, Reason: reason})
+		default:
+			clock.Advance(time.Duration(rnd.IntN(90)) * time.Second)
+			now := clock.Now()
+			for i := 0; ; i++ {
+				res, err := e.ExecuteAt(ctx, engine.Meta{Actor: events.ActorSweep}, now, command.Sweep{Config: cfg})
+				if err != nil {
+					t.Fatalf("seed %d step %d: sweep: %v", seed, step, err)
+				}
+				if len(res.Events) == 0 {
+					break
+				}
+				if i > 100 {
+					t.Fatalf("seed %d step %d: the sweep does not settle", seed, step)
+				}
+			}
+		}
+		checkInvariants(t, e, threads, accepted, parkedAt, seed, step)
+	}
+	var live projections.Image
+	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
+	replayed, st, err := e.ReplayImage(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := projections.Diff(live, replayed, 5); len(d) > 0 {
+		t.Fatalf("seed %d: projections differ from a replay: %v", seed, d)
+	}
+	rep, err := e.Verify(ctx)
+	if err != nil || !rep.OK() {
+		t.Fatalf("seed %d: verify: %v %+v", seed, err, rep.Problems)
+	}
+	closed := 0
+	for _, n := range accepted {
+		closed += n
+	}
+	if closed == 0 || st.Events < uint64(steps/2) {
+		t.Fatalf("seed %d: the run exercised too little: %d accepted deliveries, %d events", seed, closed, st.Events)
+	}
+	t.Logf("%d steps, %d events, %d accepted deliveries", steps, st.Events, closed)
+}
+
+func expected(err error) bool {
+	switch c := errCode(err); c {
+	case "ESTATE", "ENOENT":
+		return true
+	}
+	return false
+}
+
+// checkHead asserts a delivery went to the thread's head: the oldest open
+// batch. FIFO never reorders.
+func checkHead(t *testing.T, e *engine.Engine, thread, batch string, seed uint64, step int) {
+	t.Helper()
+	e.View(func(v *projections.Tx) error {
+		for _, r := range v.Scan(aggregate.IndexThreadOpen, thread+"\x00") {
+			if len(r.Key) != len(thread)+9 {
+				continue
+			}
+			if r.ID != batch {
+				t.Fatalf("seed %d step %d: delivered batch %s but the head of %s is %s", seed, step, batch, thread, r.ID)
+			}
+			return nil
+		}
+		return nil
+	})
+}
+
+func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted map[string]int, parkedAt map[string]uint64, seed uint64, step int) {
+	t.Helper()
+	e.View(func(v *projections.Tx) error {
+		for _, th := range threads {
+			if n := len(v.Lookup(aggregate.IndexThreadLive, th)); n > 1 {
+				t.Fatalf("seed %d step %d: thread %s has %d non-terminal attempts", seed, step, th, n)
+			}
+			heads := 0
+			for _, r := range v.Scan(aggregate.IndexThreadOpen, th+"\x00") {
+				if len(r.Key) != len(th)+9 {
+					continue
+				}
+				s, _ := v.State(events.KindBatch, r.ID)
+				if s.(*aggregate.Batch).IsHead {
+					heads++
+				}
+			}
+			if heads > 1 {
+				t.Fatalf("seed %d step %d: thread %s has %d head batches", seed, step, th, heads)
+			}
+		}
+		return v.ForEach(events.KindBatch, func(s aggregate.State) error {
+			b := s.(*aggregate.Batch)
+			if b.DeliveryAttemptCount != accepted[b.ID] {
+				t.Fatalf("seed %d step %d: batch %s counts %d attempts, the channel accepted %d", seed, step, b.ID, b.DeliveryAttemptCount, accepted[b.ID])
+			}
+			if b.ReplayPolicy == aggregate.ReplayManual {
+				if _, ok := parkedAt[b.ID]; !ok {
+					parkedAt[b.ID] = e.Head()
+				}
+			}
+			if b.Open() && b.IsHead {
+				// The head is the oldest open batch of its thread.
+				for _, r := range v.Scan(aggregate.IndexThreadOpen, b.SourceThreadID+"\x00") {
+					if len(r.Key) == len(b.SourceThreadID)+9 && r.ID != b.ID {
+						t.Fatalf("seed %d step %d: head %s is behind open batch %s", seed, step, b.ID, r.ID)
+					}
+					break
+				}
+			}
+			return nil
+		})
+	})
+}
+
+func errCode(err error) string { return string(errs.CodeOf(err)) }
