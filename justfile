@@ -23,7 +23,9 @@ lint:
 # Benchmarks with ratios against the physical limits measured in the same run.
 bench:
     go test -run '^$' -bench . -benchtime 1x ./engine/ -args -bench.dur=2s
+    go test -run '^$' -bench . -benchtime 1x ./engine/command/
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
+    go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
 
 # Longer reliability runs: more kill -9 rounds, a bigger random replay, fuzzing.
 soak:
