@@ -140,7 +140,8 @@ func (s Store) Remove(id string) error {
 // Orphans lists entries of the store that no live artifact owns: staging
 // directories and directories whose id live does not know. Entries younger
 // than notAfter are skipped, so an ingest in flight is never taken for an
-// orphan.
+// orphan; a zero notAfter (at start-up, when nothing is in flight) skips
+// the age check.
 func (s Store) Orphans(live func(id string) bool, notAfter time.Time) ([]string, error) {
 	ents, err := os.ReadDir(s.Dir)
 	if err != nil {
@@ -156,7 +157,7 @@ func (s Store) Orphans(live func(id string) bool, notAfter time.Time) ([]string,
 			continue
 		}
 		fi, err := e.Info()
-		if err != nil || fi.ModTime().After(notAfter) {
+		if err != nil || (!notAfter.IsZero() && fi.ModTime().After(notAfter)) {
 			continue
 		}
 		out = append(out, name)

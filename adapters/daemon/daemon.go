@@ -171,7 +171,7 @@ func (d *Daemon) startup(ctx context.Context) error {
 		return err
 	}
 	// At start no ingest is in flight, so every orphan can go.
-	return d.removeOrphans(d.opt.Clock.Now().Add(time.Hour))
+	return d.removeOrphans(time.Time{})
 }
 
 // sweep runs the deterministic overdue sweep with one captured now, again

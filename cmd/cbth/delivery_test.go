@@ -350,3 +350,51 @@ func TestDelivery_FairOrderAcrossThreads(t *testing.T) {
 		t.Fatalf("cursor advanced over %v, want A,B,C (ready order)", order)
 	}
 }
+
+// Artifacts are never collected while an open batch holds them, and are
+// collected by the sweep once their retention has passed after the close.
+// Orphans left by a crash between copy and event are removed at start.
+func TestArtifactRetentionAndOrphans(t *testing.T) {
+	h := deliveryHome(t, "max_wait_window = \"0s\"\n!min_artifact_ttl = \"1m\"\n!post_close_ttl = \"2m\"")
+	h.behave("T", "accept") // the batch stays open
+	f := filepath.Join(t.TempDir(), "r.txt")
+	os.WriteFile(f, []byte("result"), 0o600)
+	id := h.submitTo("debug", "T")
+	var done struct {
+		Artifact struct {
+			ID   string `json:"artifact_id"`
+			Path string `json:"managed_path"`
+		} `json:"artifact"`
+	}
+	h.ok(&done, "job", "complete", "--job-id", id, "--summary", "ok", "--result-file", f)
+	h.advance("10m") // far past the minimum TTL, batch still open (cooldowns, redeliveries)
+	if _, err := os.Stat(done.Artifact.Path); err != nil {
+		t.Fatalf("artifact collected while its batch is open: %v", err)
+	}
+	bs := h.batches("T")
+	h.ok(nil, "batch", "close-head", "--source-thread-id", "T", "--reason", "operator_confirmed_delivery", "--batch-id", bs[0].ID)
+	h.advance("1m")
+	if _, err := os.Stat(done.Artifact.Path); err != nil {
+		t.Fatalf("artifact collected before post_close_ttl: %v", err)
+	}
+	h.advance("2m")
+	if _, err := os.Stat(filepath.Dir(done.Artifact.Path)); !os.IsNotExist(err) {
+		t.Fatalf("artifact not collected after its retention: %v", err)
+	}
+	var q struct {
+		Artifact struct{ State string } `json:"artifact"`
+	}
+	h.ok(&q, "job", "query", id)
+	if q.Artifact.State != "collected" {
+		t.Fatalf("artifact state %q, want collected", q.Artifact.State)
+	}
+	// An orphan (a copy whose event never landed) goes at the next start.
+	h.ok(nil, "daemon", "stop")
+	orphan := filepath.Join(h.root, "artifacts", "01a1fd8c-0000-7000-8000-000000000000")
+	os.MkdirAll(orphan, 0o700)
+	os.WriteFile(filepath.Join(orphan, "payload"), []byte("x"), 0o600)
+	h.status()
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("orphan artifact directory survived a restart: %v", err)
+	}
+}
