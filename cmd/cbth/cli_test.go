@@ -566,9 +566,12 @@ func TestDemo(t *testing.T) {
 		Types        map[string]int `json:"event_types"`
 		Verified     bool           `json:"verified"`
 		Files        []string       `json:"artifact_files"`
+		Delivered    bool           `json:"delivered"`
+		Echo         string         `json:"echo_jsonl"`
 	}
 	h.ok(&rep, "demo")
-	if len(rep.Jobs) != 3 || !rep.Deduplicated || rep.RejectedCode != "ESTATE" || !rep.Verified || rep.Types["artifact.ingested"] != 1 || len(rep.Files) != 2 {
+	if len(rep.Jobs) != 3 || !rep.Deduplicated || rep.RejectedCode != "ESTATE" || !rep.Verified || rep.Types["artifact.ingested"] != 1 ||
+		len(rep.Files) != 2 || !rep.Delivered || rep.Types["batch.closed"] != 1 || !strings.Contains(rep.Echo, `"text":"hello"`) {
 		t.Fatalf("demo report: %+v", rep)
 	}
 	if _, err := os.Stat(rep.Home); !os.IsNotExist(err) {

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine"
@@ -32,6 +35,8 @@ type demoReport struct {
 	ArtifactFiles []string          `json:"artifact_files"`
 	Steps         []string          `json:"steps"`
 	Kept          bool              `json:"kept"`
+	Delivered     bool              `json:"delivered"`
+	Echo          string            `json:"echo_jsonl"`
 	Extra         map[string]string `json:"extra,omitempty"`
 }
 
@@ -58,6 +63,13 @@ func (c *DemoCmd) Run(env *Env) error {
 		}
 	}()
 
+	if err := h.Ensure(); err != nil {
+		return err
+	}
+	// A short merge window so the demo's batch goes out within a second.
+	if err := os.WriteFile(h.Config(), []byte("[delivery]\nmax_wait_window = \"300ms\"\nsweep_interval = \"50ms\"\n"), 0o600); err != nil {
+		return err
+	}
 	say("1. A private home at %s (mode 0700); the first command starts the daemon there.", h.Root)
 	submit := func(thread, kind, summary, dedupe string) (daemon.SubmitResult, error) {
 		var r daemon.SubmitResult
@@ -107,6 +119,16 @@ func (c *DemoCmd) Run(env *Env) error {
 		return err
 	}
 	say("5. Completed the review job (no file) and reported the build job failed.")
+	var w daemon.WaitResult
+	if err := denv.call("wait", daemon.WaitArgs{JobIDs: []string{ci.JobID, review.JobID}, TimeoutMS: 10000}, &w); err != nil {
+		return err
+	}
+	rep.Delivered = w.OK
+	say("   Both ready jobs of thread-demo merged into one batch and went to the built-in debug target:")
+	for _, j := range w.Jobs {
+		say("   job %s -> batch %s closed %s", j.JobID, j.BatchID, j.CloseReason)
+	}
+	say("   (the delivery is a line in %s)", filepath.Join(h.DebugDir(), "threads", "thread-demo.jsonl"))
 
 	if err := denv.call("daemon.status", nil, &st); err != nil {
 		return err
@@ -152,6 +174,15 @@ func (c *DemoCmd) Run(env *Env) error {
 		return nil
 	})
 	say("10. Files under the home's artifacts/: %s.", strings.Join(rep.ArtifactFiles, ", "))
+	out, err := c.runEcho(tmp, h)
+	if err != nil {
+		return err
+	}
+	rep.Echo = out
+	say("11. The built-in debug model, run by the kernel through its #! line: ctx/model/debug/echo \"hello\" printed")
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		say("   %s", l)
+	}
 	if c.Keep {
 		say("The home is kept: CBTH_HOME=%s cbth job list", h.Root)
 	} else {
@@ -160,8 +191,33 @@ func (c *DemoCmd) Run(env *Env) error {
 	if env.JSON {
 		return env.emit(rep, nil)
 	}
-	if !rep.Verified || !rep.Deduplicated || rep.RejectedCode != "ESTATE" {
+	if !rep.Verified || !rep.Deduplicated || rep.RejectedCode != "ESTATE" || !rep.Delivered {
 		return errs.New(errs.EINTERNAL, "the demo did not behave as expected")
 	}
 	return nil
+}
+
+// runEcho makes the CortexFS tree in the demo home and executes the
+// built-in model/debug/echo object as a file, the way any script would.
+func (c *DemoCmd) runEcho(tmp string, h home.Home) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(tmp, "bin")
+	if err := os.MkdirAll(bin, 0o700); err != nil {
+		return "", err
+	}
+	run := filepath.Join(bin, runner.ProgramName)
+	if err := os.Symlink(exe, run); err != nil {
+		return "", err
+	}
+	if _, err := tree.Init(h.CtxRoot(), run); err != nil {
+		return "", err
+	}
+	out, err := exec.Command(filepath.Join(h.CtxRoot(), "model", "debug", "echo"), "hello").Output()
+	if err != nil {
+		return "", errs.Wrap(errs.EINTERNAL, err, "run model/debug/echo")
+	}
+	return string(out), nil
 }
