@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -304,13 +305,25 @@ func (e *Engine) writer() {
 				}
 			}
 		}
-	drain:
-		for len(batch) < maxBatch {
+		// Take everything already queued. Submitters woken by the last
+		// commit may be runnable but not yet scheduled (two cores, many
+		// goroutines), so yield a few times while the queue keeps growing:
+		// they join this commit at the cost of a scheduler pass, never of
+		// a timer.
+		for yields := 0; len(batch) < maxBatch; {
 			select {
 			case r := <-e.reqs:
 				batch = append(batch, r)
+				continue
 			default:
-				break drain
+			}
+			if yields == 3 {
+				break
+			}
+			yields++
+			runtime.Gosched()
+			if len(e.reqs) == 0 {
+				break
 			}
 		}
 		e.commit(batch)
