@@ -18,22 +18,30 @@ var ErrStop = errors.New("stop reading")
 // ReadFrom calls fn for every event with seq >= from, in order, checking
 // each record's hash. Returning ErrStop from fn ends the walk cleanly.
 func (e *Engine) ReadFrom(from uint64, fn func(events.Envelope) error) error {
-	return e.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketLog).Cursor()
-		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, from)); k != nil; k, v = c.Next() {
-			env, err := events.Decode(v)
-			if err != nil {
-				return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(k))
-			}
-			if err := fn(env); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
-				return err
-			}
-		}
+	return e.db.View(func(tx *bolt.Tx) error { return walkLog(tx, from, fn) })
+}
+
+// walkLog decodes records from seq from on, checking each hash; ErrStop
+// from fn ends the walk cleanly.
+func walkLog(tx *bolt.Tx, from uint64, fn func(events.Envelope) error) error {
+	b := tx.Bucket(bucketLog)
+	if b == nil {
 		return nil
-	})
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, from)); k != nil; k, v = c.Next() {
+		env, err := events.Decode(v)
+		if err != nil {
+			return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(k))
+		}
+		if err := fn(env); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
 }
 
 // ReadStream calls fn for every event of one stream, in version order. It
@@ -146,24 +154,5 @@ func ReadLogFile(path string, timeout time.Duration, from uint64, fn func(events
 		return errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketLog)
-		if b == nil {
-			return nil
-		}
-		c := b.Cursor()
-		for k, v := c.Seek(binary.BigEndian.AppendUint64(nil, from)); k != nil; k, v = c.Next() {
-			env, err := events.Decode(v)
-			if err != nil {
-				return errs.Wrap(errs.ECORRUPT, err, "seq %d", binary.BigEndian.Uint64(k))
-			}
-			if err := fn(env); err != nil {
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
-				return err
-			}
-		}
-		return nil
-	})
+	return db.View(func(tx *bolt.Tx) error { return walkLog(tx, from, fn) })
 }
