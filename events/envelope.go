@@ -34,10 +34,11 @@ const (
 	KindSession      Kind = "session"    // CLI managed session
 	KindCtxSession   Kind = "ctxsession" // CortexFS session directory
 	KindCursor       Kind = "cursor"     // durable fair-ready cursor per target scope
+	KindCtxTree      Kind = "ctxtree"    // a CortexFS object tree, by root path
 )
 
 // Kinds lists every aggregate kind in a fixed order.
-var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor}
+var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {

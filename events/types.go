@@ -64,6 +64,12 @@ func declarations() []declaration {
 		decl[CtxSessionStateChanged](KindCtxSession),
 
 		decl[CursorAdvanced](KindCursor),
+
+		decl[CtxTreeInitialized](KindCtxTree),
+		decl[CtxTreeObjectPut](KindCtxTree),
+		decl[CtxTreeObjectRemoved](KindCtxTree),
+		decl[CtxTreeAliasPut](KindCtxTree),
+		decl[CtxTreeAliasRemoved](KindCtxTree),
 	}
 }
 
@@ -497,6 +503,37 @@ type CursorAdvanced struct {
 	Reason   string    `json:"reason"`
 }
 
+// ---- CortexFS object tree ----
+
+// CtxTreeInitialized creates a tree (or changes the runner its objects'
+// shebangs name).
+type CtxTreeInitialized struct {
+	Runner string `json:"runner"`
+}
+
+// CtxTreeObjectPut registers or replaces an object. Object is the
+// adapter's object record, kept opaque here.
+type CtxTreeObjectPut struct {
+	Rel    string  `json:"rel"`
+	Object RawJSON `json:"object"`
+}
+
+// CtxTreeObjectRemoved removes an object.
+type CtxTreeObjectRemoved struct {
+	Rel string `json:"rel"`
+}
+
+// CtxTreeAliasPut points an alias symlink at an object.
+type CtxTreeAliasPut struct {
+	Path  string  `json:"path"`
+	Alias RawJSON `json:"alias"`
+}
+
+// CtxTreeAliasRemoved removes an alias.
+type CtxTreeAliasRemoved struct {
+	Path string `json:"path"`
+}
+
 // EventType implementations.
 
 func (JobSubmitted) EventType() string                { return "job.submitted" }
@@ -549,3 +586,8 @@ func (CtxSessionStateChanged) EventType() string      { return "ctxsession.state
 func (BatchPromoted) EventType() string               { return "batch.promoted" }
 func (BatchParkNotified) EventType() string           { return "batch.park_notified" }
 func (CursorAdvanced) EventType() string              { return "cursor.advanced" }
+func (CtxTreeInitialized) EventType() string          { return "ctxtree.initialized" }
+func (CtxTreeObjectPut) EventType() string            { return "ctxtree.object_put" }
+func (CtxTreeObjectRemoved) EventType() string        { return "ctxtree.object_removed" }
+func (CtxTreeAliasPut) EventType() string             { return "ctxtree.alias_put" }
+func (CtxTreeAliasRemoved) EventType() string         { return "ctxtree.alias_removed" }

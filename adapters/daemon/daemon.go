@@ -170,6 +170,9 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
 	}
+	if err := d.catchUpTrees(); err != nil {
+		return err
+	}
 	// At start no ingest is in flight, so every orphan can go.
 	return d.removeOrphans(time.Time{})
 }

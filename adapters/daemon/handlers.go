@@ -112,6 +112,18 @@ func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
 		}
 		d.poke(ctx)
 		return map[string]string{"outcome": "set", "thread_id": a.ThreadID, "behaviour": a.Behaviour}, nil
+	case "ctx.tree.load":
+		var a TreeArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.loadTree(a.Root)
+	case "ctx.tree.save":
+		var a TreeArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		return d.saveTree(ctx, a)
 	case "debug.clock.advance":
 		var a AdvanceArgs
 		if err := decode(req, &a); err != nil {

@@ -174,7 +174,7 @@ func (c *DemoCmd) Run(env *Env) error {
 		return nil
 	})
 	say("10. Files under the home's artifacts/: %s.", strings.Join(rep.ArtifactFiles, ", "))
-	out, err := c.runEcho(tmp, h)
+	out, err := c.runEcho(tmp, h, denv)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func (c *DemoCmd) Run(env *Env) error {
 
 // runEcho makes the CortexFS tree in the demo home and executes the
 // built-in model/debug/echo object as a file, the way any script would.
-func (c *DemoCmd) runEcho(tmp string, h home.Home) (string, error) {
+func (c *DemoCmd) runEcho(tmp string, h home.Home, denv *Env) (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -212,7 +212,9 @@ func (c *DemoCmd) runEcho(tmp string, h home.Home) (string, error) {
 	if err := os.Symlink(exe, run); err != nil {
 		return "", err
 	}
-	if _, err := tree.Init(h.CtxRoot(), run); err != nil {
+	// Registering the built-in objects is an event; the files are its
+	// projection, written by the daemon.
+	if err := (daemonTrees{denv}).Save(h.CtxRoot(), tree.Seed(tree.Set{}, run)); err != nil {
 		return "", err
 	}
 	out, err := exec.Command(filepath.Join(h.CtxRoot(), "model", "debug", "echo"), "hello").Output()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -138,5 +140,28 @@ func cortexEnv(e *Env) cortexcli.Env {
 		}
 	}
 	c.Stdout, c.Stderr, c.JSON = e.Stdout, e.Stderr, e.JSON
+	c.Store = daemonTrees{e}
 	return c
+}
+
+// daemonTrees registers tree changes with the daemon, which records them
+// as events and materializes the tree as their projection.
+type daemonTrees struct{ e *Env }
+
+func (d daemonTrees) Load(root string) (tree.Set, bool, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return tree.Set{}, false, errs.Wrap(errs.EINVAL, err, "tree root")
+	}
+	var doc daemon.TreeDoc
+	err = d.e.call("ctx.tree.load", daemon.TreeArgs{Root: abs}, &doc)
+	return doc.Set, doc.Exists, err
+}
+
+func (d daemonTrees) Save(root string, set tree.Set) error {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return errs.Wrap(errs.EINVAL, err, "tree root")
+	}
+	return d.e.call("ctx.tree.save", daemon.TreeArgs{Root: abs, Set: set}, nil)
 }

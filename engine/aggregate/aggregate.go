@@ -82,6 +82,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &CtxSession{}
 	case events.KindCursor:
 		s = &Cursor{}
+	case events.KindCtxTree:
+		s = &CtxTree{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -174,6 +176,10 @@ func Clone(s State) State {
 	case *Cursor:
 		c := *s
 		return &c
+	case *CtxTree:
+		c := *s
+		c.Objects, c.Aliases = slices.Clone(s.Objects), slices.Clone(s.Aliases)
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -198,6 +204,8 @@ func kindOf(s State) events.Kind {
 		return events.KindCtxSession
 	case *Cursor:
 		return events.KindCursor
+	case *CtxTree:
+		return events.KindCtxTree
 	}
 	return ""
 }

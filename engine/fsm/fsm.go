@@ -48,7 +48,7 @@ type Table struct {
 
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
-	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable}
+	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable}
 }
 
 var jobTable = Table{
@@ -83,6 +83,23 @@ var batchTable = Table{
 		{"batch.recovery_pinned", []string{"closed"}},
 		{"batch.promoted", []string{"queued"}},
 		{"batch.park_notified", []string{"queued", "materialized", "cooldown", "closed"}},
+	},
+}
+
+// A CortexFS tree: its objects and aliases are registrations; the files
+// under the root are their projection.
+var ctxTreeTable = Table{
+	Kind:   events.KindCtxTree,
+	States: []string{"active"},
+	Moves: []Move{
+		{"ctxtree.initialized", []string{None}, "active"},
+	},
+	Updates: []Update{
+		{"ctxtree.initialized", []string{"active"}},
+		{"ctxtree.object_put", []string{"active"}},
+		{"ctxtree.object_removed", []string{"active"}},
+		{"ctxtree.alias_put", []string{"active"}},
+		{"ctxtree.alias_removed", []string{"active"}},
 	},
 }
 

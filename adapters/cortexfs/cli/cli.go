@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 )
 
 // Env is what the commands need from the process.
@@ -29,7 +31,37 @@ type Env struct {
 	// UID owns per-user aliases and may connect to served sockets.
 	UID int
 	Now func() time.Time
+	// Store holds the trees' registrations. Nil writes the tree directly;
+	// cbth plugs in its daemon, which records every change as an event and
+	// keeps the files as a projection of them.
+	Store Store
 }
+
+// Store is where a tree's objects and aliases are registered.
+type Store interface {
+	// Load returns the registered set and whether the tree exists.
+	Load(root string) (tree.Set, bool, error)
+	// Save registers set as the tree's content and materializes it.
+	Save(root string, set tree.Set) error
+}
+
+func (e *Env) store() Store {
+	if e.Store != nil {
+		return e.Store
+	}
+	return fileStore{}
+}
+
+// fileStore keeps no registrations apart from the files themselves.
+type fileStore struct{}
+
+func (fileStore) Load(root string) (tree.Set, bool, error) {
+	_, err := os.Stat(filepath.Join(root, "model"))
+	set, lerr := tree.Load(root)
+	return set, err == nil, lerr
+}
+
+func (fileStore) Save(root string, set tree.Set) error { return tree.Materialize(root, set) }
 
 // DefaultEnv derives the environment of a real process. lookup is usually
 // os.LookupEnv and home the user's home directory.

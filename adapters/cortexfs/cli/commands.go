@@ -39,8 +39,12 @@ func (c *CtxInitCmd) Run(env *Env) error {
 	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "create parent of %s", root)
 	}
-	set, err := tree.Init(root, run)
+	set, _, err := env.store().Load(root)
 	if err != nil {
+		return err
+	}
+	set = tree.Seed(set, run)
+	if err := env.store().Save(root, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, map[string]any{"root": root, "runner": run, "objects": len(set.Objects)}, func(w io.Writer) {
@@ -140,7 +144,7 @@ func (c *ModelAddCmd) Run(env *Env) error {
 	if !replaced {
 		set.Objects = append(set.Objects, o)
 	}
-	if err := tree.Materialize(env.CtxRoot, set); err != nil {
+	if err := env.store().Save(env.CtxRoot, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, modelInfo(set, o), func(w io.Writer) { fmt.Fprintf(w, "added model/%s\n", o.Path) })
@@ -157,15 +161,15 @@ func contains(l []string, s string) bool {
 
 // load reads the tree, creating it (with debug/echo) if it is not there.
 func load(env *Env) (tree.Set, error) {
-	if _, err := os.Stat(filepath.Join(env.CtxRoot, "model")); os.IsNotExist(err) {
+	set, exists, err := env.store().Load(env.CtxRoot)
+	if err != nil {
+		return tree.Set{}, err
+	}
+	if !exists {
 		if err := os.MkdirAll(filepath.Dir(env.CtxRoot), 0o700); err != nil {
 			return tree.Set{}, errs.Wrap(errs.EINTERNAL, err, "create parent of %s", env.CtxRoot)
 		}
-		return tree.Init(env.CtxRoot, env.Runner)
-	}
-	set, err := tree.Load(env.CtxRoot)
-	if err != nil {
-		return tree.Set{}, err
+		return tree.Seed(set, env.Runner), nil
 	}
 	if set.Runner == "" {
 		set.Runner = env.Runner
@@ -210,7 +214,7 @@ type ModelListCmd struct {
 
 // Run implements the command.
 func (c *ModelListCmd) Run(env *Env) error {
-	set, err := tree.Load(env.CtxRoot)
+	set, err := load(env)
 	if err != nil {
 		return err
 	}
@@ -270,7 +274,7 @@ func (c *ModelAliasCmd) Run(env *Env) error {
 		}
 	}
 	set.Aliases = append(kept, a)
-	if err := tree.Materialize(env.CtxRoot, set); err != nil {
+	if err := env.store().Save(env.CtxRoot, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, a, func(w io.Writer) { fmt.Fprintf(w, "%s -> %s\n", a.Path, a.Target) })
@@ -288,7 +292,7 @@ func (c *ModelRmCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	set, err := tree.Load(env.CtxRoot)
+	set, err := load(env)
 	if err != nil {
 		return err
 	}
@@ -318,7 +322,7 @@ func (c *ModelRmCmd) Run(env *Env) error {
 		}
 	}
 	set.Aliases = aliases
-	if err := tree.Materialize(env.CtxRoot, set); err != nil {
+	if err := env.store().Save(env.CtxRoot, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, map[string]string{"removed": id.String()}, func(w io.Writer) { fmt.Fprintf(w, "removed model/%s\n", id) })

@@ -419,6 +419,13 @@ func Init(root, runner string) (Set, error) {
 	if err != nil {
 		return Set{}, err
 	}
+	s = Seed(s, runner)
+	return s, Materialize(root, s)
+}
+
+// Seed returns s with the given runner, the built-in debug/echo model and
+// the main and helper aliases pointing at it where they are missing.
+func Seed(s Set, runner string) Set {
 	s.Runner = runner
 	echo := object.DebugEcho()
 	if !s.Has(echo.Rel()) {
@@ -429,7 +436,7 @@ func Init(root, runner string) (Set, error) {
 			s.Aliases = append(s.Aliases, Alias{Path: a, Target: echo.Rel()})
 		}
 	}
-	return s, Materialize(root, s)
+	return s
 }
 
 // Has reports whether the set holds an object at rel (kind/path).

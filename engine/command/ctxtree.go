@@ -1,0 +1,80 @@
+package command
+
+import (
+	"bytes"
+	"path/filepath"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// SaveTree records the wanted content of a CortexFS tree as the changes
+// from its current registrations: one event per object or alias that
+// appeared, changed or went. Saving what is already there appends nothing.
+type SaveTree struct {
+	Root    string
+	Runner  string
+	Objects []aggregate.Entry
+	Aliases []aggregate.Entry
+}
+
+// Decide implements engine.Decider.
+func (c SaveTree) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if !filepath.IsAbs(c.Root) || filepath.Clean(c.Root) != c.Root {
+		return engine.Decision{}, errs.New(errs.EINVAL, "tree root %q must be a clean absolute path", c.Root)
+	}
+	if !filepath.IsAbs(c.Runner) {
+		return engine.Decision{}, errs.New(errs.EINVAL, "runner %q must be an absolute path", c.Runner)
+	}
+	sid := events.StreamID{Kind: events.KindCtxTree, ID: c.Root}
+	s, err := v.State(events.KindCtxTree, c.Root)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	cur, _ := s.(*aggregate.CtxTree)
+	if cur == nil {
+		cur = &aggregate.CtxTree{}
+	}
+	var emits []engine.Emit
+	if s == nil || cur.Runner != c.Runner {
+		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.CtxTreeInitialized{Runner: c.Runner}})
+	}
+	put := func(p events.Payload) { emits = append(emits, engine.Emit{Stream: sid, Payload: p}) }
+	diff(cur.Objects, c.Objects,
+		func(e aggregate.Entry) { put(&events.CtxTreeObjectPut{Rel: e.Key, Object: e.Value}) },
+		func(k string) { put(&events.CtxTreeObjectRemoved{Rel: k}) })
+	diff(cur.Aliases, c.Aliases,
+		func(e aggregate.Entry) { put(&events.CtxTreeAliasPut{Path: e.Key, Alias: e.Value}) },
+		func(k string) { put(&events.CtxTreeAliasRemoved{Path: k}) })
+	for _, e := range append(append([]aggregate.Entry(nil), c.Objects...), c.Aliases...) {
+		if e.Key == "" || len(e.Value) == 0 {
+			return engine.Decision{}, errs.New(errs.EINVAL, "tree entry without a key or a value")
+		}
+	}
+	if len(emits) == 0 {
+		return engine.Decision{Outcome: "unchanged"}, nil
+	}
+	return engine.Decision{Outcome: "saved", Emits: emits}, nil
+}
+
+func diff(have, want []aggregate.Entry, put func(aggregate.Entry), remove func(string)) {
+	old := map[string]events.RawJSON{}
+	for _, e := range have {
+		old[e.Key] = e.Value
+	}
+	seen := map[string]bool{}
+	for _, e := range want {
+		seen[e.Key] = true
+		if v, ok := old[e.Key]; !ok || !bytes.Equal(v, e.Value) {
+			put(e)
+		}
+	}
+	for _, e := range have {
+		if !seen[e.Key] {
+			remove(e.Key)
+		}
+	}
+}
