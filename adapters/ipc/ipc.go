@@ -174,7 +174,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			return
 		}
 	}
-	r := bufio.NewReaderSize(c, MaxFrame)
+	r := bufio.NewReader(c)
 	attached := false
 	defer func() {
 		if attached {
@@ -182,8 +182,8 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		}
 	}()
 	for {
-		line, err := r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
+		line, err := readFrame(r)
+		if errors.Is(err, errFrameTooLong) {
 			writeFrame(w, s.fail(0, errs.New(errs.EMSGSIZE, "frame longer than %d bytes", MaxFrame)))
 			return
 		}
@@ -234,6 +234,29 @@ func (s *Server) fail(id uint64, err error) Response {
 	return Response{Proto: Proto, Daemon: s.Version, ID: id, OK: false, Error: &ErrorBody{Code: code, Message: err.Error()}}
 }
 
+var errFrameTooLong = errors.New("frame too long")
+
+// readFrame reads one newline-terminated frame of at most MaxFrame bytes.
+// Small frames come straight from the reader's buffer; only a long one
+// grows a copy, so a connection never pays for a 1 MiB buffer up front.
+func readFrame(r *bufio.Reader) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	buf := append([]byte(nil), line...)
+	for {
+		line, err = r.ReadSlice('\n')
+		buf = append(buf, line...)
+		if len(buf) > MaxFrame {
+			return nil, errFrameTooLong
+		}
+		if err == nil || !errors.Is(err, bufio.ErrBufferFull) {
+			return buf, err
+		}
+	}
+}
+
 func writeFrame(w *bufio.Writer, v any) bool {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -262,7 +285,7 @@ func Dial(path, version string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: c, r: bufio.NewReaderSize(c, MaxFrame), version: version}, nil
+	return &Client{conn: c, r: bufio.NewReader(c), version: version}, nil
 }
 
 // Close closes the connection.
@@ -300,7 +323,10 @@ func (c *Client) call(req *Request, args any, out any) error {
 	if _, err := c.conn.Write(append(b, '\n')); err != nil {
 		return errs.Wrap(errs.EHOSTDOWN, err, "send to daemon")
 	}
-	line, err := c.r.ReadSlice('\n')
+	line, err := readFrame(c.r)
+	if errors.Is(err, errFrameTooLong) {
+		return errs.New(errs.EMSGSIZE, "the daemon's reply is longer than %d bytes", MaxFrame)
+	}
 	if err != nil {
 		if err == io.EOF || errors.Is(err, net.ErrClosed) {
 			return errs.New(errs.EHOSTDOWN, "the daemon closed the connection")

@@ -60,9 +60,8 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	// anything else get the full tree.
 	var cli any = &CLI{}
 	var globals *Globals = &cli.(*CLI).Globals
-	if jobOnly(argv[1:]) {
-		j := &jobCLI{}
-		cli, globals = j, &j.Globals
+	if t, g := jobTree(argv[1:]); t != nil {
+		cli, globals = t, g
 	}
 	parser, err := kong.New(cli,
 		kong.Name("cbth"),
@@ -103,22 +102,53 @@ func run(argv []string, stdout, stderr io.Writer) int {
 
 type exitCode int
 
-// jobCLI is the reduced tree used for `cbth job ...`.
-type jobCLI struct {
-	Globals
-	Job JobCmd `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
-}
-
-func jobOnly(args []string) bool {
-	if len(args) == 0 || args[0] != "job" {
-		return false
+// jobTree returns, for a `cbth job <verb> ...` line, a command tree that
+// holds only that verb (same types, same flags), and nil otherwise. kong
+// builds its model by reflection over every node and tag on each start;
+// scripts call these verbs for every report, so they get the smallest tree.
+// Help and anything unusual get the full tree.
+func jobTree(args []string) (any, *Globals) {
+	if len(args) < 2 || args[0] != "job" {
+		return nil, nil
 	}
 	for _, a := range args {
 		if a == "--help" || a == "-h" {
-			return false
+			return nil, nil
 		}
 	}
-	return true
+	switch args[1] {
+	case "submit":
+		t := &verbTree[struct {
+			Submit JobSubmitCmd `cmd:""`
+		}]{}
+		return t, &t.Globals
+	case "complete":
+		t := &verbTree[struct {
+			Complete JobCompleteCmd `cmd:""`
+		}]{}
+		return t, &t.Globals
+	case "fail":
+		t := &verbTree[struct {
+			Fail JobFailCmd `cmd:""`
+		}]{}
+		return t, &t.Globals
+	case "cancel":
+		t := &verbTree[struct {
+			Cancel JobCancelCmd `cmd:""`
+		}]{}
+		return t, &t.Globals
+	case "query":
+		t := &verbTree[struct {
+			Query JobQueryCmd `cmd:""`
+		}]{}
+		return t, &t.Globals
+	}
+	return nil, nil
+}
+
+type verbTree[T any] struct {
+	Globals
+	Job T `cmd:""`
 }
 
 // jsonRequested spots --json on a command line that failed to parse, so
