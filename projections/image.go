@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
+	"sync"
 	"sort"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -23,14 +25,39 @@ func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpo
 	for _, b := range Buckets() {
 		img[string(b)] = map[string][]byte{}
 	}
-	for _, s := range states {
+	// Encoding the states is most of the work: spread it over the cores.
+	vals := make([][]byte, len(states))
+	errc := make(chan error, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	per := (len(states) + cap(errc) - 1) / cap(errc)
+	for w := 0; w < cap(errc); w++ {
+		lo, hi := w*per, min((w+1)*per, len(states))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				v, err := aggregate.Encode(states[i])
+				if err != nil {
+					errc <- fmt.Errorf("encode %s/%s: %w", aggregate.KindOf(states[i]), states[i].Head().ID, err)
+					return
+				}
+				vals[i] = v
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	for i, s := range states {
 		k := aggregate.KindOf(s)
 		id := s.Head().ID
-		v, err := aggregate.Encode(s)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s/%s: %w", k, id, err)
-		}
-		img[string(stateBucket(k))][id] = v
+		img[string(stateBucket(k))][id] = vals[i]
 		for _, key := range indexKeys(k, id, s) {
 			img[string(bucketIndex)][string(key)] = nil
 		}
