@@ -38,6 +38,9 @@ func AppendLoad(e *engine.Engine, writers int, d time.Duration) (LoadResult, err
 		waits []time.Duration
 		first error
 	)
+	// Real aggregate ids are UUIDv7s, ordered by time; a shared counter
+	// gives the same key locality.
+	var ids atomic.Int64
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	for w := 0; w < writers; w++ {
@@ -46,7 +49,7 @@ func AppendLoad(e *engine.Engine, writers int, d time.Duration) (LoadResult, err
 			defer wg.Done()
 			var local []time.Duration
 			for i := 0; time.Now().Before(deadline); i++ {
-				sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("load-%03d-%08d", w, i)}
+				sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("load-%012d", ids.Add(1))}
 				t0 := time.Now()
 				if _, err := e.Append(context.Background(), engine.Meta{Actor: events.ActorCLI}, sid, 0, SubmitPayload(i)); err != nil {
 					mu.Lock()
