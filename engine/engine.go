@@ -56,20 +56,21 @@ type Options struct {
 
 // Engine owns one bbolt log file. It is safe for concurrent use.
 type Engine struct {
-	db     *bolt.DB
-	clock  Clock
-	log    *slog.Logger
-	ms     *fsm.Machines
-	reqs   chan *request
-	closed chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
+	db    *bolt.DB
+	clock Clock
+	log   *slog.Logger
+	ms    *fsm.Machines
+	once  sync.Once
 
-	// gate orders submissions against Close: once isClosed is set under
-	// the write lock, no request can enter the queue, and the writer
-	// drains whatever is already there.
-	gate     sync.RWMutex
+	// The queue of requests and its leader. There is no writer goroutine:
+	// the first submitter to find no leader becomes it and commits what is
+	// queued, batch after batch, until the queue is empty. One writer at a
+	// time, and an uncontended append costs no hand-off between goroutines.
+	qmu      sync.Mutex
+	queue    []*request
+	leading  bool
 	isClosed bool
+	leaders  sync.WaitGroup
 
 	head atomic.Uint64 // last committed seq, for readers
 
@@ -102,7 +103,6 @@ func Open(path string, opt Options) (*Engine, error) {
 	}
 	e := &Engine{
 		db: db, clock: opt.Clock, log: opt.Logger, ms: fsm.New(),
-		reqs: make(chan *request, maxBatch), closed: make(chan struct{}),
 		subs: make(map[*Subscription]struct{}), cache: make(map[events.StreamID]aggregate.State),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -128,8 +128,6 @@ func Open(path string, opt Options) (*Engine, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	e.head.Store(e.lastSeq)
-	e.wg.Add(1)
-	go e.writer()
 	return e, nil
 }
 
@@ -142,11 +140,10 @@ func (e *Engine) DB() *bolt.DB { return e.db }
 func (e *Engine) Close() error {
 	var err error
 	e.once.Do(func() {
-		e.gate.Lock()
+		e.qmu.Lock()
 		e.isClosed = true
-		e.gate.Unlock()
-		close(e.closed)
-		e.wg.Wait()
+		e.qmu.Unlock()
+		e.leaders.Wait() // a leader finishes what was queued before Close
 		e.subMu.Lock()
 		for s := range e.subs {
 			close(s.c)
@@ -266,18 +263,24 @@ func (e *Engine) ExecuteAt(ctx context.Context, meta Meta, now time.Time, d Deci
 }
 
 func (e *Engine) submit(ctx context.Context, r *request) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 	r.done = make(chan struct{})
-	e.gate.RLock()
+	e.qmu.Lock()
 	if e.isClosed {
-		e.gate.RUnlock()
+		e.qmu.Unlock()
 		return Result{}, errs.New(errs.EHOSTDOWN, "engine is closed")
 	}
-	select {
-	case e.reqs <- r:
-		e.gate.RUnlock()
-	case <-ctx.Done():
-		e.gate.RUnlock()
-		return Result{}, ctx.Err()
+	e.queue = append(e.queue, r)
+	lead := !e.leading
+	if lead {
+		e.leading = true
+		e.leaders.Add(1)
+	}
+	e.qmu.Unlock()
+	if lead {
+		e.lead()
 	}
 	// Once queued, the request will be committed or failed; waiting for
 	// it (rather than honouring ctx) means no caller sees an unknown
@@ -286,46 +289,40 @@ func (e *Engine) submit(ctx context.Context, r *request) (Result, error) {
 	return r.res, r.err
 }
 
-func (e *Engine) writer() {
-	defer e.wg.Done()
-	batch := make([]*request, 0, maxBatch)
+func (e *Engine) queued() int {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	return len(e.queue)
+}
+
+// lead commits queued requests until the queue is empty, then gives up
+// leadership. Requests queued while a commit runs form the next batch:
+// group commit without a timer.
+func (e *Engine) lead() {
+	defer e.leaders.Done()
 	for {
-		select {
-		case r := <-e.reqs:
-			batch = append(batch[:0], r)
-		case <-e.closed:
-			// Fail whatever raced with Close.
-			for {
-				select {
-				case r := <-e.reqs:
-					r.err = errs.New(errs.EHOSTDOWN, "engine is closed")
-					close(r.done)
-				default:
-					return
-				}
-			}
-		}
-		// Take everything already queued. Submitters woken by the last
-		// commit may be runnable but not yet scheduled (two cores, many
-		// goroutines), so yield a few times while the queue keeps growing:
-		// they join this commit at the cost of a scheduler pass, never of
-		// a timer.
-		for yields := 0; len(batch) < maxBatch; {
-			select {
-			case r := <-e.reqs:
-				batch = append(batch, r)
-				continue
-			default:
-			}
-			if yields == 3 {
-				break
-			}
-			yields++
+		// Submitters woken by the last commit may be runnable but not yet
+		// scheduled (two cores, many goroutines): yield while the queue
+		// keeps growing so they join this commit, at the cost of a
+		// scheduler pass, never of a timer.
+		for i, n := 0, e.queued(); i < 3 && n < maxBatch; i++ {
 			runtime.Gosched()
-			if len(e.reqs) == 0 {
+			m := e.queued()
+			if m == n {
 				break
 			}
+			n = m
 		}
+		e.qmu.Lock()
+		if len(e.queue) == 0 {
+			e.leading = false
+			e.qmu.Unlock()
+			return
+		}
+		n := min(len(e.queue), maxBatch)
+		batch := e.queue[:n:n]
+		e.queue = append([]*request(nil), e.queue[n:]...)
+		e.qmu.Unlock()
 		e.commit(batch)
 	}
 }
