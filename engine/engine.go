@@ -1,5 +1,5 @@
 // Package engine is cbth's event-sourced core: the append-only log on bbolt,
-// its hash chain, a single writer goroutine that group-commits whatever is
+// its hash chain, a single writer at a time that group-commits whatever is
 // queued, pure command handling (decide, then apply through the state
 // machines) and the projections updated in the same transaction as each
 // append.
@@ -74,7 +74,7 @@ type Engine struct {
 
 	head atomic.Uint64 // last committed seq, for readers
 
-	// Owned by the writer goroutine.
+	// Owned by the current leader.
 	lastSeq  uint64
 	lastHash events.Hash
 	cache    map[events.StreamID]aggregate.State // committed states only
