@@ -167,6 +167,13 @@ type EventsPage struct {
 	Head   uint64            `json:"head"`
 }
 
+// PinArgs pin an artifact until a time.
+type PinArgs struct {
+	ArtifactID string    `json:"artifact_id"`
+	Until      time.Time `json:"until,omitzero"`
+	For        string    `json:"for,omitempty"`
+}
+
 // Ping is ping's result.
 type Ping struct {
 	PID     int    `json:"pid"`

@@ -112,6 +112,23 @@ func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
 		}
 		d.poke(ctx)
 		return map[string]string{"outcome": "set", "thread_id": a.ThreadID, "behaviour": a.Behaviour}, nil
+	case "artifact.pin":
+		var a PinArgs
+		if err := decode(req, &a); err != nil {
+			return nil, err
+		}
+		cmd := command.PinArtifact{Config: d.deliveryConfig(), ArtifactID: a.ArtifactID, Until: a.Until}
+		if a.For != "" {
+			var err error
+			if cmd.For, err = time.ParseDuration(a.For); err != nil {
+				return nil, errs.New(errs.EINVAL, "bad duration %q", a.For)
+			}
+		}
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "pin:" + a.ArtifactID}, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]string{"outcome": res.Outcome, "artifact_id": a.ArtifactID}, nil
 	case "ctx.tree.load":
 		var a TreeArgs
 		if err := decode(req, &a); err != nil {

@@ -192,3 +192,28 @@ func (c *DebugClockCmd) Run(env *Env) error {
 	}
 	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "now %v\n", res["now"]) })
 }
+
+// ArtifactCmd groups the artifact commands.
+type ArtifactCmd struct {
+	Pin ArtifactPinCmd `cmd:"" help:"Pin an artifact: it is not collected before the pin ends."`
+}
+
+// ArtifactPinCmd is `cbth artifact pin`.
+type ArtifactPinCmd struct {
+	ArtifactID string        `help:"The artifact." required:"" name:"artifact-id"`
+	For        time.Duration `help:"Keep it this long from now." name:"for" xor:"until" required:""`
+	Until      time.Time     `help:"Keep it until this RFC 3339 time." xor:"until" required:""`
+}
+
+// Run pins.
+func (c *ArtifactPinCmd) Run(env *Env) error {
+	args := daemon.PinArgs{ArtifactID: c.ArtifactID, Until: c.Until}
+	if c.For > 0 {
+		args.For = c.For.String() // measured on the daemon's clock
+	}
+	var res map[string]string
+	if err := env.call("artifact.pin", args, &res); err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "artifact %s %s\n", c.ArtifactID, res["outcome"]) })
+}

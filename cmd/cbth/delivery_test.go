@@ -377,7 +377,19 @@ func TestArtifactRetentionAndOrphans(t *testing.T) {
 	if _, err := os.Stat(done.Artifact.Path); err != nil {
 		t.Fatalf("artifact collected before post_close_ttl: %v", err)
 	}
+	// An operator pin holds it past its retention.
+	var pin struct {
+		Outcome string `json:"outcome"`
+	}
+	h.ok(&pin, "artifact", "pin", "--artifact-id", done.Artifact.ID, "--for", "5m")
+	if pin.Outcome != "pinned" {
+		t.Fatalf("pin: %+v", pin)
+	}
 	h.advance("2m")
+	if _, err := os.Stat(done.Artifact.Path); err != nil {
+		t.Fatalf("pinned artifact collected: %v", err)
+	}
+	h.advance("3m")
 	if _, err := os.Stat(filepath.Dir(done.Artifact.Path)); !os.IsNotExist(err) {
 		t.Fatalf("artifact not collected after its retention: %v", err)
 	}

@@ -275,3 +275,46 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// PinArtifact sets an operator pin: the artifact is kept at least until
+// the pin, on top of its minimum retention and post-close TTL.
+type PinArtifact struct {
+	Config     DeliveryConfig
+	ArtifactID string
+	Until      time.Time     // an absolute end, or
+	For        time.Duration // a span from the decision time
+}
+
+// Decide implements engine.Decider.
+func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("artifact id", c.ArtifactID); err != nil {
+		return engine.Decision{}, err
+	}
+	s, err := v.State(events.KindArtifact, c.ArtifactID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	a, ok := s.(*aggregate.Artifact)
+	if !ok {
+		return engine.Decision{}, errs.New(errs.ENOENT, "no artifact %s", c.ArtifactID)
+	}
+	if a.Status != "stored" {
+		return engine.Decision{}, errs.New(errs.ESTATE, "artifact %s is %s; its files are gone", c.ArtifactID, a.Status)
+	}
+	if c.For > 0 {
+		c.Until = now.Add(c.For)
+	}
+	if !c.Until.After(now) {
+		return engine.Decision{}, errs.New(errs.EINVAL, "the pin must end in the future")
+	}
+	if a.OperatorPinUntil.Equal(c.Until) {
+		return engine.Decision{Outcome: "already_pinned"}, nil
+	}
+	eligible := a.MinRetentionUntil
+	if !a.LastBatchClosedAt.IsZero() {
+		eligible = latest(eligible, a.LastBatchClosedAt.Add(c.Config.PostCloseTTL))
+	}
+	eligible = latest(eligible, c.Until)
+	return engine.Decision{Outcome: "pinned", Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
+		Payload: &events.ArtifactPinned{PinUntil: c.Until, GCEligibleAt: eligible}}}}, nil
+}
