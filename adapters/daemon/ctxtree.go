@@ -1,8 +1,13 @@
 package daemon
 
 import (
+	"io"
+	"os"
+
 	"context"
 	"encoding/json"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
@@ -93,7 +98,44 @@ func (d *Daemon) materializeTree(root string) error {
 	if err != nil || !doc.Exists {
 		return err
 	}
-	return tree.Materialize(root, doc.Set)
+	if err := tree.Materialize(root, doc.Set); err != nil {
+		return err
+	}
+	d.serveSockets(root, doc.Set)
+	return nil
+}
+
+// serveSockets runs the .sock of every session=socket model of a tree for
+// as long as the daemon runs, and stops those whose model went away.
+func (d *Daemon) serveSockets(root string, set tree.Set) {
+	d.sockMu.Lock()
+	defer d.sockMu.Unlock()
+	want := map[string]bool{}
+	for _, o := range set.Objects {
+		if o.Kind == object.KindModel && o.Session == object.SessionSocket {
+			want[root+"\x00"+o.Path] = true
+		}
+	}
+	for key, stop := range d.sockets {
+		if !want[key] {
+			stop()
+			delete(d.sockets, key)
+		}
+	}
+	for key := range want {
+		if _, ok := d.sockets[key]; ok {
+			continue
+		}
+		model := key[len(root)+1:]
+		ctx, cancel := context.WithCancel(d.ctx)
+		d.sockets[key] = cancel
+		go func() {
+			err := cli.ServeModel(ctx, root, model, os.Getuid(), io.Discard, d.opt.Clock.Now)
+			if err != nil && ctx.Err() == nil {
+				d.opt.Log.Error("model socket", "model", model, "err", err)
+			}
+		}()
+	}
 }
 
 // catchUpTrees rewrites every registered tree at start, so files lost or

@@ -55,6 +55,10 @@ type Daemon struct {
 	stop      context.CancelFunc
 	kick      chan struct{}
 	schedMu   sync.Mutex
+	ctx       context.Context // the daemon's lifetime
+
+	sockMu  sync.Mutex
+	sockets map[string]context.CancelFunc // model sockets being served
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
@@ -94,7 +98,7 @@ func Run(ctx context.Context, opt Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
+	d := &Daemon{opt: opt, stop: cancel, ctx: ctx, sockets: map[string]context.CancelFunc{}, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
 		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes},
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now}}
 	ready := make(chan struct{})

@@ -1,11 +1,15 @@
 package main_test
 
 import (
+	"bufio"
+	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Registering objects is an event; the tree under $CTX_ROOT is its
@@ -56,4 +60,57 @@ func TestCtxTreeIsAProjection(t *testing.T) {
 		t.Fatalf("model list: %v, want only debug/echo", list)
 	}
 	h.verify()
+}
+
+// A session=socket model is served by the daemon at <model>.sock.
+func TestModelSocketServedByDaemon(t *testing.T) {
+	h := newHome(t)
+	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
+	os.Symlink(cbthBin, runner)
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ok(nil, "model", "add", "local/chat", "--driver", "debug", "--id", "echo", "--session", "socket")
+	sock := filepath.Join(h.root, "ctx", "model", "local", "chat.sock")
+	waitFor(t, "the model socket", 10*time.Second, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	frame := func() map[string]any {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.Unmarshal(line, &m)
+		return m
+	}
+	c.Write([]byte(`{"op":"ping"}` + "\n"))
+	if m := frame(); m["type"] != "pong" {
+		t.Fatalf("ping: %v", m)
+	}
+	c.Write([]byte(`{"op":"send","id":"m1","input":"hello socket"}` + "\n"))
+	var text string
+	for {
+		m := frame()
+		if m["type"] == "delta" {
+			text += m["text"].(string)
+		}
+		if m["type"] == "done" {
+			break
+		}
+	}
+	if text != "hello socket" {
+		t.Fatalf("deltas said %q", text)
+	}
 }

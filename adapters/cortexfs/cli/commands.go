@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
@@ -336,22 +337,31 @@ type ModelServeCmd struct {
 
 // Run implements the command.
 func (c *ModelServeCmd) Run(env *Env) error {
-	id, err := name.ParseModel(c.Model)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return ServeModel(ctx, env.CtxRoot, c.Model, env.UID, env.Stderr, env.Now)
+}
+
+// ServeModel serves a session=socket model's .sock until ctx ends. The
+// daemon runs one per such model of a registered tree; `model serve` runs
+// one in the foreground.
+func ServeModel(ctx context.Context, ctxRoot, model string, uid int, stderr io.Writer, now func() time.Time) error {
+	id, err := name.ParseModel(model)
 	if err != nil {
 		return err
 	}
-	obj, err := runner.Load(filepath.Join(env.CtxRoot, "model", id.Provider, id.Model))
+	obj, err := runner.Load(filepath.Join(ctxRoot, "model", id.Provider, id.Model))
 	if err != nil {
 		return err
 	}
 	if obj.Session != object.SessionSocket {
 		return errs.New(errs.EINVAL, "model %s has session=%s; a socket is only served for session=socket", id, obj.Session)
 	}
-	_, drv, err := runner.ProcessDrivers(env.Stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
+	_, drv, err := runner.ProcessDrivers(stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
 	if err != nil {
 		return err
 	}
-	store := &session.Files{Dir: filepath.Join(env.CtxRoot, "home", strconv.Itoa(env.UID), "model", id.Provider, id.Model+".d", "session"), Model: id.String(), Now: env.Now}
+	store := &session.Files{Dir: filepath.Join(ctxRoot, "home", strconv.Itoa(uid), "model", id.Provider, id.Model+".d", "session"), Model: id.String(), Now: now}
 	defer store.Close()
 	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "create session dir")
@@ -361,11 +371,9 @@ func (c *ModelServeCmd) Run(env *Env) error {
 		return err
 	}
 	defer ln.Close()
-	srv := &socket.Server{Driver: drv, Store: store, UID: env.UID,
+	srv := &socket.Server{Driver: drv, Store: store, UID: uid,
 		Request:  socketRequest(obj, id),
 		NewRunID: runner.RunID}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	fmt.Fprintf(env.Stderr, "serving %s.sock\n", obj.Path)
+	fmt.Fprintf(stderr, "serving %s.sock\n", obj.Path)
 	return srv.Serve(ctx, ln)
 }
