@@ -17,7 +17,9 @@ func (thing) EventType() string { return "test.thing" }
 // one before it is decoded; a missing step is an error, never a guess.
 func TestDecodePayload_Upcasts(t *testing.T) {
 	types["test.thing"] = typeInfo{kind: KindJob, schema: 3, new: func() Payload { return &thing{} }, upcasts: map[uint16]Upcaster{
-		1: func(raw []byte) ([]byte, error) { return bytes.Replace(raw, []byte(`"title"`), []byte(`"name"`), 1), nil },
+		1: func(raw []byte) ([]byte, error) {
+			return bytes.Replace(raw, []byte(`"title"`), []byte(`"name"`), 1), nil
+		},
 		2: func(raw []byte) ([]byte, error) {
 			return append(bytes.TrimSuffix(bytes.TrimSpace(raw), []byte("}")), []byte(`,"count":1}`)...), nil
 		},

@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"sync"
 	"sort"
+	"sync"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/events"
