@@ -61,8 +61,9 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	// anything else get the full tree.
 	var cli any = &CLI{}
 	var globals *Globals = &cli.(*CLI).Globals
+	jobOnly := false
 	if t, g := jobTree(argv[1:]); t != nil {
-		cli, globals = t, g
+		cli, globals, jobOnly = t, g, true
 	}
 	parser, err := kong.New(cli,
 		kong.Name("cbth"),
@@ -93,7 +94,9 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		}
 		env.JSON = globals.JSON
 		env.HomeFlag = globals.Home
-		*cenv = cortexEnv(env)
+		if !jobOnly { // the job verbs never need the CortexFS environment
+			*cenv = cortexEnv(env)
+		}
 		if err := kctx.Run(env); err != nil {
 			return env.fail(err)
 		}
