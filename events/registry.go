@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 )
 
 // Payload is the body of one event kind. Each kind is a Go struct in this
@@ -25,9 +26,10 @@ type typeInfo struct {
 	upcasts map[uint16]Upcaster // from version -> next version
 }
 
-// types is the fixed table of every event kind. It is built once from the
-// declarations below and never changes at run time.
-var types = func() map[string]typeInfo {
+// types is the fixed table of every event kind. It is built once, on first
+// use, from the declarations below and never changes at run time: built
+// lazily because the CLI shares this binary and never needs it.
+var types = sync.OnceValue(func() map[string]typeInfo {
 	m := make(map[string]typeInfo)
 	for _, d := range declarations() {
 		p := d.new()
@@ -37,7 +39,7 @@ var types = func() map[string]typeInfo {
 		m[p.EventType()] = typeInfo(d)
 	}
 	return m
-}()
+})
 
 type declaration struct {
 	kind    Kind
@@ -61,17 +63,17 @@ var (
 
 // KindOf returns the aggregate kind that events of type typ belong to.
 func KindOf(typ string) (Kind, bool) {
-	t, ok := types[typ]
+	t, ok := types()[typ]
 	return t.kind, ok
 }
 
 // SchemaOf returns the current schema version of an event type.
-func SchemaOf(typ string) uint16 { return types[typ].schema }
+func SchemaOf(typ string) uint16 { return types()[typ].schema }
 
 // TypesOf lists the event types of one aggregate kind, sorted.
 func TypesOf(k Kind) []string {
 	var out []string
-	for name, t := range types {
+	for name, t := range types() {
 		if t.kind == k {
 			out = append(out, name)
 		}
@@ -82,7 +84,7 @@ func TypesOf(k Kind) []string {
 
 // New returns a zero payload of the given type.
 func New(typ string) (Payload, error) {
-	t, ok := types[typ]
+	t, ok := types()[typ]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownType, typ)
 	}
@@ -92,7 +94,7 @@ func New(typ string) (Payload, error) {
 // MarshalPayload encodes a payload. Payloads are plain structs, so the JSON
 // is deterministic: the same value always encodes to the same bytes.
 func MarshalPayload(p Payload) ([]byte, error) {
-	if _, ok := types[p.EventType()]; !ok {
+	if _, ok := types()[p.EventType()]; !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownType, p.EventType())
 	}
 	return json.Marshal(p)
@@ -101,7 +103,7 @@ func MarshalPayload(p Payload) ([]byte, error) {
 // DecodePayload decodes an envelope's payload into its Go type, upcasting
 // from the stored schema version to the current one first.
 func DecodePayload(e *Envelope) (Payload, error) {
-	t, ok := types[e.Type]
+	t, ok := types()[e.Type]
 	if !ok {
 		return nil, fmt.Errorf("seq %d: %w %q", e.Seq, ErrUnknownType, e.Type)
 	}

@@ -459,8 +459,15 @@ func TestSingleInstanceUnderRace(t *testing.T) {
 		}
 		seen[id] = true
 	}
+	// Daemons that lost the start race exit on their own once they see
+	// the lock held; wait for them, then exactly one must remain.
+	waitFor(t, "losing daemons to exit", 10*time.Second, func() bool { return daemonProcesses(h.root) <= 1 })
 	if n := daemonProcesses(h.root); n != 1 {
 		t.Fatalf("%d daemon processes for one home, want 1", n)
+	}
+	log, _ := os.ReadFile(filepath.Join(h.root, "log", "daemon.log"))
+	if n := strings.Count(string(log), "msg=serving"); n != 1 {
+		t.Fatalf("%d daemons served this home, want exactly 1:\n%s", n, log)
 	}
 	if st := h.status(); st.ActiveJobs != 10 {
 		t.Fatalf("active jobs %d, want 10", st.ActiveJobs)
