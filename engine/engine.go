@@ -280,13 +280,22 @@ func (e *Engine) submit(ctx context.Context, r *request) (Result, error) {
 	}
 	e.qmu.Unlock()
 	if lead {
-		e.lead()
+		e.lead(r)
 	}
 	// Once queued, the request will be committed or failed; waiting for
 	// it (rather than honouring ctx) means no caller sees an unknown
 	// outcome.
 	<-r.done
 	return r.res, r.err
+}
+
+func isDone(r *request) bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (e *Engine) queued() int {
@@ -297,9 +306,11 @@ func (e *Engine) queued() int {
 
 // lead commits queued requests until the queue is empty, then gives up
 // leadership. Requests queued while a commit runs form the next batch:
-// group commit without a timer.
-func (e *Engine) lead() {
-	defer e.leaders.Done()
+// group commit without a timer. A submitter leads only until its own
+// request is committed; if more is queued by then it hands the lead to a
+// new goroutine, so under sustained load no caller waits on others'
+// commits for ever.
+func (e *Engine) lead(own *request) {
 	for {
 		// Submitters woken by the last commit may be runnable but not yet
 		// scheduled (two cores, many goroutines): yield while the queue
@@ -317,6 +328,12 @@ func (e *Engine) lead() {
 		if len(e.queue) == 0 {
 			e.leading = false
 			e.qmu.Unlock()
+			e.leaders.Done()
+			return
+		}
+		if own != nil && isDone(own) {
+			e.qmu.Unlock()
+			go e.lead(nil) // still leading: the count in e.leaders moves with it
 			return
 		}
 		n := min(len(e.queue), maxBatch)
