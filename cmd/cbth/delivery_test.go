@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Delivery scenarios through the real binary, on the debug target, with a
@@ -409,4 +411,39 @@ func TestArtifactRetentionAndOrphans(t *testing.T) {
 	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
 		t.Fatalf("orphan artifact directory survived a restart: %v", err)
 	}
+}
+
+// A daemon killed while a delivery is in flight (accept_pending, no answer
+// yet) cannot know whether the channel took it: after the restart the
+// batch is parked for manual resolution and never replayed on its own.
+func TestDelivery_KilledMidDeliveryIsNotReplayed(t *testing.T) {
+	h := newHome(t)
+	os.MkdirAll(h.root, 0o700)
+	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"20ms\"\ndelivery_timeout = \"1h\"\n"), 0o600)
+	h.behave("T", "hang")
+	h.ready("T")
+	waitFor(t, "the delivery to be in flight", 10*time.Second, func() bool {
+		var in struct {
+			Head *struct {
+				State string `json:"state"`
+			} `json:"head_attempt"`
+		}
+		h.ok(&in, "batch", "inspect-head", "--source-thread-id", "T")
+		return in.Head != nil && in.Head.State == "accept_pending"
+	})
+	pid := h.pid()
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return h.pid() != pid })
+	h.behave("T", "deliver")           // restarts the daemon; delivering would now succeed
+	time.Sleep(300 * time.Millisecond) // many scheduler ticks
+	bs := h.batches("T")
+	if len(bs) != 1 || bs[0].Replay != "manual_resolution_only" || bs[0].State == "closed" {
+		t.Fatalf("after the restart: %+v, want the batch parked", bs)
+	}
+	for _, d := range h.deliveries("T") {
+		if d.Behaviour == "deliver" {
+			t.Fatalf("the in-flight batch was replayed after the restart: %+v", d)
+		}
+	}
+	h.verify()
 }
