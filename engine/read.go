@@ -71,19 +71,6 @@ func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error)
 	})
 }
 
-// StreamVersion returns a stream's current version (0 if it has no events).
-func (e *Engine) StreamVersion(sid events.StreamID) (uint64, error) {
-	var v uint64
-	err := e.View(func(t *projections.Tx) error {
-		s, err := t.State(sid.Kind, sid.ID)
-		if s != nil {
-			v = s.Head().Version
-		}
-		return err
-	})
-	return v, err
-}
-
 // View runs fn against a consistent read-only view of the projections.
 func (e *Engine) View(fn func(v *projections.Tx) error) error {
 	return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) })

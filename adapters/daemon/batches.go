@@ -70,7 +70,6 @@ type BatchInspection struct {
 	Attempts    []*aggregate.Attempt     `json:"attempts"`
 	Artifacts   []*ArtifactRef           `json:"artifacts"`
 	Jobs        []JobView                `json:"jobs"`
-	Eligibility *command.Eligibility     `json:"-"`
 	Gate        string                   `json:"delivery_gate,omitempty"`
 	Recovery    *events.RecoveryEnvelope `json:"boundary_recovery_envelope"`
 }

@@ -24,20 +24,19 @@ type DemoCmd struct {
 
 // demoReport is what `cbth demo --json` prints.
 type demoReport struct {
-	Home          string            `json:"home"`
-	DaemonPID     int               `json:"daemon_pid"`
-	Jobs          []daemon.JobView  `json:"jobs"`
-	Deduplicated  bool              `json:"dedupe_returned_original"`
-	RejectedCode  string            `json:"rejected_code"`
-	Events        int               `json:"events"`
-	EventTypes    map[string]int    `json:"event_types"`
-	Verified      bool              `json:"verified"`
-	ArtifactFiles []string          `json:"artifact_files"`
-	Steps         []string          `json:"steps"`
-	Kept          bool              `json:"kept"`
-	Delivered     bool              `json:"delivered"`
-	Echo          string            `json:"echo_jsonl"`
-	Extra         map[string]string `json:"extra,omitempty"`
+	Home          string           `json:"home"`
+	DaemonPID     int              `json:"daemon_pid"`
+	Jobs          []daemon.JobView `json:"jobs"`
+	Deduplicated  bool             `json:"dedupe_returned_original"`
+	RejectedCode  string           `json:"rejected_code"`
+	Events        int              `json:"events"`
+	EventTypes    map[string]int   `json:"event_types"`
+	Verified      bool             `json:"verified"`
+	ArtifactFiles []string         `json:"artifact_files"`
+	Steps         []string         `json:"steps"`
+	Kept          bool             `json:"kept"`
+	Delivered     bool             `json:"delivered"`
+	Echo          string           `json:"echo_jsonl"`
 }
 
 // Run runs the demo.

@@ -184,7 +184,8 @@ func Clone(s State) State {
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
 
-func kindOf(s State) events.Kind {
+// KindOf returns the aggregate kind of a state.
+func KindOf(s State) events.Kind {
 	switch s.(type) {
 	case *Job:
 		return events.KindJob
@@ -209,9 +210,6 @@ func kindOf(s State) events.Kind {
 	}
 	return ""
 }
-
-// KindOf returns the aggregate kind of a state.
-func KindOf(s State) events.Kind { return kindOf(s) }
 
 func appendUnique(list []string, add ...string) []string {
 	for _, a := range add {
