@@ -75,9 +75,10 @@ type Engine struct {
 	head atomic.Uint64 // last committed seq, for readers
 
 	// Owned by the current leader.
-	lastSeq  uint64
-	lastHash events.Hash
-	cache    map[events.StreamID]aggregate.State // committed states only
+	lastSeq   uint64
+	lastHash  events.Hash
+	lastBatch int                                 // requests in the last batch taken
+	cache     map[events.StreamID]aggregate.State // committed states only
 
 	subMu sync.Mutex
 	subs  map[*Subscription]struct{}
@@ -316,7 +317,9 @@ func (e *Engine) lead(own *request) {
 		// scheduled (two cores, many goroutines): yield while the queue
 		// keeps growing so they join this commit, at the cost of a
 		// scheduler pass, never of a timer.
-		for i, n := 0, e.queued(); i < 3 && n < maxBatch; i++ {
+		// With one request queued after a commit of one, nobody is about
+		// to join: skip the yield, which costs a scheduler wake-up.
+		for i, n := 0, e.queued(); i < 3 && n > 0 && n < maxBatch && (n > 1 || e.lastBatch > 1); i++ {
 			runtime.Gosched()
 			m := e.queued()
 			if m == n {
@@ -337,6 +340,7 @@ func (e *Engine) lead(own *request) {
 			return
 		}
 		n := min(len(e.queue), maxBatch)
+		e.lastBatch = n
 		batch := e.queue[:n:n]
 		e.queue = append([]*request(nil), e.queue[n:]...)
 		e.qmu.Unlock()

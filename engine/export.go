@@ -116,5 +116,7 @@ func (w *txWriter) putRaw(env *events.Envelope) error {
 
 // putRecord stores a record under its seq.
 func (w *txWriter) putRecord(env *events.Envelope, rec []byte) error {
-	return w.tx.Bucket(bucketLog).Put(binary.BigEndian.AppendUint64(nil, env.Seq), rec)
+	b := w.tx.Bucket(bucketLog)
+	b.FillPercent = 1.0 // seqs only grow: fill each leaf before splitting
+	return b.Put(binary.BigEndian.AppendUint64(nil, env.Seq), rec)
 }
