@@ -54,6 +54,13 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	if cmd, g, ok := fastParse(argv[1:]); ok {
+		env.JSON, env.HomeFlag = g.JSON, g.Home
+		if err := cmd.Run(env); err != nil {
+			return env.fail(err)
+		}
+		return 0
+	}
 	cenv := &cortexcli.Env{} // filled in after parsing, once --home is known
 	// Scripts call `cbth job ...` for every report; kong builds its model
 	// by reflection over the whole tree on each start, so those calls get
