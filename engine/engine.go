@@ -228,6 +228,7 @@ type request struct {
 	meta     Meta
 	decider  Decider
 	emits    []Emit
+	enc      []encoded // emits already encoded by the caller, or nil
 	stream   events.StreamID
 	expected uint64
 	now      time.Time // fixed time for replayed scripts; zero means clock
@@ -244,10 +245,43 @@ type request struct {
 // error and appends nothing.
 func (e *Engine) Append(ctx context.Context, meta Meta, stream events.StreamID, expected uint64, payloads ...events.Payload) (Result, error) {
 	emits := make([]Emit, len(payloads))
+	enc := make([]encoded, len(payloads))
 	for i, p := range payloads {
 		emits[i] = Emit{Stream: stream, Payload: p}
+		// Encoding needs no state, so the caller does it, on its own
+		// core, before queueing; the writer only decides and stores.
+		var err error
+		if enc[i], err = encode(emits[i]); err != nil {
+			return Result{}, err
+		}
 	}
-	return e.submit(ctx, &request{meta: meta, emits: emits, stream: stream, expected: expected})
+	return e.submit(ctx, &request{meta: meta, emits: emits, enc: enc, stream: stream, expected: expected})
+}
+
+// encoded is an event payload in its stored form, and decoded back from
+// that form: the value replay will see.
+type encoded struct {
+	raw     []byte
+	schema  uint16
+	payload events.Payload
+}
+
+func encode(em Emit) (encoded, error) {
+	typ := em.Payload.EventType()
+	if k, ok := events.KindOf(typ); !ok || k != em.Stream.Kind {
+		return encoded{}, errs.New(errs.EINTERNAL, "event %s does not belong to stream %s", typ, em.Stream)
+	}
+	raw, err := events.MarshalPayload(em.Payload)
+	if err != nil {
+		return encoded{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", typ)
+	}
+	enc := encoded{raw: raw, schema: events.SchemaOf(typ)}
+	// Apply what replay will see: the decoded payload, not the value the
+	// command built.
+	if enc.payload, err = events.DecodePayload(&events.Envelope{Type: typ, Schema: enc.schema, Payload: raw}); err != nil {
+		return encoded{}, errs.Wrap(errs.EINTERNAL, err, "re-decode %s", typ)
+	}
+	return enc, nil
 }
 
 // Execute runs a command inside the writer, so it decides on the latest
@@ -514,7 +548,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 	var order []events.StreamID
 	envs := make([]events.Envelope, 0, len(dec.Emits))
 	seq := w.e.lastSeq
-	for _, em := range dec.Emits {
+	for i, em := range dec.Emits {
 		st, ok := streams[em.Stream]
 		if !ok {
 			var err error
@@ -528,28 +562,25 @@ func (w *txWriter) process(r *request) (Result, error) {
 			streams[em.Stream] = st
 			order = append(order, em.Stream)
 		}
-		if k, ok := events.KindOf(em.Payload.EventType()); !ok || k != em.Stream.Kind {
-			return Result{}, errs.New(errs.EINTERNAL, "event %s does not belong to stream %s", em.Payload.EventType(), em.Stream)
-		}
-		raw, err := events.MarshalPayload(em.Payload)
-		if err != nil {
-			return Result{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", em.Payload.EventType())
+		var enc encoded
+		if r.enc != nil {
+			enc = r.enc[i]
+		} else {
+			var err error
+			if enc, err = encode(em); err != nil {
+				return Result{}, err
+			}
 		}
 		seq++
 		id := events.DeriveID(now, w.e.lastHash[:], binary.BigEndian.AppendUint64(nil, seq), []byte("event"))
 		env := events.Envelope{
 			Seq: seq, ID: id, Stream: em.Stream, Version: st.version + 1,
-			Type: em.Payload.EventType(), Schema: events.SchemaOf(em.Payload.EventType()),
+			Type: em.Payload.EventType(), Schema: enc.schema,
 			RecordedAt: now, Actor: r.meta.Actor, CommandID: r.meta.CommandID,
-			CorrelationID: r.meta.CorrelationID, Payload: raw,
+			CorrelationID: r.meta.CorrelationID, Payload: enc.raw,
 		}
-		// Apply what replay will see: the decoded payload, not the value
-		// the command built.
-		p, err := events.DecodePayload(&env)
-		if err != nil {
-			return Result{}, errs.Wrap(errs.EINTERNAL, err, "re-decode %s", env.Type)
-		}
-		if st.cur, err = aggregate.Apply(w.e.ms, st.cur, &env, p); err != nil {
+		var err error
+		if st.cur, err = aggregate.Apply(w.e.ms, st.cur, &env, enc.payload); err != nil {
 			return Result{}, err
 		}
 		st.version++
