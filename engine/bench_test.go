@@ -75,6 +75,9 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportMetric(r.Rate/update, "x_bare")
 			b.ReportMetric(float64(r.P50.Microseconds())/1000, "p50_ms")
 			b.ReportMetric(float64(r.P99.Microseconds())/1000, "p99_ms")
+			if st := e.Stats(); st.Commits > 0 {
+				b.ReportMetric(float64(st.Requests)/float64(st.Commits), "req/commit")
+			}
 		})
 	}
 }

@@ -74,6 +74,8 @@ type Engine struct {
 
 	head atomic.Uint64 // last committed seq, for readers
 
+	commits, committedReqs atomic.Uint64 // for Stats
+
 	// Owned by the current leader.
 	lastSeq   uint64
 	lastHash  events.Hash
@@ -154,6 +156,17 @@ func (e *Engine) Close() error {
 		err = e.db.Close()
 	})
 	return err
+}
+
+// Stats counts the engine's work since Open.
+type Stats struct {
+	Commits  uint64 // write transactions that committed
+	Requests uint64 // requests answered by those commits
+}
+
+// Stats returns the counters; Requests/Commits is the mean group size.
+func (e *Engine) Stats() Stats {
+	return Stats{Commits: e.commits.Load(), Requests: e.committedReqs.Load()}
 }
 
 // Head returns the last committed sequence number.
@@ -431,6 +444,8 @@ func (e *Engine) commitGroup(batch []*request) {
 		return nil
 	})
 	if err == nil {
+		e.commits.Add(1)
+		e.committedReqs.Add(uint64(len(batch)))
 		if len(e.cache)+len(w.pending) > maxCache {
 			clear(e.cache)
 		}
