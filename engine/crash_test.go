@@ -139,7 +139,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("round %d: verify: %v %+v", round, err, rep.Problems)
 		}
 		found := map[uint64]uuid.UUID{}
-		if err := e.ReadFrom(1, func(env events.Envelope) error { found[env.Seq] = env.ID; return nil }); err != nil {
+		if err := e.ReadFrom(1, func(env events.Envelope) error { found[env.Seq] = uuid.UUID(env.ID); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		for seq, id := range acked {

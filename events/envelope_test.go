@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/events"
+	"github.com/google/uuid"
 )
 
 func sample() events.Envelope {
@@ -72,10 +73,11 @@ func TestDeriveIDIsV7AndDeterministic(t *testing.T) {
 	if a == events.DeriveID(at, []byte("other")) {
 		t.Fatal("different seeds, same id")
 	}
-	if a.Version() != 7 {
-		t.Fatalf("version %d, want 7", a.Version())
+	g := uuid.UUID(a) // read by an independent implementation
+	if g.Version() != 7 || g.Variant() != uuid.RFC4122 {
+		t.Fatalf("version %d variant %v, want 7 and RFC 4122", g.Version(), g.Variant())
 	}
-	if sec, _ := a.Time().UnixTime(); sec != at.Unix() {
+	if sec, _ := g.Time().UnixTime(); sec != at.Unix() {
 		t.Fatalf("id time %d, want %d", sec, at.Unix())
 	}
 }

@@ -6,7 +6,6 @@ package artifact
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -72,8 +71,11 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 		return command.Ingested{}, errs.New(errs.EFBIG, "result file %s is %d bytes, over the %d byte limit (max_result_bytes)", src, fi.Size(), s.MaxBytes)
 	}
 
-	tmp := filepath.Join(s.Dir, tmpPrefix+randHex())
-	if err := os.Mkdir(tmp, home.DirMode); err != nil {
+	// MkdirTemp names it from the runtime's generator and creates it 0700
+	// (home.DirMode); crypto/rand is kept out of the binary, whose every
+	// start would pay its package init.
+	tmp, err := os.MkdirTemp(s.Dir, tmpPrefix+"*")
+	if err != nil {
 		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "create artifact staging directory")
 	}
 	committed := false
@@ -202,10 +204,4 @@ func (p *prefix) Write(b []byte) (int, error) {
 		*p.b = append(*p.b, b[:room]...)
 	}
 	return len(b), nil
-}
-
-func randHex() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -29,7 +29,10 @@ import (
 )
 
 // ErrRunning is returned by Run when another daemon holds the home's lock.
-var ErrRunning = errs.New(errs.EBUSY, "another cbth daemon is running for this home")
+// It is a literal rather than errs.New: errs.New formats through fmt, and
+// a package-level call would run fmt at every start of the binary, the
+// object runner's included.
+var ErrRunning error = &errs.Error{Code: errs.EBUSY, Message: "another cbth daemon is running for this home"}
 
 // Options configure Run.
 type Options struct {

@@ -334,7 +334,8 @@ func (d *Daemon) list(a ListArgs) (ListPage, error) {
 	return page, err
 }
 
-var errStopList = errs.New(errs.EINTERNAL, "stop listing")
+// A literal, not errs.New, for the reason given at ErrRunning.
+var errStopList error = &errs.Error{Code: errs.EINTERNAL, Message: "stop listing"}
 
 // maxEventsPage bounds one events.read page (about 2 KiB an event at most
 // keeps it inside a frame).

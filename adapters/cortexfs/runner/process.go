@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
@@ -52,14 +53,16 @@ func RunID() string {
 
 // fillRandom fills b from getrandom, else /dev/urandom, else (never on a
 // supported kernel) from the clock and pid, which still keeps ids of one
-// host apart.
+// host apart. It makes the system call itself: unix.Getrandom goes through
+// the vDSO, whose first use in a process maps and faults in per-thread
+// state and then calls getrandom anyway, all for one 10-byte read.
 func fillRandom(b []byte) {
 	for {
-		n, err := unix.Getrandom(b, 0)
-		if err == unix.EINTR {
+		n, _, errno := unix.Syscall(unix.SYS_GETRANDOM, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0)
+		if errno == unix.EINTR {
 			continue
 		}
-		if err == nil && n == len(b) {
+		if errno == 0 && int(n) == len(b) {
 			return
 		}
 		break
