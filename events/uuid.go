@@ -1,7 +1,6 @@
 package events
 
 import (
-	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,8 +11,8 @@ import (
 // because that package links crypto/rand, crypto/md5, crypto/sha1 and
 // math/big, whose package inits then run at every start of the cbth
 // binary, the object runner's included (spec/cortexfs.md, start-up cost).
-// Its text form is the one github.com/google/uuid reads and writes, so the
-// JSON of envelopes is unchanged.
+// Its text form is the one github.com/google/uuid writes, so the JSON of
+// envelopes is unchanged.
 type UUID [16]byte
 
 // String returns the canonical form, xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
@@ -30,8 +29,8 @@ func (u UUID) MarshalText() ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalText reads the forms github.com/google/uuid accepts: canonical,
-// with a urn:uuid: prefix, in braces, or 32 bare hex digits.
+// UnmarshalText reads the canonical form (hex digits in either case),
+// the only one cbth writes.
 func (u *UUID) UnmarshalText(b []byte) error {
 	id, err := ParseUUID(b)
 	if err != nil {
@@ -41,38 +40,25 @@ func (u *UUID) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// ParseUUID parses an id in any form UnmarshalText accepts.
+// ParseUUID parses the canonical form, xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
 func ParseUUID(b []byte) (UUID, error) {
 	var u UUID
-	switch len(b) {
-	case 36:
-	case 36 + 9:
-		if !bytes.EqualFold(b[:9], []byte("urn:uuid:")) {
-			return u, fmt.Errorf("invalid urn prefix: %q", b[:9])
-		}
-		b = b[9:]
-	case 36 + 2:
-		b = b[1:]
-	case 32:
-		if _, err := hex.Decode(u[:], b); err != nil {
-			return UUID{}, errBadUUID
-		}
-		return u, nil
-	default:
-		return u, fmt.Errorf("invalid UUID length: %d", len(b))
+	if len(b) != 36 || b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
+		return UUID{}, fmt.Errorf("%w: %q", errBadUUID, b)
 	}
-	if b[8] != '-' || b[13] != '-' || b[18] != '-' || b[23] != '-' {
-		return u, errBadUUID
-	}
-	for i, x := range [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34} {
-		if _, err := hex.Decode(u[i:i+1], b[x:x+2]); err != nil {
-			return UUID{}, errBadUUID
+	// The five groups of hex digits between the dashes.
+	at := 0
+	for _, g := range [5][2]int{{0, 8}, {9, 13}, {14, 18}, {19, 23}, {24, 36}} {
+		n, err := hex.Decode(u[at:], b[g[0]:g[1]])
+		if err != nil {
+			return UUID{}, fmt.Errorf("%w: %q", errBadUUID, b)
 		}
+		at += n
 	}
 	return u, nil
 }
 
-var errBadUUID = errors.New("invalid UUID format")
+var errBadUUID = errors.New("not a canonical UUID")
 
 func (u UUID) encode(dst []byte) {
 	hex.Encode(dst, u[:4])
