@@ -403,19 +403,38 @@ func (e *Engine) commit(batch []*request) {
 		if r.exclusive == nil {
 			continue
 		}
-		e.commitGroup(batch[start:i])
+		e.commitGroup(batch[start:i], false)
 		r.err = e.db.Update(r.exclusive)
 		clear(e.cache)
 		close(r.done)
 		start = i + 1
 	}
-	e.commitGroup(batch[start:])
+	e.commitGroup(batch[start:], true)
+}
+
+// join takes up to n ordinary requests from the head of the queue, for a
+// transaction that has not committed yet.
+func (e *Engine) join(n int) []*request {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	k := 0
+	for k < len(e.queue) && k < n && e.queue[k].exclusive == nil {
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	more := e.queue[:k:k]
+	e.queue = append([]*request(nil), e.queue[k:]...)
+	return more
 }
 
 // commitGroup runs requests in one bbolt transaction. A request that
 // fails validation is answered with its error and leaves no trace; a
-// storage failure fails the whole batch.
-func (e *Engine) commitGroup(batch []*request) {
+// storage failure fails the whole batch. With late set, requests queued
+// while the batch is being decided join it before the commit: the time
+// spent deciding, not a timer or a yield, is what groups them.
+func (e *Engine) commitGroup(batch []*request, late bool) {
 	if len(batch) == 0 {
 		return
 	}
@@ -424,7 +443,8 @@ func (e *Engine) commitGroup(batch []*request) {
 	err := e.db.Update(func(tx *bolt.Tx) error {
 		w.tx, w.ptx = tx, projections.Wrap(tx)
 		defer func() { w.tx, w.ptx = nil, nil }()
-		for _, r := range batch {
+		for i := 0; i < len(batch); i++ {
+			r := batch[i]
 			res, err := w.process(r)
 			if err != nil {
 				var se *storageError
@@ -432,9 +452,12 @@ func (e *Engine) commitGroup(batch []*request) {
 					return se.err
 				}
 				r.err = err
-				continue
+			} else {
+				r.res = res
 			}
-			r.res = res
+			if late && i == len(batch)-1 && len(batch) < maxBatch {
+				batch = append(batch, e.join(maxBatch-len(batch))...)
+			}
 		}
 		if e.lastSeq != seq0 {
 			if err := w.ptx.SetCheckpoint(e.lastSeq); err != nil {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A submitter that leads the group commit must return once its own
@@ -20,26 +22,28 @@ func TestLeaderReturnsOnceItsOwnRequestIsCommitted(t *testing.T) {
 
 	release1, release2 := make(chan struct{}), make(chan struct{})
 	started1, started2 := make(chan struct{}), make(chan struct{})
-	blocking := func(started, release chan struct{}) DeciderFunc {
-		return func(View, time.Time) (Decision, error) {
-			close(started)
-			<-release
-			return Decision{Outcome: "ok"}, nil
-		}
-	}
 
-	// The first request makes its caller the leader and holds the commit.
+	// The first request makes its caller the leader and holds the
+	// transaction. It is an exclusive one, so that nothing queued behind
+	// it can join its commit: what happens next is the hand-off alone.
 	leaderDone := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), Meta{}, blocking(started1, release1))
-		leaderDone <- err
+		leaderDone <- e.exclusive(context.Background(), func(*bolt.Tx) error {
+			close(started1)
+			<-release1
+			return nil
+		})
 	}()
 	<-started1
 
 	// A second request queues behind it.
 	secondDone := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), Meta{}, blocking(started2, release2))
+		_, err := e.Execute(context.Background(), Meta{}, DeciderFunc(func(View, time.Time) (Decision, error) {
+			close(started2)
+			<-release2
+			return Decision{Outcome: "ok"}, nil
+		}))
 		secondDone <- err
 	}()
 	for e.queued() == 0 {
@@ -63,5 +67,49 @@ func TestLeaderReturnsOnceItsOwnRequestIsCommitted(t *testing.T) {
 	close(release2)
 	if err := <-secondDone; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Requests queued while a group is being decided join its transaction:
+// one commit, one fsync, for both.
+func TestRequestsQueuedDuringDecisionJoinTheCommit(t *testing.T) {
+	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	before := e.Stats()
+
+	started, release := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := e.Execute(context.Background(), Meta{}, DeciderFunc(func(View, time.Time) (Decision, error) {
+			close(started)
+			<-release
+			return Decision{Outcome: "ok"}, nil
+		}))
+		firstDone <- err
+	}()
+	<-started
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := e.Execute(context.Background(), Meta{}, DeciderFunc(func(View, time.Time) (Decision, error) {
+			return Decision{Outcome: "ok"}, nil
+		}))
+		secondDone <- err
+	}()
+	for e.queued() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-secondDone; err != nil {
+		t.Fatal(err)
+	}
+	st := e.Stats()
+	if c, r := st.Commits-before.Commits, st.Requests-before.Requests; c != 1 || r != 2 {
+		t.Fatalf("%d commits answered %d requests; want the second request to join the first commit", c, r)
 	}
 }
