@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/enginetest"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
@@ -325,4 +327,59 @@ func TestClosedEngine(t *testing.T) {
 	if !errors.Is(err, errs.Sentinel(errs.EHOSTDOWN)) {
 		t.Fatalf("append after close: %v", err)
 	}
+}
+
+// The running-jobs counter follows every job in and out of running, has
+// no key at zero, and equals what a rebuild derives.
+func TestActiveJobCounter(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{NoSync: true})
+	ctx := context.Background()
+	count := func() uint64 {
+		var n uint64
+		if err := e.View(func(v *projections.Tx) error { n = v.Count(aggregate.CountJobActive); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	job := func(i int) events.StreamID {
+		return events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("job-%d", i)}
+	}
+	for i := range 3 {
+		if _, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, job(i), 0, enginetest.SubmitPayload(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("after 3 submits: %d running", n)
+	}
+	steps := []struct {
+		job  int
+		p    events.Payload
+		want uint64
+	}{
+		{0, &events.JobCompleted{ResultSummary: "ok"}, 2},
+		{1, &events.JobCancelled{Reason: "no"}, 1},
+		{2, &events.JobFailed{Reason: "boom"}, 0},
+	}
+	for _, s := range steps {
+		if _, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, job(s.job), engine.AnyVersion, s.p); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != s.want {
+			t.Fatalf("after %s of job %d: %d running, want %d", s.p.EventType(), s.job, n, s.want)
+		}
+	}
+	live := image(t, e)
+	for k := range live["p.meta"] {
+		if strings.HasPrefix(k, "count") {
+			t.Fatalf("a counter at zero still has its key %q", k)
+		}
+	}
+	if _, err := e.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := projections.Diff(live, image(t, e), 5); len(d) > 0 {
+		t.Fatalf("live projections differ from a rebuild: %v", d)
+	}
+	mustVerify(t, e)
 }

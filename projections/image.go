@@ -54,9 +54,13 @@ func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpo
 		return nil, err
 	default:
 	}
+	total := map[string]uint64{}
 	for i, s := range states {
 		k := aggregate.KindOf(s)
 		id := s.Head().ID
+		for _, c := range counts(s) {
+			total[c]++
+		}
 		img[string(stateBucket(k))][id] = vals[i]
 		for _, key := range indexKeys(k, id, s) {
 			img[string(bucketIndex)][string(key)] = nil
@@ -69,6 +73,9 @@ func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpo
 		v := make([]byte, 0, 16)
 		v = appendU64(appendU64(v, r.First), r.Last)
 		img[string(bucketCommands)][id] = v
+	}
+	for name, n := range total {
+		img[string(bucketMeta)][string(countKey(name))] = appendU64(nil, n)
 	}
 	if checkpoint > 0 {
 		img[string(bucketMeta)][string(keyCheckpoint)] = appendU64(nil, checkpoint)
@@ -122,9 +129,11 @@ func WriteImage(tx *bolt.Tx, img Image) error {
 					return err
 				}
 			}
-			continue
 		}
 		for _, k := range sortedKeys(m) {
+			if bytes.Equal(name, bucketMeta) && k == string(keyCheckpoint) {
+				continue // held as the bucket's sequence
+			}
 			if err := b.Put([]byte(k), m[k]); err != nil {
 				return fmt.Errorf("write %s: %w", name, err)
 			}

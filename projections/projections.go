@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -29,6 +30,10 @@ var (
 	// which every commit rewrites anyway, so it costs no extra page.
 	keyCheckpoint = []byte("checkpoint")
 )
+
+// countKey names a counter in p.meta. The bucket stays small enough to be
+// stored inline in the root page, which every commit rewrites anyway.
+func countKey(name string) []byte { return []byte("count\x00" + name) }
 
 func stateBucket(k events.Kind) []byte { return []byte("p.state." + string(k)) }
 
@@ -147,7 +152,60 @@ func (t *Tx) moveDerived(k events.Kind, id string, old, s aggregate.State) error
 	if err := diffPut(t.tx.Bucket(bucketIndex), oldIdx, newIdx); err != nil {
 		return err
 	}
-	return diffPut(t.tx.Bucket(bucketDeadlines), deadlineKeys(k, id, old), deadlineKeys(k, id, s))
+	if err := diffPut(t.tx.Bucket(bucketDeadlines), deadlineKeys(k, id, old), deadlineKeys(k, id, s)); err != nil {
+		return err
+	}
+	return t.moveCounts(counts(old), counts(s))
+}
+
+func counts(s aggregate.State) []string {
+	if c, ok := s.(aggregate.Counter); ok && s != nil {
+		return c.Counts()
+	}
+	return nil
+}
+
+// moveCounts takes one from each counter in old but not in new and adds
+// one to each in new but not in old. A counter at zero has no key, as in
+// a rebuild.
+func (t *Tx) moveCounts(old, new []string) error {
+	for _, o := range old {
+		if !slices.Contains(new, o) {
+			if err := t.addCount(o, -1); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range new {
+		if !slices.Contains(old, n) {
+			if err := t.addCount(n, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Tx) addCount(name string, delta int64) error {
+	b := t.tx.Bucket(bucketMeta)
+	k := countKey(name)
+	n := int64(t.Count(name)) + delta
+	if n < 0 {
+		return errs.New(errs.ECORRUPT, "counter %s would go below zero", name)
+	}
+	if n == 0 {
+		return b.Delete(k)
+	}
+	return b.Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+// Count returns the named counter (see aggregate.Counter).
+func (t *Tx) Count(name string) uint64 {
+	v := t.tx.Bucket(bucketMeta).Get(countKey(name))
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
 }
 
 // diffPut deletes keys in old but not in new and puts keys in new but not

@@ -347,10 +347,10 @@ func (d *Daemon) idle(now time.Time) bool {
 }
 
 func (d *Daemon) activeJobs() int {
-	n := 0
+	var n uint64
 	_ = d.eng.View(func(v *projections.Tx) error {
-		n = len(v.Lookup(aggregate.IndexJobActive, ""))
+		n = v.Count(aggregate.CountJobActive)
 		return nil
 	})
-	return n
+	return int(n)
 }

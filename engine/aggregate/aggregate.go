@@ -60,6 +60,13 @@ type Indexer interface {
 	Indexes() []IndexEntry
 }
 
+// Counter is implemented by states that count towards named totals. A
+// total costs one small value however many states it counts, where an
+// index entry per state would grow with them.
+type Counter interface {
+	Counts() []string
+}
+
 // New returns an empty state of kind k.
 func New(k events.Kind, id string) (State, error) {
 	var s State

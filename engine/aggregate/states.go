@@ -11,7 +11,6 @@ import (
 // Index names used by the states below.
 const (
 	IndexDedupe       = "job.dedupe"     // dedupe key -> job id
-	IndexJobActive    = "job.active"     // running jobs
 	IndexThreadOpen   = "thread.open"    // thread + opened seq -> open batch id (the FIFO)
 	IndexThreadLive   = "thread.attempt" // thread -> non-terminal attempt id
 	IndexBindingByThr = "binding.thread" // source thread -> binding id
@@ -21,6 +20,11 @@ const (
 	IndexParked       = "batch.parked"   // open batches awaiting manual resolution
 	IndexThreadSends  = "thread.sends"   // thread \0 accepted at (8) -> attempt
 	IndexBatchAttempt = "batch.attempts" // batch -> its attempts
+)
+
+// Counter names used by the states below.
+const (
+	CountJobActive = "job.active" // running jobs
 )
 
 // TimeKey renders a time as 8 sortable bytes.
@@ -87,10 +91,15 @@ func (j *Job) Indexes() []IndexEntry {
 	if j.DedupeKey != "" {
 		out = append(out, IndexEntry{IndexDedupe, j.DedupeKey})
 	}
-	if j.Status == "running" {
-		out = append(out, IndexEntry{IndexJobActive, ""})
-	}
 	return out
+}
+
+// Counts implements Counter.
+func (j *Job) Counts() []string {
+	if j.Status == "running" {
+		return []string{CountJobActive}
+	}
+	return nil
 }
 
 // Batch is a delivery batch: the unit delivered to a caller thread.
