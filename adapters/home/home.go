@@ -5,14 +5,15 @@
 package home
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/cbth-dev/cbth/engine/errs"
+	toml "github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -214,14 +215,30 @@ func Defaults() Config {
 // typo does not silently fall back to a default.
 func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 	c := Defaults()
-	md, err := toml.DecodeFile(h.Config(), &c)
-	if err != nil && !os.IsNotExist(err) {
-		return c, errs.Wrap(errs.EINVAL, err, "read %s", h.Config())
-	}
-	if err == nil {
-		if und := md.Undecoded(); len(und) > 0 {
-			return c, errs.New(errs.EINVAL, "%s: unknown key %q", h.Config(), und[0].String())
+	f, err := os.Open(h.Config())
+	switch {
+	case err == nil:
+		dec := toml.NewDecoder(f).DisallowUnknownFields()
+		err = dec.Decode(&c)
+		f.Close()
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) && len(strict.Errors) > 0 {
+			return c, errs.New(errs.EINVAL, "%s: unknown key %q", h.Config(), strings.Join(strict.Errors[0].Key(), "."))
 		}
+		var bad *toml.DecodeError
+		if errors.As(err, &bad) {
+			row, col := bad.Position()
+			where := fmt.Sprintf("%s:%d:%d", h.Config(), row, col)
+			if k := bad.Key(); len(k) > 0 {
+				where += ": " + strings.Join(k, ".")
+			}
+			return c, errs.Wrap(errs.EINVAL, err, "%s", where)
+		}
+		if err != nil {
+			return c, errs.Wrap(errs.EINVAL, err, "read %s", h.Config())
+		}
+	case !os.IsNotExist(err):
+		return c, errs.Wrap(errs.EINVAL, err, "read %s", h.Config())
 	}
 	if v := getenv("CBTH_IDLE_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

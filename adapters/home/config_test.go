@@ -1,0 +1,92 @@
+package home_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+func TestLoadConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		file    string // "" means no config.toml
+		env     string // CBTH_IDLE_TIMEOUT
+		wantErr string // substring; "" means success
+		check   func(t *testing.T, c home.Config)
+	}{
+		{name: "no file gives the defaults", check: func(t *testing.T, c home.Config) {
+			if !reflect.DeepEqual(c, home.Defaults()) {
+				t.Errorf("got %+v, want the defaults", c)
+			}
+		}},
+		{name: "values override defaults", file: `
+idle_timeout = "90s"
+max_result_bytes = 1024
+park_hook = ["/bin/echo", "parked"]
+
+[delivery]
+max_jobs_per_batch = 3
+max_wait_window = "250ms"
+`, check: func(t *testing.T, c home.Config) {
+			if c.IdleTimeout.Duration != 90*time.Second || c.MaxResultBytes != 1024 {
+				t.Errorf("top level not read: %+v", c)
+			}
+			if len(c.ParkHook) != 2 || c.ParkHook[1] != "parked" {
+				t.Errorf("park_hook = %q", c.ParkHook)
+			}
+			if c.Delivery.MaxJobsPerBatch != 3 || c.Delivery.MaxWaitWindow.Duration != 250*time.Millisecond {
+				t.Errorf("[delivery] not read: %+v", c.Delivery)
+			}
+			if c.Delivery.Cooldown != home.Defaults().Delivery.Cooldown {
+				t.Errorf("an absent key lost its default: %v", c.Delivery.Cooldown)
+			}
+		}},
+		{name: "the environment wins over the file", file: `idle_timeout = "90s"`, env: "3s", check: func(t *testing.T, c home.Config) {
+			if c.IdleTimeout.Duration != 3*time.Second {
+				t.Errorf("idle timeout %v", c.IdleTimeout)
+			}
+		}},
+		{name: "unknown top-level key", file: "idle_timeout = \"1m\"\nidel_timeout = \"2m\"\n", wantErr: "idel_timeout"},
+		{name: "unknown key in a table", file: "[delivery]\nmax_jobs = 3\n", wantErr: "max_jobs"},
+		{name: "bad duration", file: `idle_timeout = "ten minutes"`, wantErr: "idle_timeout"},
+		{name: "wrong type", file: `max_result_bytes = "big"`, wantErr: "max_result_bytes"},
+		{name: "not TOML", file: "idle_timeout = \n", wantErr: "config.toml"},
+		{name: "zero idle timeout", file: `idle_timeout = "0s"`, wantErr: "idle_timeout must be positive"},
+		{name: "bad environment", env: "soon", wantErr: "CBTH_IDLE_TIMEOUT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := home.Home{Root: t.TempDir()}
+			if tc.file != "" {
+				if err := os.WriteFile(filepath.Join(h.Root, "config.toml"), []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			getenv := func(k string) string {
+				if k == "CBTH_IDLE_TIMEOUT" {
+					return tc.env
+				}
+				return ""
+			}
+			c, err := h.LoadConfig(getenv)
+			if tc.wantErr != "" {
+				if err == nil {
+					t.Fatalf("accepted; want an error naming %q", tc.wantErr)
+				}
+				if errs.CodeOf(err) != errs.EINVAL || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v (%s); want EINVAL naming %q", err, errs.CodeOf(err), tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, c)
+		})
+	}
+}
