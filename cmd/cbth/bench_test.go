@@ -8,13 +8,16 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/cbth-dev/cbth/internal/execfile"
 )
 
 // BenchmarkSubmitRoundTrip compares a full `cbth job submit --json` (spawn,
 // parse, connect, durable append, print) with the floor: a static Go
 // binary that sends the very same request line to the same daemon and
 // reads the reply. Both are built static, and both pay the same durable
-// commit, so the ratio is the CLI's own overhead.
+// commit, so the ratio is the CLI's own overhead. Both are put in place as
+// installers do (execfile.Rewrite).
 func BenchmarkSubmitRoundTrip(b *testing.B) {
 	dir := b.TempDir()
 	floor := filepath.Join(dir, "floor")
@@ -24,6 +27,9 @@ func BenchmarkSubmitRoundTrip(b *testing.B) {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("build %v: %v\n%s", bld, err, out)
+		}
+		if err := execfile.Rewrite(bld[1]); err != nil {
+			b.Fatal(err)
 		}
 	}
 	home := filepath.Join(dir, "home")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/internal/execfile"
 )
 
 // BenchmarkEchoExec times `model/debug/echo "hello"` run by the kernel
@@ -18,10 +19,14 @@ import (
 // Go spawn floor) measured in the same run. Reported: median ms of each
 // and their ratio (target <= 1.5); the size of cbth (static, as measured)
 // and of cbth-providers in MB; and the sum of cbth's package init times
-// from one GODEBUG=inittrace=1 start (init-ms, runtime included).
+// from one GODEBUG=inittrace=1 start (init-ms, runtime included). Both
+// binaries are put in place as installers do (execfile.Rewrite).
 func BenchmarkEchoExec(b *testing.B) {
 	dir := b.TempDir()
 	bin := buildRunner(b, dir, "CGO_ENABLED=0") // static, like the floor
+	if err := execfile.Rewrite(bin); err != nil {
+		b.Fatal(err)
+	}
 	root := filepath.Join(dir, "ctx")
 	if _, err := tree.Init(root, bin); err != nil {
 		b.Fatal(err)
@@ -38,6 +43,9 @@ func BenchmarkEchoExec(b *testing.B) {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build floor: %v\n%s", err, out)
+	}
+	if err := execfile.Rewrite(floor); err != nil {
+		b.Fatal(err)
 	}
 	echo := filepath.Join(root, "model/debug/echo")
 	env := []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
