@@ -39,8 +39,10 @@ func AppendLoad(e *engine.Engine, writers int, d time.Duration) (LoadResult, err
 		first error
 	)
 	// Real aggregate ids are UUIDv7s, ordered by time; a shared counter
-	// gives the same key locality.
+	// gives the same key locality. The log head at the start keeps the ids
+	// of repeated loads on one engine apart, and still in order.
 	var ids atomic.Int64
+	run := e.Head()
 	deadline := time.Now().Add(d)
 	start := time.Now()
 	for w := 0; w < writers; w++ {
@@ -49,7 +51,7 @@ func AppendLoad(e *engine.Engine, writers int, d time.Duration) (LoadResult, err
 			defer wg.Done()
 			var local []time.Duration
 			for i := 0; time.Now().Before(deadline); i++ {
-				sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("load-%012d", ids.Add(1))}
+				sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("load-%012d-%012d", run, ids.Add(1))}
 				t0 := time.Now()
 				if _, err := e.Append(context.Background(), engine.Meta{Actor: events.ActorCLI}, sid, 0, SubmitPayload(i)); err != nil {
 					mu.Lock()
