@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/enginetest"
 )
@@ -67,7 +69,14 @@ func BenchmarkReference(b *testing.B) {
 // drifts by tens of percent within a minute on a shared host; a reference
 // taken once, minutes away from the load, would carry that drift into
 // the ratio.
+//
+// The process runs with the daemon's GC settings (daemon.TuneGC), the
+// reference included: the figure is the engine as cbth runs it.
 func BenchmarkAppend(b *testing.B) {
+	prevGC, prevLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(-1)
+	debug.SetGCPercent(prevGC)
+	daemon.TuneGC(os.Getenv)
+	defer func() { debug.SetGCPercent(prevGC); debug.SetMemoryLimit(prevLimit) }()
 	references(b) // reported by BenchmarkReference
 	slice := *benchDur / time.Duration(*benchRounds)
 	for _, writers := range []int{1, 8, 64} {

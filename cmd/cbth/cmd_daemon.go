@@ -69,6 +69,7 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 		opt.Clock, opt.Manual = engine.NewManualClock(t), true
 		log.Warn("manual clock: time moves only on request", "now", t)
 	}
+	daemon.TuneGC(env.Getenv)
 	err = daemon.Run(ctx, opt)
 	if err == daemon.ErrRunning {
 		// Lost a start race or started twice: the other daemon serves.
