@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/events"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -111,5 +113,52 @@ func TestRequestsQueuedDuringDecisionJoinTheCommit(t *testing.T) {
 	st := e.Stats()
 	if c, r := st.Commits-before.Commits, st.Requests-before.Requests; c != 1 || r != 2 {
 		t.Fatalf("%d commits answered %d requests; want the second request to join the first commit", c, r)
+	}
+}
+
+// An exclusive request queued while a group is deciding does not join it:
+// it runs alone, after that group's commit.
+func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
+	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+
+	started, release := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := e.Execute(context.Background(), Meta{Actor: events.ActorCLI}, DeciderFunc(func(View, time.Time) (Decision, error) {
+			close(started)
+			<-release
+			sid := events.StreamID{Kind: events.KindJob, ID: "j1"}
+			return Decision{Emits: []Emit{{Stream: sid, Payload: &events.JobSubmitted{
+				TargetKind: "cli", SourceThreadID: "t", TaskKind: "k", TaskSummary: "s", DeliveryPolicy: events.FailClosedPolicy,
+			}}}}, nil
+		}))
+		firstDone <- err
+	}()
+	<-started
+	var sawFirst, ran bool
+	exclusiveDone := make(chan error, 1)
+	go func() {
+		exclusiveDone <- e.exclusive(context.Background(), func(tx *bolt.Tx) error {
+			ran = true
+			sawFirst = tx.Bucket(bucketLog).Get(binary.BigEndian.AppendUint64(nil, 1)) != nil
+			return nil
+		})
+	}()
+	for e.queued() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exclusiveDone; err != nil {
+		t.Fatal(err)
+	}
+	if !ran || !sawFirst {
+		t.Fatalf("exclusive ran=%v, saw the group's committed event=%v; want it run alone after the group", ran, sawFirst)
 	}
 }
