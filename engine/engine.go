@@ -363,9 +363,9 @@ func (e *Engine) lead(own *request) {
 		// Submitters woken by the last commit may be runnable but not yet
 		// scheduled (two cores, many goroutines): yield while the queue
 		// keeps growing so they join this commit, at the cost of a
-		// scheduler pass, never of a timer.
-		// With one request queued after a commit of one, nobody is about
-		// to join: skip the yield, which costs a scheduler wake-up.
+		// scheduler pass, never of a timer. With one request queued after
+		// a commit of one, nobody is about to join, and the yield (a
+		// scheduler wake-up) is skipped.
 		for i, n := 0, e.queued(); i < 3 && n > 0 && n < maxBatch && (n > 1 || e.lastBatch > 1); i++ {
 			runtime.Gosched()
 			m := e.queued()
@@ -387,7 +387,6 @@ func (e *Engine) lead(own *request) {
 			return
 		}
 		n := min(len(e.queue), maxBatch)
-		e.lastBatch = n
 		batch := e.queue[:n:n]
 		e.queue = append([]*request(nil), e.queue[n:]...)
 		e.qmu.Unlock()
@@ -466,6 +465,7 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 		}
 		return nil
 	})
+	e.lastBatch = len(batch) // joiners included
 	if err == nil {
 		e.commits.Add(1)
 		e.committedReqs.Add(uint64(len(batch)))
