@@ -444,3 +444,39 @@ func TestConcurrentAppendsAllLand(t *testing.T) {
 		t.Fatalf("live projections differ from a rebuild: %v", d)
 	}
 }
+
+// Verify runs while writers keep committing (an operator verifying a
+// live daemon) and reports no problem that is not there.
+func TestVerifyDuringWrites(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{NoSync: true})
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			for i := 0; ctx.Err() == nil && i < 20000; i++ {
+				sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("v%d-%05d", w, i)}
+				if _, err := e.Append(context.Background(), engine.Meta{Actor: events.ActorCLI}, sid, 0, enginetest.SubmitPayload(i)); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 30 {
+		rep, err := e.Verify(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.OK() {
+			stop()
+			t.Fatalf("verify during writes at head %d: %v", rep.Head, rep.Problems)
+		}
+	}
+	stop()
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -232,10 +232,21 @@ func (r Report) OK() bool { return len(r.Problems) == 0 }
 // maxProblems bounds a report on a badly damaged log.
 const maxProblems = 100
 
+func (r *Report) add(seq uint64, code errs.Code, format string, args ...any) {
+	if len(r.Problems) < maxProblems {
+		r.Problems = append(r.Problems, Problem{Seq: seq, Code: code, Message: fmt.Sprintf(format, args...)})
+	}
+}
+
 // Verify walks the whole log: every record's hash, the chain of prev_hash
 // links, seq continuity, stream version continuity and every transition
 // through the state machines. It then checks that the stored projections
 // equal a rebuild and runs bbolt's own consistency check.
+//
+// bbolt's check runs in a write transaction that is rolled back: in a
+// read transaction it is only sound when no writer commits meanwhile,
+// and the daemon keeps committing while an operator verifies. Appends
+// wait for the check (not for the log walk before it).
 func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	var rep Report
 	err := e.db.View(func(tx *bolt.Tx) error {
@@ -243,7 +254,24 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 		rep, err = verifyTx(ctx, tx, e.ms)
 		return err
 	})
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	tx, err := e.db.Begin(true)
+	if err != nil {
+		return rep, errs.Wrap(errs.EINTERNAL, err, "begin the consistency check")
+	}
+	defer tx.Rollback()
+	checkStore(tx, &rep)
+	return rep, nil
+}
+
+// checkStore adds bbolt's consistency check to rep. tx must be writable
+// unless no writer can commit while it runs.
+func checkStore(tx *bolt.Tx, rep *Report) {
+	for cerr := range tx.Check() {
+		rep.add(0, errs.ECORRUPT, "bbolt check: %v", cerr)
+	}
 }
 
 // VerifyFile verifies the log of a bbolt file that no daemon holds, opened
@@ -260,7 +288,9 @@ func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report
 			return errs.New(errs.ENOENT, "%s holds no cbth log", path)
 		}
 		var err error
-		rep, err = verifyTx(ctx, tx, fsm.New())
+		if rep, err = verifyTx(ctx, tx, fsm.New()); err == nil {
+			checkStore(tx, &rep) // read-only open: no writer exists
+		}
 		return err
 	})
 	return rep, err
@@ -268,11 +298,7 @@ func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report
 
 func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error) {
 	var rep Report
-	add := func(seq uint64, code errs.Code, format string, args ...any) {
-		if len(rep.Problems) < maxProblems {
-			rep.Problems = append(rep.Problems, Problem{Seq: seq, Code: code, Message: fmt.Sprintf(format, args...)})
-		}
-	}
+	add := rep.add
 	m := newMemory(ms)
 	var prev events.Hash
 	var prevSeq uint64
@@ -321,9 +347,6 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error
 		for _, d := range projections.Diff(got, want, 10) {
 			add(0, errs.ECORRUPT, "projection differs from a rebuild: %s", d)
 		}
-	}
-	for cerr := range tx.Check() {
-		add(0, errs.ECORRUPT, "bbolt check: %v", cerr)
 	}
 	return rep, nil
 }
