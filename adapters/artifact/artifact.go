@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"mime"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,8 +174,39 @@ func (s Store) RemoveEntry(name string) error {
 	return os.RemoveAll(filepath.Join(s.Dir, name))
 }
 
+// extTypes are the content types cbth records by file extension. A fixed
+// table rather than package mime: mime also reads the host's mime.types,
+// so the type recorded in the log would depend on the machine, and its
+// package init runs at every start of the binary.
+var extTypes = map[string]string{
+	".json":   "application/json",
+	".jsonl":  "application/jsonl",
+	".ndjson": "application/x-ndjson",
+	".txt":    "text/plain; charset=utf-8",
+	".log":    "text/plain; charset=utf-8",
+	".md":     "text/markdown; charset=utf-8",
+	".csv":    "text/csv; charset=utf-8",
+	".html":   "text/html; charset=utf-8",
+	".htm":    "text/html; charset=utf-8",
+	".xml":    "text/xml; charset=utf-8",
+	".yaml":   "application/yaml",
+	".yml":    "application/yaml",
+	".toml":   "application/toml",
+	".diff":   "text/x-diff; charset=utf-8",
+	".patch":  "text/x-diff; charset=utf-8",
+	".pdf":    "application/pdf",
+	".png":    "image/png",
+	".jpg":    "image/jpeg",
+	".jpeg":   "image/jpeg",
+	".gif":    "image/gif",
+	".svg":    "image/svg+xml",
+	".zip":    "application/zip",
+	".gz":     "application/gzip",
+	".tar":    "application/x-tar",
+}
+
 func contentType(name string, head []byte) string {
-	if t := mime.TypeByExtension(filepath.Ext(name)); t != "" {
+	if t, ok := extTypes[strings.ToLower(filepath.Ext(name))]; ok {
 		return t
 	}
 	// A small sniff instead of net/http's: the CLI shares this binary and
