@@ -174,39 +174,57 @@ func (s Store) RemoveEntry(name string) error {
 	return os.RemoveAll(filepath.Join(s.Dir, name))
 }
 
-// extTypes are the content types cbth records by file extension. A fixed
+// extType is the content type cbth records for a file extension. A fixed
 // table rather than package mime: mime also reads the host's mime.types,
 // so the type recorded in the log would depend on the machine, and its
-// package init runs at every start of the binary.
-var extTypes = map[string]string{
-	".json":   "application/json",
-	".jsonl":  "application/jsonl",
-	".ndjson": "application/x-ndjson",
-	".txt":    "text/plain; charset=utf-8",
-	".log":    "text/plain; charset=utf-8",
-	".md":     "text/markdown; charset=utf-8",
-	".csv":    "text/csv; charset=utf-8",
-	".html":   "text/html; charset=utf-8",
-	".htm":    "text/html; charset=utf-8",
-	".xml":    "text/xml; charset=utf-8",
-	".yaml":   "application/yaml",
-	".yml":    "application/yaml",
-	".toml":   "application/toml",
-	".diff":   "text/x-diff; charset=utf-8",
-	".patch":  "text/x-diff; charset=utf-8",
-	".pdf":    "application/pdf",
-	".png":    "image/png",
-	".jpg":    "image/jpeg",
-	".jpeg":   "image/jpeg",
-	".gif":    "image/gif",
-	".svg":    "image/svg+xml",
-	".zip":    "application/zip",
-	".gz":     "application/gzip",
-	".tar":    "application/x-tar",
+// package init runs at every start of the binary. A switch, not a map
+// literal, so this table costs nothing at start either.
+func extType(ext string) string {
+	switch strings.ToLower(ext) {
+	case ".json":
+		return "application/json"
+	case ".jsonl":
+		return "application/jsonl"
+	case ".ndjson":
+		return "application/x-ndjson"
+	case ".txt", ".log":
+		return "text/plain; charset=utf-8"
+	case ".md":
+		return "text/markdown; charset=utf-8"
+	case ".csv":
+		return "text/csv; charset=utf-8"
+	case ".html", ".htm":
+		return "text/html; charset=utf-8"
+	case ".xml":
+		return "text/xml; charset=utf-8"
+	case ".yaml", ".yml":
+		return "application/yaml"
+	case ".toml":
+		return "application/toml"
+	case ".diff", ".patch":
+		return "text/x-diff; charset=utf-8"
+	case ".pdf":
+		return "application/pdf"
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".svg":
+		return "image/svg+xml"
+	case ".zip":
+		return "application/zip"
+	case ".gz":
+		return "application/gzip"
+	case ".tar":
+		return "application/x-tar"
+	}
+	return ""
 }
 
 func contentType(name string, head []byte) string {
-	if t, ok := extTypes[strings.ToLower(filepath.Ext(name))]; ok {
+	if t := extType(filepath.Ext(name)); t != "" {
 		return t
 	}
 	// A small sniff instead of net/http's: the CLI shares this binary and
