@@ -94,10 +94,16 @@ func parseFlags(args []string, cmd, globals reflect.Value) bool {
 	return true
 }
 
-// fastTags are the struct tags the fast parser understands; a field with
-// any other kong tag (default, env, enum, short, ...) keeps its command on
-// kong.
-var fastTags = map[string]bool{"help": true, "required": true, "name": true, "placeholder": true, "type": true}
+// fastTag reports whether the fast parser understands a struct tag key;
+// a field with any other kong tag (default, env, enum, short, ...) keeps
+// its command on kong.
+func fastTag(key string) bool {
+	switch key {
+	case "help", "required", "name", "placeholder", "type":
+		return true
+	}
+	return false
+}
 
 func flagField(name string, vs ...reflect.Value) (reflect.Value, reflect.StructTag, bool) {
 	for _, v := range vs {
@@ -141,7 +147,7 @@ func onlyFastTags(tag reflect.StructTag) bool {
 	for tag != "" {
 		tag = reflect.StructTag(strings.TrimLeft(string(tag), " "))
 		key, rest, ok := strings.Cut(string(tag), ":\"")
-		if !ok || !fastTags[key] {
+		if !ok || !fastTag(key) {
 			return false
 		}
 		// Skip the quoted value, honouring escapes.
