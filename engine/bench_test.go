@@ -83,13 +83,22 @@ func BenchmarkAppend(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			dir := b.TempDir()
 			e := open(b, dir, engine.Options{})
-			var ratios, p50s, p99s []float64
+			var ratios, p50s, p99s, floors []float64
 			var events, secs float64
 			for range b.N {
 				for range *benchRounds {
 					bare, err := enginetest.BareUpdate(dir, slice)
 					if err != nil {
 						b.Fatal(err)
+					}
+					if writers > 1 {
+						// The wait of a request in a group of the writers
+						// cannot be below one bare Update of that many events.
+						_, floor, err := enginetest.BareGroup(dir, slice/2, writers)
+						if err != nil {
+							b.Fatal(err)
+						}
+						floors = append(floors, float64(floor.Microseconds())/1000)
 					}
 					r, err := enginetest.AppendLoad(e, writers, slice)
 					if err != nil {
@@ -106,6 +115,9 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportMetric(median(ratios), "x_bare")
 			b.ReportMetric(median(p50s), "p50_ms")
 			b.ReportMetric(median(p99s), "p99_ms")
+			if len(floors) > 0 {
+				b.ReportMetric(median(floors), "bare_group_p50_ms")
+			}
 			if st := e.Stats(); st.Commits > 0 {
 				b.ReportMetric(float64(st.Requests)/float64(st.Commits), "req/commit")
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -73,38 +74,55 @@ func RawFsync(dir string, d time.Duration) (float64, error) {
 }
 
 // BareUpdate measures one reference event per bbolt Update with default
-// (durable) options, for d: "base B" of perf-anchors.md.
+// (durable) options, for d: "base B" of perf-anchors.md. It returns
+// Updates per second.
 func BareUpdate(dir string, d time.Duration) (float64, error) {
+	rate, _, err := BareGroup(dir, d, 1)
+	return rate, err
+}
+
+// BareGroup measures bbolt Updates of k reference events each, for d: the
+// floor under a group commit of k. It returns Updates per second and the
+// median duration of one.
+func BareGroup(dir string, d time.Duration, k int) (rate float64, p50 time.Duration, err error) {
 	path := filepath.Join(dir, "bare.db")
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer os.Remove(path)
 	defer db.Close()
 	name := []byte("events")
-	n := 0
+	var took []time.Duration
 	start := time.Now()
 	for time.Since(start) < d {
+		t0 := time.Now()
 		err := db.Update(func(tx *bolt.Tx) error {
 			b, err := tx.CreateBucketIfNotExists(name)
 			if err != nil {
 				return err
 			}
 			b.FillPercent = 1.0
-			seq, _ := b.NextSequence()
-			v, err := json.Marshal(NewRefEvent(seq))
-			if err != nil {
-				return err
+			for range k {
+				seq, _ := b.NextSequence()
+				v, err := json.Marshal(NewRefEvent(seq))
+				if err != nil {
+					return err
+				}
+				if err := b.Put(binary.BigEndian.AppendUint64(nil, seq), v); err != nil {
+					return err
+				}
 			}
-			return b.Put(binary.BigEndian.AppendUint64(nil, seq), v)
+			return nil
 		})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		n++
+		took = append(took, time.Since(t0))
 	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	rate = float64(len(took)) / time.Since(start).Seconds()
+	slices.Sort(took)
+	return rate, took[len(took)/2], nil
 }
 
 // BuildRefLog writes n reference events into a fresh bbolt file at path in
