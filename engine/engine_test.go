@@ -453,7 +453,7 @@ func TestVerifyDuringWrites(t *testing.T) {
 	done := make(chan error, 4)
 	for w := range 4 {
 		go func() {
-			for i := 0; ctx.Err() == nil && i < 20000; i++ {
+			for i := 0; ctx.Err() == nil && i < 5000; i++ {
 				sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("v%d-%05d", w, i)}
 				if _, err := e.Append(context.Background(), engine.Meta{Actor: events.ActorCLI}, sid, 0, enginetest.SubmitPayload(i)); err != nil {
 					done <- err
