@@ -3,6 +3,7 @@ package main
 import (
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 )
@@ -13,7 +14,7 @@ import (
 // fast parser reads the very same structs and tags, accepts only plain
 // `--flag value`, `--flag=value` and `--json`, and hands anything else
 // (help, a missing or repeated flag, an unknown tag, a value that looks
-// like a flag) to kong, which gives the error or the help.
+// like a flag, invalid UTF-8) to kong, which gives the error or the help.
 // TestFastPathMatchesKong holds the two parsers to the same result.
 
 // runnable is a command that runs with the CLI environment.
@@ -46,6 +47,11 @@ func fastParse(args []string) (cmd runnable, g Globals, ok bool) {
 // parseFlags fills the string fields of cmd and globals from args. It
 // reports false for anything it does not handle exactly as kong would.
 func parseFlags(args []string, cmd, globals reflect.Value) bool {
+	for _, a := range args {
+		if !utf8.ValidString(a) {
+			return false // kong rewrites invalid UTF-8; let it
+		}
+	}
 	seen := map[string]bool{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]

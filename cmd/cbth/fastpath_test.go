@@ -4,6 +4,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/alecthomas/kong"
@@ -149,4 +150,27 @@ func TestFastPathTakesScriptLines(t *testing.T) {
 			t.Errorf("%q took the fast path", line)
 		}
 	}
+}
+
+// Whatever line the fast parser takes, kong takes too, with the same
+// result. Arguments are separated by NUL in the fuzz input.
+func FuzzFastPath(f *testing.F) {
+	f.Add("submit\x00--target\x00cli\x00--thread-id=t\x00--task-kind\x00k\x00--summary\x00s\x00--json")
+	f.Add("complete\x00--job-id\x00j\x00--summary\x00done\x00--result-file\x00~/r.txt")
+	f.Add("fail\x00--job-id=j\x00--reason=a=b")
+	f.Add("cancel\x00--job-id\x00j\x00--home\x00/h\x00--reason\x00")
+	f.Fuzz(func(t *testing.T, line string) {
+		args := append([]string{"job"}, strings.Split(line, "\x00")...)
+		fast, fg, ok := fastParse(args)
+		if !ok {
+			return
+		}
+		kcmd, kg, kok := kongParse(t, args)
+		if !kok {
+			t.Fatalf("%q: the fast parser accepted a line kong rejects", args)
+		}
+		if !reflect.DeepEqual(fast, kcmd) || fg != kg {
+			t.Fatalf("%q:\nfast %+v %+v\nkong %+v %+v", args, fast, fg, kcmd, kg)
+		}
+	})
 }
