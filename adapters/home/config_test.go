@@ -90,3 +90,23 @@ max_wait_window = "250ms"
 		})
 	}
 }
+
+// No config file, however broken, panics the loader or fails with
+// anything but EINVAL.
+func FuzzLoadConfig(f *testing.F) {
+	f.Add("idle_timeout = \"90s\"\n[delivery]\nmax_jobs_per_batch = 3\n")
+	f.Add("park_hook = [\"a\", \"b\"]\n")
+	f.Add("[delivery\n")
+	f.Add("idle_timeout = 5\n")
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, file string) {
+		h := home.Home{Root: dir}
+		if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := h.LoadConfig(func(string) string { return "" })
+		if err != nil && errs.CodeOf(err) != errs.EINVAL {
+			t.Fatalf("%q: %v (%s), want EINVAL", file, err, errs.CodeOf(err))
+		}
+	})
+}
