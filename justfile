@@ -32,3 +32,4 @@ soak:
     go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500
     go test -run 'ReplayEquality' ./engine/ -args -steps=1000000
     go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/
+    go test -run '^$' -fuzz FuzzFastPath -fuzztime 1m ./cmd/cbth/
