@@ -21,24 +21,27 @@ import (
 type runnable interface{ Run(env *Env) error }
 
 // fastParse returns the command and globals of a job verb line when the
-// fast parser can take it, and ok=false otherwise.
+// fast parser can take it, and ok=false otherwise. The verbs and their
+// structs are jobTree's, so the two parsers cannot disagree on which
+// struct a verb fills.
 func fastParse(args []string) (cmd runnable, g Globals, ok bool) {
-	if len(args) < 2 || args[0] != "job" {
+	tree, _ := jobTree(args)
+	if tree == nil {
 		return nil, g, false
 	}
-	switch args[1] {
-	case "submit":
-		cmd = &JobSubmitCmd{}
-	case "complete":
-		cmd = &JobCompleteCmd{}
-	case "fail":
-		cmd = &JobFailCmd{}
-	case "cancel":
-		cmd = &JobCancelCmd{}
-	default:
+	verb := reflect.ValueOf(tree).Elem().FieldByName("Job").Field(0)
+	cmd, ok = verb.Addr().Interface().(runnable)
+	if !ok {
 		return nil, g, false
 	}
-	if !parseFlags(args[2:], reflect.ValueOf(cmd).Elem(), reflect.ValueOf(&g).Elem()) {
+	// A field with a tag the fast parser does not know (a positional
+	// argument, a default, an enum) sends the whole verb to kong.
+	for i := range verb.NumField() {
+		if !onlyFastTags(verb.Type().Field(i).Tag) {
+			return nil, g, false
+		}
+	}
+	if !parseFlags(args[2:], verb, reflect.ValueOf(&g).Elem()) {
 		return nil, g, false
 	}
 	return cmd, g, true
