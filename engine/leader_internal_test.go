@@ -16,11 +16,7 @@ import (
 // a new leader. Without the hand-off, a caller could wait on other
 // callers' commits for as long as load lasts.
 func TestLeaderReturnsOnceItsOwnRequestIsCommitted(t *testing.T) {
-	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openTest(t)
 
 	release1, release2 := make(chan struct{}), make(chan struct{})
 	started1, started2 := make(chan struct{}), make(chan struct{})
@@ -75,11 +71,7 @@ func TestLeaderReturnsOnceItsOwnRequestIsCommitted(t *testing.T) {
 // Requests queued while a group is being decided join its transaction:
 // one commit, one fsync, for both.
 func TestRequestsQueuedDuringDecisionJoinTheCommit(t *testing.T) {
-	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openTest(t)
 	before := e.Stats()
 
 	started, release := make(chan struct{}), make(chan struct{})
@@ -119,11 +111,7 @@ func TestRequestsQueuedDuringDecisionJoinTheCommit(t *testing.T) {
 // An exclusive request queued while a group is deciding does not join it:
 // it runs alone, after that group's commit.
 func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
-	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := openTest(t)
 
 	started, release := make(chan struct{}), make(chan struct{})
 	firstDone := make(chan error, 1)
@@ -161,4 +149,14 @@ func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
 	if !ran || !sawFirst {
 		t.Fatalf("exclusive ran=%v, saw the group's committed event=%v; want it run alone after the group", ran, sawFirst)
 	}
+}
+
+func openTest(t *testing.T) *Engine {
+	t.Helper()
+	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
