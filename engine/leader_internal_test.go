@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -159,4 +160,29 @@ func openTest(t *testing.T) *Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// The writer's state cache stays within maxCache however many streams are
+// written, and a state read after the cache was emptied is still the
+// committed one.
+func TestStateCacheIsBounded(t *testing.T) {
+	e := openTest(t)
+	ctx := context.Background()
+	first := events.StreamID{Kind: events.KindJob, ID: "cache-000000"}
+	for i := range maxCache + 10 {
+		sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("cache-%06d", i)}
+		if _, err := e.Append(ctx, Meta{Actor: events.ActorCLI}, sid, 0, &events.JobSubmitted{TargetKind: "cli", SourceThreadID: "t", TaskKind: "ci"}); err != nil {
+			t.Fatal(err)
+		}
+		if len(e.cache) > maxCache {
+			t.Fatalf("after %d streams the cache holds %d states, over %d", i+1, len(e.cache), maxCache)
+		}
+	}
+	if _, ok := e.cache[first]; ok {
+		t.Fatalf("the first stream is still cached after %d more; the cache was never emptied", maxCache)
+	}
+	// Version 1 is only accepted if the writer loads the stream's state.
+	if _, err := e.Append(ctx, Meta{Actor: events.ActorCLI}, first, 1, &events.JobCancelled{Reason: "test"}); err != nil {
+		t.Fatalf("append to an evicted stream at its committed version: %v", err)
+	}
 }
