@@ -1,0 +1,55 @@
+package engine
+
+import (
+	bolt "go.etcd.io/bbolt"
+)
+
+// The page reserve.
+//
+// bbolt takes pages for a commit from its freelist and, when that runs
+// dry, from the end of the file, moving the high-water mark. A log only
+// grows, so without help some commit in every few moves the mark: a third
+// of single-event commits here. On this machine kind the data flush of
+// such a commit takes about 130 µs longer than that of a commit with the
+// same number of pages that stays below the mark (strace, 3,000 commits;
+// writing zeros past the mark beforehand recovers only a third of it).
+//
+// So the writer moves the mark in bulk instead: when few pages are free
+// after a commit, the next commit also stores reservePages pages of
+// filler under bucketReserve, and the commit after it deletes them. Their
+// pages return to the freelist, the commits that follow take their pages
+// from it, and the mark moves once per reservePages pages of growth
+// instead of once every few commits. In a bare bbolt A/B (two trees, one
+// event each per commit) this made commits 11 to 16% faster.
+//
+// The bucket holds nothing but filler. A crash between the two commits leaves it in
+// the file; Open sees it and the next commit deletes it.
+var bucketReserve = []byte("reserve")
+
+// A reserve is written once in full, so its commit is slower: 256 pages
+// (1 MiB) raised the 1-writer p99 from 0.8 to 1.3 ms; 64 pages keep it
+// within the usual spread and gain as much.
+const (
+	reservePages = 64 // 256 KiB of 4 KiB pages per move of the mark
+	reserveLow   = 32 // free pages below which the next commit reserves
+)
+
+// tendReserve deletes a reserve left by the previous commit, or adds one
+// if the freelist is nearly empty. It reports whether a reserve is held
+// once tx commits. The leader calls it in every commit that appends.
+func (e *Engine) tendReserve(tx *bolt.Tx) (held bool, err error) {
+	if e.reserveHeld {
+		return false, tx.DeleteBucket(bucketReserve)
+	}
+	if tx.DB().Stats().FreePageN >= reserveLow {
+		return false, nil
+	}
+	b, err := tx.CreateBucket(bucketReserve)
+	if err != nil {
+		return false, err
+	}
+	// One value spanning the pages: bbolt stores it as one overflow run,
+	// and deleting it frees the run in one piece.
+	size := reservePages*tx.DB().Info().PageSize - 64
+	return true, b.Put([]byte("filler"), make([]byte, size))
+}
