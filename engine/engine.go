@@ -85,6 +85,7 @@ type Engine struct {
 	lastHash    events.Hash
 	lastBatch   int                                 // requests in the last batch taken
 	reserveHeld bool                                // the last commit stored a page reserve (reserve.go)
+	filler      []byte                              // the reserve's zeros, kept between reserves
 	cache       map[events.StreamID]aggregate.State // committed states only
 
 	subMu sync.Mutex

@@ -51,5 +51,8 @@ func (e *Engine) tendReserve(tx *bolt.Tx) (held bool, err error) {
 	// One value spanning the pages: bbolt stores it as one overflow run,
 	// and deleting it frees the run in one piece.
 	size := reservePages*tx.DB().Info().PageSize - 64
-	return true, b.Put([]byte("filler"), make([]byte, size))
+	if len(e.filler) != size {
+		e.filler = make([]byte, size)
+	}
+	return true, b.Put([]byte("filler"), e.filler)
 }
