@@ -2,9 +2,10 @@
 
 default: test
 
-# Build the cbth binary into ./bin.
+# Build cbth and its providers helper into ./bin, static (see README).
 build:
-    go build -o bin/cbth ./cmd/cbth
+    CGO_ENABLED=0 go build -o bin/cbth ./cmd/cbth
+    CGO_ENABLED=0 go build -o bin/cbth-providers ./cmd/cbth-providers
 
 # Run every test (the README's command).
 test:

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -222,5 +223,56 @@ func TestInstall(t *testing.T) {
 	}
 	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o755 {
 		t.Errorf("helper mode: %v %v", st, err)
+	}
+}
+
+// minimalELF is an ELF64 little-endian header with one program header:
+// PT_INTERP naming interp, or PT_LOAD when interp is "".
+func minimalELF(interp string) []byte {
+	b := make([]byte, 64+56)
+	copy(b, "\x7fELF\x02\x01\x01")
+	le := binary.LittleEndian
+	le.PutUint16(b[16:], 2)  // ET_EXEC
+	le.PutUint64(b[32:], 64) // e_phoff
+	le.PutUint16(b[54:], 56) // e_phentsize
+	le.PutUint16(b[56:], 1)  // e_phnum
+	ph := b[64:]
+	if interp == "" {
+		le.PutUint32(ph, 1) // PT_LOAD
+		return b
+	}
+	le.PutUint32(ph, 3) // PT_INTERP
+	le.PutUint64(ph[8:], uint64(len(b)))
+	le.PutUint64(ph[32:], uint64(len(interp)+1))
+	return append(append(b, interp...), 0)
+}
+
+// Installing a dynamically linked binary works, and says what it costs.
+func TestInstallWarnsOfADynamicBinary(t *testing.T) {
+	for _, c := range []struct {
+		interp string
+		warn   bool
+	}{{"/lib64/ld-linux-x86-64.so.2", true}, {"", false}} {
+		env := testEnv(t)
+		src := filepath.Join(t.TempDir(), "cbth")
+		if err := os.WriteFile(src, minimalELF(c.interp), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(filepath.Dir(src), "cbth-providers"), []byte("#!/bin/sh\n"), 0o755)
+		env.Executable = src
+		out, err := run(t, env, "install", "--prefix", t.TempDir(), "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res InstallResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		stderr := env.Stderr.(*bytes.Buffer).String()
+		warned := len(res.Warnings) == 1 && strings.Contains(res.Warnings[0], "dynamically linked (interpreter "+c.interp+")") &&
+			strings.Contains(res.Warnings[0], "CGO_ENABLED=0") && strings.Contains(stderr, "warning: ")
+		if res.Dynamic != c.warn || warned != c.warn || (!c.warn && len(res.Warnings) != 0) {
+			t.Errorf("interpreter %q: dynamic=%v warnings=%q stderr=%q", c.interp, res.Dynamic, res.Warnings, stderr)
+		}
 	}
 }

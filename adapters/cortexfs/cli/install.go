@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/execfile"
 )
 
 func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
@@ -30,8 +31,11 @@ type InstallResult struct {
 	Runner string   `json:"runner"`
 	// Providers is the installed cbth-providers helper, "" when none was
 	// found next to the running binary (then Warnings says so).
-	Providers string   `json:"providers"`
-	Warnings  []string `json:"warnings"`
+	Providers string `json:"providers"`
+	// Dynamic is set when the installed binary needs the dynamic loader
+	// (built with cgo); Warnings then says what it costs.
+	Dynamic  bool     `json:"dynamic"`
+	Warnings []string `json:"warnings"`
 }
 
 // Run implements the command. The other names are relative symlinks to
@@ -49,6 +53,13 @@ func (c *InstallCmd) Run(env *Env) error {
 		return err
 	}
 	res := InstallResult{Binary: dst, Links: []string{}, Runner: filepath.Join(bin, runner.ProgramName), Warnings: []string{}}
+	if interp, err := execfile.Interpreter(dst); err == nil && interp != "" {
+		// go build links with cgo wherever a C compiler is installed. The
+		// dynamic loader then runs at every start: every job command and
+		// every object run (measured: the echo object 3.7 against 2.3 ms).
+		res.Dynamic = true
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is dynamically linked (interpreter %s), so every start pays the dynamic loader, about 1.4 ms here; build it with CGO_ENABLED=0 for a static binary", dst, interp))
+	}
 	for _, n := range []string{"ctx", runner.ProgramName} {
 		link := filepath.Join(bin, n)
 		tmp := link + ".tmp-link"
