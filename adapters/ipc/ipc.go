@@ -16,13 +16,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/cbth-dev/cbth/engine/errs"
-	"golang.org/x/sys/unix"
+	"github.com/cbth-dev/cbth/internal/unixsock"
 )
 
 // Proto is the frame protocol number. A mismatch is refused with EVERSION.
@@ -76,35 +74,29 @@ type Server struct {
 	attached atomic.Int64
 	conns    sync.WaitGroup
 	mu       sync.Mutex
-	open     map[net.Conn]struct{}
+	open     map[*unixsock.Conn]struct{}
 }
 
 // Attached returns how many connections have declared themselves
 // integration clients and are still connected.
 func (s *Server) Attached() int { return int(s.attached.Load()) }
 
-// Listen creates the socket at path with mode 0600 inside a directory the
-// caller has made 0700. A stale socket file must already be gone: only the
-// holder of the daemon lock may remove it.
-func Listen(path string) (*net.UnixListener, error) {
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
+// Listen creates the socket at path with mode 0600 (never wider, not even
+// while it is being created) inside a directory the caller has made 0700.
+// A stale socket file must already be gone: only the holder of the daemon
+// lock may remove it. Closing the listener removes the file.
+func Listen(path string) (*unixsock.Listener, error) {
+	ln, err := unixsock.Listen(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.EINTERNAL, err, "listen %s", path)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return nil, errs.Wrap(errs.EINTERNAL, err, "chmod %s", path)
-	}
-	ln.SetUnlinkOnClose(true)
 	return ln, nil
 }
 
 // Serve accepts connections until ctx ends or ln fails.
-func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+func (s *Server) Serve(ctx context.Context, ln *unixsock.Listener) error {
 	s.mu.Lock()
-	s.open = map[net.Conn]struct{}{}
+	s.open = map[*unixsock.Conn]struct{}{}
 	s.mu.Unlock()
 	go func() {
 		<-ctx.Done()
@@ -116,7 +108,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		s.mu.Unlock()
 	}()
 	for {
-		c, err := ln.AcceptUnix()
+		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				s.conns.Wait()
@@ -138,29 +130,10 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	}
 }
 
-// PeerUID returns the uid of the process at the other end of c.
-func PeerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return -1, err
-	}
-	if cerr != nil {
-		return -1, cerr
-	}
-	return int(cred.Uid), nil
-}
-
-func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+func (s *Server) serveConn(ctx context.Context, c *unixsock.Conn) {
 	defer c.Close()
 	w := bufio.NewWriter(c)
-	uid, err := PeerUID(c)
+	uid, err := c.PeerUID()
 	if err != nil || uid != s.UID {
 		// Say no and nothing else: no version, no detail about the daemon.
 		s.Log.Warn("refused connection", "peer_uid", uid, "err", err)
@@ -271,7 +244,7 @@ func writeFrame(w *bufio.Writer, v any) bool {
 
 // Client is one connection to the daemon.
 type Client struct {
-	conn    net.Conn
+	conn    *unixsock.Conn
 	r       *bufio.Reader
 	version string
 	next    uint64
@@ -281,7 +254,7 @@ type Client struct {
 
 // Dial connects to the socket at path without starting anything.
 func Dial(path, version string) (*Client, error) {
-	c, err := net.Dial("unix", path)
+	c, err := unixsock.Dial(path)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +301,7 @@ func (c *Client) call(req *Request, args any, out any) error {
 		return errs.New(errs.EMSGSIZE, "the daemon's reply is longer than %d bytes", MaxFrame)
 	}
 	if err != nil {
-		if err == io.EOF || errors.Is(err, net.ErrClosed) {
+		if err == io.EOF || errors.Is(err, unixsock.ErrClosed) {
 			return errs.New(errs.EHOSTDOWN, "the daemon closed the connection")
 		}
 		return errs.Wrap(errs.EHOSTDOWN, err, "read from daemon")

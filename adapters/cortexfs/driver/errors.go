@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"strings"
 	"syscall"
@@ -49,14 +48,24 @@ func CodeForErrorType(t string) errs.Code {
 	}
 }
 
+// netError has the method set of package net's Error interface. Matching
+// it structurally classifies the errors of net and of the HTTP clients on
+// top of it (*net.OpError, *net.DNSError, timeouts) exactly as before,
+// without importing net: that would link net's cgo resolver into every
+// binary using this package, cbth included.
+type netError interface {
+	error
+	Timeout() bool
+	Temporary() bool
+}
+
 // IsTransport reports whether err is a failure to reach the provider at all.
 func IsTransport(err error) bool {
-	var ne net.Error
+	var ne netError
 	var ue *url.Error
-	var oe *net.OpError
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.As(err, &oe) || errors.As(err, &ne) || errors.As(err, &ue)
+		errors.As(err, &ne) || errors.As(err, &ue)
 }
 
 // Fail builds the error a driver returns. The public message names the

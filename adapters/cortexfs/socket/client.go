@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
@@ -17,8 +16,8 @@ import (
 // input line is sent as one turn of session; answer text goes to out,
 // errors to errOut. The first interrupt during a run sends cancel; a second
 // one, an interrupt while idle, the end of input, or a broken connection
-// ends Chat.
-func Chat(ctx context.Context, conn net.Conn, sessionName string, in io.Reader, out, errOut io.Writer, interrupts <-chan os.Signal) error {
+// ends Chat. Chat only reads and writes conn; closing it is the caller's.
+func Chat(ctx context.Context, conn io.ReadWriter, sessionName string, in io.Reader, out, errOut io.Writer, interrupts <-chan os.Signal) error {
 	events := make(chan stream.Event)
 	readErr := make(chan error, 1)
 	go func() {

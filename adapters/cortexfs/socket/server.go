@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"golang.org/x/sys/unix"
+	"github.com/cbth-dev/cbth/internal/unixsock"
 )
 
 // Server serves one model object's socket.
@@ -54,7 +53,7 @@ type run struct {
 }
 
 type conn struct {
-	nc net.Conn
+	nc *unixsock.Conn
 	mu sync.Mutex
 }
 
@@ -80,49 +79,51 @@ func (c *conn) writeErr(err error) error {
 }
 
 // Listen creates a unix socket at path with mode 0600. The socket is made
-// under a temporary name, chmodded, then renamed into place, so it is never
-// reachable with wider permissions. A stale socket file is replaced; a live
-// one is EBUSY.
-func Listen(path string) (net.Listener, error) {
-	if c, err := net.Dial("unix", path); err == nil {
+// under a temporary name (0600 from the moment it exists), then renamed
+// into place, so a stale socket file is replaced in one step and the path
+// is never reachable with wider permissions. A live socket is EBUSY.
+func Listen(path string) (*Listener, error) {
+	if c, err := unixsock.Dial(path); err == nil {
 		c.Close()
 		return nil, errs.New(errs.EBUSY, "%s is already served", path)
 	}
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	_ = os.Remove(tmp)
-	ln, err := net.Listen("unix", tmp)
+	ln, err := unixsock.Listen(tmp)
 	if err != nil {
 		return nil, errs.Wrap(errs.EINTERNAL, err, "listen")
 	}
-	ul := ln.(*net.UnixListener)
-	ul.SetUnlinkOnClose(false)
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		ln.Close()
-		os.Remove(tmp)
-		return nil, errs.Wrap(errs.EINTERNAL, err, "chmod socket")
-	}
+	// The file moves away from tmp; Close removes it under its final name.
+	ln.SetUnlinkOnClose(false)
 	if err := os.Rename(tmp, path); err != nil {
 		ln.Close()
 		os.Remove(tmp)
 		return nil, errs.Wrap(errs.EINTERNAL, err, "install socket")
 	}
-	return &listener{UnixListener: ul, path: path}, nil
+	return &Listener{ln: ln, path: path}, nil
 }
 
-type listener struct {
-	*net.UnixListener
+// Listener is a model socket being listened on.
+type Listener struct {
+	ln   *unixsock.Listener
 	path string
+	once sync.Once
 }
 
-func (l *listener) Close() error {
-	err := l.UnixListener.Close()
-	os.Remove(l.path)
+// Accept waits for the next client.
+func (l *Listener) Accept() (*unixsock.Conn, error) { return l.ln.Accept() }
+
+// Close stops listening and removes the socket file. Only the first call
+// removes it: by a later one the path may belong to a new server.
+func (l *Listener) Close() error {
+	err := l.ln.Close()
+	l.once.Do(func() { os.Remove(l.path) })
 	return err
 }
 
 // Serve accepts connections until ctx ends or ln fails. Runs already
 // started finish before Serve returns.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	s.mu.Lock()
 	if s.sessions == nil {
 		s.sessions = map[string]*sess{}
@@ -148,33 +149,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
-func peerUID(nc net.Conn) (int, error) {
-	uc, ok := nc.(*net.UnixConn)
-	if !ok {
-		return -1, errs.New(errs.EACCES, "not a unix socket peer")
-	}
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return -1, err
-	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-		return -1, err
-	}
-	if cerr != nil {
-		return -1, cerr
-	}
-	return int(cred.Uid), nil
-}
-
-func (s *Server) handle(ctx context.Context, nc net.Conn) {
+func (s *Server) handle(ctx context.Context, nc *unixsock.Conn) {
 	c := &conn{nc: nc}
 	defer func() {
 		s.unsubscribe(c)
 		nc.Close()
 	}()
-	if uid, err := peerUID(nc); err != nil || uid != s.UID {
+	if uid, err := nc.PeerUID(); err != nil || uid != s.UID {
 		c.writeErr(errs.New(errs.EACCES, "permission denied"))
 		return
 	}
