@@ -17,6 +17,12 @@ import (
 
 func serve(t *testing.T) string {
 	t.Helper()
+	return serveAs(t, os.Getuid())
+}
+
+// serveAs serves requests from peers with the given uid only.
+func serveAs(t *testing.T, uid int) string {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "ipc")
 	if err != nil {
 		t.Fatal(err)
@@ -28,7 +34,7 @@ func serve(t *testing.T) string {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv := &Server{Version: "test", Log: slog.New(slog.DiscardHandler), UID: os.Getuid(),
+	srv := &Server{Version: "test", Log: slog.New(slog.DiscardHandler), UID: uid,
 		Handler: func(ctx context.Context, r *Request) (any, error) {
 			if r.Op == "echo" {
 				return map[string]int{"args": len(r.Args)}, nil
@@ -112,6 +118,70 @@ func TestBadFramesAndVersion(t *testing.T) {
 	}
 	if resp := send(`{"proto":99,"id":4,"op":"echo"}`); resp.Error == nil || resp.Error.Code != errs.EVERSION {
 		t.Fatalf("protocol mismatch: %+v", resp)
+	}
+}
+
+// The client's own path: Dial, a call answered, a daemon error as a coded
+// error, and the socket file private to the user.
+func TestClientCallAndSocketMode(t *testing.T) {
+	path := serve(t)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSocket == 0 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v, want 0600 socket", st.Mode())
+	}
+	c, err := Dial(path, "v-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out map[string]int
+	if err := c.Call("echo", map[string]string{"a": "b"}, &out); err != nil || out["args"] == 0 || c.DaemonVersion != "test" {
+		t.Fatalf("echo: %v %v, daemon %q", out, err, c.DaemonVersion)
+	}
+	if err := c.Call("nope", nil, nil); errs.CodeOf(err) != errs.EINVAL {
+		t.Fatalf("unknown op: %v", err)
+	}
+}
+
+// A peer of another uid gets EACCES and nothing else.
+func TestPeerOfOtherUIDRefused(t *testing.T) {
+	path := serveAs(t, os.Getuid()+1)
+	c, err := Dial(path, "v-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The refusal comes unasked; the server may have closed before a
+	// request could be written, so read it rather than call.
+	line, err := readFrame(c.r)
+	var resp Response
+	if err != nil || json.Unmarshal(line, &resp) != nil {
+		t.Fatalf("no refusal frame: %q %v", line, err)
+	}
+	if resp.OK || resp.Error == nil || resp.Error.Code != errs.EACCES || resp.Daemon != "" {
+		t.Fatalf("other uid: %s, want EACCES without a version", line)
+	}
+}
+
+// No daemon: a missing socket and a stale one both read as absent, so
+// Connect knows to start one.
+func TestDialAbsent(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Dial(filepath.Join(dir, "none.sock"), "v"); !Absent(err) {
+		t.Fatalf("missing socket: %v, not Absent", err)
+	}
+	stale := filepath.Join(dir, "stale.sock")
+	ln, err := Listen(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close()
+	if _, err := Dial(stale, "v"); !Absent(err) {
+		t.Fatalf("stale socket: %v, not Absent", err)
 	}
 }
 

@@ -113,4 +113,27 @@ func TestModelSocketServedByDaemon(t *testing.T) {
 	if text != "hello socket" {
 		t.Fatalf("deltas said %q", text)
 	}
+
+	// The ctx REPL (cbth run as ctx) talks to the same socket: one turn,
+	// then the end of input ends it once the run is done.
+	ctxBin := filepath.Join(t.TempDir(), "ctx")
+	if err := os.Symlink(cbthBin, ctxBin); err != nil {
+		t.Fatal(err)
+	}
+	repl := exec.Command(ctxBin, "model/local/chat", "repl")
+	repl.Env = append(os.Environ(), h.env...)
+	repl.Stdin = strings.NewReader("hello repl\n")
+	out, err := repl.Output()
+	if err != nil || string(out) != "hello repl\n" {
+		t.Fatalf("ctx model/local/chat: %q, %v", out, err)
+	}
+	// A model with no socket is ENOENT, not a hang or an EHOSTDOWN.
+	missing := exec.Command(ctxBin, "model/local/nosuch")
+	missing.Env = repl.Env
+	var stderr strings.Builder
+	missing.Stderr = &stderr
+	err = missing.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || !strings.Contains(stderr.String(), "ENOENT") {
+		t.Fatalf("ctx on a model without a socket: %v, stderr %q", ee, stderr.String())
+	}
 }
