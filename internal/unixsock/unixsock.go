@@ -177,7 +177,24 @@ type Conn struct {
 }
 
 func newConn(fd int, name string) *Conn {
-	return &Conn{f: os.NewFile(uintptr(fd), name)}
+	return &Conn{f: os.NewFile(uintptr(aboveStdio(fd)), name)}
+}
+
+// aboveStdio moves a descriptor that landed on 0, 1 or 2 (possible only
+// if the process closed its standard files) higher up. *os.File treats a
+// write error EPIPE on descriptor 1 or 2 as a broken stdout and kills the
+// process with SIGPIPE; a client hanging up must never do that to a
+// server.
+func aboveStdio(fd int) int {
+	if fd > 2 {
+		return fd
+	}
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return fd // still a working socket; only the SIGPIPE guard is lost
+	}
+	unix.Close(fd)
+	return nfd
 }
 
 // Dial connects to the socket file at path. A missing file is an error

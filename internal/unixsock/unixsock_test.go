@@ -307,3 +307,48 @@ func TestManyConcurrentClients(t *testing.T) {
 		}
 	}
 }
+
+// A descriptor on 0-2 moves above them and the low one is released; the
+// test borrows descriptor 0 and gives the original back.
+func TestAboveStdio(t *testing.T) {
+	saved, err := unix.FcntlInt(0, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		t.Skipf("no standard input to borrow: %v", err)
+	}
+	defer func() {
+		unix.Dup3(saved, 0, 0)
+		unix.Close(saved)
+	}()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	raw, err := w.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Control(func(fd uintptr) { err = unix.Dup3(int(fd), 0, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := aboveStdio(0)
+	if _, err := unix.FcntlInt(0, unix.F_GETFD, 0); err != unix.EBADF {
+		t.Errorf("descriptor 0 still open after the move: %v", err)
+	}
+	if fd <= 2 {
+		t.Fatalf("moved to %d", fd)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if n, err := r.Read(b); n != 1 || b[0] != 'x' {
+		t.Fatalf("the moved descriptor is not the same pipe: %q %v", b[:n], err)
+	}
+	if got := aboveStdio(fd); got != fd {
+		t.Fatalf("descriptor %d above stdio moved to %d", fd, got)
+	}
+}
