@@ -106,9 +106,6 @@ func bind(fd int, path string) error {
 	return nil
 }
 
-// Path is the socket file the listener was created at.
-func (l *Listener) Path() string { return l.path }
-
 // SetUnlinkOnClose chooses whether Close removes the socket file. A caller
 // that renames the file into place turns it off and removes the final
 // name itself.
@@ -161,8 +158,8 @@ func accept(fd int) (int, error) {
 func (l *Listener) Close() error {
 	l.closed.Store(true)
 	l.once.Do(func() {
-		// Removed before the descriptor closes, so a client never finds
-		// the path refusing connections while this listener still owns it.
+		// Removed before the descriptor closes, so at no moment does the
+		// path name a socket that nobody listens on.
 		if l.unlink.Load() {
 			os.Remove(l.path)
 		}
