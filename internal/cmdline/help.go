@@ -240,7 +240,8 @@ func columns(b *strings.Builder, rows [][2]string) {
 		wrap(&h, r[1], indent, helpWidth)
 		text := strings.TrimPrefix(h.String(), indent)
 		if text == "" {
-			text = "\n"
+			fmt.Fprintf(b, "  %s\n", r[0])
+			continue
 		}
 		fmt.Fprintf(b, "  %-*s    %s", width, r[0], text)
 	}

@@ -91,18 +91,19 @@ func (n *Node) addFields(v reflect.Value) error {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		fv := v.Field(i)
-		if !fv.CanSet() {
-			continue // unexported: not part of the command line
-		}
 		tag := sf.Tag
 		_, isCmd := tag.Lookup("cmd")
 		_, isArg := tag.Lookup("arg")
 		if sf.Anonymous && sf.Type.Kind() == reflect.Struct && !isCmd && !isArg {
-			// Embedded structs (Globals) contribute their fields here.
+			// Embedded structs (Globals) contribute their fields here, even
+			// an unexported one: its exported fields are still settable.
 			if err := n.addFields(fv); err != nil {
 				return err
 			}
 			continue
+		}
+		if !fv.CanSet() {
+			continue // unexported: not part of the command line
 		}
 		name := tag.Get("name")
 		if name == "" {
