@@ -472,3 +472,11 @@ func FuzzParseMatchesKong(f *testing.F) {
 		compare(t, strings.Split(line, "\x00"))
 	})
 }
+
+// Every tag on the real tree is one the parser reads, and no flag or
+// command name is declared twice where kong would have refused the tree.
+func TestCommandTreeChecks(t *testing.T) {
+	if err := app.Check(&CLI{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -184,3 +184,39 @@ func TestUnsupportedField(t *testing.T) {
 		t.Errorf("an unsupported field must be an internal error, got %v", err)
 	}
 }
+
+type hiddenTag struct {
+	X string `hidden:""`
+}
+
+type dupFlag struct {
+	toyGlobals
+	Sub struct {
+		Home string
+	} `cmd:""`
+}
+
+func TestCheck(t *testing.T) {
+	if err := (App{}).Check(&toy{}); err != nil {
+		t.Errorf("toy: %v", err)
+	}
+	if err := (App{}).Check(&hiddenTag{}); err == nil {
+		t.Error("an unread tag passed the check")
+	}
+	if err := (App{}).Check(&dupFlag{}); err == nil {
+		t.Error("a flag declared twice on a path passed the check")
+	}
+}
+
+// A line reflects over the commands it names and no others.
+func TestParseBuildsOnlyThePath(t *testing.T) {
+	_, res, err := parse(t, "get", "a", "--for", "1s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Node.Parent.subs {
+		if (s.built != nil) != (s.name == "get") {
+			t.Errorf("%s built: %v", s.name, s.built != nil)
+		}
+	}
+}

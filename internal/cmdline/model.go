@@ -15,6 +15,7 @@ package cmdline
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -352,4 +353,119 @@ func kebab(s string) string {
 		}
 	}
 	return strings.Join(parts, "-")
+}
+
+// knownTags are the struct tag keys the parser reads. Keys of other
+// encoders may sit beside them.
+var knownTags = map[string]bool{
+	"cmd": true, "arg": true, "name": true, "help": true, "required": true,
+	"default": true, "placeholder": true, "enum": true, "type": true,
+	"sep": true, "xor": true, "short": true,
+	"json": false, "toml": false, "yaml": false,
+}
+
+// Check walks the whole tree of root and reports what the parser would
+// silently get wrong: a tag it does not read (kong's env, hidden, aliases,
+// negatable, ...), a flag name or short flag used twice on one path, a
+// subcommand name used twice, a command with both arguments and
+// subcommands, or an optional enum without a default. Parse does not check, to keep each start
+// cheap; a test calls Check on the real tree.
+func (a App) Check(root any) error {
+	n, err := a.Tree(root)
+	if err != nil {
+		return err
+	}
+	var walk func(n *Node, seen map[string]bool) error
+	walk = func(n *Node, seen map[string]bool) error {
+		if err := checkTags(n.target.Type()); err != nil {
+			return err
+		}
+		if len(n.Args) > 0 && len(n.subs) > 0 {
+			return fmt.Errorf("cmdline: %s has both arguments and subcommands", n.FullPath())
+		}
+		for _, v := range append(append([]*Value(nil), n.Flags...), n.Args...) {
+			if v.Enum != "" && !v.IsSlice() && !v.Required && !v.HasDefault {
+				// kong refuses these; the zero value would fail the enum.
+				return fmt.Errorf("cmdline: %s: enum %s needs required or a default", n.FullPath(), v.summary())
+			}
+		}
+		seen = maps.Clone(seen)
+		for _, f := range n.Flags {
+			for _, k := range []string{"--" + f.Name, "-" + string(f.Short)} {
+				if k == "-\x00" {
+					continue
+				}
+				if seen[k] {
+					return fmt.Errorf("cmdline: %s: flag %s declared twice on its path", n.FullPath(), k)
+				}
+				seen[k] = true
+			}
+		}
+		names := map[string]bool{}
+		cs, err := n.Children()
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if names[c.Name] {
+				return fmt.Errorf("cmdline: %s: two commands named %s", n.FullPath(), c.Name)
+			}
+			names[c.Name] = true
+			if err := walk(c, seen); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(n, map[string]bool{})
+}
+
+func checkTags(t reflect.Type) error {
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		keys, err := tagKeys(sf.Tag)
+		if err != nil {
+			return fmt.Errorf("cmdline: %s.%s: %v", t, sf.Name, err)
+		}
+		for _, k := range keys {
+			if _, ok := knownTags[k]; !ok {
+				return fmt.Errorf("cmdline: %s.%s: tag %s:\"\" is not supported", t, sf.Name, k)
+			}
+		}
+		_, isCmd := sf.Tag.Lookup("cmd")
+		if sf.Anonymous && sf.Type.Kind() == reflect.Struct && !isCmd {
+			if err := checkTags(sf.Type); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tagKeys lists the keys of a conventional struct tag (key:"value" ...).
+func tagKeys(tag reflect.StructTag) ([]string, error) {
+	var keys []string
+	s := string(tag)
+	for {
+		s = strings.TrimLeft(s, " ")
+		if s == "" {
+			return keys, nil
+		}
+		key, rest, ok := strings.Cut(s, ":\"")
+		if !ok || key == "" || strings.ContainsAny(key, " \"") {
+			return nil, fmt.Errorf("malformed tag %q", string(tag))
+		}
+		j := 0
+		for j < len(rest) && rest[j] != '"' {
+			if rest[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(rest) {
+			return nil, fmt.Errorf("malformed tag %q", string(tag))
+		}
+		keys = append(keys, key)
+		s = rest[j+1:]
+	}
 }
