@@ -5,12 +5,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/alecthomas/kong"
+	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/internal/cmdline"
 )
 
@@ -478,5 +480,40 @@ func FuzzParseMatchesKong(f *testing.F) {
 func TestCommandTreeChecks(t *testing.T) {
 	if err := app.Check(&CLI{}); err != nil {
 		t.Fatal(err)
+	}
+	// run calls Run(*Env) or Run(*cortexcli.Env); kong would have bound
+	// other parameters, so a leaf with another signature must fail here.
+	root, err := app.Tree(&CLI{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *cmdline.Node)
+	walk = func(n *cmdline.Node) {
+		cs, _ := n.Children()
+		if len(cs) == 0 {
+			switch n.Target().(type) {
+			case interface{ Run(*Env) error }, interface{ Run(*cortexcli.Env) error }:
+			default:
+				t.Errorf("%s: no Run(*Env) error or Run(*cortexcli.Env) error", n.FullPath())
+			}
+		}
+		for _, c := range cs {
+			walk(c)
+		}
+	}
+	walk(root)
+}
+
+// The reason for internal/cmdline: the binary must not link kong, nor the
+// packages it brought (os/user is cgo; go/doc is heavy to initialize).
+func TestBinaryDoesNotLinkKong(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/alecthomas/kong") || pkg == "os/user" || pkg == "go/doc" {
+			t.Errorf("cmd/cbth links %s", pkg)
+		}
 	}
 }

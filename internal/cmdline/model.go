@@ -179,6 +179,9 @@ func newValue(owner reflect.Type, sf reflect.StructField, fv reflect.Value, name
 		}
 		typ = typ.Elem()
 	}
+	if isArg && typ.Kind() == reflect.Bool {
+		return nil, fmt.Errorf("cmdline: %s.%s: bool arguments are not supported", owner, sf.Name)
+	}
 	if !supported(typ) || val.Path && typ.Kind() != reflect.String {
 		return nil, fmt.Errorf("cmdline: %s.%s: unsupported field type %s", owner, sf.Name, sf.Type)
 	}

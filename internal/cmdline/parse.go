@@ -204,7 +204,7 @@ func (p *parser) set(v *Value, t token, withEq bool) error {
 	if v == p.path[0].Flags[0] { // rootNode puts --help first
 		p.help = true
 	}
-	if !v.given || !v.tmp.IsValid() {
+	if !v.given {
 		v.tmp = reflect.New(v.field.Type()).Elem()
 		if v.IsSlice() {
 			v.tmp.Set(reflect.MakeSlice(v.field.Type(), 0, 0))
