@@ -96,6 +96,22 @@ func TestKebab(t *testing.T) {
 	}
 }
 
+// The ASCII shortcut must name fields exactly as the general rule does.
+func FuzzKebabASCII(f *testing.F) {
+	for _, s := range []string{"ThreadID", "JSONL", "aMy", "A_b", "GL11Version", "PDFLoader", "My", "ABc", "x9Y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fast, ok := kebabASCII(s)
+		if !ok {
+			return
+		}
+		if slow := kebabRunes(s); fast != slow {
+			t.Fatalf("kebab(%q): ascii %q, general %q", s, fast, slow)
+		}
+	})
+}
+
 func TestSplit(t *testing.T) {
 	for _, c := range []struct {
 		in   string

@@ -320,6 +320,13 @@ func (n *Node) runnable() bool {
 // upper-case run giving its last letter to a following lower-case word
 // ("ThreadID" -> thread-id, "JSONL" -> jsonl, "BaseURL" -> base-url).
 func kebab(s string) string {
+	if b, ok := kebabASCII(s); ok {
+		return b
+	}
+	return kebabRunes(s)
+}
+
+func kebabRunes(s string) string {
 	class := func(r rune) int {
 		switch {
 		case unicode.IsLower(r):
@@ -471,4 +478,44 @@ func tagKeys(tag reflect.StructTag) ([]string, error) {
 		keys = append(keys, key)
 		s = rest[j+1:]
 	}
+}
+
+// kebabASCII is kebab without the rune slices, for the usual ASCII field
+// name: every name on the path is converted on each start. A dash goes
+// where the character class changes, except that an upper-case letter
+// followed by a lower-case one starts the new word itself.
+func kebabASCII(s string) (string, bool) {
+	class := func(c byte) int {
+		switch {
+		case 'a' <= c && c <= 'z':
+			return 1
+		case 'A' <= c && c <= 'Z':
+			return 2
+		case '0' <= c && c <= '9':
+			return 3
+		}
+		return 4
+	}
+	b := make([]byte, 0, len(s)+4)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 {
+			return "", false
+		}
+		if i > 0 {
+			prev, cur := class(s[i-1]), class(c)
+			next := 0
+			if i+1 < len(s) {
+				next = class(s[i+1])
+			}
+			if prev != cur && !(prev == 2 && cur == 1) || prev == 2 && cur == 2 && next == 1 {
+				b = append(b, '-')
+			}
+		}
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return string(b), true
 }
