@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
@@ -333,29 +334,37 @@ func genCommands(t testing.TB) (leaves []genCmd) {
 }
 
 var (
-	genStrings   = []string{"x", "", "a b", "=", "a=b", "-", "-x", "--json", "--", "~/r.txt", "~", "rel/p", "/abs/p", "ünï", "\xff", "a,b", `a\,b`, "a,", ",", "true", "false"}
+	genStrings   = []string{"x", "", "a b", "a=b", "=", "-", "-x", "--json", "--", "~/r.txt", "~", "rel/p", "/abs/p", "ünï", "\xff", "a,b", `a\,b`, "a,", ",", "true", "false"}
 	genBools     = []string{"true", "false", "yes", "no", "1", "0", "TRUE", "", "maybe"}
-	genDurations = []string{"10s", "0", "1h2m", "-1s", "x", "", "1", "5m"}
+	genDurations = []string{"10s", "0", "1h2m", "5m", "-1s", "x", "", "1"}
 	genInts      = []string{"5", "0", "0x10", "1_000", "-3", "x", "", "99999999999999999999", "0b11", "07"}
-	genTimes     = []string{"2026-01-02T03:04:05Z", "2026-01-02T03:04:05.5+02:00", "2026-01-02", "bad", ""}
+	genTimes     = []string{"2026-01-02T03:04:05Z", "2026-01-02T03:04:05.5+02:00", "2026-01-02T03:04:05-07:00", "2030-12-31T23:59:59Z", "2026-01-02", "bad", ""}
 	genExtras    = []string{"--help", "-h", "--bogus", "-z", "--", "pos", "-", "--json", "--json=false", "--home", "--home=/h", "--=", "-fn5", "-n"}
 )
 
-func genValue(rng *rand.Rand, v *cmdline.Value) string {
-	if vals := v.EnumValues(); len(vals) > 0 && rng.IntN(3) > 0 {
+// genValue picks a value for v: any of a pool of awkward words, or with
+// clean set one that a correct parser must accept.
+func genValue(rng *rand.Rand, v *cmdline.Value, clean bool) string {
+	if vals := v.EnumValues(); len(vals) > 0 && (clean || rng.IntN(3) > 0) {
 		return vals[rng.IntN(len(vals))]
 	}
 	pool := genStrings
-	name := v.Name
+	t := v.Type()
+	if t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
 	switch {
-	case v.IsBool():
+	case t.Kind() == reflect.Bool:
 		pool = genBools
-	case strings.Contains(v.Help, "RFC 3339") && name == "until" && !strings.Contains(v.Help, "seq"):
+	case t == reflect.TypeFor[time.Time]():
 		pool = genTimes
-	case name == "wait" || name == "timeout" || name == "for" || name == "advance":
+	case t == reflect.TypeFor[time.Duration]():
 		pool = genDurations
-	case name == "from" || name == "n" || name == "context-length":
+	case t.Kind() != reflect.String:
 		pool = genInts
+	}
+	if clean {
+		pool = pool[:4] // each pool starts with words every parser accepts
 	}
 	return pool[rng.IntN(len(pool))]
 }
@@ -365,9 +374,13 @@ func genValue(rng *rand.Rand, v *cmdline.Value) string {
 // place, unknown, or with a value that looks like a flag.
 func genLine(rng *rand.Rand, leaves []genCmd) []string {
 	c := leaves[rng.IntN(len(leaves))]
+	// A third of the lines are clean: every required flag, acceptable
+	// values, nothing out of place; they exercise the values more than
+	// the errors.
+	clean := rng.IntN(3) == 0
 	var groups [][]string
 	for _, f := range c.flags {
-		if f.Name == "help" || rng.IntN(6) == 0 {
+		if f.Name == "help" || rng.IntN(6) == 0 && !(clean && f.Required) {
 			continue
 		}
 		times := 1
@@ -375,7 +388,7 @@ func genLine(rng *rand.Rand, leaves []genCmd) []string {
 			times = 2
 		}
 		for range times {
-			v := genValue(rng, f)
+			v := genValue(rng, f, clean)
 			switch {
 			case f.IsBool() && rng.IntN(3) > 0:
 				groups = append(groups, []string{"--" + f.Name})
@@ -394,15 +407,15 @@ func genLine(rng *rand.Rand, leaves []genCmd) []string {
 	}
 	var args []string
 	for _, a := range c.args {
-		if rng.IntN(10) > 0 {
-			args = append(args, genValue(rng, a))
+		if clean || rng.IntN(10) > 0 {
+			args = append(args, genValue(rng, a, clean))
 		}
 	}
-	if rng.IntN(5) == 0 {
+	if !clean && rng.IntN(5) == 0 {
 		args = append(args, genStrings[rng.IntN(len(genStrings))])
 	}
 	for range rng.IntN(3) {
-		if rng.IntN(2) == 0 {
+		if !clean && rng.IntN(2) == 0 {
 			groups = append(groups, []string{genExtras[rng.IntN(len(genExtras))]})
 		}
 	}
@@ -418,7 +431,7 @@ func genLine(rng *rand.Rand, leaves []genCmd) []string {
 		groups[k] = []string{a}
 	}
 	for _, g := range groups {
-		if len(c.path) > 0 && rng.IntN(15) == 0 {
+		if !clean && len(c.path) > 0 && rng.IntN(15) == 0 {
 			k := rng.IntN(len(c.path) + 1)
 			line = append(line[:k], append(append([]string(nil), g...), line[k:]...)...)
 			continue

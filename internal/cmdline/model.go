@@ -201,6 +201,9 @@ func supported(t reflect.Type) bool {
 	return false
 }
 
+// Type is the Go type of the bound field.
+func (v *Value) Type() reflect.Type { return v.field.Type() }
+
 // IsBool reports whether the flag takes no value (--flag means true).
 func (v *Value) IsBool() bool { return v.field.Kind() == reflect.Bool }
 
