@@ -7,8 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/cmdline"
 )
 
 // VersionCmd is `cbth version`.
@@ -29,8 +30,12 @@ type CompletionCmd struct {
 
 // Run prints a completion script generated from the command tree, so it
 // never falls behind the commands.
-func (c CompletionCmd) Run(env *Env, k *kong.Kong) error {
-	tree := completionTree(k.Model.Node)
+func (c CompletionCmd) Run(env *Env) error {
+	root, err := app.Tree(&CLI{})
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "command tree")
+	}
+	tree := completionTree(root)
 	switch c.Shell {
 	case "bash":
 		writeBash(env.Stdout, tree)
@@ -44,33 +49,26 @@ func (c CompletionCmd) Run(env *Env, k *kong.Kong) error {
 }
 
 // completionTree maps each command path ("" for the root, "job submit",
-// ...) to the words that may follow it: subcommands and flags.
-func completionTree(root *kong.Node) map[string][]string {
+// ...) to the words that may follow it: subcommands and the flags of the
+// command and its ancestors (the root's include --help).
+func completionTree(root *cmdline.Node) map[string][]string {
 	out := map[string][]string{}
-	var walk func(n *kong.Node, path string, inherited []string)
-	walk = func(n *kong.Node, path string, inherited []string) {
+	var walk func(n *cmdline.Node, inherited []string)
+	walk = func(n *cmdline.Node, inherited []string) {
 		flags := append([]string(nil), inherited...)
 		for _, f := range n.Flags {
-			if !f.Hidden {
-				flags = append(flags, "--"+f.Name)
-			}
+			flags = append(flags, "--"+f.Name)
 		}
 		words := append([]string(nil), flags...)
-		for _, ch := range n.Children {
-			if ch.Hidden {
-				continue
-			}
+		children, _ := n.Children() // Tree built them all already
+		for _, ch := range children {
 			words = append(words, ch.Name)
-			p := ch.Name
-			if path != "" {
-				p = path + " " + ch.Name
-			}
-			walk(ch, p, flags)
+			walk(ch, flags)
 		}
 		sort.Strings(words)
-		out[path] = words
+		out[n.Path()] = words
 	}
-	walk(root, "", []string{"--help"})
+	walk(root, nil)
 	return out
 }
 

@@ -11,9 +11,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/cmdline"
 )
 
 // Version is the cbth release. The socket handshake compares it.
@@ -49,117 +49,51 @@ func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
+// app names the program in help and usage text.
+var app = cmdline.App{
+	Name: "cbth",
+	Help: "cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it.",
+}
+
 func run(argv []string, stdout, stderr io.Writer) int {
 	if code, ok := multicall(argv[0], argv[1:]); ok {
 		return code
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
-	if cmd, g, ok := fastParse(argv[1:]); ok {
-		env.JSON, env.HomeFlag = g.JSON, g.Home
-		if err := cmd.Run(env); err != nil {
-			return env.fail(err)
-		}
-		return 0
-	}
-	cenv := &cortexcli.Env{} // filled in after parsing, once --home is known
-	// Scripts call `cbth job ...` for every report; kong builds its model
-	// by reflection over the whole tree on each start, so those calls get
-	// a tree of just the job commands (same types, same flags). Help and
-	// anything else get the full tree.
-	var cli any = &CLI{}
-	var globals *Globals = &cli.(*CLI).Globals
-	jobOnly := false
-	if t, g := jobTree(argv[1:]); t != nil {
-		cli, globals, jobOnly = t, g, true
-	}
-	parser, err := kong.New(cli,
-		kong.Name("cbth"),
-		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
-		kong.UsageOnError(),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitCode(code)) }),
-		kong.Bind(env, cenv),
-	)
+	var cli CLI
+	res, err := app.Parse(&cli, argv[1:])
 	if err != nil {
-		fmt.Fprintln(stderr, "cbth:", err)
-		return errs.ExitInternal
+		var usage *cmdline.Error
+		if !errors.As(err, &usage) { // the command structs themselves are wrong
+			fmt.Fprintln(stderr, "cbth:", err)
+			return errs.ExitInternal
+		}
+		env.JSON = jsonRequested(argv[1:])
+		code := env.fail(errs.Wrap(errs.EINVAL, err, "usage"))
+		fmt.Fprint(stderr, usage.Node.Usage())
+		return code
 	}
-	return func() (code int) {
-		defer func() {
-			if r := recover(); r != nil {
-				if c, ok := r.(exitCode); ok {
-					code = int(c)
-					return
-				}
-				panic(r)
-			}
-		}()
-		kctx, err := parser.Parse(argv[1:])
-		if err != nil {
-			env.JSON = jsonRequested(argv[1:])
-			return env.fail(errs.Wrap(errs.EINVAL, err, "usage"))
-		}
-		env.JSON = globals.JSON
-		env.HomeFlag = globals.Home
-		if !jobOnly { // the job verbs never need the CortexFS environment
-			*cenv = cortexEnv(env)
-		}
-		if err := kctx.Run(env); err != nil {
-			return env.fail(err)
+	if res.Help {
+		if err := res.Node.WriteHelp(stdout); err != nil {
+			return errs.ExitGeneric
 		}
 		return 0
-	}()
-}
-
-type exitCode int
-
-// jobTree returns, for a `cbth job <verb> ...` line, a command tree that
-// holds only that verb (same types, same flags), and nil otherwise. kong
-// builds its model by reflection over every node and tag on each start;
-// scripts call these verbs for every report, so they get the smallest tree.
-// Help and anything unusual get the full tree.
-func jobTree(args []string) (any, *Globals) {
-	if len(args) < 2 || args[0] != "job" {
-		return nil, nil
 	}
-	for _, a := range args {
-		if a == "--help" || a == "-h" {
-			return nil, nil
-		}
+	env.JSON, env.HomeFlag = cli.JSON, cli.Home
+	switch cmd := res.Node.Target().(type) {
+	case interface{ Run(*Env) error }:
+		err = cmd.Run(env)
+	case interface{ Run(*cortexcli.Env) error }:
+		// Only the CortexFS commands pay for deriving their environment.
+		cenv := cortexEnv(env)
+		err = cmd.Run(&cenv)
+	default:
+		err = errs.New(errs.EINTERNAL, "%s has no Run method", res.Node.FullPath())
 	}
-	switch args[1] {
-	case "submit":
-		t := &verbTree[struct {
-			Submit JobSubmitCmd `cmd:""`
-		}]{}
-		return t, &t.Globals
-	case "complete":
-		t := &verbTree[struct {
-			Complete JobCompleteCmd `cmd:""`
-		}]{}
-		return t, &t.Globals
-	case "fail":
-		t := &verbTree[struct {
-			Fail JobFailCmd `cmd:""`
-		}]{}
-		return t, &t.Globals
-	case "cancel":
-		t := &verbTree[struct {
-			Cancel JobCancelCmd `cmd:""`
-		}]{}
-		return t, &t.Globals
-	case "query":
-		t := &verbTree[struct {
-			Query JobQueryCmd `cmd:""`
-		}]{}
-		return t, &t.Globals
+	if err != nil {
+		return env.fail(err)
 	}
-	return nil, nil
-}
-
-type verbTree[T any] struct {
-	Globals
-	Job T `cmd:""`
+	return 0
 }
 
 // jsonRequested spots --json on a command line that failed to parse, so

@@ -30,7 +30,7 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, runner.ProcessEnv(context.Background())), true
 	case "ctx":
 		// `ctx model/<provider>/<model> [session]` is the socket REPL. Every
-		// other ctx form belongs to the kong root.
+		// other ctx form belongs to the normal command tree.
 		if len(args) >= 1 && strings.HasPrefix(args[0], "model/") {
 			return ctxChat(args), true
 		}
