@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"net/url"
 	"strings"
 	"syscall"
 
@@ -50,9 +49,11 @@ func CodeForErrorType(t string) errs.Code {
 
 // netError has the method set of package net's Error interface. Matching
 // it structurally classifies the errors of net and of the HTTP clients on
-// top of it (*net.OpError, *net.DNSError, timeouts) exactly as before,
-// without importing net: that would link net's cgo resolver into every
-// binary using this package, cbth included.
+// top of it (*net.OpError, *net.DNSError, timeouts, and *url.Error, which
+// has the same methods) exactly as before, without importing net or
+// net/url: net would link its cgo resolver into every binary using this
+// package, cbth included, and net/url brings net/netip, whose init costs
+// every start.
 type netError interface {
 	error
 	Timeout() bool
@@ -62,10 +63,9 @@ type netError interface {
 // IsTransport reports whether err is a failure to reach the provider at all.
 func IsTransport(err error) bool {
 	var ne netError
-	var ue *url.Error
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.As(err, &ne) || errors.As(err, &ue)
+		errors.As(err, &ne)
 }
 
 // Fail builds the error a driver returns. The public message names the
