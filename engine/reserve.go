@@ -41,7 +41,13 @@ func (e *Engine) tendReserve(tx *bolt.Tx) (held bool, err error) {
 	if e.reserveHeld {
 		return false, tx.DeleteBucket(bucketReserve)
 	}
-	if tx.DB().Stats().FreePageN >= reserveLow {
+	// The stats are those of the last commit. Its pending pages (the ones
+	// it freed, the last reserve's among them) were released to the
+	// freelist when this transaction began, unless a reader still holds
+	// them, so they count as free here. Counting free pages alone made
+	// every other commit store a new reserve right after the last one was
+	// deleted, rewriting 64 pages each time.
+	if st := tx.DB().Stats(); st.FreePageN+st.PendingPageN >= reserveLow {
 		return false, nil
 	}
 	b, err := tx.CreateBucket(bucketReserve)
