@@ -64,8 +64,8 @@ func TestReserveMovesTheHighWaterMarkInBulk(t *testing.T) {
 	if reserves > moves+5 {
 		t.Fatalf("%d reserves stored for %d moves of the mark in 3000 commits", reserves, moves)
 	}
-	// 3,000 events grow the file by some 1,100 pages: at reservePages (64)
-	// a move, about 20 moves. Without the reserve it is some 860.
+	// 3,000 events grow the file by some 1,100 pages: at reservePages
+	// (256) a move, about 5 moves. Without the reserve it is some 860.
 	if moves > 60 {
 		t.Fatalf("the high-water mark moved in %d of 3000 commits; want a handful", moves)
 	}
