@@ -81,12 +81,11 @@ type Engine struct {
 	commits, committedReqs atomic.Uint64 // for Stats
 
 	// Owned by the current leader.
-	lastSeq     uint64
-	lastHash    events.Hash
-	lastBatch   int                                 // requests in the last batch taken
-	reserveHeld bool                                // the last commit stored a page reserve (reserve.go)
-	filler      []byte                              // the reserve's zeros, kept between reserves
-	cache       map[events.StreamID]aggregate.State // committed states only
+	lastSeq   uint64
+	lastHash  events.Hash
+	lastBatch int                                 // requests in the last batch taken
+	filler    []byte                              // the reserve's zeros, kept between reserves
+	cache     map[events.StreamID]aggregate.State // committed states only
 
 	subMu sync.Mutex
 	subs  map[*Subscription]struct{}
@@ -121,8 +120,6 @@ func Open(path string, opt Options) (*Engine, error) {
 		if err := projections.Create(tx); err != nil {
 			return err
 		}
-		// A reserve left by a crash is deleted by the first commit.
-		e.reserveHeld = tx.Bucket(bucketReserve) != nil
 		k, v := tx.Bucket(bucketLog).Cursor().Last()
 		if k != nil {
 			e.lastSeq = binary.BigEndian.Uint64(k)
@@ -447,7 +444,6 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 	}
 	seq0, hash0 := e.lastSeq, e.lastHash
 	w := &txWriter{e: e, pending: map[events.StreamID]aggregate.State{}}
-	reserve := e.reserveHeld
 	err := e.db.Update(func(tx *bolt.Tx) error {
 		w.tx, w.ptx = tx, projections.Wrap(tx)
 		defer func() { w.tx, w.ptx = nil, nil }()
@@ -471,8 +467,7 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 			if err := w.ptx.SetCheckpoint(e.lastSeq); err != nil {
 				return err
 			}
-			var err error
-			if reserve, err = e.tendReserve(tx); err != nil {
+			if err := e.tendReserve(tx); err != nil {
 				return err
 			}
 		}
@@ -480,9 +475,6 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 	})
 	e.lastBatch = len(batch) // joiners included
 	if err == nil {
-		if e.lastSeq != seq0 {
-			e.reserveHeld = reserve
-		}
 		e.commits.Add(1)
 		e.committedReqs.Add(uint64(len(batch)))
 		if len(e.cache)+len(w.pending) > maxCache {

@@ -23,7 +23,7 @@ import (
 // event each per commit) this made commits 11 to 16% faster.
 //
 // The bucket holds nothing but filler. A crash between the two commits
-// leaves it in the file; Open sees it and the next commit deletes it.
+// leaves it in the file, and the next commit deletes it.
 var bucketReserve = []byte("reserve")
 
 // A reserve is written once in full, so its commit is slower, but rarely:
@@ -37,12 +37,14 @@ const (
 	reserveLow   = 64  // free pages below which the next commit reserves
 )
 
-// tendReserve deletes a reserve left by the previous commit, or adds one
-// if the freelist is nearly empty. It reports whether a reserve is held
-// once tx commits. The leader calls it in every commit that appends.
-func (e *Engine) tendReserve(tx *bolt.Tx) (held bool, err error) {
-	if e.reserveHeld {
-		return false, tx.DeleteBucket(bucketReserve)
+// tendReserve deletes the reserve the previous commit stored (or a crash
+// left), or stores one if the freelist is nearly empty. The leader calls it
+// in every commit that appends. Whether a reserve is held is read from the
+// file, not kept beside it: a root-bucket lookup per commit, against a
+// flag that Open and every commit outcome would have to keep right.
+func (e *Engine) tendReserve(tx *bolt.Tx) error {
+	if tx.Bucket(bucketReserve) != nil {
+		return tx.DeleteBucket(bucketReserve)
 	}
 	// The stats are those of the last commit. Its pending pages (the ones
 	// it freed, the last reserve's among them) were released to the
@@ -51,11 +53,11 @@ func (e *Engine) tendReserve(tx *bolt.Tx) (held bool, err error) {
 	// every other commit store a new reserve right after the last one was
 	// deleted, rewriting 64 pages each time.
 	if st := tx.DB().Stats(); st.FreePageN+st.PendingPageN >= reserveLow {
-		return false, nil
+		return nil
 	}
 	b, err := tx.CreateBucket(bucketReserve)
 	if err != nil {
-		return false, err
+		return err
 	}
 	// One value spanning the pages: bbolt stores it as one overflow run,
 	// and deleting it frees the run in one piece.
@@ -63,5 +65,5 @@ func (e *Engine) tendReserve(tx *bolt.Tx) (held bool, err error) {
 	if len(e.filler) != size {
 		e.filler = make([]byte, size)
 	}
-	return true, b.Put([]byte("filler"), e.filler)
+	return b.Put([]byte("filler"), e.filler)
 }

@@ -59,8 +59,8 @@ func TestReserveMovesTheHighWaterMarkInBulk(t *testing.T) {
 		}
 		heldBefore = held
 	}
-	// Each reserve is 64 pages written for nothing but the move of the
-	// mark: about as many as the moves, never one per few commits.
+	// Each reserve is 256 pages written for nothing but the move of the
+	// mark: about as many reserves as moves, never one per few commits.
 	if reserves > moves+5 {
 		t.Fatalf("%d reserves stored for %d moves of the mark in 3000 commits", reserves, moves)
 	}
@@ -75,7 +75,7 @@ func TestReserveMovesTheHighWaterMarkInBulk(t *testing.T) {
 }
 
 // A reserve left in the file by a crash between its two commits is
-// deleted by the first commit after Open, and is never taken for data.
+// deleted by the first commit after Open.
 func TestReserveLeftByACrashIsDeleted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
 	e, err := Open(path, Options{NoSync: true})
