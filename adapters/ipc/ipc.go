@@ -96,7 +96,9 @@ func Listen(path string) (*unixsock.Listener, error) {
 // Serve accepts connections until ctx ends or ln fails.
 func (s *Server) Serve(ctx context.Context, ln *unixsock.Listener) error {
 	s.mu.Lock()
-	s.open = map[*unixsock.Conn]struct{}{}
+	if s.open == nil { // a daemon whose socket file was removed serves a second listener
+		s.open = map[*unixsock.Conn]struct{}{}
+	}
 	s.mu.Unlock()
 	go func() {
 		<-ctx.Done()
