@@ -135,12 +135,27 @@ func Run(ctx context.Context, opt Options) error {
 
 	err = d.loop(ctx)
 	cancel()
-	if serr := <-served; err == nil {
-		err = serr
+	// A request stuck in a system call (a file on a hung network mount)
+	// must not keep the daemon from stopping: after a grace period it
+	// exits without waiting, and the closed log refuses what the request
+	// would append.
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case serr := <-served:
+		if err == nil {
+			err = serr
+		}
+	case <-grace.C:
+		opt.Log.Warn("requests still running; stopping without them", "grace", shutdownGrace)
 	}
 	opt.Log.Info("stopped", "reason", err)
 	return err
 }
+
+// shutdownGrace bounds how long a stopping daemon waits for requests in
+// flight.
+const shutdownGrace = 5 * time.Second
 
 func takeLock(h home.Home) (*os.File, error) {
 	f, err := h.OpenLock()

@@ -217,24 +217,33 @@ func (d *Daemon) complete(ctx context.Context, a CompleteArgs) (TransitionResult
 	if err != nil {
 		return TransitionResult{}, err
 	}
+	if a.ResultFile != "" && !filepath.IsAbs(a.ResultFile) {
+		return TransitionResult{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
+	}
+	cmd := command.CompleteJob{Config: d.deliveryConfig(), JobID: a.JobID, Summary: a.Summary}
 	if j.Status != "running" {
-		return TransitionResult{}, errs.New(errs.ESTATE, "job %s is %s; cannot complete it", a.JobID, j.Status)
+		// Only a retry of the completion that committed can succeed
+		// now, and it stores nothing: hash the file, do not copy it.
+		if a.ResultFile != "" {
+			if cmd.ResultSHA256, err = d.artifacts.Hash(a.ResultFile); err != nil {
+				return TransitionResult{}, err
+			}
+		}
+		return d.transition(ctx, a.JobID, cmd)
 	}
 	defer d.poke(ctx)
-	cmd := command.CompleteJob{Config: d.deliveryConfig(), JobID: a.JobID, Summary: a.Summary}
 	if a.ResultFile != "" {
-		if !filepath.IsAbs(a.ResultFile) {
-			return TransitionResult{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
-		}
 		ing, err := d.artifacts.Ingest(a.ResultFile, a.JobID, d.opt.Clock.Now())
 		if err != nil {
 			return TransitionResult{}, err
 		}
 		cmd.Artifact = &ing
 		res, err := d.eng.Execute(ctx, d.meta(""), cmd)
-		if err != nil {
+		if err != nil || res.Outcome == "already_completed" {
 			// Nothing recorded it: take the copy back out.
 			_ = d.artifacts.Remove(ing.ArtifactID)
+		}
+		if err != nil {
 			return TransitionResult{}, err
 		}
 		return d.transitionResult(a.JobID, res.Outcome)

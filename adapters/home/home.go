@@ -254,8 +254,8 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.IdleTimeout.Duration = d
 	}
-	if c.IdleTimeout.Duration <= 0 {
-		return c, errs.New(errs.EINVAL, "idle_timeout must be positive")
+	if err := h.checkValues(c); err != nil {
+		return c, err
 	}
 	return c, nil
 }

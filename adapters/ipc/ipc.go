@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/unixsock"
@@ -165,6 +166,14 @@ func (s *Server) serveConn(ctx context.Context, c *unixsock.Conn) {
 		if err != nil {
 			return // EOF or a closed connection
 		}
+		if !utf8.Valid(line) {
+			// encoding/json would read the bad bytes as U+FFFD: refuse
+			// rather than act on text the client did not send.
+			if !writeFrame(w, s.fail(0, errs.New(errs.EINVAL, "request frame is not valid UTF-8"))) {
+				return
+			}
+			continue
+		}
 		var req Request
 		if err := json.Unmarshal(bytes.TrimSpace(line), &req); err != nil {
 			if !writeFrame(w, s.fail(0, errs.Wrap(errs.EINVAL, err, "malformed request frame"))) {
@@ -285,6 +294,9 @@ func (c *Client) call(req *Request, args any, out any) error {
 		b, err := json.Marshal(args)
 		if err != nil {
 			return errs.Wrap(errs.EINVAL, err, "encode %s arguments", req.Op)
+		}
+		if err := checkText(req.Op, args, b); err != nil {
+			return err
 		}
 		req.Args = b
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -60,6 +61,10 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	if err := checkArgs(argv[1:]); err != nil {
+		env.JSON = jsonRequested(argv[1:])
+		return env.fail(err)
+	}
 	var cli CLI
 	res, err := app.Parse(&cli, argv[1:])
 	if err != nil {
@@ -96,6 +101,19 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// checkArgs refuses a command line with a word that is not valid UTF-8.
+// The parser would turn each stray byte into U+FFFD, as kong does, so
+// two different thread ids could become one; cbth takes text as given or
+// not at all.
+func checkArgs(args []string) error {
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			return errs.New(errs.EINVAL, "argument %d (%q) is not valid UTF-8; cbth takes text as given or not at all", i+1, a)
+		}
+	}
+	return nil
+}
+
 // jsonRequested spots --json on a command line that failed to parse, so
 // the usage error is still reported as JSON.
 func jsonRequested(args []string) bool {
@@ -107,6 +125,13 @@ func jsonRequested(args []string) bool {
 	return false
 }
 
+// reported is a failure whose result the command has already printed as
+// its one JSON document (a verify report with problems, a diff that
+// differs): stdout gets no second document for it.
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
 // fail reports err: a JSON error object on stdout under --json, always a
 // line on stderr, and the exit code of its stable code.
 func (e *Env) fail(err error) int {
@@ -116,7 +141,7 @@ func (e *Env) fail(err error) int {
 	if errors.As(err, &ee) {
 		msg = ee.Error()
 	}
-	if e.JSON {
+	if e.JSON && !errors.As(err, new(reported)) {
 		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
 		fmt.Fprintln(e.Stdout, string(b))
 	}
