@@ -5,8 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
+	"golang.org/x/sys/unix"
 )
 
 // Symbolic links in the home.
@@ -86,4 +88,34 @@ func (h Home) OpenLock() (*os.File, error) {
 		return nil, errs.Wrap(errs.EACCES, err, "open %s", h.Lock())
 	}
 	return f, nil
+}
+
+// Acquire takes the daemon's lock for a command that must run with no
+// daemon (EBUSY while one runs). Closing the file releases it.
+func (h Home) Acquire() (*os.File, error) {
+	f, err := h.OpenLock()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, errs.New(errs.EBUSY, "a daemon runs for %s; stop it first (cbth daemon stop)", h.Root)
+		}
+		return nil, errs.Wrap(errs.EINTERNAL, err, "lock %s", h.Lock())
+	}
+	return f, nil
+}
+
+// MoveAside renames the home to <root>.old-<UTC time>, where it is kept
+// as it was, and returns the new name. The caller holds the lock.
+func (h Home) MoveAside(now time.Time) (string, error) {
+	aside := h.Root + ".old-" + now.UTC().Format("20060102T150405Z")
+	if _, err := os.Lstat(aside); err == nil {
+		return "", errs.New(errs.EEXIST, "%s already exists", aside)
+	}
+	if err := os.Rename(h.Root, aside); err != nil {
+		return "", errs.Wrap(errs.EACCES, err, "move %s aside", h.Root)
+	}
+	return aside, nil
 }

@@ -38,6 +38,7 @@ type CLI struct {
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
+	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 
