@@ -61,6 +61,9 @@ func (e *Env) Client() (*ipc.Client, error) {
 	}
 	c, err := ipc.Connect(context.Background(), h.Socket(), Version, start, timeout)
 	if err != nil {
+		if errs.CodeOf(err) == errs.EHOSTDOWN && h.DaemonRunning() {
+			return nil, errs.Wrap(errs.EHOSTDOWN, err, "a daemon holds the lock of %s but does not answer on %s (`cbth daemon stop` stops it)", h.Root, h.Socket())
+		}
 		return nil, err
 	}
 	return c, nil
