@@ -28,8 +28,11 @@ bench:
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
 
-# Longer reliability runs: more kill -9 rounds, a bigger random replay, fuzzing.
+# Longer reliability runs: more kill -9 rounds (of the log, and of the real
+# daemon under CLI load with deliveries, plus the storage-fault table), a
+# bigger random replay, fuzzing.
 soak:
+    go test -count=1 -timeout 30m -v -run 'TestSoak' ./cmd/cbth/ -args -soak.rounds=30 -soak.procs=8 -soak.jobs=25 -soak.duration=15m
     go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500
     go test -run 'ReplayEquality' ./engine/ -args -steps=1000000
     go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/

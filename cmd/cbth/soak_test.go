@@ -108,7 +108,8 @@ func TestSoak_KillRounds(t *testing.T) {
 			fig.verifyFailures++
 			t.Errorf("round %d: events verify: exit %d\n%s", round, r.code, r.stdout)
 		}
-		exported, fig.events = h.readySeqs(t, exported, readySeq), int(exported)
+		exported = h.readySeqs(t, exported, readySeq)
+		fig.events = int(exported)
 		delivered := h.checkDeliveries(t, round, readySeq)
 		fig.delivered = delivered
 	}
