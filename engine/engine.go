@@ -22,8 +22,8 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -204,13 +204,21 @@ type Decision struct {
 	Value any
 }
 
-// View is what a command may read while deciding: committed state plus the
-// effects of requests committed earlier in the same group commit.
-type View interface {
+// Reader is what a decision reads: aggregate states and the indexes
+// derived from them. Read-side helpers of the commands (eligibility, the
+// fair order) take a Reader, so they run inside the writer and outside it
+// alike.
+type Reader interface {
 	State(k events.Kind, id string) (aggregate.State, error)
 	Lookup(index, key string) []projections.Ref
 	Scan(index, prefix string) []projections.Ref
 	DueBy(now time.Time) []projections.Due
+}
+
+// View is what a command may read while deciding: committed state plus the
+// effects of requests committed earlier in the same group commit.
+type View interface {
+	Reader
 	// NewID returns a fresh UUIDv7 for a new aggregate, derived from the
 	// log head and the decision time, so a replayed command script yields
 	// the same ids.

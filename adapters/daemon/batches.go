@@ -9,8 +9,9 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 )
 
 // CloseHeadArgs are batch.close_head's arguments.
@@ -113,8 +114,8 @@ func (d *Daemon) inspectHead(thread string) (BatchInspection, error) {
 	}
 	var head string
 	err := d.eng.View(func(v *projections.Tx) error {
-		for _, r := range v.Scan(aggregate.IndexThreadOpen, thread+"\x00") {
-			if len(r.Key) == len(thread)+9 {
+		for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
+			if _, ok := index.ThreadOpenSeq(r.Key, thread); ok {
 				head = r.ID
 				return nil
 			}
@@ -147,7 +148,7 @@ func (d *Daemon) inspect(id string) (BatchInspection, error) {
 		}
 		in.Batch, in.Recovery = b, b.BoundaryRecoveryEnvelope
 		in.Attempts, in.Artifacts, in.Jobs = []*aggregate.Attempt{}, []*ArtifactRef{}, []JobView{}
-		for _, r := range v.Lookup(aggregate.IndexBatchAttempt, id) {
+		for _, r := range v.Lookup(index.BatchAttempts, id) {
 			as, err := v.State(events.KindAttempt, r.ID)
 			if err != nil {
 				return err

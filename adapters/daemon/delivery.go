@@ -13,8 +13,9 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 )
 
 // deliveryConfig turns the file configuration into the commands' input.
@@ -76,19 +77,17 @@ func (d *Daemon) fairOrder(name string) ([]string, error) {
 	var heads []head
 	var cursorKey string
 	err := d.eng.View(func(v *projections.Tx) error {
-		prefix := name + "\x00"
-		for _, r := range v.Scan(aggregate.IndexHead, prefix) {
-			if len(r.Key) < len(prefix)+8 {
-				continue
+		for _, r := range v.Scan(index.Head, index.HeadPrefix(name)) {
+			if _, th, ok := index.ParseHead(r.Key, name); ok {
+				heads = append(heads, head{key: r.Key, thread: th})
 			}
-			heads = append(heads, head{key: r.Key, thread: r.Key[len(prefix)+8:]})
 		}
 		s, err := v.State(events.KindCursor, name)
 		if err != nil {
 			return err
 		}
 		if c, ok := s.(*aggregate.Cursor); ok {
-			cursorKey = aggregate.HeadKey(name, c.ReadyAt, c.ThreadID)
+			cursorKey = index.HeadKey(name, c.ReadyAt, c.ThreadID)
 		}
 		return nil
 	})
@@ -201,6 +200,6 @@ func firstLine(s string) string {
 // parked counts the batches waiting for manual resolution.
 func (d *Daemon) parked() int {
 	n := 0
-	_ = d.eng.View(func(v *projections.Tx) error { n = len(v.Lookup(aggregate.IndexParked, "")); return nil })
+	_ = d.eng.View(func(v *projections.Tx) error { n = len(v.Lookup(index.Parked, "")); return nil })
 	return n
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -44,11 +45,11 @@ const (
 // ---- reading the thread FIFO ----
 
 // openBatches returns a thread's open batches in FIFO order.
-func openBatches(v engine.View, thread string) ([]*aggregate.Batch, error) {
+func openBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 	var out []*aggregate.Batch
-	for _, r := range v.Scan(aggregate.IndexThreadOpen, thread+"\x00") {
-		if !strings.HasPrefix(r.Key, thread+"\x00") || len(r.Key) != len(thread)+9 {
-			continue // another thread whose id extends this one
+	for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
+		if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
+			continue
 		}
 		s, err := v.State(events.KindBatch, r.ID)
 		if err != nil {
@@ -62,8 +63,8 @@ func openBatches(v engine.View, thread string) ([]*aggregate.Batch, error) {
 }
 
 // liveAttempt returns the thread's non-terminal attempt, if any.
-func liveAttempt(v engine.View, thread string) (*aggregate.Attempt, error) {
-	refs := v.Lookup(aggregate.IndexThreadLive, thread)
+func liveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
+	refs := v.Lookup(index.ThreadLive, thread)
 	if len(refs) > 1 {
 		return nil, errs.New(errs.ECORRUPT, "thread %s has %d live attempts", thread, len(refs))
 	}
@@ -78,30 +79,17 @@ func liveAttempt(v engine.View, thread string) (*aggregate.Attempt, error) {
 }
 
 // lastSend returns when the thread last had a delivery accepted.
-func lastSend(v engine.View, thread string) time.Time {
-	refs := v.Scan(aggregate.IndexThreadSends, thread+"\x00")
+func lastSend(v engine.Reader, thread string) time.Time {
 	var last time.Time
-	for _, r := range refs {
-		if len(r.Key) != len(thread)+9 {
-			continue
-		}
-		t := timeOfKey(r.Key[len(thread)+1:])
-		if t.After(last) {
+	for _, r := range v.Scan(index.ThreadSends, index.ThreadPrefix(thread)) {
+		if t, ok := index.SendTime(r.Key, thread); ok && t.After(last) {
 			last = t
 		}
 	}
 	return last
 }
 
-func timeOfKey(k string) time.Time {
-	var n uint64
-	for i := 0; i < 8 && i < len(k); i++ {
-		n = n<<8 | uint64(k[i])
-	}
-	return time.Unix(0, int64(n)).UTC()
-}
-
-func (c DeliveryConfig) notBefore(v engine.View, thread string) time.Time {
+func (c DeliveryConfig) notBefore(v engine.Reader, thread string) time.Time {
 	if last := lastSend(v, thread); !last.IsZero() {
 		return last.Add(c.MinSendInterval)
 	}
@@ -252,7 +240,7 @@ type Eligibility struct {
 
 // Eligible decides whether thread's head batch may get a fresh delivery
 // now. It reads only.
-func (c DeliveryConfig) Eligible(v engine.View, now time.Time, thread string) (Eligibility, error) {
+func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) (Eligibility, error) {
 	open, err := openBatches(v, thread)
 	if err != nil {
 		return Eligibility{}, err
@@ -544,7 +532,7 @@ type ReconcileInFlight struct{ Config DeliveryConfig }
 // Decide implements engine.Decider.
 func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
-	for _, r := range v.Scan(aggregate.IndexThreadLive, "") {
+	for _, r := range v.Scan(index.ThreadLive, "") {
 		s, err := v.State(events.KindAttempt, r.ID)
 		if err != nil {
 			return engine.Decision{}, err

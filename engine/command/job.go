@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -72,7 +73,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		return engine.Decision{}, err
 	}
 	if c.DedupeKey != "" {
-		if refs := v.Lookup(aggregate.IndexDedupe, c.DedupeKey); len(refs) > 0 {
+		if refs := v.Lookup(index.Dedupe, c.DedupeKey); len(refs) > 0 {
 			return engine.Decision{Outcome: "deduplicated", Value: refs[0].ID}, nil
 		}
 	}

@@ -13,8 +13,9 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -162,8 +163,8 @@ func expected(err error) bool {
 func checkHead(t *testing.T, e *engine.Engine, thread, batch string, seed uint64, step int) {
 	t.Helper()
 	e.View(func(v *projections.Tx) error {
-		for _, r := range v.Scan(aggregate.IndexThreadOpen, thread+"\x00") {
-			if len(r.Key) != len(thread)+9 {
+		for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
+			if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
 				continue
 			}
 			if r.ID != batch {
@@ -179,12 +180,12 @@ func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted 
 	t.Helper()
 	e.View(func(v *projections.Tx) error {
 		for _, th := range threads {
-			if n := len(v.Lookup(aggregate.IndexThreadLive, th)); n > 1 {
+			if n := len(v.Lookup(index.ThreadLive, th)); n > 1 {
 				t.Fatalf("seed %d step %d: thread %s has %d non-terminal attempts", seed, step, th, n)
 			}
 			heads := 0
-			for _, r := range v.Scan(aggregate.IndexThreadOpen, th+"\x00") {
-				if len(r.Key) != len(th)+9 {
+			for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(th)) {
+				if _, ok := index.ThreadOpenSeq(r.Key, th); !ok {
 					continue
 				}
 				s, _ := v.State(events.KindBatch, r.ID)
@@ -209,8 +210,8 @@ func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted 
 			if b.Open() && b.IsHead {
 				// The head is the oldest open batch of its thread.
 				first := ""
-				for _, r := range v.Scan(aggregate.IndexThreadOpen, b.SourceThreadID+"\x00") {
-					if first == "" && len(r.Key) == len(b.SourceThreadID)+9 {
+				for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(b.SourceThreadID)) {
+					if _, ok := index.ThreadOpenSeq(r.Key, b.SourceThreadID); first == "" && ok {
 						first = r.ID
 					}
 				}

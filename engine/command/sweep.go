@@ -5,6 +5,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -47,7 +48,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	for _, d := range v.DueBy(now) {
 		res.Due++
 		switch d.Name {
-		case "batch.redelivery_window", "batch.cooldown":
+		case index.DueRedeliveryWindow, index.DueMaxAttempts:
 			b, err := batchState(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
@@ -56,7 +57,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				continue
 			}
 			switch {
-			case d.Name == "batch.redelivery_window" && !now.Before(b.RedeliveryWindowEndsAt):
+			case d.Name == index.DueRedeliveryWindow && !now.Before(b.RedeliveryWindowEndsAt):
 				reason := CloseWindowExhausted
 				if b.ReplayPolicy == aggregate.ReplayManual {
 					reason = CloseManualExpired
@@ -64,13 +65,13 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				if err := closeB(b, reason); err != nil {
 					return engine.Decision{}, err
 				}
-			case d.Name == "batch.cooldown" && b.Status == "cooldown" && !now.Before(b.CooldownUntil) &&
+			case d.Name == index.DueMaxAttempts && b.Status == "cooldown" && !now.Before(b.CooldownUntil) &&
 				b.MaxDeliveryAttempts > 0 && b.DeliveryAttemptCount >= b.MaxDeliveryAttempts && b.ReplayPolicy == aggregate.ReplayAutomatic:
 				if err := closeB(b, CloseMaxAttempts); err != nil {
 					return engine.Decision{}, err
 				}
 			}
-		case "attempt.observation":
+		case index.DueObservation:
 			s, err := v.State(events.KindAttempt, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
@@ -89,7 +90,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				res.Parked = append(res.Parked, b.ID)
 			}
 			touched[a.SourceThreadID] = true
-		case "artifact.gc":
+		case index.DueArtifactGC:
 			s, err := v.State(events.KindArtifact, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
