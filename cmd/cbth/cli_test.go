@@ -221,7 +221,7 @@ func TestAutoStartAndJobLifecycle(t *testing.T) {
 
 	var q map[string]any
 	h.ok(&q, "job", "query", id)
-	for _, k := range []string{"job_id", "status", "delivery_policy", "artifact", "accepted_at", "ready_at", "updated_at"} {
+	for _, k := range []string{"job_id", "status", "delivery_policy", "artifact", "created_at", "ready_at", "updated_at", "batch"} {
 		if _, ok := q[k]; !ok {
 			t.Errorf("job query --json lacks %q: %v", k, q)
 		}
@@ -285,7 +285,7 @@ func TestSubmit_DedupeKeyReturnsOriginal(t *testing.T) {
 // Bad input gets a stable code and leaves the log untouched.
 func TestBadInputChangesNothing(t *testing.T) {
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=1h")
-	cfg := "max_result_bytes = 1024\n"
+	cfg := "max_result_bytes = 1024\n[delivery]\nobservation_window = \"2h\"\n"
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600)
 	running := h.submit("t")

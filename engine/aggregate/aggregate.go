@@ -265,4 +265,3 @@ func textOf(raw events.RawJSON) string {
 	}
 	return out
 }
-

@@ -32,6 +32,7 @@ type Job struct {
 	CreatedSeq     uint64                `json:"created_seq"`
 	ReadyAt        time.Time             `json:"ready_at,omitzero"`
 	CompletedAt    time.Time             `json:"completed_at,omitzero"`
+	TimeoutAt      time.Time             `json:"timeout_at,omitzero"`
 }
 
 func (j *Job) mutate(e *events.Envelope, p events.Payload) {
@@ -40,7 +41,7 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.TargetKind, j.SourceThreadID = p.TargetKind, p.SourceThreadID
 		j.TaskKind, j.TaskSummary = p.TaskKind, p.TaskSummary
 		j.Metadata, j.DedupeKey, j.DeliveryPolicy = p.Metadata, p.DedupeKey, p.DeliveryPolicy
-		j.CreatedSeq = e.Seq
+		j.CreatedSeq, j.TimeoutAt = e.Seq, p.TimeoutAt
 	case *events.JobCompleted:
 		j.ResultSummary, j.ArtifactID, j.ResultBytes, j.BatchID = p.ResultSummary, p.ArtifactID, p.ResultBytes, p.BatchID
 		j.ReadyAt, j.CompletedAt = e.RecordedAt, e.RecordedAt
@@ -53,11 +54,20 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (j *Job) Indexes() []IndexEntry {
-	var out []IndexEntry
+	out := []IndexEntry{{index.JobThread, j.SourceThreadID}}
 	if j.DedupeKey != "" {
 		out = append(out, IndexEntry{index.Dedupe, j.DedupeKey})
 	}
 	return out
+}
+
+// Deadlines implements Deadliner: a running job with a timeout fails at
+// it unless reported first.
+func (j *Job) Deadlines() []Deadline {
+	if j.Status == "running" && !j.TimeoutAt.IsZero() {
+		return []Deadline{{index.DueJobTimeout, j.TimeoutAt}}
+	}
+	return nil
 }
 
 // Counts implements Counter.
@@ -84,6 +94,7 @@ type Batch struct {
 	LastDeliveryAttemptAt       time.Time                `json:"last_delivery_attempt_at,omitzero"`
 	NextDeliveryNotBefore       time.Time                `json:"next_delivery_not_before,omitzero"`
 	CooldownUntil               time.Time                `json:"cooldown_until,omitzero"`
+	ObservationDeadline         time.Time                `json:"delivery_observation_deadline,omitzero"`
 	EligibleAfter               time.Time                `json:"eligible_after,omitzero"`
 	RedeliveryWindowEndsAt      time.Time                `json:"redelivery_window_ends_at"`
 	MaxDeliveryAttempts         int                      `json:"max_delivery_attempts"`
@@ -160,6 +171,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.DeliveryAttemptCount++
 		b.LastDeliveryAttemptAt = e.RecordedAt
 		b.CooldownUntil, b.NextDeliveryNotBefore = p.CooldownUntil, p.NextDeliveryNotBefore
+		b.ObservationDeadline = p.ObservationDeadline
 	case *events.BatchReplayPolicyChanged:
 		b.ReplayPolicy, b.ReplayPolicyReason = p.ReplayPolicy, p.Reason
 		if p.ReplayPolicy == ReplayManual {
@@ -189,7 +201,11 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 // Parked reports whether the batch waits for manual resolution.
 func (b *Batch) Parked() bool { return b.Open() && b.ReplayPolicy == ReplayManual }
 
-// Deadlines implements Deadliner.
+// Deadlines implements Deadliner. Only work the sweep does is a deadline:
+// the times at which a head may be delivered again (merge window, send
+// interval, back-off, cooldown) are the scheduler's wake-ups, not sweep
+// work, and a deadline the sweep has acted on changes the state so that
+// it leaves the index.
 func (b *Batch) Deadlines() []Deadline {
 	var out []Deadline
 	if b.ReplayPolicy == ReplayManual && !b.ParkNotified && !b.ParkNextRetry.IsZero() {
@@ -202,19 +218,18 @@ func (b *Batch) Deadlines() []Deadline {
 		return out
 	}
 	out = append(out, Deadline{index.DueRedeliveryWindow, b.RedeliveryWindowEndsAt})
-	if b.IsHead && !b.NextDeliveryNotBefore.IsZero() {
-		out = append(out, Deadline{"batch.not_before", b.NextDeliveryNotBefore})
-	}
-	if !b.MergeUntil.IsZero() {
-		out = append(out, Deadline{"batch.merge_window", b.MergeUntil})
-	}
-	if b.Status == "cooldown" && !b.CooldownUntil.IsZero() {
+	if b.BudgetSpent() && b.Status == "cooldown" && b.ReplayPolicy == ReplayAutomatic && b.ObservationDeadline.IsZero() {
+		// The last counted attempt was a wake-up: the batch closes when
+		// its cooldown ends. An observed turn ends the batch itself.
 		out = append(out, Deadline{index.DueMaxAttempts, b.CooldownUntil})
 	}
-	if !b.EligibleAfter.IsZero() {
-		out = append(out, Deadline{"batch.eligible_after", b.EligibleAfter})
-	}
 	return out
+}
+
+// BudgetSpent reports whether the batch has had every delivery attempt
+// it may count.
+func (b *Batch) BudgetSpent() bool {
+	return b.MaxDeliveryAttempts > 0 && b.DeliveryAttemptCount >= b.MaxDeliveryAttempts
 }
 
 // Indexes implements Indexer.
@@ -332,10 +347,7 @@ func (a *Attempt) Deadlines() []Deadline {
 		return []Deadline{{index.DueArmPending, a.ArmPendingDeadline}}
 	case "cooldown":
 		var out []Deadline
-		if !a.CooldownUntil.IsZero() {
-			out = append(out, Deadline{"attempt.cooldown", a.CooldownUntil})
-		}
-		if a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero() {
+		if a.Tracking() {
 			out = append(out, Deadline{index.DueObservation, a.ObservationDeadline})
 		}
 		if !a.PauseDeadline.IsZero() {
@@ -346,11 +358,20 @@ func (a *Attempt) Deadlines() []Deadline {
 	return nil
 }
 
+// Tracking reports whether the attempt's accepted turn is being
+// observed: the daemon stays up until the turn ends or its deadline.
+func (a *Attempt) Tracking() bool {
+	return a.Status == "cooldown" && a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero()
+}
+
 // Indexes implements Indexer.
 func (a *Attempt) Indexes() []IndexEntry {
 	out := []IndexEntry{{index.BatchAttempts, a.BatchID}}
 	if a.Live() {
 		out = append(out, IndexEntry{index.ThreadLive, a.SourceThreadID})
+	}
+	if a.Tracking() {
+		out = append(out, IndexEntry{index.Tracking, index.TrackingKey(a.ObservationDeadline)})
 	}
 	if !a.AcceptedAt.IsZero() {
 		out = append(out, IndexEntry{index.ThreadSends, index.SendKey(a.SourceThreadID, a.AcceptedAt)})

@@ -36,6 +36,9 @@ type SubmitJob struct {
 	Metadata  json.RawMessage
 	DedupeKey string
 	Policy    events.DeliveryPolicy
+	// Timeout fails the job if it is not reported within this long (the
+	// job_timeout setting); 0 for never.
+	Timeout time.Duration
 }
 
 // Validate checks the command's own fields; Decide calls it too.
@@ -78,12 +81,16 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		}
 	}
 	id := v.NewID()
+	var timeoutAt time.Time
+	if c.Timeout > 0 {
+		timeoutAt = now.Add(c.Timeout)
+	}
 	return engine.Decision{
 		Outcome: "submitted",
 		Value:   id,
 		Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
 			TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
-			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy,
+			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
 		}}},
 	}, nil
 }

@@ -84,7 +84,7 @@ func TestDeliveryProperties(t *testing.T) {
 			exec(command.CancelJob{Config: cfg, JobID: jobs[rnd.IntN(len(jobs))]})
 		case op < 75:
 			head := e.Head()
-			res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Kind: "debug_deliver"})
+			res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Route: command.Route{RPCKind: command.DebugDeliver, DeliveryMode: command.DebugDeliver}})
 			if res.Outcome != "started" {
 				if e.Head() != head {
 					t.Fatalf("seed %d step %d: a delivery that did not start appended events", seed, step)

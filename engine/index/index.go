@@ -80,7 +80,9 @@ func ThreadPrefix(thread string) string { return thread + "\x00" }
 
 // ThreadOpenKey is an open batch's key in ThreadOpen: its thread, then
 // the seq it opened at, so a thread's batches sort in FIFO order.
-func ThreadOpenKey(thread string, openedSeq uint64) string { return ThreadPrefix(thread) + seq(openedSeq) }
+func ThreadOpenKey(thread string, openedSeq uint64) string {
+	return ThreadPrefix(thread) + seq(openedSeq)
+}
 
 // ThreadOpenSeq parses a ThreadOpen key of thread; ok is false for a key
 // of any other thread.

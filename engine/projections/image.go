@@ -80,6 +80,7 @@ func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpo
 	if checkpoint > 0 {
 		img[string(bucketMeta)][string(keyCheckpoint)] = appendU64(nil, checkpoint)
 	}
+	img[string(bucketMeta)][string(keyVersion)] = appendU64(nil, Version)
 	return img, nil
 }
 

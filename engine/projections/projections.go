@@ -29,7 +29,20 @@ var (
 	// sequence of the empty p.meta bucket: that lives in the root page,
 	// which every commit rewrites anyway, so it costs no extra page.
 	keyCheckpoint = []byte("checkpoint")
+	// keyVersion holds Version in p.meta.
+	keyVersion = []byte("version")
 )
+
+// Version numbers what the states derive (index entries, deadline kinds,
+// counters). It changes whenever a state's derivation does, so a daemon
+// finding projections of another version rebuilds them from the log: a
+// log is never rewritten, its projections always may be. Projections
+// without a version key are version 1.
+//
+//	2: jobs indexed by thread; attempts tracking a turn indexed; the
+//	   deadline index holds only work the sweep does (scheduler wake-ups
+//	   left it); running jobs have a job.timeout deadline.
+const Version = 2
 
 // countKey names a counter in p.meta. The bucket stays small enough to be
 // stored inline in the root page, which every commit rewrites anyway.
@@ -54,14 +67,28 @@ type Tx struct {
 // Wrap returns the projection view of tx.
 func Wrap(tx *bolt.Tx) *Tx { return &Tx{tx: tx} }
 
-// Create makes sure every bucket exists. tx must be writable.
+// Create makes sure every bucket exists. tx must be writable. Projections
+// it creates from nothing are of the current Version.
 func Create(tx *bolt.Tx) error {
+	fresh := tx.Bucket(bucketMeta) == nil
 	for _, b := range Buckets() {
 		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
 	}
+	if fresh {
+		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, Version))
+	}
 	return nil
+}
+
+// Version returns the version of the stored projections.
+func (t *Tx) Version() uint64 {
+	v := t.tx.Bucket(bucketMeta).Get(keyVersion)
+	if len(v) != 8 {
+		return 1
+	}
+	return binary.BigEndian.Uint64(v)
 }
 
 // Drop deletes every projection bucket and creates them empty.
@@ -334,11 +361,9 @@ func (t *Tx) DueBy(now time.Time) []Due {
 		if at > limit {
 			break
 		}
-		parts := bytes.SplitN(k[8:], []byte{0}, 3)
-		if len(parts) != 3 {
-			continue
+		if d, ok := parseDue(k); ok {
+			out = append(out, d)
 		}
-		out = append(out, Due{At: time.Unix(0, int64(at)).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])})
 	}
 	return out
 }
@@ -346,7 +371,19 @@ func (t *Tx) DueBy(now time.Time) []Due {
 // NextDue returns the earliest deadline, if any.
 func (t *Tx) NextDue() (Due, bool) {
 	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().First()
-	if k == nil {
+	return parseDue(k)
+}
+
+// NextDueAfter returns the earliest deadline strictly after at, if any:
+// one seek, however many deadlines lie before it.
+func (t *Tx) NextDueAfter(at time.Time) (Due, bool) {
+	from := uint64(at.UnixNano()) + 1
+	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().Seek(binary.BigEndian.AppendUint64(nil, from))
+	return parseDue(k)
+}
+
+func parseDue(k []byte) (Due, bool) {
+	if len(k) < 8 {
 		return Due{}, false
 	}
 	parts := bytes.SplitN(k[8:], []byte{0}, 3)
