@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +48,9 @@ type Options struct {
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
 	Manual bool
+	// Targets are the delivery targets besides the built-in debug one;
+	// each target kind at most once.
+	Targets []target.Target
 }
 
 // Daemon is a running daemon.
@@ -110,7 +115,8 @@ func Run(ctx context.Context, opt Options) error {
 		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
 		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
-	d.targets = []target.Target{d.debug}
+	d.targets = append([]target.Target{d.debug}, opt.Targets...)
+	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 	d.table = d.ops()
 	if opt.Manual {
 		close(d.hooks.done) // hooks run inside the sweep

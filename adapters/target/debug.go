@@ -286,16 +286,6 @@ func (t *DebugTarget) Turn(ctx context.Context, thread, event string, epoch uint
 	return TurnReport{TurnEvent: ev, Outcome: out}, nil
 }
 
-// KeepAlive implements KeepAliver: turns left open by async.
-func (t *DebugTarget) KeepAlive(time.Time) []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if n := len(t.pending); n > 0 {
-		return []string{fmt.Sprintf("debug: %d accepted turns open", n)}
-	}
-	return nil
-}
-
 func (t *DebugTarget) write(rec Record) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
