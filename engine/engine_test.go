@@ -33,14 +33,11 @@ func seed(t *testing.T) uint64 {
 	return s
 }
 
+// open opens the log of dir; enginetest.Open verifies it when the test
+// ends.
 func open(t testing.TB, dir string, opt engine.Options) *engine.Engine {
 	t.Helper()
-	e, err := engine.Open(filepath.Join(dir, "cbth.db"), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return enginetest.Open(t, filepath.Join(dir, "cbth.db"), opt)
 }
 
 func image(t testing.TB, e *engine.Engine) projections.Image {

@@ -53,7 +53,9 @@ type homeDir struct {
 	env  []string
 }
 
-// newHome makes a private home and stops its daemon when the test ends.
+// newHome makes a private home. When the test ends it stops the home's
+// daemon and verifies its log with `cbth events verify` (the hash chain,
+// every transition, the projections against a rebuild).
 func newHome(t *testing.T, extraEnv ...string) *homeDir {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "home")
@@ -62,6 +64,13 @@ func newHome(t *testing.T, extraEnv ...string) *homeDir {
 		h.run("daemon", "stop")
 		if pid := h.pid(); pid > 0 {
 			syscall.Kill(pid, syscall.SIGKILL)
+			waitFor(t, "the killed daemon to go", 10*time.Second, func() bool { return h.pid() == 0 })
+		}
+		if _, err := os.Stat(filepath.Join(root, "cbth.db")); err != nil {
+			return // no log was ever written
+		}
+		if r := h.run("events", "verify", "--json"); r.code != 0 {
+			t.Errorf("the home's log does not verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
 	return h
