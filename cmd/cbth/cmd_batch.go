@@ -112,17 +112,12 @@ type BatchListCmd struct {
 
 // Run lists batches.
 func (c *BatchListCmd) Run(env *Env) error {
-	list := []query.BatchView{}
-	for after := ""; ; {
+	list, err := allPages(func(after string) ([]query.BatchView, string, error) {
 		page, err := call(env, api.BatchList, api.BatchListArgs{SourceThreadID: c.ThreadID, State: c.State, After: after})
-		if err != nil {
-			return err
-		}
-		list = append(list, page.Batches...)
-		if page.Next == "" {
-			break
-		}
-		after = page.Next
+		return page.Batches, page.Next, err
+	})
+	if err != nil {
+		return err
 	}
 	return env.emit(list, func(w io.Writer) {
 		if len(list) == 0 {

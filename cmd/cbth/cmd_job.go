@@ -191,17 +191,12 @@ type JobListCmd struct {
 
 // Run lists jobs.
 func (c *JobListCmd) Run(env *Env) error {
-	list := []query.JobView{}
-	for after := ""; ; {
+	list, err := allPages(func(after string) ([]query.JobView, string, error) {
 		page, err := call(env, api.JobList, api.JobListArgs{SourceThreadID: c.ThreadID, Status: c.Status, After: after})
-		if err != nil {
-			return err
-		}
-		list = append(list, page.Jobs...)
-		if page.Next == "" {
-			break
-		}
-		after = page.Next
+		return page.Jobs, page.Next, err
+	})
+	if err != nil {
+		return err
 	}
 	return env.emit(list, func(w io.Writer) {
 		if len(list) == 0 {
@@ -215,4 +210,21 @@ func (c *JobListCmd) Run(env *Env) error {
 		}
 		tw.Flush()
 	})
+}
+
+// allPages collects a listing page by page: page(after) returns one page
+// and the cursor of the next ("" after the last).
+func allPages[T any](page func(after string) ([]T, string, error)) ([]T, error) {
+	all := []T{}
+	for after := ""; ; {
+		items, next, err := page(after)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		after = next
+	}
 }
