@@ -65,10 +65,10 @@ func TestKeepAlive_ParkedHeadLetsTheDaemonExit(t *testing.T) {
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"50ms\"\n"), 0o600)
 	h.behave("T", "turn_failed")
 	h.ready("T")
-	bs := h.batches("T")
-	if len(bs) != 1 || bs[0].Replay != "manual_resolution_only" || bs[0].State == "closed" {
-		t.Fatalf("batches %+v, want one parked batch", bs)
-	}
+	waitFor(t, "the batch to be parked", 10*time.Second, func() bool {
+		bs := h.batches("T")
+		return len(bs) == 1 && bs[0].Replay == "manual_resolution_only" && bs[0].State != "closed"
+	})
 	pid := h.pid()
 	var reasons []string
 	waitFor(t, "nothing to keep the daemon up", 10*time.Second, func() bool {
