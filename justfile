@@ -28,6 +28,11 @@ bench:
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
 
+# Daemon start-up on a log of 1,000,000 events holding 100,000 open
+# batches: time until it answers and peak RSS, against a bare bbolt scan.
+bench-startup:
+    go test -run 'StartupWithALargeLog' -v -timeout 60m ./cmd/cbth/ -args -startup.events=1000000 -startup.open=100000
+
 # Longer reliability runs: more kill -9 rounds, a bigger random replay, fuzzing.
 soak:
     go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500

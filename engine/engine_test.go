@@ -474,3 +474,29 @@ func TestVerifyDuringWrites(t *testing.T) {
 		}
 	}
 }
+
+// Projections of another version (a file written before their derivation
+// changed: version 1 had no version key) are not current, and a rebuild
+// makes them current and equal to the log's.
+func TestProjectionsOfAnotherVersionAreRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	e := open(t, dir, engine.Options{NoSync: true})
+	if err := enginetest.Drive(context.Background(), e, enginetest.NewGenerator(seed(t), ""), 300); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.ProjectionsCurrent(); err != nil || !ok {
+		t.Fatalf("fresh projections current=%v err=%v", ok, err)
+	}
+	if err := e.DB().Update(func(tx *bolt.Tx) error { return tx.Bucket([]byte("p.meta")).Delete([]byte("version")) }); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.ProjectionsCurrent(); ok {
+		t.Fatal("projections without a version key count as current")
+	}
+	if _, err := e.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.ProjectionsCurrent(); err != nil || !ok {
+		t.Fatalf("after the rebuild current=%v err=%v", ok, err)
+	}
+}
