@@ -236,6 +236,7 @@ func minimalELF(interp string) []byte {
 	copy(b, "\x7fELF\x02\x01\x01")
 	le := binary.LittleEndian
 	le.PutUint16(b[16:], 2)  // ET_EXEC
+	le.PutUint32(b[20:], 1)  // e_version: EV_CURRENT
 	le.PutUint64(b[32:], 64) // e_phoff
 	le.PutUint16(b[54:], 56) // e_phentsize
 	le.PutUint16(b[56:], 1)  // e_phnum

@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
@@ -102,43 +102,22 @@ func Load(path string) (Object, error) {
 // MaxObjectFile bounds a metadata or control file.
 const MaxObjectFile = 1 << 20
 
-// readSmall reads a small regular file with plain system calls. os.ReadFile
-// would register each file with the runtime poller (and start it), which
-// is measurable on the one-shot path that reads eight such files.
+// readSmall reads a metadata or control file, refusing one over
+// MaxObjectFile.
 func readSmall(path string) ([]byte, error) {
-	fd, err := openRetry(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	defer syscall.Close(fd)
-	buf := make([]byte, 0, 512)
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > MaxObjectFile {
-				return nil, errs.New(errs.EMSGSIZE, "%s is larger than %d bytes", path, MaxObjectFile)
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		case n == 0:
-			return buf, nil
-		}
-		buf = buf[:len(buf)+n]
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxObjectFile+1))
+	if err != nil {
+		return nil, err
 	}
-}
-
-func openRetry(path string) (int, error) {
-	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
+	if len(b) > MaxObjectFile {
+		return nil, errs.New(errs.EMSGSIZE, "%s is larger than %d bytes", path, MaxObjectFile)
 	}
+	return b, nil
 }
 
 type options struct {
