@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/unixsock"
 )
 
 // multicall lets the one cbth binary answer under its other names. main
@@ -58,7 +58,7 @@ func ctxChat(args []string) int {
 	home, _ := os.UserHomeDir()
 	env := cli.DefaultEnv(os.LookupEnv, home)
 	path := filepath.Join(env.CtxRoot, "model", id.Provider, id.Model+".sock")
-	conn, err := unixsock.Dial(path)
+	conn, err := net.Dial("unix", path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fail(errs.New(errs.ENOENT, "model %s has no socket (session=none, or not served)", id))

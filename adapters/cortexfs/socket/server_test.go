@@ -22,7 +22,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/unixsock"
 )
 
 // gated emits one delta per value received on step, until step closes.
@@ -434,13 +433,13 @@ func TestListenRefusesLiveSocket(t *testing.T) {
 // do) removes the file once.
 func TestListenReplacesStaleSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.sock")
-	old, err := unixsock.Listen(path)
+	old, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	old.SetUnlinkOnClose(false)
 	old.Close()
-	if _, err := unixsock.Dial(path); !errors.Is(err, syscall.ECONNREFUSED) {
+	if _, err := net.Dial("unix", path); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("stale socket: %v, want ECONNREFUSED", err)
 	}
 	ln, err := Listen(path)
@@ -458,7 +457,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 		}
 		accepted <- err
 	}()
-	c, err := unixsock.Dial(path)
+	c, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatalf("dial the replacement: %v", err)
 	}
@@ -471,7 +470,7 @@ func TestListenReplacesStaleSocket(t *testing.T) {
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("socket file after Close: %v", err)
 	}
-	if _, err := ln.Accept(); !errors.Is(err, unixsock.ErrClosed) {
+	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Accept after Close: %v", err)
 	}
 }
