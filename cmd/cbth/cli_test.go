@@ -545,10 +545,33 @@ func TestVersionHelpAndCompletion(t *testing.T) {
 	if v.Version == "" {
 		t.Fatal("no version")
 	}
+	// Each script hooks the shell up to this very binary...
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		r := h.run("completion", sh)
-		if r.code != 0 || !strings.Contains(r.stdout, "submit") || !strings.Contains(r.stdout, "thread-id") {
-			t.Fatalf("completion %s: exit %d, %q", sh, r.code, r.stdout[:min(len(r.stdout), 200)])
+		if r.code != 0 || !strings.Contains(r.stdout, "'"+cbthBin+"'") {
+			t.Fatalf("completion %s: exit %d, %q", sh, r.code, r.stdout)
+		}
+	}
+	if _, err := exec.LookPath("bash"); err == nil {
+		r := h.run("completion", "bash")
+		out, err := exec.Command("bash", "-c", r.stdout+"complete -p cbth").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "complete -C '"+cbthBin+"' cbth") {
+			t.Fatalf("bash did not take the script: %v %s", err, out)
+		}
+	}
+	// ...which answers the shell from the command tree: commands, flags
+	// and enum values.
+	for line, want := range map[string]string{
+		"cbth job su":                     "submit\n",
+		"cbth job submit --thr":           "--thread-id\n",
+		"cbth batch close-head --reason ": "operator_confirmed_delivery\n",
+		"cbth completion ":                "fish\n",
+	} {
+		c := h.cmd()
+		c.Env = append(c.Env, "COMP_LINE="+line, "COMP_POINT="+strconv.Itoa(len(line)))
+		out, err := c.Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("COMP_LINE=%q: %v %q, want %q among the answers", line, err, out, want)
 		}
 	}
 	r := h.run("job", "submit", "--help")

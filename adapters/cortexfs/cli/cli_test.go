@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/cmdline"
 )
 
 // root mirrors how cbth embeds these commands: --json is a global flag.
@@ -27,19 +27,16 @@ func run(t *testing.T, env *Env, args ...string) (string, error) {
 	var r root
 	var out bytes.Buffer
 	env.Stdout = &out
-	res, err := cmdline.App{Name: "cbth"}.Parse(&r, args)
+	p, err := kong.New(&r, kong.Name("cbth"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := p.Parse(args)
 	if err != nil {
 		return "", errs.Wrap(errs.EINVAL, err, "parse")
 	}
-	if res.Help {
-		t.Fatalf("help on %v", args)
-	}
 	env.JSON = r.JSON
-	cmd, ok := res.Node.Target().(interface{ Run(*Env) error })
-	if !ok {
-		t.Fatalf("%s has no Run(*Env)", res.Node.FullPath())
-	}
-	err = cmd.Run(env)
+	err = kctx.Run(env)
 	return out.String(), err
 }
 
