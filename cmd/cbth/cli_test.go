@@ -18,6 +18,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/internal/proctest"
 )
 
 // These tests drive the real binary: built once, run as separate
@@ -474,25 +475,13 @@ func TestSingleInstanceUnderRace(t *testing.T) {
 	}
 }
 
-// daemonProcesses counts live `cbth ... daemon run` processes for a home.
+// daemonProcesses counts live `cbth --home <root> daemon run` processes.
 func daemonProcesses(root string) int {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && args[0] == cbthBin && strings.Contains(string(b), root+"\x00daemon\x00run") {
-			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if !strings.Contains(string(stat), ") Z ") { // zombies do not count
-				n++
-			}
-		}
+	n, err := proctest.Count(func(args string) bool {
+		return strings.HasPrefix(args, cbthBin+" ") && strings.Contains(args, " "+root+" daemon run")
+	})
+	if err != nil {
+		panic(err)
 	}
 	return n
 }
