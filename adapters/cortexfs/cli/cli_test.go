@@ -48,7 +48,13 @@ func testEnv(t *testing.T) *Env {
 		}
 		return "", false
 	}, dir)
-	e.Runner = "/usr/bin/cortexfs-object-runner"
+	e.Runner = filepath.Join(dir, "bin", "cortexfs-object-runner")
+	if err := os.MkdirAll(filepath.Dir(e.Runner), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.Runner, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	e.UID = 1000
 	e.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	e.Stderr = &bytes.Buffer{}
@@ -128,6 +134,61 @@ func TestModelLifecycle(t *testing.T) {
 	}
 	if l, _ := os.Readlink(filepath.Join(env.CtxRoot, "model/main")); l != filepath.Join(env.CtxRoot, "model/debug/echo") {
 		t.Errorf("main -> %q", l)
+	}
+}
+
+// No object is written whose #! line names a runner that is not there:
+// the error says how to get one, and nothing of the tree exists after.
+func TestNoObjectsWithoutARunner(t *testing.T) {
+	for name, c := range map[string]struct {
+		envRunner string
+		args      []string
+	}{
+		"none found":       {"", []string{"ctx", "init"}},
+		"--runner missing": {"", []string{"ctx", "init", "--runner", "/nonexistent/cortexfs-object-runner"}},
+		"default missing":  {"/nonexistent/cortexfs-object-runner", []string{"ctx", "init"}},
+		"model add":        {"", []string{"model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o"}},
+	} {
+		env := testEnv(t)
+		env.Runner = c.envRunner
+		_, err := run(t, env, c.args...)
+		if errs.CodeOf(err) != errs.ENOENT || !strings.Contains(err.Error(), "cbth install --prefix /usr") || !strings.Contains(err.Error(), "--runner PATH") {
+			t.Errorf("%s: %v; want ENOENT naming both fixes", name, err)
+		}
+		if _, err := os.Lstat(env.CtxRoot); !os.IsNotExist(err) {
+			t.Errorf("%s: the tree was written anyway: %v", name, err)
+		}
+	}
+	// A runner that is there is written into every shebang.
+	env := testEnv(t)
+	env.Runner = ""
+	if _, err := run(t, env, "ctx", "init", "--runner", testEnv(t).Runner); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The runner is looked up beside the binary first, then on PATH.
+func TestFindRunner(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "bin", "cbth")
+	onPath := filepath.Join(dir, "path", "cortexfs-object-runner")
+	for _, p := range []string{exe, onPath} {
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+	}
+	t.Setenv("PATH", filepath.Dir(onPath))
+	if got := findRunner(exe); got != onPath {
+		t.Errorf("with none beside the binary: %q, want %q from PATH", got, onPath)
+	}
+	beside := filepath.Join(dir, "bin", "cortexfs-object-runner")
+	os.WriteFile(beside, []byte("#!/bin/sh\n"), 0o755)
+	if got := findRunner(exe); got != beside {
+		t.Errorf("with one beside the binary: %q, want %q", got, beside)
+	}
+	t.Setenv("PATH", t.TempDir())
+	os.Remove(beside)
+	if got := findRunner(exe); got != "" {
+		t.Errorf("with none anywhere: %q", got)
 	}
 }
 

@@ -30,13 +30,16 @@ type CtxCmd struct {
 // CtxInitCmd is `ctx init`.
 type CtxInitCmd struct {
 	Root   string `help:"Tree root (default: $CTX_ROOT, else $CBTH_HOME/ctx)." type:"path"`
-	Runner string `help:"Absolute path of the object runner for shebangs." type:"path"`
+	Runner string `help:"The object runner the shebangs name (default: cortexfs-object-runner beside cbth, else on PATH); it must exist." type:"path"`
 }
 
 // Run implements the command.
 func (c *CtxInitCmd) Run(env *Env) error {
 	root := pick(c.Root, env.CtxRoot)
 	run := pick(c.Runner, env.Runner)
+	if err := checkRunner(run); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "create parent of %s", root)
 	}
@@ -145,7 +148,7 @@ func (c *ModelAddCmd) Run(env *Env) error {
 	if !replaced {
 		set.Objects = append(set.Objects, o)
 	}
-	if err := env.store().Save(env.CtxRoot, set); err != nil {
+	if err := save(env, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, modelInfo(set, o), func(w io.Writer) { fmt.Fprintf(w, "added model/%s\n", o.Path) })
@@ -176,6 +179,15 @@ func load(env *Env) (tree.Set, error) {
 		set.Runner = env.Runner
 	}
 	return set, nil
+}
+
+// save registers set as the tree at env.CtxRoot, unless its objects could
+// not run.
+func save(env *Env, set tree.Set) error {
+	if err := checkRunner(set.Runner); err != nil {
+		return err
+	}
+	return env.store().Save(env.CtxRoot, set)
 }
 
 // ModelInfo is one row of `model list --json`.
@@ -275,7 +287,7 @@ func (c *ModelAliasCmd) Run(env *Env) error {
 		}
 	}
 	set.Aliases = append(kept, a)
-	if err := env.store().Save(env.CtxRoot, set); err != nil {
+	if err := save(env, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, a, func(w io.Writer) { fmt.Fprintf(w, "%s -> %s\n", a.Path, a.Target) })
@@ -323,7 +335,7 @@ func (c *ModelRmCmd) Run(env *Env) error {
 		}
 	}
 	set.Aliases = aliases
-	if err := env.store().Save(env.CtxRoot, set); err != nil {
+	if err := save(env, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, map[string]string{"removed": id.String()}, func(w io.Writer) { fmt.Fprintf(w, "removed model/%s\n", id) })
