@@ -1,6 +1,6 @@
 // Package cli holds the command structs for the CortexFS verbs: ctx init,
 // model add/list/alias/rm/serve and install. Their struct tags are read by
-// internal/cmdline; the root CLI embeds them and runs them with an *Env;
+// kong; the root CLI embeds them and runs them with an *Env;
 // every Run returns an error with a stable code.
 package cli
 
