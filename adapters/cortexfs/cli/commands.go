@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,8 +37,8 @@ type CtxInitCmd struct {
 
 // Run implements the command.
 func (c *CtxInitCmd) Run(env *Env) error {
-	root := pick(c.Root, env.CtxRoot)
-	run := pick(c.Runner, env.Runner)
+	root := cmp.Or(c.Root, env.CtxRoot)
+	run := cmp.Or(c.Runner, env.Runner)
 	if err := checkRunner(run); err != nil {
 		return err
 	}
@@ -54,13 +56,6 @@ func (c *CtxInitCmd) Run(env *Env) error {
 	return env.emit(env.JSON, map[string]any{"root": root, "runner": run, "objects": len(set.Objects)}, func(w io.Writer) {
 		fmt.Fprintf(w, "initialized %s (runner %s)\n", root, run)
 	})
-}
-
-func pick(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // ModelCmd groups the model verbs.
@@ -121,7 +116,7 @@ func (c *ModelAddCmd) Run(env *Env) error {
 	if len(caps) == 0 {
 		caps = []string{"chat", "stream"}
 	}
-	if c.Session == object.SessionSocket && !contains(caps, "session") {
+	if c.Session == object.SessionSocket && !slices.Contains(caps, "session") {
 		caps = append(caps, "session")
 	}
 	created := ""
@@ -152,15 +147,6 @@ func (c *ModelAddCmd) Run(env *Env) error {
 		return err
 	}
 	return env.emit(env.JSON, modelInfo(set, o), func(w io.Writer) { fmt.Fprintf(w, "added model/%s\n", o.Path) })
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // load reads the tree, creating it (with debug/echo) if it is not there.
