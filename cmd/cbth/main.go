@@ -54,6 +54,17 @@ func main() {
 // out of Parse, so run returns it instead of the process exiting.
 type exitCode int
 
+// catchExit, deferred, turns a kong exit into the caller's result.
+func catchExit(code *int) {
+	if r := recover(); r != nil {
+		c, ok := r.(exitCode)
+		if !ok {
+			panic(r)
+		}
+		*code = int(c)
+	}
+}
+
 func run(argv []string, stdout, stderr io.Writer) (code int) {
 	if code, ok := multicall(argv[0], argv[1:]); ok {
 		return code
@@ -77,15 +88,7 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 		fmt.Fprintln(stderr, "cbth:", err)
 		return errs.ExitInternal
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			c, ok := r.(exitCode)
-			if !ok {
-				panic(r)
-			}
-			code = int(c)
-		}
-	}()
+	defer catchExit(&code)
 	// A shell asking for completions (COMP_LINE set, see `cbth
 	// completion`) is answered from the command tree, and run exits here.
 	kongplete.Complete(parser)

@@ -58,15 +58,7 @@ func ctxChat(args []string) (code int) {
 	if err != nil {
 		return fail(errs.Wrap(errs.EINTERNAL, err, "command line"))
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			c, ok := r.(exitCode)
-			if !ok {
-				panic(r)
-			}
-			code = int(c)
-		}
-	}()
+	defer catchExit(&code)
 	if _, err := p.Parse(args); err != nil {
 		return fail(errs.Wrap(errs.EINVAL, err, "usage"))
 	}
