@@ -91,7 +91,10 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 	defer catchExit(&code)
 	// A shell asking for completions (COMP_LINE set, see `cbth
 	// completion`) is answered from the command tree, and run exits here.
-	kongplete.Complete(parser)
+	// Only then: kongplete builds its own model of the whole tree first.
+	if env.Getenv("COMP_LINE") != "" {
+		kongplete.Complete(parser)
+	}
 	kctx, err := parser.Parse(argv[1:])
 	if err != nil {
 		env.JSON = jsonRequested(argv[1:])
