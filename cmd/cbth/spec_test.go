@@ -230,6 +230,9 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 
 	ctxRoot := filepath.Join(t.TempDir(), "ctx")
 	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		t.Fatal(err)
+	}
 	doc("ctx-init", "ctx", "init", "--root", ctxRoot, "--runner", runner)
 	h.env = append(h.env, "CTX_ROOT="+ctxRoot)
 	doc("model", "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")

@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -325,10 +326,10 @@ type Route struct {
 }
 
 func (r Route) validate() error {
-	if !contains(RPCKinds, r.RPCKind) {
+	if !slices.Contains(RPCKinds, r.RPCKind) {
 		return errs.New(errs.EINVAL, "delivery_rpc_kind %q is not one of %s", r.RPCKind, strings.Join(RPCKinds, ", "))
 	}
-	if !contains(DeliveryModes, r.DeliveryMode) {
+	if !slices.Contains(DeliveryModes, r.DeliveryMode) {
 		return errs.New(errs.EINVAL, "delivery_mode %q is not one of %s", r.DeliveryMode, strings.Join(DeliveryModes, ", "))
 	}
 	return nil
@@ -429,7 +430,7 @@ type PrepareAttempt struct {
 
 // Decide implements engine.Decider.
 func (c PrepareAttempt) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(DeliveryModes, c.DeliveryMode) {
+	if !slices.Contains(DeliveryModes, c.DeliveryMode) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "delivery_mode %q is not one of %s", c.DeliveryMode, strings.Join(DeliveryModes, ", "))
 	}
 	el, err := c.Config.Eligible(v, now, c.ThreadID)
@@ -546,7 +547,7 @@ const (
 
 // Decide implements engine.Decider.
 func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(TurnEvents, c.Event) {
+	if !slices.Contains(TurnEvents, c.Event) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "unknown turn event %q", c.Event)
 	}
 	s, err := v.State(events.KindAttempt, c.AttemptID)
@@ -604,7 +605,7 @@ var OperatorReasons = []string{CloseOperatorUnconfirmed, CloseOperatorConfirmed,
 
 // Decide implements engine.Decider.
 func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(OperatorReasons, c.Reason) {
+	if !slices.Contains(OperatorReasons, c.Reason) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "reason must be one of %s", strings.Join(OperatorReasons, ", "))
 	}
 	if err := checkID("thread id", c.ThreadID); err != nil {
