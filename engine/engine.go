@@ -258,8 +258,9 @@ type request struct {
 	stream   events.StreamID
 	expected uint64
 	now      time.Time // fixed time for replayed scripts; zero means clock
-	// exclusive, when set, runs alone in its own write transaction.
-	exclusive func(tx *bolt.Tx) error
+	// exclusive, when set, runs alone, with the file to itself: no
+	// other request commits while it runs.
+	exclusive func(db *bolt.DB) error
 
 	res  Result
 	err  error
@@ -416,7 +417,7 @@ func (e *Engine) commit(batch []*request) {
 			continue
 		}
 		e.commitGroup(batch[start:i], false)
-		r.err = e.db.Update(r.exclusive)
+		r.err = r.exclusive(e.db)
 		clear(e.cache)
 		close(r.done)
 		start = i + 1

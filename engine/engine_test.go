@@ -500,3 +500,30 @@ func TestProjectionsOfAnotherVersionAreRebuilt(t *testing.T) {
 		t.Fatalf("after the rebuild current=%v err=%v", ok, err)
 	}
 }
+
+// A rebuild interrupted between its transactions leaves projections that
+// are not current, so the next start rebuilds them again.
+func TestInterruptedRebuildIsNotCurrent(t *testing.T) {
+	e := open(t, t.TempDir(), engine.Options{NoSync: true})
+	ctx := context.Background()
+	if err := enginetest.Drive(ctx, e, enginetest.NewGenerator(seed(t), ""), 500); err != nil {
+		t.Fatal(err)
+	}
+	img, _, err := e.ReplayImage(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img["p.index"][""] = nil // bbolt refuses an empty key: the write fails halfway
+	if err := projections.WriteImageChunked(e.DB(), img, 50); err == nil {
+		t.Fatal("a write with an empty key succeeded")
+	}
+	if ok, _ := e.ProjectionsCurrent(); ok {
+		t.Fatal("half-written projections count as current")
+	}
+	if _, err := e.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := e.ProjectionsCurrent(); !ok {
+		t.Fatal("not current after a rebuild")
+	}
+}

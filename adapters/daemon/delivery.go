@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -397,10 +398,9 @@ func (d *Daemon) debugTurn(ctx context.Context, a api.DebugTurnArgs) (api.DebugT
 // to 30 s) never holds up the loop.
 type parkHooks struct {
 	kick    chan struct{}
-	running sync.Mutex // held while hooks run
-	busy    bool
-	mu      sync.Mutex
-	done    chan struct{}
+	running sync.Mutex // one run of the due hooks at a time
+	busy    atomic.Bool
+	done    chan struct{} // closed when the hook goroutine ends
 }
 
 func (d *Daemon) kickParkHooks(ctx context.Context, now time.Time) {
@@ -421,22 +421,14 @@ func (d *Daemon) parkHookLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-d.hooks.kick:
-			d.hooks.mu.Lock()
-			d.hooks.busy = true
-			d.hooks.mu.Unlock()
+			d.hooks.busy.Store(true)
 			d.runParkHooks(ctx, d.opt.Clock.Now())
-			d.hooks.mu.Lock()
-			d.hooks.busy = false
-			d.hooks.mu.Unlock()
+			d.hooks.busy.Store(false)
 		}
 	}
 }
 
-func (d *Daemon) parkHooksRunning() bool {
-	d.hooks.mu.Lock()
-	defer d.hooks.mu.Unlock()
-	return d.hooks.busy
-}
+func (d *Daemon) parkHooksRunning() bool { return d.hooks.busy.Load() }
 
 func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
 	d.hooks.running.Lock()

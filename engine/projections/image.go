@@ -145,6 +145,70 @@ func WriteImage(tx *bolt.Tx, img Image) error {
 	return nil
 }
 
+// WriteImageChunked is WriteImage in transactions of at most chunk keys,
+// so the pages one transaction holds until it commits stay bounded. The
+// first transaction drops the buckets and leaves them without a version,
+// the last writes p.meta (counters, version, checkpoint): until it
+// commits the projections are of no current version, so an interrupted
+// write is rebuilt again. The image is consumed: what is written leaves
+// it, so its memory goes as the write proceeds.
+func WriteImageChunked(db *bolt.DB, img Image, chunk int) error {
+	err := db.Update(func(tx *bolt.Tx) error {
+		if err := Drop(tx); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Delete(keyVersion)
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range Buckets() {
+		if bytes.Equal(name, bucketMeta) {
+			continue
+		}
+		m := img[string(name)]
+		keys := slices.Sorted(maps.Keys(m))
+		for len(keys) > 0 {
+			n := min(chunk, len(keys))
+			err := db.Update(func(tx *bolt.Tx) error {
+				b := tx.Bucket(name)
+				b.FillPercent = 1.0 // keys arrive sorted
+				for _, k := range keys[:n] {
+					if err := b.Put([]byte(k), m[k]); err != nil {
+						return fmt.Errorf("write %s: %w", name, err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, k := range keys[:n] {
+				delete(m, k)
+			}
+			keys = keys[n:]
+		}
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		m := img[string(bucketMeta)]
+		b := tx.Bucket(bucketMeta)
+		if v := m[string(keyCheckpoint)]; len(v) == 8 {
+			if err := b.SetSequence(binary.BigEndian.Uint64(v)); err != nil {
+				return err
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k == string(keyCheckpoint) {
+				continue // held as the bucket's sequence
+			}
+			if err := b.Put([]byte(k), m[k]); err != nil {
+				return fmt.Errorf("write %s: %w", bucketMeta, err)
+			}
+		}
+		return nil
+	})
+}
+
 // Diff describes how two images differ, one line per differing key (at
 // most limit lines). An empty result means the images are byte-identical.
 func Diff(a, b Image, limit int) []string {
