@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -99,19 +98,25 @@ func (r *Rig) Stop(t testing.TB) {
 	}
 }
 
-// GroupGone fails the test if any process of the group led by pgid is
-// still there after a few seconds (killed helpers may briefly linger as
-// zombies until init reaps them).
+// GroupGone fails the test if a process of the group led by pgid still
+// runs. Zombies do not count: Codex leaves some of its git children
+// unreaped, and once it exits they wait for init, which may take a while.
+// A process SIGKILLed a moment ago may not have died yet, so the check
+// is repeated for up to two seconds.
 func GroupGone(t testing.TB, pgid int) {
 	t.Helper()
-	var err error
-	for range 500 {
-		if err = syscall.Kill(-pgid, 0); err == syscall.ESRCH {
+	var live []string
+	for range 200 {
+		var err error
+		if live, err = liveMembers(pgid); err != nil {
+			t.Fatalf("list processes: %v", err)
+		}
+		if len(live) == 0 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Errorf("process group %d still has processes (kill 0: %v)", pgid, err)
+	t.Errorf("processes of group %d still run: %v", pgid, live)
 }
 
 // DumpLog logs the tail of the app-server's log.

@@ -168,3 +168,17 @@ func lock(t testing.TB, path string) func() {
 		f.Close()
 	}
 }
+
+// FakeCodex builds testdata/fakecodex (see its package comment) into the
+// test's temporary directory and returns the executable's path.
+func FakeCodex(t testing.TB) string {
+	t.Helper()
+	root := filepath.Dir(filepath.Dir(FixtureDir(t)))
+	out := filepath.Join(t.TempDir(), "codex")
+	cmd := exec.Command("go", "build", "-o", out, "./adapters/codex/codextest/testdata/fakecodex")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build fakecodex: %v\n%s", err, b)
+	}
+	return out
+}
