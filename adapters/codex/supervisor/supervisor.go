@@ -124,10 +124,21 @@ func (i *Instance) ExitState() *os.ProcessState {
 // supervisor's client info and capabilities. It fails (ESTALE) if the
 // socket is now served by another process.
 func (i *Instance) Dial(ctx context.Context) (*appserver.Client, error) {
-	return i.dial(ctx, i.cfg.ClientInfo, i.cfg.Capabilities)
+	c, err := i.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Initialize(ctx, i.cfg.ClientInfo, i.cfg.Capabilities); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
-func (i *Instance) dial(ctx context.Context, info appserver.ClientInfo, caps appserver.Capabilities) (*appserver.Client, error) {
+// Connect opens a connection to this instance that is not initialized yet
+// (for the capability probe, which initializes itself). It fails (ESTALE)
+// if the socket is now served by another process.
+func (i *Instance) Connect(ctx context.Context) (*appserver.Client, error) {
 	t, peer, err := appserver.DialUnix(ctx, i.Socket)
 	if err != nil {
 		return nil, err
@@ -136,12 +147,7 @@ func (i *Instance) dial(ctx context.Context, info appserver.ClientInfo, caps app
 		t.Close()
 		return nil, errs.New(errs.ESTALE, "codex app-server socket %s is served by pid %d, not by instance %s", i.Socket, peer.PID, i.Identity)
 	}
-	c := appserver.New(t, appserver.Options{Logger: i.cfg.Logger})
-	if _, err := c.Initialize(ctx, info, caps); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return appserver.New(t, appserver.Options{Logger: i.cfg.Logger}), nil
 }
 
 // Supervisor keeps one app-server running.
@@ -197,6 +203,13 @@ func New(cfg Config) (*Supervisor, error) {
 	def(&cfg.MinBackoff, DefaultMinBackoff)
 	def(&cfg.MaxBackoff, DefaultMaxBackoff)
 	return &Supervisor{cfg: cfg, log: cfg.Logger, changed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Env is the environment the app-server runs with (CODEX_HOME included):
+// the one to run other codex subcommands with, such as the schema
+// generator the capability probe reads.
+func (s *Supervisor) Env() []string {
+	return append(withoutCodexHome(s.cfg.Env), "CODEX_HOME="+s.cfg.CodexHome)
 }
 
 // Socket is the path the app-server listens on.
@@ -415,7 +428,7 @@ func (s *Supervisor) spawn(ctx context.Context) (*Instance, error) {
 	}
 	args := append([]string{"app-server", "--listen", "unix://" + s.Socket()}, s.cfg.Args...)
 	cmd := exec.Command(s.cfg.Codex, args...)
-	cmd.Env = append(withoutCodexHome(s.cfg.Env), "CODEX_HOME="+s.cfg.CodexHome)
+	cmd.Env = s.Env()
 	cmd.Dir = s.cfg.Cwd
 	if s.cfg.Log != nil {
 		cmd.Stdout, cmd.Stderr = s.cfg.Log, s.cfg.Log

@@ -13,8 +13,10 @@
 //	FAKECODEX_VERSION      the version it claims (default 0.169.0)
 //	FAKECODEX_DROP         comma-separated methods, notifications and
 //	                       "status:<turn status>" it lacks
-//	FAKECODEX_SCHEMA_ONLY  drop those from the schema only; the server
-//	                       still serves them
+//	FAKECODEX_DROP_SCHEMA  the same, for the schema only (the server still
+//	                       serves them)
+//	FAKECODEX_DROP_SERVER  the same, for the server only (the schema still
+//	                       lists them)
 //	FAKECODEX_IGNORE_TERM  ignore SIGTERM
 //	FAKECODEX_CHILD        start a child (sleep) in its process group
 package main
@@ -78,14 +80,13 @@ func version() string {
 	return "0.169.0"
 }
 
-func dropped(name string) bool {
-	return slices.Contains(strings.Split(os.Getenv("FAKECODEX_DROP"), ","), name)
-}
-
-func keep(names []string, prefix string) []string {
+// keep returns names without those dropped by FAKECODEX_DROP or by the
+// variable named where.
+func keep(names []string, prefix, where string) []string {
+	drop := strings.Split(os.Getenv("FAKECODEX_DROP")+","+os.Getenv(where), ",")
 	var out []string
 	for _, n := range names {
-		if !dropped(prefix + n) {
+		if !slices.Contains(drop, prefix+n) {
 			out = append(out, n)
 		}
 	}
@@ -107,9 +108,9 @@ func schema(dir string) error {
 		return v
 	}
 	files := map[string]any{
-		"ClientRequest.json": map[string]any{"oneOf": variants(keep(methods, ""))},
-		"ServerNotification.json": map[string]any{"oneOf": variants(keep(notifications, "")),
-			"definitions": map[string]any{"TurnStatus": map[string]any{"enum": keep(statuses, "status:"), "type": "string"}}},
+		"ClientRequest.json": map[string]any{"oneOf": variants(keep(methods, "", "FAKECODEX_DROP_SCHEMA"))},
+		"ServerNotification.json": map[string]any{"oneOf": variants(keep(notifications, "", "FAKECODEX_DROP_SCHEMA")),
+			"definitions": map[string]any{"TurnStatus": map[string]any{"enum": keep(statuses, "status:", "FAKECODEX_DROP_SCHEMA"), "type": "string"}}},
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
@@ -160,10 +161,7 @@ func handle(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.CloseNow()
 	ctx := context.Background()
-	serving := methods
-	if os.Getenv("FAKECODEX_SCHEMA_ONLY") == "" {
-		serving = keep(methods, "")
-	}
+	serving := keep(methods, "", "FAKECODEX_DROP_SERVER")
 	for {
 		_, msg, err := c.Read(ctx)
 		if err != nil {
