@@ -11,6 +11,11 @@ build:
 test:
     go test ./...
 
+# Install the pinned Codex CLI the Codex adapter's tests run against (they
+# do it themselves when it is missing; this only does it up front).
+codex:
+    cd fixtures/codex && npm ci --ignore-scripts --no-audit --no-fund
+
 # The main job end to end in a private temporary home.
 demo:
     go run ./cmd/cbth demo
@@ -27,6 +32,7 @@ bench:
     go test -run '^$' -bench . -benchtime 1x ./engine/command/
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
+    go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/
 
 # Longer reliability runs: more kill -9 rounds, a bigger random replay, fuzzing.
 soak:
@@ -39,3 +45,5 @@ soak:
     go test -run '^$' -fuzz FuzzProviderFromBaseURL -fuzztime 30s ./adapters/cortexfs/name/
     go test -run '^$' -fuzz FuzzEscapeSegmentMatchesPathEscape -fuzztime 15s ./adapters/target/
     go test -run '^$' -fuzz FuzzInterpreter -fuzztime 15s ./internal/execfile/
+    go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
+    go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/

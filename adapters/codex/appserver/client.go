@@ -175,6 +175,9 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	if err != nil {
 		return errs.Wrap(errs.EINVAL, err, "codex %s", method)
 	}
+	if ctx.Err() != nil {
+		return noAnswer(ctx, method)
+	}
 	ch := make(chan Message, 1)
 	c.mu.Lock()
 	if c.pending == nil {

@@ -50,7 +50,11 @@ func (l *lineReader) next() ([]byte, error) {
 		var line []byte
 		for {
 			chunk, err := l.r.ReadSlice('\n')
-			if len(line)+len(chunk) > l.max+1 { // +1: the newline itself
+			n := len(line) + len(chunk)
+			if n > 0 && chunk[len(chunk)-1] == '\n' {
+				n-- // the newline is framing, not content
+			}
+			if n > l.max {
 				return nil, errs.Wrap(errs.EMSGSIZE, errLineTooLong, "codex app-server line over %d bytes", l.max)
 			}
 			line = append(line, chunk...)

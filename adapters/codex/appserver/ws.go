@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -115,7 +116,17 @@ func (w *wsConn) Read(ctx context.Context) ([]byte, error) {
 	}
 }
 
-func (w *wsConn) Write(ctx context.Context, msg []byte) error {
+// writeTimeout bounds one frame's write. A write on a unix socket waits
+// only while the peer has stopped reading; after this long the connection
+// is given up (the library closes it).
+const writeTimeout = 30 * time.Second
+
+// Write ignores ctx: the library closes the whole connection when the
+// context of a write ends, and a caller's deadline is for its own answer,
+// not for the connection every other caller shares.
+func (w *wsConn) Write(_ context.Context, msg []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
 	return w.c.Write(ctx, websocket.MessageText, msg)
 }
 

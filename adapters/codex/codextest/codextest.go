@@ -72,7 +72,11 @@ func FixtureDir(t testing.TB) string {
 // Codex adapter is only proven against the real CLI.
 func Binary(t testing.TB) string {
 	t.Helper()
-	dir := FixtureDir(t)
+	return binaryIn(t, FixtureDir(t))
+}
+
+func binaryIn(t testing.TB, dir string) string {
+	t.Helper()
 	pkg, triple, ok := platform()
 	if !ok {
 		t.Fatalf("codextest: Codex CLI %s has no native binary for %s/%s", Version, runtime.GOOS, runtime.GOARCH)
