@@ -391,3 +391,113 @@ func TestRealStdio(t *testing.T) {
 		t.Errorf("marker in %d model requests, want 1", n)
 	}
 }
+
+// The permission shapes turn/start accepts in 0.169, and that they hold
+// for the turns after (a second connection's thread/resume reports them);
+// the shapes it refuses, with -32600. thread/resume of a thread already
+// loaded reports its settings and ignores the ones it is given.
+func TestRealTurnStartPermissionShapes(t *testing.T) {
+	r := codextest.StartRig(t)
+	c := r.Inst.Client()
+	sub := c.Subscribe()
+	th := startThread(t, c, appserver.ThreadStartParams{Cwd: r.Cwd})
+	first := startTurn(t, c, th.Thread.ID, "x")
+	next(t, sub, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, first.ID))
+	b, err := r.Inst.Dial(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	turn := func(params string) error {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(params), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["threadId"], m["input"] = th.Thread.ID, []appserver.Input{appserver.TextInput("p")}
+		var res appserver.TurnStartResult
+		if err := c.Call(ctxFor(t), appserver.MethodTurnStart, m, &res); err != nil {
+			return err
+		}
+		next(t, sub, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, res.Turn.ID))
+		return nil
+	}
+	compact := func(raw json.RawMessage) string {
+		var v any
+		_ = json.Unmarshal(raw, &v)
+		out, _ := json.Marshal(v) // sorted keys
+		return string(out)
+	}
+	for _, tc := range []struct{ params, approval, sandbox, profile string }{
+		{`{"approvalPolicy":"never","sandboxPolicy":{"type":"readOnly","networkAccess":false}}`, `"never"`, `{"networkAccess":false,"type":"readOnly"}`, ""},
+		{`{"approvalPolicy":"on-request","sandboxPolicy":{"type":"workspaceWrite","writableRoots":["/tmp"],"networkAccess":true}}`, `"on-request"`,
+			`{"excludeSlashTmp":false,"excludeTmpdirEnvVar":false,"networkAccess":true,"type":"workspaceWrite","writableRoots":["/tmp"]}`, ""},
+		{`{"approvalPolicy":{"granular":{"mcp_elicitations":true,"rules":true,"sandbox_approval":true}},"permissions":":workspace"}`,
+			`{"granular":{"mcp_elicitations":true,"request_permissions":false,"rules":true,"sandbox_approval":true,"skill_approval":false}}`,
+			`{"excludeSlashTmp":false,"excludeTmpdirEnvVar":false,"networkAccess":false,"type":"workspaceWrite","writableRoots":[]}`, ":workspace"},
+		{`{"approvalPolicy":"untrusted","permissions":":read-only"}`, `"untrusted"`, `{"networkAccess":false,"type":"readOnly"}`, ":read-only"},
+	} {
+		if err := turn(tc.params); err != nil {
+			t.Errorf("turn/start %s: %v", tc.params, err)
+			continue
+		}
+		// Settings the resume asks for are ignored on a loaded thread.
+		s, err := b.ThreadResume(ctxFor(t), appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true,
+			ApprovalPolicy: json.RawMessage(`"on-request"`), Sandbox: "danger-full-access"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		profile := ""
+		if s.ActivePermissionProfile != nil {
+			profile = s.ActivePermissionProfile.ID
+		}
+		if compact(s.ApprovalPolicy) != tc.approval || compact(s.Sandbox) != tc.sandbox || profile != tc.profile {
+			t.Errorf("after turn/start %s, thread/resume reports\n approval %s sandbox %s profile %q\nwant %s %s %q",
+				tc.params, compact(s.ApprovalPolicy), compact(s.Sandbox), profile, tc.approval, tc.sandbox, tc.profile)
+		}
+	}
+	for _, bad := range []string{
+		`{"approvalPolicy":"on-failure"}`,
+		`{"sandboxPolicy":"read-only"}`,
+		`{"sandboxPolicy":{"type":"workspaceWrite","writableRoots":["relative"]}}`,
+		`{"sandboxPolicy":{"type":"readOnly","access":{"type":"restricted"}}}`,
+		`{"permissions":{"type":"profile","id":":read-only"}}`,
+		`{"permissions":":read-only","sandboxPolicy":{"type":"readOnly"}}`,
+		`{"permissions":"no-such-profile"}`,
+	} {
+		if code, answered := appserver.RPCCode(turn(bad)); !answered || code != appserver.CodeInvalidRequest {
+			t.Errorf("turn/start %s: code %d answered %v, want -32600", bad, code, answered)
+		}
+	}
+}
+
+// turn/steer adds input to the running turn and keeps its id; a wrong
+// expected turn id, or no running turn, is -32600.
+func TestRealSteer(t *testing.T) {
+	r := codextest.StartRig(t)
+	c := r.Inst.Client()
+	sub := c.Subscribe()
+	th := startThread(t, c, appserver.ThreadStartParams{Cwd: r.Cwd})
+	turn := startTurn(t, c, th.Thread.ID, "wait "+fakeprovider.MarkHang)
+	next(t, sub, turnNote(appserver.NoteTurnStarted, th.Thread.ID, turn.ID))
+
+	_, err := c.TurnSteer(ctxFor(t), appserver.TurnSteerParams{ThreadID: th.Thread.ID, ExpectedTurnID: "not-" + turn.ID, Input: []appserver.Input{appserver.TextInput("x")}})
+	if code, answered := appserver.RPCCode(err); !answered || code != appserver.CodeInvalidRequest {
+		t.Errorf("steer with a wrong expected turn: %v, want -32600", err)
+	}
+	id, err := c.TurnSteer(ctxFor(t), appserver.TurnSteerParams{ThreadID: th.Thread.ID, ExpectedTurnID: turn.ID, Input: []appserver.Input{appserver.TextInput("steered [steer-marker]")}})
+	if err != nil || id != turn.ID {
+		t.Fatalf("steer: %q %v, want turn %s", id, err, turn.ID)
+	}
+	r.Model.Release() // the first request was aborted; let any hang go
+	done, _ := next(t, sub, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, turn.ID))
+	if got := decodeTurn(t, done); got.Status != appserver.TurnCompleted {
+		t.Errorf("steered turn ended %q", got.Status)
+	}
+	if n := r.Model.Count("[steer-marker]"); n != 1 {
+		t.Errorf("steer text reached the model in %d requests, want 1", n)
+	}
+	_, err = c.TurnSteer(ctxFor(t), appserver.TurnSteerParams{ThreadID: th.Thread.ID, ExpectedTurnID: turn.ID, Input: []appserver.Input{appserver.TextInput("late")}})
+	if code, answered := appserver.RPCCode(err); !answered || code != appserver.CodeInvalidRequest {
+		t.Errorf("steer with no running turn: %v, want -32600", err)
+	}
+}
