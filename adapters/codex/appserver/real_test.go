@@ -188,7 +188,14 @@ func TestRealResumeSubscribesSecondClient(t *testing.T) {
 	}
 	defer bystander.Close()
 
+	subX := bystander.Subscribe()
 	th := startThread(t, a, appserver.ThreadStartParams{Cwd: r.Cwd})
+	// thread/started is broadcast, even to a connection that never saw
+	// the thread.
+	next(t, subX, func(m appserver.Message) bool {
+		var n appserver.ThreadStartedNote
+		return m.Method == appserver.NoteThreadStarted && json.Unmarshal(m.Params, &n) == nil && n.Thread.ID == th.Thread.ID
+	})
 	subA := a.Subscribe()
 	first := startTurn(t, a, th.Thread.ID, "first")
 	next(t, subA, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, first.ID))
@@ -205,7 +212,6 @@ func TestRealResumeSubscribesSecondClient(t *testing.T) {
 	}
 
 	subB := b.Subscribe()
-	subX := bystander.Subscribe()
 	second := startTurn(t, a, th.Thread.ID, "second [resume-check]")
 	next(t, subB, turnNote(appserver.NoteTurnStarted, th.Thread.ID, second.ID))
 	done, _ := next(t, subB, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, second.ID))
