@@ -19,12 +19,20 @@ import (
 
 // guard bounds every wait on Codex: a hang fails the test instead of
 // stalling the suite. Nothing asserts on how long anything took.
-const guard = 60 * time.Second
+const guard = codextest.Guard
 
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	t.Cleanup(cancel)
-	return ctx
+func ctxFor(t *testing.T) context.Context { return codextest.Context(t) }
+
+// dial opens another initialized connection to the rig's app-server,
+// closed when the test ends.
+func dial(t *testing.T, r *codextest.Rig) *appserver.Client {
+	t.Helper()
+	c, err := r.Inst.Dial(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // next returns the first message on sub that match accepts, failing the
@@ -177,16 +185,8 @@ func TestRealTurnNotifications(t *testing.T) {
 func TestRealResumeSubscribesSecondClient(t *testing.T) {
 	r := codextest.StartRig(t)
 	a := r.Inst.Client()
-	b, err := r.Inst.Dial(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	bystander, err := r.Inst.Dial(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bystander.Close()
+	b := dial(t, r)
+	bystander := dial(t, r)
 
 	subX := bystander.Subscribe()
 	th := startThread(t, a, appserver.ThreadStartParams{Cwd: r.Cwd})
@@ -238,13 +238,9 @@ func TestRealResumeSubscribesSecondClient(t *testing.T) {
 func TestRealResumeBeforeFirstTurnRefused(t *testing.T) {
 	r := codextest.StartRig(t)
 	a := r.Inst.Client()
-	b, err := r.Inst.Dial(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := dial(t, r)
 	th := startThread(t, a, appserver.ThreadStartParams{Cwd: r.Cwd})
-	_, err = b.ThreadResume(ctxFor(t), appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true})
+	_, err := b.ThreadResume(ctxFor(t), appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true})
 	code, answered := appserver.RPCCode(err)
 	if !answered || code != appserver.CodeInvalidRequest {
 		t.Fatalf("resume of a brand-new thread: %v (code %d, answered %v), want -32600", err, code, answered)
@@ -293,11 +289,7 @@ func TestRealTurnNegativeEnds(t *testing.T) {
 func TestRealApprovalRequestSurfacedNotAnswered(t *testing.T) {
 	r := codextest.StartRig(t)
 	a := r.Inst.Client()
-	b, err := r.Inst.Dial(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := dial(t, r)
 	subA := a.Subscribe()
 	th := startThread(t, a, appserver.ThreadStartParams{Cwd: r.Cwd, ApprovalPolicy: json.RawMessage(`"on-request"`)})
 	first := startTurn(t, a, th.Thread.ID, "hello")
@@ -409,11 +401,7 @@ func TestRealTurnStartPermissionShapes(t *testing.T) {
 	th := startThread(t, c, appserver.ThreadStartParams{Cwd: r.Cwd})
 	first := startTurn(t, c, th.Thread.ID, "x")
 	next(t, sub, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, first.ID))
-	b, err := r.Inst.Dial(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := dial(t, r)
 	turn := func(params string) error {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(params), &m); err != nil {

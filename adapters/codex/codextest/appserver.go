@@ -13,6 +13,18 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 )
 
+// Guard bounds every wait on Codex in a test: a hang fails the test
+// instead of stalling the suite. Tests assert on outcomes, never on how
+// long they took.
+const Guard = 60 * time.Second
+
+// Context is a context that ends after Guard or with the test.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), Guard)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 // ClientInfo is what test clients call themselves.
 var ClientInfo = appserver.ClientInfo{Name: "cbth-test", Version: "0.0.0"}
 

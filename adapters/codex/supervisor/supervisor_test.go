@@ -18,13 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
-const guard = 60 * time.Second
-
-func ctxFor(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxFor(t *testing.T) context.Context { return codextest.Context(t) }
 
 // The instance serves an initialized connection, under the CODEX_HOME it
 // was given, and the socket is where the config says.
