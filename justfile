@@ -39,11 +39,7 @@ soak:
     go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500
     go test -run 'ReplayEquality' ./engine/ -args -steps=1000000
     go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/
-    go test -run '^$' -fuzz FuzzParseMatchesKong -fuzztime 1m ./cmd/cbth/
     go test -run '^$' -fuzz FuzzReadFrame -fuzztime 30s ./adapters/ipc/
     go test -run '^$' -fuzz FuzzParseRequest -fuzztime 30s ./adapters/cortexfs/socket/
-    go test -run '^$' -fuzz FuzzProviderFromBaseURL -fuzztime 30s ./adapters/cortexfs/name/
-    go test -run '^$' -fuzz FuzzEscapeSegmentMatchesPathEscape -fuzztime 15s ./adapters/target/
-    go test -run '^$' -fuzz FuzzInterpreter -fuzztime 15s ./internal/execfile/
     go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
     go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 
@@ -130,7 +132,7 @@ func WriteImage(tx *bolt.Tx, img Image) error {
 				}
 			}
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if bytes.Equal(name, bucketMeta) && k == string(keyCheckpoint) {
 				continue // held as the bucket's sequence
 			}
@@ -140,15 +142,6 @@ func WriteImage(tx *bolt.Tx, img Image) error {
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string][]byte) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Diff describes how two images differ, one line per differing key (at

@@ -223,29 +223,20 @@ func (t *Tx) diffPut(name []byte, old, new [][]byte) error {
 	}
 	b := t.tx.Bucket(name)
 	for _, o := range old {
-		if !contains(new, o) {
+		if !slices.ContainsFunc(new, func(n []byte) bool { return bytes.Equal(n, o) }) {
 			if err := b.Delete(o); err != nil {
 				return err
 			}
 		}
 	}
 	for _, n := range new {
-		if !contains(old, n) {
+		if !slices.ContainsFunc(old, func(o []byte) bool { return bytes.Equal(o, n) }) {
 			if err := b.Put(n, nil); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-func contains(list [][]byte, k []byte) bool {
-	for _, x := range list {
-		if bytes.Equal(x, k) {
-			return true
-		}
-	}
-	return false
 }
 
 // indexKeys renders a state's index entries as index\0key\0kind\0id.

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -103,30 +103,7 @@ func (t *DebugTarget) SetBehaviour(thread, behaviour string) error {
 
 // ThreadFile is where a thread's deliveries are written.
 func (t *DebugTarget) ThreadFile(thread string) string {
-	return filepath.Join(t.Dir, "threads", escapeSegment(thread)+".jsonl")
-}
-
-// escapeSegment escapes s as one URL path segment, byte for byte as
-// net/url's PathEscape does (files written before keep their names; a
-// fuzz test holds the two equal). cbth does not link net/url: it brings
-// net/netip, whose package init costs every start of the binary.
-func escapeSegment(s string) string {
-	const hexd = "0123456789ABCDEF"
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '-', c == '_', c == '.', c == '~',
-			c == '$', c == '&', c == '+', c == ':', c == '=', c == '@':
-			b.WriteByte(c)
-		default:
-			b.WriteByte('%')
-			b.WriteByte(hexd[c>>4])
-			b.WriteByte(hexd[c&15])
-		}
-	}
-	return b.String()
+	return filepath.Join(t.Dir, "threads", url.PathEscape(thread)+".jsonl")
 }
 
 // Deliver implements Target.

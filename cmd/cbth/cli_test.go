@@ -18,6 +18,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/internal/proctest"
 )
 
 // These tests drive the real binary: built once, run as separate
@@ -474,25 +475,13 @@ func TestSingleInstanceUnderRace(t *testing.T) {
 	}
 }
 
-// daemonProcesses counts live `cbth ... daemon run` processes for a home.
+// daemonProcesses counts live `cbth --home <root> daemon run` processes.
 func daemonProcesses(root string) int {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && args[0] == cbthBin && strings.Contains(string(b), root+"\x00daemon\x00run") {
-			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if !strings.Contains(string(stat), ") Z ") { // zombies do not count
-				n++
-			}
-		}
+	n, err := proctest.Count(func(args string) bool {
+		return strings.HasPrefix(args, cbthBin+" ") && strings.Contains(args, " "+root+" daemon run")
+	})
+	if err != nil {
+		panic(err)
 	}
 	return n
 }
@@ -545,10 +534,33 @@ func TestVersionHelpAndCompletion(t *testing.T) {
 	if v.Version == "" {
 		t.Fatal("no version")
 	}
+	// Each script hooks the shell up to this very binary...
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		r := h.run("completion", sh)
-		if r.code != 0 || !strings.Contains(r.stdout, "submit") || !strings.Contains(r.stdout, "thread-id") {
-			t.Fatalf("completion %s: exit %d, %q", sh, r.code, r.stdout[:min(len(r.stdout), 200)])
+		if r.code != 0 || !strings.Contains(r.stdout, "'"+cbthBin+"'") {
+			t.Fatalf("completion %s: exit %d, %q", sh, r.code, r.stdout)
+		}
+	}
+	if _, err := exec.LookPath("bash"); err == nil {
+		r := h.run("completion", "bash")
+		out, err := exec.Command("bash", "-c", r.stdout+"complete -p cbth").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "complete -C '"+cbthBin+"' cbth") {
+			t.Fatalf("bash did not take the script: %v %s", err, out)
+		}
+	}
+	// ...which answers the shell from the command tree: commands, flags
+	// and enum values.
+	for line, want := range map[string]string{
+		"cbth job su":                     "submit\n",
+		"cbth job submit --thr":           "--thread-id\n",
+		"cbth batch close-head --reason ": "operator_confirmed_delivery\n",
+		"cbth completion ":                "fish\n",
+	} {
+		c := h.cmd()
+		c.Env = append(c.Env, "COMP_LINE="+line, "COMP_POINT="+strconv.Itoa(len(line)))
+		out, err := c.Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("COMP_LINE=%q: %v %q, want %q among the answers", line, err, out, want)
 		}
 	}
 	r := h.run("job", "submit", "--help")

@@ -3,6 +3,7 @@ package aggregate
 import (
 	"encoding/binary"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/cbth-dev/cbth/events"
@@ -582,7 +583,7 @@ func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (c *CtxSession) Indexes() []IndexEntry {
-	return []IndexEntry{{IndexCtxSession, c.Object + "\x00" + c.Scope + "\x00" + itoa(c.UID) + "\x00" + c.Name}}
+	return []IndexEntry{{IndexCtxSession, c.Object + "\x00" + c.Scope + "\x00" + strconv.Itoa(c.UID) + "\x00" + c.Name}}
 }
 
 // Cursor is a target scope's durable fair-ready cursor: the position

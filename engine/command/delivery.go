@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -448,7 +449,7 @@ type ObserveTurn struct {
 
 // Decide implements engine.Decider.
 func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(TurnEvents, c.Event) {
+	if !slices.Contains(TurnEvents, c.Event) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "unknown turn event %q", c.Event)
 	}
 	s, err := v.State(events.KindAttempt, c.AttemptID)
@@ -501,7 +502,7 @@ var OperatorReasons = []string{CloseOperatorUnconfirmed, CloseOperatorConfirmed,
 
 // Decide implements engine.Decider.
 func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(OperatorReasons, c.Reason) {
+	if !slices.Contains(OperatorReasons, c.Reason) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "reason must be one of %s", strings.Join(OperatorReasons, ", "))
 	}
 	if err := checkID("thread id", c.ThreadID); err != nil {

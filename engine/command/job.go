@@ -6,6 +6,7 @@ package command
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -39,7 +40,7 @@ type SubmitJob struct {
 
 // Validate checks the command's own fields; Decide calls it too.
 func (c SubmitJob) Validate() error {
-	if !contains(Targets, c.Target) {
+	if !slices.Contains(Targets, c.Target) {
 		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, strings.Join(Targets, ", "))
 	}
 	if err := checkID("thread id", c.ThreadID); err != nil {
@@ -265,15 +266,6 @@ func checkText(what, s string, required bool) error {
 		return errs.New(errs.EINVAL, "%s is not valid UTF-8 text", what)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // PinArtifact sets an operator pin: the artifact is kept at least until
