@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/internal/proctest"
 )
 
 // Guard bounds every wait on Codex in a test: a hang fails the test
@@ -120,7 +121,7 @@ func GroupGone(t testing.TB, pgid int) {
 	var live []string
 	for range 200 {
 		var err error
-		if live, err = liveMembers(pgid); err != nil {
+		if live, err = proctest.InGroup(pgid); err != nil {
 			t.Fatalf("list processes: %v", err)
 		}
 		if len(live) == 0 {
