@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,88 +135,110 @@ func (c *bare) call(method, params string) ([]byte, error) {
 
 const initParams = `{"clientInfo":{"name":"bench","version":"0"},"capabilities":{"experimentalApi":true}}`
 
+// pair times two ways of doing the same thing, alternating which goes
+// first, so both see the same machine load; it reports each one's median
+// in ms and the ratio of the medians.
+func pair(b *testing.B, names [2]string, do [2]func() time.Duration) {
+	var d [2][]time.Duration
+	i := 0
+	for b.Loop() {
+		for k := range 2 {
+			j := (i + k) % 2
+			d[j] = append(d[j], do[j]())
+		}
+		i++
+	}
+	med := func(x []time.Duration) float64 {
+		slices.Sort(x)
+		return float64(x[len(x)/2]) / float64(time.Millisecond)
+	}
+	m0, m1 := med(d[0]), med(d[1])
+	b.ReportMetric(m0, names[0]+"-ms")
+	b.ReportMetric(m1, names[1]+"-ms")
+	b.ReportMetric(m0/m1, names[0]+"/"+names[1])
+}
+
 // BenchmarkSpawn: a new app-server process until its first initialize is
 // answered. cbth: supervisor.Start (which also checks the listener's pid).
 // bare: exec, poll connect every 5 ms as the supervisor does, handshake,
-// initialize. stdio: the native binary and the npm wrapper, spawned on
-// stdio until initialize is answered.
+// initialize.
 func BenchmarkSpawn(b *testing.B) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
 	defer model.Close()
-	b.Run("cbth", func(b *testing.B) {
-		for b.Loop() {
-			b.StopTimer()
-			cfg, _ := codextest.SupervisorConfig(b, model)
-			sup, err := supervisor.New(cfg)
+	cbth := func() time.Duration {
+		cfg, _ := codextest.SupervisorConfig(b, model)
+		sup, err := supervisor.New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := sup.Start(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		sup.Stop(context.Background())
+		return d
+	}
+	bareSpawn := func() time.Duration {
+		cfg, _ := codextest.SupervisorConfig(b, model)
+		os.MkdirAll(cfg.Dir, 0o700)
+		sock := filepath.Join(cfg.Dir, "codex.sock")
+		cmd := exec.Command(cfg.Codex, "app-server", "--listen", "unix://"+sock)
+		cmd.Env, cmd.Dir = cfg.Env, cfg.Cwd
+		t0 := time.Now()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		var c *bare
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			var err error
+			if c, err = dialBare(sock); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal(err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if _, err := c.call("initialize", initParams); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(t0)
+		c.conn.Close()
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		return d
+	}
+	pair(b, [2]string{"cbth", "bare"}, [2]func() time.Duration{cbth, bareSpawn})
+}
+
+// BenchmarkSpawnStdio: the native binary against the npm wrapper, each
+// spawned on stdio until initialize is answered (why the tests run the
+// native binary).
+func BenchmarkSpawnStdio(b *testing.B) {
+	model := fakeprovider.Start(fakeprovider.Codex, "")
+	defer model.Close()
+	home := codextest.Home(b, model.BaseURL())
+	spawn := func(bin string) func() time.Duration {
+		return func() time.Duration {
+			cmd := exec.Command(bin, "app-server")
+			cmd.Env, cmd.Dir = codextest.Env(b, home), home
+			t0 := time.Now()
+			tr, err := appserver.StartStdio(cmd)
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.StartTimer()
-			if _, err := sup.Start(context.Background()); err != nil {
+			c := appserver.New(tr, appserver.Options{})
+			if _, err := c.Initialize(context.Background(), codextest.ClientInfo, appserver.Capabilities{ExperimentalAPI: true}); err != nil {
 				b.Fatal(err)
 			}
-			b.StopTimer()
-			sup.Stop(context.Background())
-			b.StartTimer()
+			d := time.Since(t0)
+			c.Close()
+			return d
 		}
-	})
-	b.Run("bare", func(b *testing.B) {
-		for b.Loop() {
-			b.StopTimer()
-			cfg, _ := codextest.SupervisorConfig(b, model)
-			os.MkdirAll(cfg.Dir, 0o700)
-			sock := filepath.Join(cfg.Dir, "codex.sock")
-			cmd := exec.Command(cfg.Codex, "app-server", "--listen", "unix://"+sock)
-			cmd.Env, cmd.Dir = cfg.Env, cfg.Cwd
-			b.StartTimer()
-			if err := cmd.Start(); err != nil {
-				b.Fatal(err)
-			}
-			var c *bare
-			for deadline := time.Now().Add(30 * time.Second); ; {
-				var err error
-				if c, err = dialBare(sock); err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatal(err)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			if _, err := c.call("initialize", initParams); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			c.conn.Close()
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-			b.StartTimer()
-		}
-	})
-	for _, variant := range []string{"stdio-native", "stdio-npm-wrapper"} {
-		b.Run(variant, func(b *testing.B) {
-			bin := codextest.Binary(b)
-			if variant == "stdio-npm-wrapper" {
-				bin = filepath.Join(codextest.FixtureDir(b), "node_modules", ".bin", "codex")
-			}
-			home := codextest.Home(b, model.BaseURL())
-			for b.Loop() {
-				cmd := exec.Command(bin, "app-server")
-				cmd.Env, cmd.Dir = codextest.Env(b, home), home
-				tr, err := appserver.StartStdio(cmd)
-				if err != nil {
-					b.Fatal(err)
-				}
-				c := appserver.New(tr, appserver.Options{})
-				if _, err := c.Initialize(context.Background(), codextest.ClientInfo, appserver.Capabilities{ExperimentalAPI: true}); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				c.Close()
-				b.StartTimer()
-			}
-		})
 	}
+	wrapper := filepath.Join(codextest.FixtureDir(b), "node_modules", ".bin", "codex")
+	pair(b, [2]string{"native", "npm-wrapper"}, [2]func() time.Duration{spawn(codextest.Binary(b)), spawn(wrapper)})
 }
 
 // BenchmarkResume: thread/resume of a loaded thread (excludeTurns), one
@@ -238,32 +261,34 @@ func BenchmarkResume(b *testing.B) {
 		}
 	}
 	sub.Close()
-	b.Run("cbth", func(b *testing.B) {
-		c, err := r.Inst.Dial(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		for b.Loop() {
-			if _, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true}); err != nil {
+	cc, err := r.Inst.Dial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	bc, err := dialBare(r.Inst.Socket)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bc.conn.Close()
+	if _, err := bc.call("initialize", initParams); err != nil {
+		b.Fatal(err)
+	}
+	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, th.Thread.ID)
+	pair(b, [2]string{"cbth", "bare"}, [2]func() time.Duration{
+		func() time.Duration {
+			t0 := time.Now()
+			if _, err := cc.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true}); err != nil {
 				b.Fatal(err)
 			}
-		}
-	})
-	b.Run("bare", func(b *testing.B) {
-		c, err := dialBare(r.Inst.Socket)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.conn.Close()
-		if _, err := c.call("initialize", initParams); err != nil {
-			b.Fatal(err)
-		}
-		params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, th.Thread.ID)
-		for b.Loop() {
-			if _, err := c.call("thread/resume", params); err != nil {
+			return time.Since(t0)
+		},
+		func() time.Duration {
+			t0 := time.Now()
+			if _, err := bc.call("thread/resume", params); err != nil {
 				b.Fatal(err)
 			}
-		}
+			return time.Since(t0)
+		},
 	})
 }
