@@ -4,8 +4,8 @@
 // The pin is fixtures/codex/package.json and its lock. The npm package is a
 // node wrapper that execs a native binary from a per-platform optional
 // dependency; tests run that native binary directly, because the wrapper
-// costs a node start on every spawn (BenchmarkSpawnStdio in adapters/codex/appserver
-// measures both).
+// costs a node start on every spawn (BenchmarkSpawnStdio in
+// adapters/codex/appserver measures both).
 package codextest
 
 import (

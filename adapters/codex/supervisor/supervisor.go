@@ -449,7 +449,9 @@ func (s *Supervisor) spawn(ctx context.Context) (*Instance, error) {
 	go func() {
 		_ = cmd.Wait()
 		// The group outlives its leader only through helpers Codex started;
-		// with the leader gone nothing will stop them, so they go now.
+		// with the leader gone nothing will stop them, so they go now. While
+		// any of them lives, the kernel hands the group's id to no other
+		// process, so this reaches them or, with none left, nobody.
 		_ = syscall.Kill(-inst.Identity.PID, syscall.SIGKILL)
 		inst.mu.Lock()
 		inst.state = cmd.ProcessState
