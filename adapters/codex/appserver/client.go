@@ -24,7 +24,8 @@ import (
 // DefaultSubscriberBuffer is how many messages a subscriber may fall behind
 // before its subscription ends with ErrOverflow. A turn streams a few
 // dozen notifications; the margin covers a subscriber busy writing events.
-const DefaultSubscriberBuffer = 4096
+// The buffer is allocated whole (about 140 KiB at this size).
+const DefaultSubscriberBuffer = 1024
 
 // Options tune a Client. The zero value is usable.
 type Options struct {
