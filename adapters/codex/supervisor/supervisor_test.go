@@ -3,6 +3,7 @@ package supervisor_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -248,6 +249,56 @@ func TestStartRefusesBusySocket(t *testing.T) {
 	}
 	if _, err := inst.Client().ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: cfg.Cwd, Ephemeral: true}); err != nil {
 		t.Errorf("the first app-server after the refused start: %v", err)
+	}
+}
+
+// A socket left by an app-server that was SIGKILLed (as after a crash of
+// the daemon that ran it) does not stop the next start: nobody answers on
+// it, and Codex takes it over.
+func TestStartRecoversStaleSocket(t *testing.T) {
+	model := fakeprovider.Start(fakeprovider.Codex, "")
+	defer model.Close()
+	cfg, _ := codextest.SupervisorConfig(t, model)
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(cfg.Dir, supervisor.SocketName)
+	old := exec.Command(cfg.Codex, "app-server", "--listen", "unix://"+sock)
+	old.Env, old.Dir = cfg.Env, cfg.Cwd
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		select {
+		case <-ctxFor(t).Done():
+			old.Process.Kill()
+			t.Fatal("the first app-server never made its socket")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	old.Process.Kill()
+	old.Wait()
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("no stale socket to recover from: %v", err)
+	}
+
+	sup, err := supervisor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sup.Start(ctxFor(t))
+	if err != nil {
+		t.Fatalf("start over a stale socket: %v", err)
+	}
+	defer func() {
+		sup.Stop(ctxFor(t))
+		codextest.GroupGone(t, inst.Identity.PID)
+	}()
+	if _, err := inst.Client().ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: cfg.Cwd, Ephemeral: true}); err != nil {
+		t.Errorf("thread/start after recovering the socket: %v", err)
 	}
 }
 
