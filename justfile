@@ -11,6 +11,11 @@ build:
 test:
     go test ./...
 
+# Install the pinned Codex CLI the Codex adapter's tests run against (they
+# do it themselves when it is missing; this only does it up front).
+codex:
+    cd fixtures/codex && npm ci --ignore-scripts --no-audit --no-fund
+
 # The main job end to end in a private temporary home.
 demo:
     go run ./cmd/cbth demo
@@ -27,6 +32,7 @@ bench:
     go test -run '^$' -bench . -benchtime 1x ./engine/command/
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
+    go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/
 
 # Daemon start-up on a log of 1,000,000 events holding 100,000 open
 # batches: time until it answers and peak RSS, against a bare bbolt scan.
@@ -40,3 +46,5 @@ soak:
     go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/
     go test -run '^$' -fuzz FuzzReadFrame -fuzztime 30s ./adapters/ipc/
     go test -run '^$' -fuzz FuzzParseRequest -fuzztime 30s ./adapters/cortexfs/socket/
+    go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
+    go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/

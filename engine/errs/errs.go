@@ -27,6 +27,7 @@ const (
 	ESTATE    Code = "ESTATE"    // the transition is illegal in the current state
 	ESTALE    Code = "ESTALE"    // a fencing token no longer matches
 	ENOTCONF  Code = "ENOTCONF"  // a provider or object is not configured
+	ENOTSUP   Code = "ENOTSUP"   // a peer (the Codex app-server) lacks a capability cbth needs
 	EVERSION  Code = "EVERSION"  // client and daemon protocol versions differ
 	ECORRUPT  Code = "ECORRUPT"  // stored data failed verification
 	EINTERNAL Code = "EINTERNAL" // a bug or an unexpected failure
@@ -51,7 +52,7 @@ func (c Code) ExitCode() int {
 		return ExitUsage
 	case EACCES:
 		return ExitPermission
-	case EHOSTDOWN, EAGAIN, ENOTCONF, EVERSION:
+	case EHOSTDOWN, EAGAIN, ENOTCONF, ENOTSUP, EVERSION:
 		return ExitUnavailable
 	case EINTERNAL, ECORRUPT:
 		return ExitInternal

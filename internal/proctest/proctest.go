@@ -34,3 +34,21 @@ func RSSKiB(pid int) (int, error) {
 	}
 	return strconv.Atoi(strings.TrimSpace(string(out)))
 }
+
+// InGroup returns the live processes (zombies excluded) of process group
+// pgid, one "pid command line" string each.
+func InGroup(pgid int) ([]string, error) {
+	out, err := exec.Command("ps", "-A", "-ww", "-o", "pgid=,stat=,pid=,args=").Output()
+	if err != nil {
+		return nil, err
+	}
+	var live []string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[0] != strconv.Itoa(pgid) || strings.HasPrefix(f[1], "Z") {
+			continue
+		}
+		live = append(live, strings.Join(f[2:], " "))
+	}
+	return live, nil
+}

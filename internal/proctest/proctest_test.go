@@ -3,7 +3,9 @@ package proctest
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,5 +38,26 @@ func TestCountAndRSS(t *testing.T) {
 	child.Wait()
 	if n, err := Count(mine); err != nil || n != 0 {
 		t.Fatalf("reaped child: %d, %v; want 0", n, err)
+	}
+}
+
+// A child in a group of its own is listed in it while it runs, and the
+// group is empty once it is reaped.
+func TestInGroup(t *testing.T) {
+	child := exec.Command(os.Args[0], "-test.run=^TestSleeper$")
+	child.Env = append(os.Environ(), "PROCTEST_SLEEPER=1")
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	pid := child.Process.Pid
+	if live, err := InGroup(pid); err != nil || len(live) != 1 || !strings.HasPrefix(live[0], strconv.Itoa(pid)+" ") {
+		t.Fatalf("running child's group: %q, %v", live, err)
+	}
+	child.Process.Kill()
+	child.Wait()
+	if live, err := InGroup(pid); err != nil || len(live) != 0 {
+		t.Fatalf("reaped child's group: %q, %v", live, err)
 	}
 }
