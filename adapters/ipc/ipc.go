@@ -26,7 +26,11 @@ import (
 )
 
 // Proto is the frame protocol number. A mismatch is refused with EVERSION.
-const Proto = 1
+//
+//	2: requests and replies name every field as the job, batch and attempt
+//	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
+//	   through the typed operation table (adapters/ipc/api).
+const Proto = 2
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

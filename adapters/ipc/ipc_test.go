@@ -55,7 +55,7 @@ func serveAs(t *testing.T, uid int) string {
 func TestFrameLimit(t *testing.T) {
 	path := serve(t)
 	frame := func(total int) []byte {
-		head := `{"proto":1,"id":1,"op":"echo","args":"`
+		head := `{"proto":2,"id":1,"op":"echo","args":"`
 		tail := `"}` + "\n"
 		return []byte(head + strings.Repeat("x", total-len(head)-len(tail)) + tail)
 	}
@@ -113,10 +113,10 @@ func TestBadFramesAndVersion(t *testing.T) {
 	if resp := send(`{not json`); resp.Error == nil || resp.Error.Code != errs.EINVAL {
 		t.Fatalf("malformed frame: %+v", resp)
 	}
-	if resp := send(`{"proto":1,"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
+	if resp := send(`{"proto":2,"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
 		t.Fatalf("unknown op: %+v", resp)
 	}
-	if resp := send(`{"proto":1,"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
+	if resp := send(`{"proto":2,"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
 		t.Fatalf("unknown field not ignored: %+v", resp)
 	}
 	if resp := send(`{"proto":99,"id":4,"op":"echo"}`); resp.Error == nil || resp.Error.Code != errs.EVERSION {
@@ -279,7 +279,7 @@ func hangupChild() int {
 	if !isSocket(1) {
 		return 3
 	}
-	if _, err := c.Write([]byte(`{"proto":1,"id":1,"op":"big"}` + "\n")); err != nil {
+	if _, err := c.Write([]byte(`{"proto":2,"id":1,"op":"big"}` + "\n")); err != nil {
 		return 1
 	}
 	if !<-onStdio {
