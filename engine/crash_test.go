@@ -18,8 +18,8 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	"github.com/google/uuid"
 )
 

@@ -25,8 +25,8 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -344,13 +344,21 @@ type Decision struct {
 	Value any
 }
 
-// View is what a command may read while deciding: committed state plus the
-// effects of requests committed earlier in the same group commit.
-type View interface {
+// Reader is what a decision reads: aggregate states and the indexes
+// derived from them. Read-side helpers of the commands (eligibility, the
+// fair order) take a Reader, so they run inside the writer and outside it
+// alike.
+type Reader interface {
 	State(k events.Kind, id string) (aggregate.State, error)
 	Lookup(index, key string) []projections.Ref
 	Scan(index, prefix string) []projections.Ref
 	DueBy(now time.Time) []projections.Due
+}
+
+// View is what a command may read while deciding: committed state plus the
+// effects of requests committed earlier in the same group commit.
+type View interface {
+	Reader
 	// NewID returns a fresh UUIDv7 for a new aggregate, derived from the
 	// log head and the decision time, so a replayed command script yields
 	// the same ids.
@@ -390,8 +398,9 @@ type request struct {
 	stream   events.StreamID
 	expected uint64
 	now      time.Time // fixed time for replayed scripts; zero means clock
-	// exclusive, when set, runs alone in its own write transaction.
-	exclusive func(tx *bolt.Tx) error
+	// exclusive, when set, runs alone, with the file to itself: no
+	// other request commits while it runs.
+	exclusive func(db *bolt.DB) error
 
 	res  Result
 	err  error
@@ -549,7 +558,7 @@ func (e *Engine) commit(batch []*request) {
 		}
 		e.commitGroup(batch[start:i], false)
 		if r.err = e.Damaged(); r.err == nil {
-			r.err = e.guard(func() error { return e.db.Update(r.exclusive) })
+			r.err = e.guard(func() error { return r.exclusive(e.db) })
 		}
 		if r.err == nil {
 			e.acknowledge()

@@ -15,8 +15,8 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite golden projections (and create missing fixture logs)")

@@ -152,13 +152,22 @@ func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
 	}
 }
 
+// openTest opens a log that is verified when the test ends (the internal
+// tests cannot use enginetest.Open, which imports this package).
 func openTest(t *testing.T) *Engine {
 	t.Helper()
-	e, err := Open(filepath.Join(t.TempDir(), "log.db"), Options{NoSync: true})
+	path := filepath.Join(t.TempDir(), "log.db")
+	e, err := Open(path, Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { e.Close() })
+	t.Cleanup(func() {
+		e.Close()
+		rep, err := VerifyFile(context.Background(), path, time.Second)
+		if err != nil || !rep.OK() {
+			t.Errorf("log does not verify: %v %+v", err, rep.Problems)
+		}
+	})
 	return e
 }
 

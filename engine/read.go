@@ -7,8 +7,8 @@ import (
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -118,19 +118,36 @@ func (e *Engine) notify() {
 	}
 }
 
-// ReadView adapts a read-only projection view to View, so read-side
-// helpers of the commands (eligibility, ordering) can run outside the
-// writer. It cannot mint ids.
-func ReadView(v *projections.Tx) View { return readView{v} }
+// Snapshot is a consistent read-only view of the projections for read
+// queries (engine/query): a Reader plus walks over a whole kind, the
+// counters, the checkpoint and the deadline index. Adapters read through
+// it and never see the storage.
+type Snapshot interface {
+	Reader
+	ForEach(k events.Kind, fn func(aggregate.State) error) error
+	ForEachAfter(k events.Kind, after string, fn func(aggregate.State) error) error
+	Count(name string) uint64
+	Checkpoint() uint64
+	NextDue() (projections.Due, bool)
+	NextDueAfter(t time.Time) (projections.Due, bool)
+}
 
-type readView struct{ ptx *projections.Tx }
+// ProjectionsCurrent reports whether the stored projections are of the
+// current version and caught up with the log; when not, Rebuild brings
+// them up to date.
+func (e *Engine) ProjectionsCurrent() (bool, error) {
+	ok := false
+	err := e.View(func(v *projections.Tx) error {
+		ok = v.Version() == projections.Version && v.Checkpoint() == e.Head()
+		return nil
+	})
+	return ok, err
+}
 
-func (r readView) State(k events.Kind, id string) (aggregate.State, error) { return r.ptx.State(k, id) }
-func (r readView) Lookup(index, key string) []projections.Ref              { return r.ptx.Lookup(index, key) }
-func (r readView) Scan(index, prefix string) []projections.Ref             { return r.ptx.Scan(index, prefix) }
-func (r readView) DueBy(now time.Time) []projections.Due                   { return r.ptx.DueBy(now) }
-func (r readView) NewID() string                                           { panic("engine: NewID on a read-only view") }
-func (r readView) NextSeq() uint64                                         { return 0 }
+// Read runs fn against a consistent snapshot of the projections.
+func (e *Engine) Read(fn func(s Snapshot) error) error {
+	return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) })
+}
 
 // ReadLogFile walks the log of a bbolt file that no daemon holds, opened
 // read-only (a shared lock, waiting at most timeout), checking each
@@ -163,4 +180,24 @@ func openReadOnly(path string, timeout time.Duration) (*bolt.DB, error) {
 		return nil, openError(path, err)
 	}
 	return db, nil
+}
+
+// LogFileHead returns the last seq of the log of a bbolt file that no
+// daemon holds, opened read-only.
+func LogFileHead(path string, timeout time.Duration) (uint64, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		return 0, errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
+	}
+	defer db.Close()
+	var head uint64
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketLog); b != nil {
+			if k, _ := b.Cursor().Last(); k != nil {
+				head = binary.BigEndian.Uint64(k)
+			}
+		}
+		return nil
+	})
+	return head, err
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -183,21 +183,31 @@ type RebuildStats struct {
 	Checkpoint uint64 `json:"checkpoint"`
 }
 
+// rebuildChunk is how many projection keys one transaction of Rebuild
+// writes. One transaction for a whole large log held every page it wrote
+// in memory until its commit (2.2 GiB for a million events); a chunk
+// bounds that.
+const rebuildChunk = 20000
+
 // Rebuild drops every projection bucket and derives them again from the
-// log. It runs inside the writer, so no append interleaves with it.
+// log. It runs inside the writer, so no append interleaves with it. It
+// writes in several transactions; the projections count as current only
+// once the last one committed (see projections.WriteImageChunked), so a
+// crash halfway leaves them to be rebuilt again.
 func (e *Engine) Rebuild(ctx context.Context) (RebuildStats, error) {
 	var st RebuildStats
-	err := e.exclusive(ctx, func(tx *bolt.Tx) error {
-		m := newMemory(e.ms)
-		if err := scanLog(ctx, tx, false, m.apply); err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-		img, err := m.image()
+	err := e.exclusiveDB(ctx, func(db *bolt.DB) error {
+		var img projections.Image
+		err := db.View(func(tx *bolt.Tx) error {
+			var err error
+			img, st, err = e.replayImage(ctx, tx, 0)
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		st = RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
-		return projections.WriteImage(tx, img)
+		// Only the image is held now, not the replayed states.
+		return projections.WriteImageChunked(db, img, rebuildChunk)
 	})
 	return st, err
 }
@@ -210,26 +220,38 @@ func (e *Engine) ReplayImage(ctx context.Context, until uint64) (projections.Ima
 	var st RebuildStats
 	err := e.guard(func() error {
 		return e.db.View(func(tx *bolt.Tx) error {
-			m := newMemory(e.ms)
-			err := scanLog(ctx, tx, false, func(d *decoded) error {
-				if until > 0 && d.key > until {
-					return ErrStop
-				}
-				return m.apply(d)
-			})
-			if err != nil && err != ErrStop {
-				return err
-			}
-			st = RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
-			img, err = m.image()
+			var err error
+			img, st, err = e.replayImage(ctx, tx, until)
 			return err
 		})
 	})
 	return img, st, err
 }
 
+func (e *Engine) replayImage(ctx context.Context, tx *bolt.Tx, until uint64) (projections.Image, RebuildStats, error) {
+	m := newMemory(e.ms)
+	err := scanLog(ctx, tx, false, func(d *decoded) error {
+		if until > 0 && d.key > until {
+			return ErrStop
+		}
+		return m.apply(d)
+	})
+	if err != nil && err != ErrStop {
+		return nil, RebuildStats{}, fmt.Errorf("replay: %w", err)
+	}
+	st := RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
+	img, err := m.image()
+	return img, st, err
+}
+
 // exclusive runs fn in its own write transaction inside the writer.
 func (e *Engine) exclusive(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	return e.exclusiveDB(ctx, func(db *bolt.DB) error { return db.Update(fn) })
+}
+
+// exclusiveDB runs fn inside the writer with the file to itself: it may
+// commit several transactions, and no other request commits meanwhile.
+func (e *Engine) exclusiveDB(ctx context.Context, fn func(db *bolt.DB) error) error {
 	r := &request{exclusive: fn, expected: AnyVersion}
 	_, err := e.submit(ctx, r)
 	return err

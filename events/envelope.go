@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Kind names an aggregate kind: the first half of a stream identity.
@@ -90,7 +92,7 @@ func (h *Hash) UnmarshalText(b []byte) error {
 // Envelope is one immutable event as stored in the log.
 type Envelope struct {
 	Seq           uint64    `json:"seq"`
-	ID            UUID      `json:"event_id"`
+	ID            uuid.UUID `json:"event_id"`
 	Stream        StreamID  `json:"stream"`
 	Version       uint64    `json:"stream_version"`
 	Type          string    `json:"type"`

@@ -105,6 +105,9 @@ type JobSubmitted struct {
 	Metadata       RawJSON        `json:"metadata,omitempty"`
 	DedupeKey      string         `json:"dedupe_key,omitempty"`
 	DeliveryPolicy DeliveryPolicy `json:"delivery_policy"`
+	// TimeoutAt is when the job fails unless reported first (job_timeout
+	// after submission); zero for none.
+	TimeoutAt time.Time `json:"timeout_at,omitzero"`
 }
 
 // JobCompleted moves a running job to ready; its result is an artifact.
@@ -188,6 +191,9 @@ type BatchDeliveryAccepted struct {
 	Generation            uint64    `json:"generation"`
 	CooldownUntil         time.Time `json:"cooldown_until"`
 	NextDeliveryNotBefore time.Time `json:"next_delivery_not_before"`
+	// ObservationDeadline is set when the accepted turn is observed: the
+	// turn, not the cooldown, then decides how the batch ends.
+	ObservationDeadline time.Time `json:"delivery_observation_deadline,omitzero"`
 }
 
 // BatchReplayPolicyChanged parks a batch for manual resolution (or, in

@@ -57,9 +57,7 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 		return command.Ingested{}, errs.New(errs.EFBIG, "result file %s is %d bytes, over the %d byte limit (max_result_bytes)", src, fi.Size(), s.MaxBytes)
 	}
 
-	// MkdirTemp names it from the runtime's generator and creates it 0700
-	// (home.DirMode); crypto/rand is kept out of the binary, whose every
-	// start would pay its package init.
+	// MkdirTemp creates it 0700 (home.DirMode).
 	tmp, err := os.MkdirTemp(s.Dir, tmpPrefix+"*")
 	if err != nil {
 		return command.Ingested{}, errs.IO(err, "create artifact staging directory")
@@ -163,9 +161,7 @@ func (s Store) RemoveEntry(name string) error {
 
 // extType is the content type cbth records for a file extension. A fixed
 // table rather than package mime: mime also reads the host's mime.types,
-// so the type recorded in the log would depend on the machine, and its
-// package init runs at every start of the binary. A switch, not a map
-// literal, so this table costs nothing at start either.
+// so the type recorded in the log would depend on the machine.
 func extType(ext string) string {
 	switch strings.ToLower(ext) {
 	case ".json":
@@ -214,8 +210,8 @@ func contentType(name string, head []byte) string {
 	if t := extType(filepath.Ext(name)); t != "" {
 		return t
 	}
-	// A small sniff instead of net/http's: the CLI shares this binary and
-	// net/http's package init would slow every command down.
+	// A small sniff of its own: net/http's DetectContentType calls JSON
+	// text/plain, and the recorded type must not change with Go's tables.
 	switch {
 	case len(head) == 0:
 		return "application/octet-stream"

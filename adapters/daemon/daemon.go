@@ -10,21 +10,24 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
+	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,6 +50,9 @@ type Options struct {
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
 	Manual bool
+	// Targets are the delivery targets besides the built-in debug one;
+	// each target kind at most once.
+	Targets []target.Target
 }
 
 // Daemon is a running daemon.
@@ -54,22 +60,24 @@ type Daemon struct {
 	opt       Options
 	eng       *engine.Engine
 	srv       *ipc.Server
+	table     api.Table
 	artifacts artifact.Store
 	debug     *target.DebugTarget
+	targets   []target.Target // the registered delivery targets, by name
 	started   time.Time
 	stop      context.CancelFunc
 	kick      chan struct{}
-	schedMu   sync.Mutex
-	ctx       context.Context // the daemon's lifetime
+	sched     scheduler
+	hooks     parkHooks
 
-	sockMu  sync.Mutex
-	sockets map[string]context.CancelFunc // model sockets being served
+	sockets *cortexcli.ModelSockets
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
 	lastActivity time.Time
 	idleDeadline time.Time
 	lastSweep    command.SweepResult
+	sweptHead    uint64 // the log head when the last sweep finished
 }
 
 // Run runs the daemon until ctx ends, a stop request arrives, or it has
@@ -106,9 +114,20 @@ func Run(ctx context.Context, opt Options) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	d := &Daemon{opt: opt, stop: cancel, ctx: ctx, sockets: map[string]context.CancelFunc{}, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
+	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
 		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes},
-		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now}}
+		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
+		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
+		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
+		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
+	d.targets = append([]target.Target{d.debug}, opt.Targets...)
+	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+	d.table = d.ops()
+	if opt.Manual {
+		close(d.hooks.done) // hooks run inside the sweep
+	} else {
+		go d.parkHookLoop(ctx)
+	}
 	ready := make(chan struct{})
 	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready}
 	served := make(chan error, 1)
@@ -120,7 +139,14 @@ func Run(ctx context.Context, opt Options) error {
 		<-served
 		return refuseLog(h, err)
 	}
-	defer d.eng.Close()
+	defer func() {
+		// What outlives a request stops before the log closes:
+		// deliveries record their answers, hooks their runs.
+		cancel()
+		d.sched.workers.Wait()
+		<-d.hooks.done
+		d.eng.Close()
+	}()
 	if err := d.startup(ctx); err != nil {
 		cancel()
 		<-served
@@ -175,27 +201,27 @@ func takeLock(h home.Home) (*os.File, error) {
 	return f, nil
 }
 
-// startup catches the projections up and runs the overdue sweep before any
-// request is served.
+// startup catches the projections up, starts the targets, reconciles the
+// deliveries the last daemon left in flight and runs the overdue sweep,
+// all before any request is served.
 func (d *Daemon) startup(ctx context.Context) error {
-	var checkpoint uint64
-	if err := d.eng.View(func(v *projections.Tx) error { checkpoint = v.Checkpoint(); return nil }); err != nil {
+	current, err := d.eng.ProjectionsCurrent()
+	if err != nil {
 		return err
 	}
-	if checkpoint != d.eng.Head() {
-		d.opt.Log.Warn("projections behind the log; rebuilding", "checkpoint", checkpoint, "head", d.eng.Head())
+	if !current {
+		d.opt.Log.Warn("projections behind the log or of another version; rebuilding", "head", d.eng.Head())
 		st, err := d.eng.Rebuild(ctx)
 		if err != nil {
 			return fmt.Errorf("catch up projections: %w", err)
 		}
 		d.opt.Log.Info("projections rebuilt", "events", st.Events, "aggregates", st.Aggregates)
 	}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-reconcile"}, command.ReconcileInFlight{Config: d.deliveryConfig()})
-	if err != nil {
-		return fmt.Errorf("reconcile in-flight deliveries: %w", err)
+	if err := d.startTargets(ctx); err != nil {
+		return err
 	}
-	if len(res.Events) > 0 {
-		d.opt.Log.Warn("in-flight deliveries parked after restart", "events", len(res.Events))
+	if err := d.reconcile(ctx); err != nil {
+		return err
 	}
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
@@ -209,7 +235,8 @@ func (d *Daemon) startup(ctx context.Context) error {
 
 // sweep runs the deterministic overdue sweep with one captured now, again
 // with the same now until it has nothing left to do, then carries out the
-// side effects its events call for.
+// side effects its events call for. Every deadline at or before now has
+// then been handled: the daemon counts only later ones as work due.
 func (d *Daemon) sweep(ctx context.Context, why string) error {
 	now := d.opt.Clock.Now()
 	total := command.SweepResult{Now: now}
@@ -225,6 +252,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 		total.Collected = append(total.Collected, sr.Collected...)
 		total.Closed = append(total.Closed, sr.Closed...)
 		total.Parked = append(total.Parked, sr.Parked...)
+		total.TimedOut = append(total.TimedOut, sr.TimedOut...)
 		for _, id := range sr.Collected {
 			if err := d.artifacts.Remove(id); err != nil {
 				d.opt.Log.Error("artifact gc", "artifact", id, "err", err)
@@ -235,14 +263,38 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 		}
 	}
 	d.mu.Lock()
-	d.lastSweep = total
+	d.lastSweep, d.sweptHead = total, d.eng.Head()
 	d.mu.Unlock()
-	if len(total.Closed)+len(total.Parked)+len(total.Collected) > 0 || why == "startup" {
+	if len(total.Closed)+len(total.Parked)+len(total.Collected)+len(total.TimedOut) > 0 || why == "startup" {
 		d.opt.Log.Info("sweep", "why", why, "now", now.Format(time.RFC3339Nano), "due", total.Due,
-			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected))
+			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected), "timed_out", len(total.TimedOut))
 	}
-	d.runParkHooks(ctx, now)
+	d.kickParkHooks(ctx, now)
 	return nil
+}
+
+// sweepDue reports whether a deadline fell due since the last sweep: one
+// after the time that sweep used, or, when the log moved since, any
+// deadline by now (a commit after a sweep may add a deadline at or before
+// its time). A deadline the sweep handles by doing nothing never counts
+// again.
+func (d *Daemon) sweepDue(now time.Time) (time.Time, bool) {
+	d.mu.Lock()
+	last, head := d.lastSweep.Now, d.sweptHead
+	d.mu.Unlock()
+	var at time.Time
+	var due bool
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		if n, ok := s.NextDueAfter(last); ok && !n.At.After(now) {
+			at, due = n.At, true
+		} else if d.eng.Head() != head {
+			if n, ok := s.NextDue(); ok && !n.At.After(now) {
+				at, due = n.At, true
+			}
+		}
+		return nil
+	})
+	return at, due
 }
 
 // poke asks for a scheduling pass: at once in manual mode (inside the
@@ -259,14 +311,11 @@ func (d *Daemon) poke(ctx context.Context) {
 }
 
 func (d *Daemon) removeOrphans(notAfter time.Time) error {
-	live := map[string]bool{}
-	err := d.eng.View(func(v *projections.Tx) error {
-		return v.ForEach(events.KindArtifact, func(s aggregate.State) error {
-			if s.Head().Status == "stored" {
-				live[s.Head().ID] = true
-			}
-			return nil
-		})
+	var live map[string]bool
+	err := d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		live, err = query.StoredArtifacts(s)
+		return err
 	})
 	if err != nil {
 		return err
@@ -290,7 +339,8 @@ func (d *Daemon) touch() {
 	d.mu.Unlock()
 }
 
-// loop sweeps what falls due and watches the idle rule.
+// loop sweeps what falls due, runs a scheduling pass when asked or when a
+// head's wake-up time comes, and watches the idle rule.
 func (d *Daemon) loop(ctx context.Context) error {
 	tick := d.opt.Config.Delivery.SweepInterval.Duration
 	if idle := d.opt.Config.IdleTimeout.Duration / 4; idle < tick {
@@ -323,12 +373,14 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.keepSocket(ctx)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
-				if next, ok := d.nextDue(); ok && !next.After(now) {
+				if _, due := d.sweepDue(now); due {
 					if err := d.sweep(ctx, "timer"); err != nil {
 						d.opt.Log.Error("sweep", "err", err)
 					}
+					d.schedule(ctx)
+				} else if w := d.sched.nextWake(); !w.IsZero() && !w.After(now) {
+					d.schedule(ctx)
 				}
-				d.schedule(ctx)
 			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
@@ -339,16 +391,22 @@ func (d *Daemon) loop(ctx context.Context) error {
 }
 
 func (d *Daemon) nextDue() (time.Time, bool) {
-	var due projections.Due
+	var at time.Time
 	var ok bool
-	_ = d.eng.View(func(v *projections.Tx) error { due, ok = v.NextDue(); return nil })
-	return due.At, ok
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		due, found := s.NextDue()
+		at, ok = due.At, found
+		return nil
+	})
+	return at, ok
 }
 
 // busy reports what keeps the daemon alive right now: active jobs,
-// attached integration clients, requests in flight, or work due within the
-// idle timeout. Deadlines further out do not count: the next start sweeps
-// them.
+// attached integration clients, requests and deliveries in flight,
+// accepted turns being observed (until their deadlines, however far),
+// sweep work or a delivery due within the idle timeout, and whatever its
+// targets name. Deadlines further out do not count, nor do parked batches
+// or deadlines already swept: the next start sweeps and delivers.
 func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if n := d.activeJobs(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d active jobs", n))
@@ -359,8 +417,29 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if n := d.inflight.Load(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d requests in flight", n))
 	}
-	if next, ok := d.nextDue(); ok && next.Before(now.Add(d.opt.Config.IdleTimeout.Duration)) {
-		reasons = append(reasons, "work due at "+next.Format(time.RFC3339))
+	if n := d.sched.inFlight(); n > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d deliveries in flight", n))
+	}
+	if d.parkHooksRunning() {
+		reasons = append(reasons, "park hooks running")
+	}
+	var tracked int
+	var latest time.Time
+	_ = d.eng.Read(func(s engine.Snapshot) error { tracked, latest = query.Tracked(s, now); return nil })
+	if tracked > 0 {
+		reasons = append(reasons, fmt.Sprintf("observing %d accepted turns until %s", tracked, latest.Format(time.RFC3339)))
+	}
+	horizon := now.Add(d.opt.Config.IdleTimeout.Duration)
+	if at, due := d.sweepDue(horizon); due {
+		reasons = append(reasons, "work due at "+at.Format(time.RFC3339))
+	}
+	if w := d.sched.nextWake(); !w.IsZero() && w.Before(horizon) {
+		reasons = append(reasons, "delivery due at "+w.Format(time.RFC3339))
+	}
+	for _, t := range d.targets {
+		if k, ok := t.(target.KeepAliver); ok {
+			reasons = append(reasons, k.KeepAlive(now)...)
+		}
 	}
 	return reasons
 }
@@ -376,10 +455,35 @@ func (d *Daemon) idle(now time.Time) bool {
 }
 
 func (d *Daemon) activeJobs() int {
-	var n uint64
-	_ = d.eng.View(func(v *projections.Tx) error {
-		n = v.Count(aggregate.CountJobActive)
-		return nil
-	})
-	return int(n)
+	var n int
+	_ = d.eng.Read(func(s engine.Snapshot) error { n = query.ActiveJobs(s); return nil })
+	return n
+}
+
+func (d *Daemon) status() api.Status {
+	now := d.opt.Clock.Now()
+	var checkpoint uint64
+	var parked int
+	_ = d.eng.Read(func(s engine.Snapshot) error { checkpoint, parked = s.Checkpoint(), query.Parked(s); return nil })
+	head := d.eng.Head()
+	reasons := d.busy(now)
+	d.mu.Lock()
+	deadline, sweep := d.lastActivity.Add(d.opt.Config.IdleTimeout.Duration), d.lastSweep
+	d.mu.Unlock()
+	st := api.Status{
+		PID: os.Getpid(), Version: d.opt.Version, Home: d.opt.Home.Root, StartedAt: d.started,
+		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
+		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, Deliveries: d.sched.inFlight(),
+		IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(), IdleDeadline: deadline, BusyReasons: reasons, LastSweep: sweep,
+	}
+	if head > checkpoint {
+		st.ProjectionLag = head - checkpoint
+	}
+	if st.BusyReasons == nil {
+		st.BusyReasons = []string{}
+	}
+	if next, ok := d.nextDue(); ok {
+		st.NextDue = &next
+	}
+	return st
 }

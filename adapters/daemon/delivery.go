@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 )
 
 // deliveryConfig turns the file configuration into the commands' input.
@@ -30,138 +32,415 @@ func (d *Daemon) deliveryConfig() command.DeliveryConfig {
 	}
 }
 
-// targets are the delivery targets this daemon can drive. cli and desktop
-// arrive with their adapters; until then their batches wait in the FIFO
-// (and their windows still expire).
-func (d *Daemon) targets() map[string]target.Target {
-	return map[string]target.Target{"debug": d.debug}
+// target returns the registered target of a target kind, if any. cli and
+// desktop arrive with their adapters; until then their batches wait in
+// the FIFO (and their windows still expire).
+func (d *Daemon) target(kind string) target.Target {
+	for _, t := range d.targets {
+		if t.Spec().Name == kind {
+			return t
+		}
+	}
+	return nil
 }
 
-// schedule serves every eligible head in the canonical fair order of each
-// target: heads sorted by (first ready time, thread), starting after the
-// target's durable cursor and wrapping around. It loops until a pass
-// starts nothing.
+// scheduler is the state of delivery between passes: which threads have
+// a delivery in flight (at most one each), how many workers each target
+// runs, and when a head will next become deliverable.
+type scheduler struct {
+	pass sync.Mutex // one pass at a time
+
+	mu      sync.Mutex
+	busy    map[string]bool // threads with a delivery in flight
+	running map[string]int  // target -> workers
+	wake    time.Time
+	workers sync.WaitGroup
+}
+
+// claim reserves thread for a delivery by target; false if the thread has
+// one in flight or, full set, the target's workers are all busy.
+func (s *scheduler) claim(kind, thread string, limit int) (ok, full bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy[thread] {
+		return false, false
+	}
+	if s.running[kind] >= limit {
+		return false, true
+	}
+	s.busy[thread] = true
+	s.running[kind]++
+	return true, false
+}
+
+func (s *scheduler) release(kind, thread string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.busy, thread)
+	s.running[kind]--
+}
+
+func (s *scheduler) inFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.busy)
+}
+
+func (s *scheduler) nextWake() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wake
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+// schedule runs scheduling passes. A pass walks each target's heads in
+// the canonical fair order (command.FairOrder), asks the core whether
+// each may get a fresh delivery now and then the target's gate, and
+// starts a delivery for each one let through: on its own worker, up to
+// delivery.workers per target, so a delivery that hangs holds up its own
+// thread only. A pull target's head only gets its attempt prepared.
+//
+// In manual mode (a manual clock) deliveries run one after another inside
+// the pass, in fair order, and passes repeat until one starts nothing:
+// the same script then always appends the same events.
 func (d *Daemon) schedule(ctx context.Context) {
-	d.schedMu.Lock()
-	defer d.schedMu.Unlock()
-	for name, t := range d.targets() {
-		for pass := 0; pass < 100; pass++ {
-			threads, err := d.fairOrder(name)
+	d.sched.pass.Lock()
+	defer d.sched.pass.Unlock()
+	for pass := 0; pass < 100; pass++ {
+		if d.schedulePass(ctx) == 0 || !d.opt.Manual {
+			return
+		}
+	}
+}
+
+func (d *Daemon) schedulePass(ctx context.Context) (started int) {
+	now := d.opt.Clock.Now()
+	cfg := d.deliveryConfig()
+	var wake time.Time
+	for _, t := range d.targets {
+		spec := t.Spec()
+		var heads []target.Head
+		err := d.eng.Read(func(s engine.Snapshot) error {
+			threads, err := command.FairOrder(s, spec.Name)
 			if err != nil {
-				d.opt.Log.Error("fair order", "target", name, "err", err)
-				break
+				return err
 			}
-			started := 0
 			for _, th := range threads {
-				ok, err := d.deliverOnce(ctx, t, th)
+				el, err := cfg.Eligible(s, now, th)
 				if err != nil {
-					d.opt.Log.Error("deliver", "thread", th, "err", err)
+					return err
+				}
+				if !el.OK {
+					wake = earliest(wake, el.Wake)
 					continue
 				}
-				if ok {
-					started++
+				if a := el.Attempt; spec.Kind == target.Pull && a != nil && a.Status == "prepared" && a.BatchID == el.Batch.ID {
+					continue // prepared already: its target moves it on
 				}
+				b := el.Batch
+				heads = append(heads, target.Head{ThreadID: th, BatchID: b.ID, Generation: b.Generation,
+					Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})
 			}
-			if started == 0 {
-				break
-			}
+			return nil
+		})
+		if err != nil {
+			d.opt.Log.Error("scheduling pass", "target", spec.Name, "err", err)
+			continue
 		}
-	}
-}
-
-// fairOrder lists the threads whose head batch targets name, in the
-// canonical order rotated to start just after the cursor.
-func (d *Daemon) fairOrder(name string) ([]string, error) {
-	type head struct{ key, thread string }
-	var heads []head
-	var cursorKey string
-	err := d.eng.View(func(v *projections.Tx) error {
-		prefix := name + "\x00"
-		for _, r := range v.Scan(aggregate.IndexHead, prefix) {
-			if len(r.Key) < len(prefix)+8 {
+		for _, h := range heads {
+			ok, full := d.sched.claim(spec.Name, h.ThreadID, d.opt.Config.Delivery.Workers)
+			if full {
+				break // a finishing worker asks for the next pass
+			}
+			if !ok {
 				continue
 			}
-			heads = append(heads, head{key: r.Key, thread: r.Key[len(prefix)+8:]})
+			g := t.Gate(ctx, h)
+			if !g.OK {
+				d.sched.release(spec.Name, h.ThreadID)
+				wake = earliest(wake, g.Retry)
+				continue
+			}
+			route := g.Route
+			if route.RPCKind == "" {
+				route.RPCKind = spec.RPCKind
+			}
+			if route.DeliveryMode == "" {
+				route.DeliveryMode = spec.DeliveryMode
+			}
+			started++
+			if d.opt.Manual {
+				d.deliver(ctx, t, h.ThreadID, route)
+				d.sched.release(spec.Name, h.ThreadID)
+				continue
+			}
+			d.sched.workers.Add(1)
+			go func() {
+				defer d.sched.workers.Done()
+				d.deliver(ctx, t, h.ThreadID, route)
+				d.sched.release(spec.Name, h.ThreadID)
+				d.poke(ctx)
+			}()
 		}
-		s, err := v.State(events.KindCursor, name)
-		if err != nil {
-			return err
-		}
-		if c, ok := s.(*aggregate.Cursor); ok {
-			cursorKey = aggregate.HeadKey(name, c.ReadyAt, c.ThreadID)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	// heads arrive sorted by key; rotate past the cursor.
-	split := 0
-	for split < len(heads) && heads[split].key <= cursorKey {
-		split++
-	}
-	out := make([]string, 0, len(heads))
-	for _, h := range append(heads[split:], heads[:split]...) {
-		out = append(out, h.thread)
-	}
-	return out, nil
+	d.sched.mu.Lock()
+	d.sched.wake = wake
+	d.sched.mu.Unlock()
+	return started
 }
 
-// deliverOnce tries one fresh delivery to thread: the accept_pending
-// barrier is durable before the target is called, and the target's answer
-// is recorded after.
-func (d *Daemon) deliverOnce(ctx context.Context, t target.Target, thread string) (bool, error) {
+// deliver carries one delivery to thread out. For a push target: the
+// accept_pending barrier is durable before the target is called, and
+// the target's answer is recorded after (even when the daemon is
+// stopping meanwhile: an answer is evidence). For a pull target: the
+// head's attempt is prepared, nothing more.
+func (d *Daemon) deliver(ctx context.Context, t target.Target, thread string, route command.Route) {
 	cfg := d.deliveryConfig()
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: "deliver:" + thread}
-	res, err := d.eng.Execute(ctx, meta, command.StartDelivery{Config: cfg, ThreadID: thread, Kind: "debug_deliver"})
-	if err != nil || res.Outcome != "started" {
-		return false, err
+	p, push := t.(target.Pusher)
+	if !push || t.Spec().Kind == target.Pull {
+		res, err := d.eng.Execute(ctx, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
+		if err != nil {
+			d.opt.Log.Error("prepare attempt", "thread", thread, "err", err)
+		} else if res.Outcome == "prepared" {
+			d.opt.Log.Info("attempt prepared", "thread", thread, "attempt", res.Value)
+		}
+		return
+	}
+	res, err := d.eng.Execute(ctx, meta, command.StartDelivery{Config: cfg, ThreadID: thread, Route: route})
+	if err != nil {
+		d.opt.Log.Error("start delivery", "thread", thread, "err", err)
+		return
+	}
+	if res.Outcome != "started" {
+		return
 	}
 	del := res.Value.(command.Delivery)
 	dctx, cancel := context.WithTimeout(ctx, d.opt.Config.Delivery.DeliveryTimeout.Duration)
-	out := t.Deliver(dctx, del)
+	out := p.Deliver(dctx, del)
 	cancel()
+	rctx := context.WithoutCancel(ctx)
 	meta.CorrelationID = "deliver:" + del.AttemptID
-	rec, err := d.eng.Execute(ctx, meta, command.RecordOutcome{Config: cfg, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID,
+	rec, err := d.eng.Execute(rctx, meta, command.RecordOutcome{Config: cfg, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID,
+		ManagedSessionID: del.ManagedSessionID, SessionEpoch: del.SessionEpoch,
 		Outcome: out.Outcome, TurnID: out.TurnID, Reason: out.Reason, Tracks: out.Tracks})
 	if err != nil {
-		return true, err
+		d.opt.Log.Error("record delivery outcome", "thread", thread, "attempt", del.AttemptID, "err", err)
+		return
 	}
 	d.opt.Log.Info("delivery", "thread", thread, "batch", del.BatchID, "attempt", del.AttemptID, "generation", del.Generation, "outcome", rec.Outcome)
 	if rec.Outcome != command.Accepted {
-		return true, nil
+		return
 	}
 	for _, ev := range out.Turn {
-		obs, err := d.eng.Execute(ctx, meta, command.ObserveTurn{Config: cfg, AttemptID: del.AttemptID, TurnID: out.TurnID, Event: ev})
-		if err != nil {
-			return true, err
-		}
-		if obs.Outcome != "observed" {
-			d.opt.Log.Info("turn", "thread", thread, "attempt", del.AttemptID, "event", ev, "outcome", obs.Outcome)
+		if _, err := d.observe(rctx, target.TurnEvent{AttemptID: del.AttemptID, TurnID: out.TurnID, Event: ev,
+			ManagedSessionID: del.ManagedSessionID, SessionEpoch: del.SessionEpoch}); err != nil {
+			d.opt.Log.Error("record turn event", "attempt", del.AttemptID, "event", ev, "err", err)
+			return
 		}
 	}
-	return true, nil
 }
 
-// runParkHooks runs the operator's hook for each parked batch whose
-// notification is due, and records every run. A failed run is retried with
-// a growing back-off, five times at most.
-func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
-	var due []*aggregate.Batch
-	_ = d.eng.View(func(v *projections.Tx) error {
-		for _, dd := range v.DueBy(now) {
-			if dd.Name != "batch.park_hook" {
-				continue
-			}
-			s, err := v.State(events.KindBatch, dd.ID)
-			if err == nil && s != nil {
-				due = append(due, s.(*aggregate.Batch))
+// observe records a turn event through the session and epoch guard.
+func (d *Daemon) observe(ctx context.Context, ev target.TurnEvent) (string, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: "turn:" + ev.AttemptID},
+		command.ObserveTurn{Config: d.deliveryConfig(), AttemptID: ev.AttemptID, TurnID: ev.TurnID, Event: ev.Event,
+			ManagedSessionID: ev.ManagedSessionID, SessionEpoch: ev.SessionEpoch})
+	if err != nil {
+		return "", err
+	}
+	if res.Outcome != command.Observed && res.Outcome != command.CloseDelivered {
+		d.opt.Log.Info("turn event", "attempt", ev.AttemptID, "event", ev.Event, "session", ev.ManagedSessionID,
+			"epoch", ev.SessionEpoch, "outcome", res.Outcome)
+	}
+	return res.Outcome, nil
+}
+
+// sink is the daemon's target.Sink: turn events that arrive after Deliver
+// returned. A close or a park may let the thread's next batch go.
+type sink struct{ d *Daemon }
+
+func (s sink) Observe(ctx context.Context, ev target.TurnEvent) (string, error) {
+	out, err := s.d.observe(ctx, ev)
+	if err == nil && (out == command.CloseDelivered || out == command.Parked) {
+		s.d.poke(ctx)
+	}
+	return out, err
+}
+
+// startTargets starts the targets that have a lifetime.
+func (d *Daemon) startTargets(ctx context.Context) error {
+	for _, t := range d.targets {
+		if s, ok := t.(target.Starter); ok {
+			if err := s.Start(ctx, target.Host{Sink: sink{d}, Log: d.opt.Log.With("target", t.Spec().Name)}); err != nil {
+				return fmt.Errorf("start target %s: %w", t.Spec().Name, err)
 			}
 		}
-		return nil
+	}
+	return nil
+}
+
+// reconcile runs at start-up, before anything is delivered: each target
+// may prove what became of its attempts left in flight by the previous
+// daemon; ReconcileInFlight then parks every one left unproven.
+func (d *Daemon) reconcile(ctx context.Context) error {
+	var open []query.InFlightAttempt
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		open, err = query.InFlight(s)
+		return err
+	}); err != nil {
+		return err
+	}
+	cfg := d.deliveryConfig()
+	meta := engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-reconcile"}
+	var continuing []command.SessionRef
+	for _, t := range d.targets {
+		r, ok := t.(target.Reconciler)
+		if !ok {
+			continue
+		}
+		var mine []target.InFlight
+		for _, o := range open {
+			if a := o.Attempt; o.TargetKind == t.Spec().Name {
+				mine = append(mine, target.InFlight{AttemptID: a.ID, ThreadID: a.SourceThreadID, BatchID: a.BatchID, State: a.Status,
+					RPCRequestID: a.RPCRequestID, RPCKind: a.RPCKind, Marker: a.RPCCorrelationMarker, TurnID: a.TurnID,
+					ManagedSessionID: a.ManagedSessionID, SessionEpoch: a.SessionEpoch})
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		for _, p := range r.Reconcile(ctx, mine) {
+			if p.Continues {
+				continuing = append(continuing, command.SessionRef{AttemptID: p.AttemptID, ManagedSessionID: p.ManagedSessionID, SessionEpoch: p.SessionEpoch})
+				continue
+			}
+			res, err := d.eng.Execute(ctx, meta, command.RecordOutcome{Config: cfg, AttemptID: p.AttemptID, RPCRequestID: p.RPCRequestID,
+				ManagedSessionID: p.ManagedSessionID, SessionEpoch: p.SessionEpoch, Outcome: p.Outcome, TurnID: p.TurnID, Reason: p.Reason, Tracks: p.Tracks})
+			if err != nil {
+				return fmt.Errorf("record %s's proof for attempt %s: %w", t.Spec().Name, p.AttemptID, err)
+			}
+			d.opt.Log.Info("in-flight attempt proven after restart", "target", t.Spec().Name, "attempt", p.AttemptID, "outcome", res.Outcome)
+		}
+	}
+	res, err := d.eng.Execute(ctx, meta, command.ReconcileInFlight{Config: cfg, Continuing: continuing})
+	if err != nil {
+		return fmt.Errorf("reconcile in-flight deliveries: %w", err)
+	}
+	if len(res.Events) > 0 {
+		d.opt.Log.Warn("in-flight deliveries parked after restart", "events", len(res.Events))
+	}
+	return nil
+}
+
+// gate explains, for people, whether a thread's head may get a fresh
+// delivery now and if not why: the core's rules, then its target's gate.
+func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string {
+	var el command.Eligibility
+	err := d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		el, err = d.deliveryConfig().Eligible(s, now, thread)
+		return err
+	})
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	if !el.OK {
+		if !el.Wake.IsZero() {
+			return el.Reason + " until " + el.Wake.Format(time.RFC3339)
+		}
+		return el.Reason
+	}
+	b := el.Batch
+	t := d.target(b.TargetKind)
+	if t == nil {
+		return "waiting for a " + b.TargetKind + " target (none runs in this daemon yet)"
+	}
+	g := t.Gate(ctx, target.Head{ThreadID: thread, BatchID: b.ID, Generation: b.Generation, Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})
+	if !g.OK {
+		if !g.Retry.IsZero() {
+			return g.Reason + " until " + g.Retry.Format(time.RFC3339)
+		}
+		return g.Reason
+	}
+	return "eligible"
+}
+
+// debugTurn reports a turn event on the debug target's open turn.
+func (d *Daemon) debugTurn(ctx context.Context, a api.DebugTurnArgs) (api.DebugTurnReply, error) {
+	ev := "turn_" + a.Event
+	ok := false
+	for _, e := range command.TurnEvents {
+		ok = ok || e == ev
+	}
+	if !ok {
+		return api.DebugTurnReply{}, errs.New(errs.EINVAL, "unknown turn event %q (want started, completed, failed, interrupted or replaced)", a.Event)
+	}
+	r, err := d.debug.Turn(ctx, a.SourceThreadID, ev, a.SessionEpoch)
+	if err != nil {
+		return api.DebugTurnReply{}, err
+	}
+	return api.DebugTurnReply{Outcome: r.Outcome, SourceThreadID: a.SourceThreadID, AttemptID: r.AttemptID, TurnID: r.TurnID,
+		Event: r.Event, ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch}, nil
+}
+
+// parkHooks runs the operator's hook for each parked batch whose
+// notification is due, and records every run. A failed run is retried
+// with a growing back-off, five times at most. Outside manual mode it
+// runs on its own goroutine, woken after each sweep, so a slow hook (up
+// to 30 s) never holds up the loop.
+type parkHooks struct {
+	kick    chan struct{}
+	running sync.Mutex // one run of the due hooks at a time
+	busy    atomic.Bool
+	done    chan struct{} // closed when the hook goroutine ends
+}
+
+func (d *Daemon) kickParkHooks(ctx context.Context, now time.Time) {
+	if d.opt.Manual {
+		d.runParkHooks(ctx, now)
+		return
+	}
+	select {
+	case d.hooks.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Daemon) parkHookLoop(ctx context.Context) {
+	defer close(d.hooks.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.hooks.kick:
+			d.hooks.busy.Store(true)
+			d.runParkHooks(ctx, d.opt.Clock.Now())
+			d.hooks.busy.Store(false)
+		}
+	}
+}
+
+func (d *Daemon) parkHooksRunning() bool { return d.hooks.busy.Load() }
+
+func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
+	d.hooks.running.Lock()
+	defer d.hooks.running.Unlock()
+	var due []query.ParkNotice
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		due, err = query.ParkHooksDue(s, now)
+		return err
 	})
 	for _, b := range due {
-		n := b.ParkNotifyAttempts + 1
+		n := b.Attempts + 1
 		ev := &events.BatchParkNotified{Attempt: n}
 		hook := d.opt.Config.ParkHook
 		if len(hook) == 0 {
@@ -169,8 +448,8 @@ func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
 		} else {
 			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			cmd := exec.CommandContext(hctx, hook[0], hook[1:]...)
-			cmd.Env = append(cmd.Environ(), "CBTH_BATCH_ID="+b.ID, "CBTH_THREAD_ID="+b.SourceThreadID,
-				"CBTH_REASON="+b.ReplayPolicyReason, "CBTH_HOME="+d.opt.Home.Root)
+			cmd.Env = append(cmd.Environ(), "CBTH_BATCH_ID="+b.BatchID, "CBTH_THREAD_ID="+b.ThreadID,
+				"CBTH_REASON="+b.Reason, "CBTH_HOME="+d.opt.Home.Root)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
@@ -184,23 +463,16 @@ func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
 				}
 			}
 		}
-		_, err := d.eng.Append(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "park-hook:" + b.ID},
-			events.StreamID{Kind: events.KindBatch, ID: b.ID}, b.Version, ev)
+		_, err := d.eng.Append(context.WithoutCancel(ctx), engine.Meta{Actor: events.ActorSweep, CorrelationID: "park-hook:" + b.BatchID},
+			events.StreamID{Kind: events.KindBatch, ID: b.BatchID}, b.Version, ev)
 		if err != nil && errs.CodeOf(err) != errs.ECONFLICT {
-			d.opt.Log.Error("record park hook", "batch", b.ID, "err", err)
+			d.opt.Log.Error("record park hook", "batch", b.BatchID, "err", err)
 		}
-		d.opt.Log.Warn("batch parked for manual resolution", "batch", b.ID, "thread", b.SourceThreadID, "reason", b.ReplayPolicyReason, "hook_ok", ev.OK, "hook_error", ev.Error)
+		d.opt.Log.Warn("batch parked for manual resolution", "batch", b.BatchID, "thread", b.ThreadID, "reason", b.Reason, "hook_ok", ev.OK, "hook_error", ev.Error)
 	}
 }
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
-}
-
-// parked counts the batches waiting for manual resolution.
-func (d *Daemon) parked() int {
-	n := 0
-	_ = d.eng.View(func(v *projections.Tx) error { n = len(v.Lookup(aggregate.IndexParked, "")); return nil })
-	return n
 }

@@ -156,6 +156,7 @@ type Config struct {
 	MinArtifactTTL Duration `toml:"min_artifact_ttl"`
 	PostCloseTTL   Duration `toml:"post_close_ttl"`
 	OrphanGrace    Duration `toml:"orphan_grace"`
+	JobTimeout     Duration `toml:"job_timeout"`
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
 }
@@ -174,6 +175,7 @@ type Delivery struct {
 	ObservationWindow   Duration `toml:"observation_window"`
 	SweepInterval       Duration `toml:"sweep_interval"`
 	DeliveryTimeout     Duration `toml:"delivery_timeout"`
+	Workers             int      `toml:"workers"`
 }
 
 // Duration is a time.Duration written as "10m" in TOML.
@@ -200,6 +202,7 @@ func Defaults() Config {
 		MinArtifactTTL: Duration{24 * time.Hour},
 		PostCloseTTL:   Duration{72 * time.Hour},
 		OrphanGrace:    Duration{10 * time.Minute},
+		JobTimeout:     Duration{24 * time.Hour},
 		Delivery: Delivery{
 			MaxJobsPerBatch:     8,
 			MaxTotalBytes:       256 << 10,
@@ -213,6 +216,7 @@ func Defaults() Config {
 			ObservationWindow:   Duration{30 * time.Minute},
 			SweepInterval:       Duration{time.Second},
 			DeliveryTimeout:     Duration{30 * time.Second},
+			Workers:             16,
 		},
 	}
 }
@@ -257,7 +261,7 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 	if err := h.checkValues(c); err != nil {
 		return c, err
 	}
-	return c, nil
+	return c, checkDelivery(c)
 }
 
 // DaemonRunning reports whether a daemon holds this home's lock. It probes

@@ -16,16 +16,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/unixsock"
+	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
 // Proto is the frame protocol number. A mismatch is refused with EVERSION.
-const Proto = 1
+//
+//	2: requests and replies name every field as the job, batch and attempt
+//	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
+//	   through the typed operation table (adapters/ipc/api).
+const Proto = 2
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20
@@ -75,19 +81,19 @@ type Server struct {
 	attached atomic.Int64
 	conns    sync.WaitGroup
 	mu       sync.Mutex
-	open     map[*unixsock.Conn]struct{}
+	open     map[*net.UnixConn]struct{}
 }
 
 // Attached returns how many connections have declared themselves
 // integration clients and are still connected.
 func (s *Server) Attached() int { return int(s.attached.Load()) }
 
-// Listen creates the socket at path with mode 0600 (never wider, not even
-// while it is being created) inside a directory the caller has made 0700.
-// A stale socket file must already be gone: only the holder of the daemon
-// lock may remove it. Closing the listener removes the file.
-func Listen(path string) (*unixsock.Listener, error) {
-	ln, err := unixsock.Listen(path)
+// Listen creates the socket at path with mode 0600, never reachable there
+// with a wider one (see sockfile.Listen), replacing a stale socket file:
+// only the holder of the daemon lock may call it. Closing the listener
+// removes the file.
+func Listen(path string) (*sockfile.Listener, error) {
+	ln, err := sockfile.Listen(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.EINTERNAL, err, "listen %s", path)
 	}
@@ -95,23 +101,27 @@ func Listen(path string) (*unixsock.Listener, error) {
 }
 
 // Serve accepts connections until ctx ends or ln fails.
-func (s *Server) Serve(ctx context.Context, ln *unixsock.Listener) error {
+func (s *Server) Serve(ctx context.Context, ln *sockfile.Listener) error {
 	s.mu.Lock()
 	if s.open == nil { // a daemon whose socket file was removed serves a second listener
-		s.open = map[*unixsock.Conn]struct{}{}
+		s.open = map[*net.UnixConn]struct{}{}
 	}
 	s.mu.Unlock()
 	go func() {
 		<-ctx.Done()
 		ln.Close()
+		// Wake every connection waiting for its next request, but let
+		// one in the middle of a request write its reply first (the
+		// daemon.stop request's own, for one): a read deadline ends the
+		// wait, a close would cut the reply.
 		s.mu.Lock()
 		for c := range s.open {
-			c.Close()
+			c.SetReadDeadline(time.Now())
 		}
 		s.mu.Unlock()
 	}()
 	for {
-		c, err := ln.Accept()
+		c, err := ln.AcceptUnix()
 		if err != nil {
 			if ctx.Err() != nil {
 				s.conns.Wait()
@@ -133,10 +143,13 @@ func (s *Server) Serve(ctx context.Context, ln *unixsock.Listener) error {
 	}
 }
 
-func (s *Server) serveConn(ctx context.Context, c *unixsock.Conn) {
+// serveConn serves one client. A client that hangs up mid-reply costs the
+// daemon nothing: writes to a net.Conn report EPIPE as an error and never
+// raise SIGPIPE, whatever descriptor the connection landed on.
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	w := bufio.NewWriter(c)
-	uid, err := c.PeerUID()
+	uid, err := sockfile.PeerUID(c)
 	if err != nil || uid != s.UID {
 		// Say no and nothing else: no version, no detail about the daemon.
 		s.Log.Warn("refused connection", "peer_uid", uid, "err", err)
@@ -255,7 +268,7 @@ func writeFrame(w *bufio.Writer, v any) bool {
 
 // Client is one connection to the daemon.
 type Client struct {
-	conn    *unixsock.Conn
+	conn    net.Conn
 	r       *bufio.Reader
 	version string
 	next    uint64
@@ -265,7 +278,7 @@ type Client struct {
 
 // Dial connects to the socket at path without starting anything.
 func Dial(path, version string) (*Client, error) {
-	c, err := unixsock.Dial(path)
+	c, err := net.Dial("unix", path)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +328,7 @@ func (c *Client) call(req *Request, args any, out any) error {
 		return errs.New(errs.EMSGSIZE, "the daemon's reply is longer than %d bytes", MaxFrame)
 	}
 	if err != nil {
-		if err == io.EOF || errors.Is(err, unixsock.ErrClosed) {
+		if err == io.EOF || errors.Is(err, net.ErrClosed) {
 			return errs.New(errs.EHOSTDOWN, "the daemon closed the connection")
 		}
 		return errs.Wrap(errs.EHOSTDOWN, err, "read from daemon")

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -52,7 +55,7 @@ func serveAs(t *testing.T, uid int) string {
 func TestFrameLimit(t *testing.T) {
 	path := serve(t)
 	frame := func(total int) []byte {
-		head := `{"proto":1,"id":1,"op":"echo","args":"`
+		head := `{"proto":2,"id":1,"op":"echo","args":"`
 		tail := `"}` + "\n"
 		return []byte(head + strings.Repeat("x", total-len(head)-len(tail)) + tail)
 	}
@@ -110,10 +113,10 @@ func TestBadFramesAndVersion(t *testing.T) {
 	if resp := send(`{not json`); resp.Error == nil || resp.Error.Code != errs.EINVAL {
 		t.Fatalf("malformed frame: %+v", resp)
 	}
-	if resp := send(`{"proto":1,"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
+	if resp := send(`{"proto":2,"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
 		t.Fatalf("unknown op: %+v", resp)
 	}
-	if resp := send(`{"proto":1,"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
+	if resp := send(`{"proto":2,"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
 		t.Fatalf("unknown field not ignored: %+v", resp)
 	}
 	if resp := send(`{"proto":99,"id":4,"op":"echo"}`); resp.Error == nil || resp.Error.Code != errs.EVERSION {
@@ -174,15 +177,26 @@ func TestDialAbsent(t *testing.T) {
 		t.Fatalf("missing socket: %v, not Absent", err)
 	}
 	stale := filepath.Join(dir, "stale.sock")
-	ln, err := Listen(stale)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	if _, err := Dial(stale, "v"); !Absent(err) {
+	if _, err := Dial(stale, "v"); !Absent(err) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("stale socket: %v, not Absent", err)
 	}
+	// The next daemon's Listen replaces it.
+	l2, err := Listen(stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	c, err := net.Dial("unix", stale)
+	if err != nil {
+		t.Fatalf("the replaced socket: %v", err)
+	}
+	c.Close()
 }
 
 // FuzzReadFrame: any byte stream yields frames no longer than MaxFrame and
@@ -204,4 +218,89 @@ func FuzzReadFrame(f *testing.F) {
 			_ = json.Unmarshal(line, &req)
 		}
 	})
+}
+
+// A client that hangs up before reading its reply never kills the server,
+// not even when the connection landed on descriptor 1 or 2, where a write
+// to a broken *os.File raises SIGPIPE (the daemon runs detached, so its
+// standard descriptors may well be free). The server runs in a child
+// process with stdout and stderr closed, so the two ends of the first
+// connection take those descriptors; it reports by exit status.
+func TestHangupNeverKillsTheServer(t *testing.T) {
+	if os.Getenv("CBTH_IPC_HANGUP_CHILD") == "1" {
+		os.Exit(hangupChild())
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHangupNeverKillsTheServer$")
+	cmd.Env = append(os.Environ(), "CBTH_IPC_HANGUP_CHILD=1")
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee) && ee.ExitCode() == 3:
+		t.Fatal("the connection did not land on descriptors 1 and 2; the test proves nothing")
+	default:
+		t.Fatalf("the server process: %v (killed by SIGPIPE when it says 'broken pipe')", err)
+	}
+}
+
+func hangupChild() int {
+	dir, err := os.MkdirTemp("", "ipc")
+	if err != nil {
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "s.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		return 1
+	}
+	hungUp := make(chan struct{})
+	onStdio := make(chan bool, 1)
+	srv := &Server{Version: "test", Log: slog.New(slog.DiscardHandler), UID: os.Getuid(),
+		Handler: func(ctx context.Context, r *Request) (any, error) {
+			if r.Op != "big" {
+				return "pong", nil
+			}
+			onStdio <- isSocket(2)
+			<-hungUp
+			// Larger than the socket buffers: the write meets the hang-up.
+			return strings.Repeat("x", 900<<10), nil
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln)
+	// From here on nothing may print: stdout and stderr are gone.
+	syscall.Close(1)
+	syscall.Close(2)
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return 1
+	}
+	if !isSocket(1) {
+		return 3
+	}
+	if _, err := c.Write([]byte(`{"proto":2,"id":1,"op":"big"}` + "\n")); err != nil {
+		return 1
+	}
+	if !<-onStdio {
+		return 3
+	}
+	c.Close()
+	close(hungUp)
+	// The server lives on and serves the next client.
+	cl, err := Dial(path, "v")
+	if err != nil {
+		return 1
+	}
+	defer cl.Close()
+	var pong string
+	if err := cl.Call("ping", nil, &pong); err != nil || pong != "pong" {
+		return 1
+	}
+	return 0
+}
+
+func isSocket(fd int) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFSOCK
 }

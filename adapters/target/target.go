@@ -1,33 +1,183 @@
-// Package target holds the delivery targets: the edge that actually puts a
-// batch into a caller's thread. The delivery core decides when and what;
-// a target only carries one attempt out and says how it went.
+// Package target holds the delivery targets: the edge that puts a batch
+// into a caller's thread. The delivery core (engine/command) decides when
+// and what; the daemon's scheduler asks a target whether it can take a
+// thread's head now and, for push targets, calls it; the target carries
+// one attempt out and says how it went. spec/delivery.md describes the
+// contract for target authors.
 package target
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/events"
 )
 
-// Result is a target's account of one attempt.
+// Kind says how a target takes deliveries.
+type Kind string
+
+const (
+	// Push targets are called: the scheduler writes the accept_pending
+	// barrier, calls Deliver and records its answer (the debug target,
+	// the Codex CLI over its app-server).
+	Push Kind = "push"
+	// Pull targets are never called: the scheduler only prepares the
+	// head's attempt (state prepared, no barrier), and the target's own
+	// helper commands move it on (the Desktop bridge).
+	Pull Kind = "pull"
+)
+
+// Spec declares a target.
+type Spec struct {
+	// Name is the target_kind jobs name it by.
+	Name string
+	Kind Kind
+	// RPCKind and DeliveryMode are what its deliveries record unless its
+	// gate routes one otherwise (command.RPCKinds, command.DeliveryModes;
+	// a pull target has no rpc kind).
+	RPCKind      string
+	DeliveryMode string
+}
+
+// Head is what a gate is asked about: a thread's head batch that the
+// core's own rules (FIFO, merge window, send interval, back-off, budget,
+// one delivery in flight per thread) already let through.
+type Head struct {
+	ThreadID             string
+	BatchID              string
+	Generation           uint64
+	Policy               events.DeliveryPolicy
+	RequiresArtifactRead bool
+}
+
+// Gate is a target's own eligibility answer for one head: whether the
+// thread can take a delivery now (caller idle, session live, permissions
+// strict enough for the batch's policy, binding bound), and if so how the
+// delivery goes. When not, Reason says why (it shows as the batch's
+// delivery_gate) and Retry, if known, when to ask again; the scheduler
+// also asks again on every change of the log.
+type Gate struct {
+	OK     bool
+	Reason string
+	Retry  time.Time
+	// Route: the rpc kind and delivery mode (empty: the Spec's), and the
+	// managed session and epoch whose stream will report the turn.
+	Route command.Route
+}
+
+// Target is a delivery target.
+type Target interface {
+	Spec() Spec
+	// Gate must answer quickly and must not change anything; the
+	// scheduler calls it outside the log's writer, before the barrier.
+	Gate(ctx context.Context, h Head) Gate
+}
+
+// Pusher is a push target.
+type Pusher interface {
+	Target
+	// Deliver carries one attempt out; its accept_pending barrier is
+	// already durable. It must return by ctx's deadline
+	// (delivery_timeout), and must answer command.AcceptanceUnknown
+	// rather than guess whenever the channel may have acted on the
+	// delivery without proof either way. Deliveries to different
+	// threads run concurrently; never two to one thread.
+	Deliver(ctx context.Context, d command.Delivery) Result
+}
+
+// Result is a push target's account of one attempt.
 type Result struct {
-	// Outcome is command.Accepted, command.RejectedBefore or
+	// Outcome is command.Accepted, command.RejectedBefore (proven: the
+	// channel did not take it, so it may be retried) or
 	// command.AcceptanceUnknown.
 	Outcome string
 	Reason  string
 	// TurnID identifies the accepted turn, when the channel has turns.
 	TurnID string
-	// Tracks says the target reports turn events for accepted attempts,
-	// so an observation deadline applies.
+	// Tracks says turn events will be reported for the accepted turn, so
+	// the attempt is observed until delivery_observation_deadline and the
+	// daemon stays up meanwhile.
 	Tracks bool
-	// Turn lists turn events the target already saw, in order (a target
-	// that delivers synchronously reports the whole turn at once).
+	// Turn lists turn events already seen by the time Deliver returned,
+	// in order (command.TurnEvents). Later ones go to the Sink.
 	Turn []string
 }
 
-// Target delivers one attempt. Deliver must return by ctx's deadline; a
-// target that cannot tell whether the channel took the delivery returns
-// AcceptanceUnknown, never a guess.
-type Target interface {
-	Deliver(ctx context.Context, d command.Delivery) Result
+// TurnEvent is an event of an accepted turn that a target reports after
+// Deliver returned. It counts only if ManagedSessionID and SessionEpoch
+// are those the attempt's barrier recorded (the delivery's route).
+type TurnEvent struct {
+	AttemptID        string
+	TurnID           string
+	Event            string // one of command.TurnEvents
+	ManagedSessionID string
+	SessionEpoch     uint64
+}
+
+// Sink takes turn events. Observe returns once the event is durable (or
+// refused) with the core's outcome: command.Observed, command.CloseDelivered,
+// command.Parked, command.LateIgnored or command.SessionMismatch.
+type Sink interface {
+	Observe(ctx context.Context, ev TurnEvent) (outcome string, err error)
+}
+
+// Host is what the daemon hands a target that starts.
+type Host struct {
+	Sink Sink
+	Log  *slog.Logger
+}
+
+// Starter is a target with a lifetime: a long-lived connection, a
+// supervised process. Start runs once before the daemon serves; ctx ends
+// when the daemon stops.
+type Starter interface {
+	Start(ctx context.Context, h Host) error
+}
+
+// InFlight is an attempt the daemon found in flight when it started: its
+// barrier was durable but its outcome or its turn's end was not.
+type InFlight struct {
+	AttemptID        string
+	ThreadID         string
+	BatchID          string
+	State            string // accept_pending, or cooldown while tracking a turn
+	RPCRequestID     string
+	RPCKind          string
+	Marker           string
+	TurnID           string
+	ManagedSessionID string
+	SessionEpoch     uint64
+}
+
+// Proof is what a target could prove about one in-flight attempt at
+// start-up. For an accept_pending attempt, Outcome says how its call went
+// (command.Accepted or command.RejectedBefore) on the stream the barrier
+// named; for a tracked turn, Continues says that stream is provably still
+// the same (same session, same epoch), so observing goes on. Whatever is
+// not proven is parked for manual resolution.
+type Proof struct {
+	AttemptID        string
+	RPCRequestID     string
+	ManagedSessionID string
+	SessionEpoch     uint64
+	Outcome          string
+	Reason           string
+	TurnID           string
+	Tracks           bool
+	Continues        bool
+}
+
+// Reconciler is a target that can look for proofs after a restart.
+type Reconciler interface {
+	Reconcile(ctx context.Context, open []InFlight) []Proof
+}
+
+// KeepAliver is a target with its own reasons to keep the daemon up (an
+// attached foreground client, a live app-server session). The daemon's
+// own reasons (tracked turns, deliveries in flight, work due) need no
+// target help.
+type KeepAliver interface {
+	KeepAlive(now time.Time) []string
 }

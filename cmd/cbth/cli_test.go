@@ -18,6 +18,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/internal/proctest"
 )
 
 // These tests drive the real binary: built once, run as separate
@@ -51,9 +52,14 @@ type homeDir struct {
 	t    *testing.T
 	root string
 	env  []string
+	// damaged marks a home whose log a test damaged on purpose: its
+	// log is not verified at the end.
+	damaged bool
 }
 
-// newHome makes a private home and stops its daemon when the test ends.
+// newHome makes a private home. When the test ends it stops the home's
+// daemon and verifies its log with `cbth events verify` (the hash chain,
+// every transition, the projections against a rebuild).
 func newHome(t *testing.T, extraEnv ...string) *homeDir {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "home")
@@ -62,6 +68,13 @@ func newHome(t *testing.T, extraEnv ...string) *homeDir {
 		h.run("daemon", "stop")
 		if pid := h.pid(); pid > 0 {
 			syscall.Kill(pid, syscall.SIGKILL)
+			waitFor(t, "the killed daemon to go", 10*time.Second, func() bool { return h.pid() == 0 })
+		}
+		if _, err := os.Stat(filepath.Join(root, "cbth.db")); err != nil || h.damaged {
+			return // no log was ever written, or a test damaged it
+		}
+		if r := h.run("events", "verify", "--json"); r.code != 0 {
+			t.Errorf("the home's log does not verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 		}
 	})
 	return h
@@ -221,7 +234,7 @@ func TestAutoStartAndJobLifecycle(t *testing.T) {
 
 	var q map[string]any
 	h.ok(&q, "job", "query", id)
-	for _, k := range []string{"job_id", "status", "delivery_policy", "artifact", "accepted_at", "ready_at", "updated_at"} {
+	for _, k := range []string{"job_id", "status", "delivery_policy", "artifact", "created_at", "ready_at", "updated_at", "batch"} {
 		if _, ok := q[k]; !ok {
 			t.Errorf("job query --json lacks %q: %v", k, q)
 		}
@@ -285,7 +298,7 @@ func TestSubmit_DedupeKeyReturnsOriginal(t *testing.T) {
 // Bad input gets a stable code and leaves the log untouched.
 func TestBadInputChangesNothing(t *testing.T) {
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=1h")
-	cfg := "max_result_bytes = 1024\n"
+	cfg := "max_result_bytes = 1024\n[delivery]\nobservation_window = \"2h\"\n"
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600)
 	running := h.submit("t")
@@ -474,25 +487,13 @@ func TestSingleInstanceUnderRace(t *testing.T) {
 	}
 }
 
-// daemonProcesses counts live `cbth ... daemon run` processes for a home.
+// daemonProcesses counts live `cbth --home <root> daemon run` processes.
 func daemonProcesses(root string) int {
-	ents, _ := os.ReadDir("/proc")
-	n := 0
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 0 && args[0] == cbthBin && strings.Contains(string(b), root+"\x00daemon\x00run") {
-			stat, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-			if !strings.Contains(string(stat), ") Z ") { // zombies do not count
-				n++
-			}
-		}
+	n, err := proctest.Count(func(args string) bool {
+		return strings.HasPrefix(args, cbthBin+" ") && strings.Contains(args, " "+root+" daemon run")
+	})
+	if err != nil {
+		panic(err)
 	}
 	return n
 }
@@ -545,10 +546,33 @@ func TestVersionHelpAndCompletion(t *testing.T) {
 	if v.Version == "" {
 		t.Fatal("no version")
 	}
+	// Each script hooks the shell up to this very binary...
 	for _, sh := range []string{"bash", "zsh", "fish"} {
 		r := h.run("completion", sh)
-		if r.code != 0 || !strings.Contains(r.stdout, "submit") || !strings.Contains(r.stdout, "thread-id") {
-			t.Fatalf("completion %s: exit %d, %q", sh, r.code, r.stdout[:min(len(r.stdout), 200)])
+		if r.code != 0 || !strings.Contains(r.stdout, "'"+cbthBin+"'") {
+			t.Fatalf("completion %s: exit %d, %q", sh, r.code, r.stdout)
+		}
+	}
+	if _, err := exec.LookPath("bash"); err == nil {
+		r := h.run("completion", "bash")
+		out, err := exec.Command("bash", "-c", r.stdout+"complete -p cbth").CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "complete -C '"+cbthBin+"' cbth") {
+			t.Fatalf("bash did not take the script: %v %s", err, out)
+		}
+	}
+	// ...which answers the shell from the command tree: commands, flags
+	// and enum values.
+	for line, want := range map[string]string{
+		"cbth job su":                     "submit\n",
+		"cbth job submit --thr":           "--thread-id\n",
+		"cbth batch close-head --reason ": "operator_confirmed_delivery\n",
+		"cbth completion ":                "fish\n",
+	} {
+		c := h.cmd()
+		c.Env = append(c.Env, "COMP_LINE="+line, "COMP_POINT="+strconv.Itoa(len(line)))
+		out, err := c.Output()
+		if err != nil || !strings.Contains(string(out), want) {
+			t.Errorf("COMP_LINE=%q: %v %q, want %q among the answers", line, err, out, want)
 		}
 	}
 	r := h.run("job", "submit", "--help")

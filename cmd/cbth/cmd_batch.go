@@ -7,9 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/daemon"
-	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 )
 
 // BatchCmd groups the operator's batch commands.
@@ -29,8 +29,8 @@ type BatchCloseHeadCmd struct {
 
 // Run closes the head.
 func (c *BatchCloseHeadCmd) Run(env *Env) error {
-	var res daemon.CloseResult
-	if err := env.call("batch.close_head", daemon.CloseHeadArgs{ThreadID: c.SourceThreadID, Reason: c.Reason, BatchID: c.BatchID}, &res); err != nil {
+	res, err := call(env, api.BatchCloseHead, api.CloseHeadArgs{SourceThreadID: c.SourceThreadID, Reason: c.Reason, BatchID: c.BatchID})
+	if err != nil {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) {
@@ -49,8 +49,8 @@ type BatchInspectHeadCmd struct {
 
 // Run inspects the head.
 func (c *BatchInspectHeadCmd) Run(env *Env) error {
-	var in daemon.BatchInspection
-	if err := env.call("batch.inspect_head", daemon.ThreadArgs{ThreadID: c.SourceThreadID}, &in); err != nil {
+	in, err := call(env, api.BatchInspectHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID})
+	if err != nil {
 		return err
 	}
 	return env.emit(in, func(w io.Writer) { printInspection(w, in) })
@@ -63,20 +63,20 @@ type BatchInspectCmd struct {
 
 // Run inspects the batch.
 func (c *BatchInspectCmd) Run(env *Env) error {
-	var in daemon.BatchInspection
-	if err := env.call("batch.inspect", daemon.BatchArgs{BatchID: c.BatchID}, &in); err != nil {
+	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID})
+	if err != nil {
 		return err
 	}
 	return env.emit(in, func(w io.Writer) { printInspection(w, in) })
 }
 
-func printInspection(w io.Writer, in daemon.BatchInspection) {
+func printInspection(w io.Writer, in query.BatchInspection) {
 	b := in.Batch
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "batch\t%s\n", b.ID)
+	fmt.Fprintf(tw, "batch\t%s\n", b.BatchID)
 	fmt.Fprintf(tw, "thread\t%s (target %s)\n", b.SourceThreadID, b.TargetKind)
-	fmt.Fprintf(tw, "state\t%s, replay %s%s\n", b.Status, b.ReplayPolicy, reasonSuffix(b.ReplayPolicyReason))
-	if b.CloseReason != "" {
+	fmt.Fprintf(tw, "state\t%s, replay %s%s\n", b.State, b.ReplayPolicy, reasonSuffix(b.ReplayPolicyReason))
+	if b.ClosedAt != nil {
 		fmt.Fprintf(tw, "closed\t%s at %s\n", b.CloseReason, b.ClosedAt.Local().Format(time.RFC3339))
 	}
 	if in.Gate != "" {
@@ -86,7 +86,10 @@ func printInspection(w io.Writer, in daemon.BatchInspection) {
 	fmt.Fprintf(tw, "attempts\t%d accepted of at most %d, generation %d\n", b.DeliveryAttemptCount, b.MaxDeliveryAttempts, b.Generation)
 	fmt.Fprintf(tw, "redelivery window\tuntil %s\n", b.RedeliveryWindowEndsAt.Local().Format(time.RFC3339))
 	for _, a := range in.Attempts {
-		fmt.Fprintf(tw, "  attempt %d\t%s %s%s\n", a.Generation, a.ID, a.Status, reasonSuffix(a.EndReason))
+		fmt.Fprintf(tw, "  attempt %d\t%s %s%s\n", a.Generation, a.AttemptID, a.State, reasonSuffix(a.EndReason))
+		if a.TurnID != "" {
+			fmt.Fprintf(tw, "    turn\t%s on %s epoch %d, observation %s\n", a.TurnID, a.ManagedSessionID, a.SessionEpoch, a.ObservationState)
+		}
 	}
 	if in.Recovery != nil {
 		fmt.Fprintf(tw, "recovery envelope\tkept until %s\n", in.Recovery.RetentionUntil.Local().Format(time.RFC3339))
@@ -109,8 +112,11 @@ type BatchListCmd struct {
 
 // Run lists batches.
 func (c *BatchListCmd) Run(env *Env) error {
-	var list []*aggregate.Batch
-	if err := env.call("batch.list", daemon.BatchListArgs{ThreadID: c.ThreadID, State: c.State}, &list); err != nil {
+	list, err := allPages(func(after string) ([]query.BatchView, string, error) {
+		page, err := call(env, api.BatchList, api.BatchListArgs{SourceThreadID: c.ThreadID, State: c.State, After: after})
+		return page.Batches, page.Next, err
+	})
+	if err != nil {
 		return err
 	}
 	return env.emit(list, func(w io.Writer) {
@@ -121,7 +127,7 @@ func (c *BatchListCmd) Run(env *Env) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "BATCH\tTHREAD\tSTATE\tREPLAY\tJOBS\tACCEPTED\tCLOSE REASON")
 		for _, b := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", b.ID, b.SourceThreadID, b.Status, b.ReplayPolicy, len(b.JobIDs), b.DeliveryAttemptCount, b.CloseReason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", b.BatchID, b.SourceThreadID, b.State, b.ReplayPolicy, len(b.JobIDs), b.DeliveryAttemptCount, b.CloseReason)
 		}
 		tw.Flush()
 	})
@@ -140,8 +146,7 @@ func (c *WaitCmd) Run(env *Env) error {
 	if len(c.JobID) == 0 && c.ThreadID == "" {
 		return errs.New(errs.EINVAL, "give --job-id or --thread-id")
 	}
-	var res daemon.WaitResult
-	err := env.call("wait", daemon.WaitArgs{JobIDs: c.JobID, ThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()}, &res)
+	res, err := call(env, api.Wait, api.WaitArgs{JobIDs: c.JobID, SourceThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()})
 	if err != nil {
 		return err
 	}
@@ -161,22 +166,41 @@ func (c *WaitCmd) Run(env *Env) error {
 // DebugCmd groups the testing controls.
 type DebugCmd struct {
 	Target DebugTargetCmd `cmd:"" help:"Set how the debug target treats a thread."`
+	Turn   DebugTurnCmd   `cmd:"" help:"Report a turn event on the debug target's accepted turn of a thread (behaviour async)."`
 	Clock  DebugClockCmd  `cmd:"" help:"Move a manual clock (daemon started with CBTH_TEST_CLOCK)."`
 }
 
 // DebugTargetCmd is `cbth debug target`.
 type DebugTargetCmd struct {
 	ThreadID  string `help:"The thread, or * for the default." required:"" name:"thread-id"`
-	Behaviour string `arg:"" help:"deliver, accept, reject, unknown, turn_failed or hang." enum:"deliver,accept,reject,unknown,turn_failed,hang"`
+	Behaviour string `arg:"" help:"deliver, accept, async, reject, unknown, turn_failed, hang or busy." enum:"deliver,accept,async,reject,unknown,turn_failed,hang,busy"`
 }
 
 // Run sets the behaviour.
 func (c *DebugTargetCmd) Run(env *Env) error {
-	var res map[string]string
-	if err := env.call("debug.target.set", daemon.DebugSetArgs{ThreadID: c.ThreadID, Behaviour: c.Behaviour}, &res); err != nil {
+	res, err := call(env, api.DebugTargetSet, api.DebugSetArgs{SourceThreadID: c.ThreadID, Behaviour: c.Behaviour})
+	if err != nil {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "thread %s: %s\n", c.ThreadID, c.Behaviour) })
+}
+
+// DebugTurnCmd is `cbth debug turn`.
+type DebugTurnCmd struct {
+	ThreadID     string `help:"The thread." required:"" name:"thread-id"`
+	Event        string `help:"started, completed, failed, interrupted or replaced." required:"" enum:"started,completed,failed,interrupted,replaced"`
+	SessionEpoch uint64 `help:"Report it from this session epoch instead of the current one (a stale stream is ignored)." name:"session-epoch"`
+}
+
+// Run reports the event.
+func (c *DebugTurnCmd) Run(env *Env) error {
+	res, err := call(env, api.DebugTurn, api.DebugTurnArgs{SourceThreadID: c.ThreadID, Event: c.Event, SessionEpoch: c.SessionEpoch})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "thread %s: %s on turn %s (%s epoch %d): %s\n", c.ThreadID, res.Event, res.TurnID, res.ManagedSessionID, res.SessionEpoch, res.Outcome)
+	})
 }
 
 // DebugClockCmd is `cbth debug clock`.
@@ -186,11 +210,11 @@ type DebugClockCmd struct {
 
 // Run advances the clock.
 func (c *DebugClockCmd) Run(env *Env) error {
-	var res map[string]any
-	if err := env.call("debug.clock.advance", daemon.AdvanceArgs{By: c.Advance.String()}, &res); err != nil {
+	res, err := call(env, api.DebugClock, api.AdvanceArgs{By: c.Advance.String()})
+	if err != nil {
 		return err
 	}
-	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "now %v\n", res["now"]) })
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "now %s\n", res.Now.Format(time.RFC3339Nano)) })
 }
 
 // ArtifactCmd groups the artifact commands.
@@ -207,13 +231,13 @@ type ArtifactPinCmd struct {
 
 // Run pins.
 func (c *ArtifactPinCmd) Run(env *Env) error {
-	args := daemon.PinArgs{ArtifactID: c.ArtifactID, Until: c.Until}
+	args := api.PinArgs{ArtifactID: c.ArtifactID, Until: c.Until}
 	if c.For > 0 {
 		args.For = c.For.String() // measured on the daemon's clock
 	}
-	var res map[string]string
-	if err := env.call("artifact.pin", args, &res); err != nil {
+	res, err := call(env, api.ArtifactPin, args)
+	if err != nil {
 		return err
 	}
-	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "artifact %s %s\n", c.ArtifactID, res["outcome"]) })
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "artifact %s %s\n", c.ArtifactID, res.Outcome) })
 }

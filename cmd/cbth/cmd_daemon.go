@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"golang.org/x/sys/unix"
@@ -111,8 +112,8 @@ type DaemonStatusCmd struct{}
 
 // Run prints the status.
 func (c *DaemonStatusCmd) Run(env *Env) error {
-	var st daemon.Status
-	if err := env.call("daemon.status", nil, &st); err != nil {
+	st, err := call(env, api.DaemonStatus, api.Empty{})
+	if err != nil {
 		return err
 	}
 	return env.emit(st, func(w io.Writer) {
@@ -121,6 +122,7 @@ func (c *DaemonStatusCmd) Run(env *Env) error {
 		fmt.Fprintf(w, "log head:        seq %d (projections at %d, lag %d)\n", st.LogHeadSeq, st.Checkpoint, st.ProjectionLag)
 		fmt.Fprintf(w, "active jobs:     %d\n", st.ActiveJobs)
 		fmt.Fprintf(w, "clients:         %d attached\n", st.AttachedClients)
+		fmt.Fprintf(w, "deliveries:      %d in flight, %d batches parked\n", st.Deliveries, st.ParkedBatches)
 		if len(st.BusyReasons) > 0 {
 			fmt.Fprintf(w, "kept alive by:   %s\n", strings.Join(st.BusyReasons, "; "))
 		}
@@ -154,12 +156,12 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 		}
 		return errs.Wrap(errs.EHOSTDOWN, err, "connect")
 	}
-	var p daemon.Ping
-	if err := cl.Call("ping", nil, &p); err != nil {
+	p, err := api.Ping.Call(cl, api.Empty{})
+	if err != nil {
 		cl.Close()
 		return err
 	}
-	err = cl.Call("daemon.stop", nil, nil)
+	_, err = api.DaemonStop.Call(cl, api.Empty{})
 	cl.Close()
 	if err != nil {
 		return err

@@ -10,10 +10,10 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
-	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 )
 
 // DemoCmd is `cbth demo`: the main job end to end in a private temporary
@@ -24,19 +24,19 @@ type DemoCmd struct {
 
 // demoReport is what `cbth demo --json` prints.
 type demoReport struct {
-	Home          string           `json:"home"`
-	DaemonPID     int              `json:"daemon_pid"`
-	Jobs          []daemon.JobView `json:"jobs"`
-	Deduplicated  bool             `json:"dedupe_returned_original"`
-	RejectedCode  string           `json:"rejected_code"`
-	Events        int              `json:"events"`
-	EventTypes    map[string]int   `json:"event_types"`
-	Verified      bool             `json:"verified"`
-	ArtifactFiles []string         `json:"artifact_files"`
-	Steps         []string         `json:"steps"`
-	Kept          bool             `json:"kept"`
-	Delivered     bool             `json:"delivered"`
-	Echo          string           `json:"echo_jsonl"`
+	Home          string          `json:"home"`
+	DaemonPID     int             `json:"daemon_pid"`
+	Jobs          []query.JobView `json:"jobs"`
+	Deduplicated  bool            `json:"dedupe_returned_original"`
+	RejectedCode  string          `json:"rejected_code"`
+	Events        int             `json:"events"`
+	EventTypes    map[string]int  `json:"event_types"`
+	Verified      bool            `json:"verified"`
+	ArtifactFiles []string        `json:"artifact_files"`
+	Steps         []string        `json:"steps"`
+	Kept          bool            `json:"kept"`
+	Delivered     bool            `json:"delivered"`
+	Echo          string          `json:"echo_jsonl"`
 }
 
 // Run runs the demo.
@@ -56,7 +56,7 @@ func (c *DemoCmd) Run(env *Env) error {
 		}
 	}
 	defer func() {
-		_ = denv.call("daemon.stop", nil, nil)
+		_, _ = call(denv, api.DaemonStop, api.Empty{})
 		if !c.Keep {
 			os.RemoveAll(tmp)
 		}
@@ -70,17 +70,15 @@ func (c *DemoCmd) Run(env *Env) error {
 		return err
 	}
 	say("1. A private home at %s (mode 0700); the first command starts the daemon there.", h.Root)
-	submit := func(thread, kind, summary, dedupe string) (daemon.SubmitResult, error) {
-		var r daemon.SubmitResult
-		err := denv.call("job.submit", daemon.SubmitArgs{Target: "debug", ThreadID: thread, TaskKind: kind, Summary: summary, DedupeKey: dedupe}, &r)
-		return r, err
+	submit := func(thread, kind, summary, dedupe string) (api.SubmitReply, error) {
+		return call(denv, api.JobSubmit, api.SubmitArgs{TargetKind: "debug", SourceThreadID: thread, TaskKind: kind, TaskSummary: summary, DedupeKey: dedupe})
 	}
 	ci, err := submit("thread-demo", "ci", "wait for CI on pull request 42", "")
 	if err != nil {
 		return err
 	}
-	var st daemon.Status
-	if err := denv.call("daemon.status", nil, &st); err != nil {
+	st, err := call(denv, api.DaemonStatus, api.Empty{})
+	if err != nil {
 		return err
 	}
 	rep.DaemonPID = st.PID
@@ -104,22 +102,22 @@ func (c *DemoCmd) Run(env *Env) error {
 	if err := os.WriteFile(result, []byte(`{"checks":"green","duration_s":431}`+"\n"), 0o600); err != nil {
 		return err
 	}
-	var done daemon.TransitionResult
-	if err := denv.call("job.complete", daemon.CompleteArgs{JobID: ci.JobID, Summary: "CI is green", ResultFile: result}, &done); err != nil {
+	done, err := call(denv, api.JobComplete, api.CompleteArgs{JobID: ci.JobID, ResultSummary: "CI is green", ResultFile: result})
+	if err != nil {
 		return err
 	}
 	os.Remove(result)
 	say("4. Completed the ci job with a result file, then deleted that file: cbth holds its own copy,")
-	say("   artifact %s (%d bytes, sha256 %s…) at %s.", done.Art.ArtifactID, done.Art.SizeBytes, done.Art.SHA256[:12], done.Art.ManagedPath)
-	if err := denv.call("job.complete", daemon.CompleteArgs{JobID: review.JobID, Summary: "approved with two comments"}, nil); err != nil {
+	say("   artifact %s (%d bytes, sha256 %s…) at %s.", done.Artifact.ArtifactID, done.Artifact.SizeBytes, done.Artifact.SHA256[:12], done.Artifact.ManagedPath)
+	if _, err := call(denv, api.JobComplete, api.CompleteArgs{JobID: review.JobID, ResultSummary: "approved with two comments"}); err != nil {
 		return err
 	}
-	if err := denv.call("job.fail", daemon.JobArgs{JobID: flaky.JobID, Reason: "runner lost its network"}, nil); err != nil {
+	if _, err := call(denv, api.JobFail, api.JobArgs{JobID: flaky.JobID, Reason: "runner lost its network"}); err != nil {
 		return err
 	}
 	say("5. Completed the review job (no file) and reported the build job failed.")
-	var w daemon.WaitResult
-	if err := denv.call("wait", daemon.WaitArgs{JobIDs: []string{ci.JobID, review.JobID}, TimeoutMS: 10000}, &w); err != nil {
+	w, err := call(denv, api.Wait, api.WaitArgs{JobIDs: []string{ci.JobID, review.JobID}, TimeoutMS: 10000})
+	if err != nil {
 		return err
 	}
 	rep.Delivered = w.OK
@@ -129,27 +127,27 @@ func (c *DemoCmd) Run(env *Env) error {
 	}
 	say("   (the delivery is a line in %s)", filepath.Join(h.DebugDir(), "threads", "thread-demo.jsonl"))
 
-	if err := denv.call("daemon.status", nil, &st); err != nil {
+	if st, err = call(denv, api.DaemonStatus, api.Empty{}); err != nil {
 		return err
 	}
 	before := st.LogHeadSeq
-	err = denv.call("job.complete", daemon.CompleteArgs{JobID: ci.JobID, Summary: "again"}, nil)
+	_, err = call(denv, api.JobComplete, api.CompleteArgs{JobID: ci.JobID, ResultSummary: "again"})
 	rep.RejectedCode = string(errs.CodeOf(err))
-	_ = denv.call("daemon.status", nil, &st)
+	st, _ = call(denv, api.DaemonStatus, api.Empty{})
 	say("6. Completing the ci job a second time is refused with %s; the log head stayed at seq %d (now %d).", rep.RejectedCode, before, st.LogHeadSeq)
 
-	var page daemon.ListPage
-	if err := denv.call("job.list", daemon.ListArgs{}, &page); err != nil {
+	page, err := call(denv, api.JobList, api.JobListArgs{})
+	if err != nil {
 		return err
 	}
 	rep.Jobs = page.Jobs
 	say("7. Jobs now:")
 	for _, j := range page.Jobs {
-		say("   %s  %-7s %-6s %s", j.JobID, j.Status, j.TaskKind, j.Summary)
+		say("   %s  %-7s %-6s %s", j.JobID, j.Status, j.TaskKind, j.TaskSummary)
 	}
 
-	var evs daemon.EventsPage
-	if err := denv.call("events.read", daemon.ReadArgs{From: 1}, &evs); err != nil {
+	evs, err := call(denv, api.EventsRead, api.ReadArgs{From: 1})
+	if err != nil {
 		return err
 	}
 	rep.Events = len(evs.Events)
@@ -158,8 +156,8 @@ func (c *DemoCmd) Run(env *Env) error {
 		rep.EventTypes[e.Type]++
 		say("   seq %-3d %-22s %-13s %s  hash %s…", e.Seq, e.Type, e.Actor, e.Stream, e.Hash.String()[:12])
 	}
-	var vr engine.Report
-	if err := denv.call("events.verify", nil, &vr); err != nil {
+	vr, err := call(denv, api.EventsVerify, api.Empty{})
+	if err != nil {
 		return err
 	}
 	rep.Verified = vr.OK()

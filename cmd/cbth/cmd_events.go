@@ -12,11 +12,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -45,8 +46,8 @@ func homeSource(h home.Home) source {
 			}
 			defer c.Close()
 			for next := max(from, 1); ; {
-				var page daemon.EventsPage
-				if err := c.Call("events.read", daemon.ReadArgs{From: next}, &page); err != nil {
+				page, err := api.EventsRead.Call(c, api.ReadArgs{From: next})
+				if err != nil {
 					return err
 				}
 				for _, e := range page.Events {
@@ -151,7 +152,13 @@ func (c *EventsVerifyCmd) Run(env *Env) error {
 	}
 	var rep engine.Report
 	if h.DaemonRunning() {
-		if err := env.call("events.verify", nil, &rep); err != nil {
+		c, err := ipc.Dial(h.Socket(), Version)
+		if err != nil {
+			return errs.Wrap(errs.EHOSTDOWN, err, "connect to the daemon of %s", h.Root)
+		}
+		rep, err = api.EventsVerify.Call(c, api.Empty{})
+		c.Close()
+		if err != nil {
 			return err
 		}
 	} else if rep, err = engine.VerifyFile(context.Background(), h.DB(), 5*time.Second); err != nil {
@@ -344,7 +351,7 @@ func (c *EventsReplayCmd) Run(env *Env) error {
 	for k, list := range r.States() {
 		res.Counts[k] = map[string]int{}
 		for _, s := range list {
-			res.Aggregates[k] = append(res.Aggregates[k], s)
+			res.Aggregates[k] = append(res.Aggregates[k], query.ViewOf(s))
 			res.Counts[k][s.Head().Status]++
 		}
 	}
@@ -377,20 +384,22 @@ type EventsTailCmd struct {
 	Follow bool `help:"Keep printing new events as they are appended." short:"f"`
 }
 
-// Run tails. With -f it needs a running daemon (it starts one).
+// tailPoll is how often tail -f looks at a log no daemon holds.
+const tailPoll = 500 * time.Millisecond
+
+// Run tails. Like every audit command it never starts a daemon: it reads
+// through the running one, else the file read-only (opened briefly for
+// each look, so a daemon starting meanwhile is never locked out), and
+// with -f it follows whichever of the two holds the log at the time.
 func (c *EventsTailCmd) Run(env *Env) error {
-	cl, err := env.Client()
+	h, err := env.Home()
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	var first daemon.EventsPage
-	if err := cl.Call("events.read", daemon.ReadArgs{From: 1, Limit: 1}, &first); err != nil {
-		return err
-	}
-	from := uint64(1)
-	if first.Head > uint64(c.N) {
-		from = first.Head - uint64(c.N) + 1
+	if !h.DaemonRunning() {
+		if _, err := os.Stat(h.DB()); err != nil {
+			return errs.New(errs.ENOENT, "%s has no log", h.Root)
+		}
 	}
 	print := func(e events.Envelope) {
 		if env.JSON {
@@ -400,21 +409,55 @@ func (c *EventsTailCmd) Run(env *Env) error {
 		}
 		fmt.Fprintf(env.Stdout, "%6d %s %-8s %-28s %s\n", e.Seq, e.RecordedAt.Local().Format("15:04:05.000"), e.Actor, e.Type, e.Stream)
 	}
+	head, err := logHead(h)
+	if err != nil {
+		return err
+	}
+	from := uint64(1)
+	if head > uint64(c.N) {
+		from = head - uint64(c.N) + 1
+	}
 	for {
-		var page daemon.EventsPage
-		args := daemon.ReadArgs{From: from}
-		if c.Follow {
-			args.WaitMS = 5000
-		}
-		if err := cl.Call("events.read", args, &page); err != nil {
-			return err
-		}
-		for _, e := range page.Events {
+		if err := homeSource(h)(from, func(e events.Envelope) error {
 			print(e)
 			from = e.Seq + 1
+			return nil
+		}); err != nil {
+			return err
 		}
-		if !c.Follow && page.Next == 0 {
+		if !c.Follow {
 			return nil
 		}
+		if h.DaemonRunning() {
+			if err := waitForCommit(h, from); err != nil {
+				time.Sleep(tailPoll) // the daemon went away: read the file next
+			}
+			continue
+		}
+		time.Sleep(tailPoll)
 	}
+}
+
+// logHead returns the home's last seq, from its daemon or its file.
+func logHead(h home.Home) (uint64, error) {
+	if h.DaemonRunning() {
+		c, err := ipc.Dial(h.Socket(), Version)
+		if err == nil {
+			defer c.Close()
+			page, err := api.EventsRead.Call(c, api.ReadArgs{From: 1, Limit: 1})
+			return page.Head, err
+		}
+	}
+	return engine.LogFileHead(h.DB(), 5*time.Second)
+}
+
+// waitForCommit waits (up to five seconds) for the daemon to append seq.
+func waitForCommit(h home.Home, seq uint64) error {
+	c, err := ipc.Dial(h.Socket(), Version)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = api.EventsRead.Call(c, api.ReadArgs{From: seq, Limit: 1, WaitMS: 5000})
+	return err
 }

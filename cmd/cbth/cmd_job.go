@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
-	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 )
 
 // JobCmd groups the script protocol.
@@ -40,7 +41,7 @@ type JobSubmitCmd struct {
 
 // Run submits the job.
 func (c *JobSubmitCmd) Run(env *Env) error {
-	a := daemon.SubmitArgs{Target: c.Target, ThreadID: c.ThreadID, TaskKind: c.TaskKind, Summary: c.Summary, DedupeKey: c.DedupeKey}
+	a := api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary, DedupeKey: c.DedupeKey}
 	var err error
 	for _, f := range []struct {
 		name string
@@ -66,8 +67,8 @@ func (c *JobSubmitCmd) Run(env *Env) error {
 		}
 		a.Metadata = b
 	}
-	var res daemon.SubmitResult
-	if err := env.call("job.submit", a, &res); err != nil {
+	res, err := call(env, api.JobSubmit, a)
+	if err != nil {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) {
@@ -88,7 +89,7 @@ type JobCompleteCmd struct {
 
 // Run completes the job.
 func (c *JobCompleteCmd) Run(env *Env) error {
-	a := daemon.CompleteArgs{JobID: c.JobID, Summary: c.Summary}
+	a := api.CompleteArgs{JobID: c.JobID, ResultSummary: c.Summary}
 	if c.ResultFile != "" {
 		abs, err := filepath.Abs(c.ResultFile)
 		if err != nil {
@@ -96,7 +97,7 @@ func (c *JobCompleteCmd) Run(env *Env) error {
 		}
 		a.ResultFile = abs
 	}
-	return transition(env, "job.complete", a)
+	return transition(env, api.JobComplete, a)
 }
 
 // JobFailCmd is `cbth job fail`.
@@ -107,7 +108,7 @@ type JobFailCmd struct {
 
 // Run fails the job.
 func (c *JobFailCmd) Run(env *Env) error {
-	return transition(env, "job.fail", daemon.JobArgs{JobID: c.JobID, Reason: c.Reason})
+	return transition(env, api.JobFail, api.JobArgs{JobID: c.JobID, Reason: c.Reason})
 }
 
 // JobCancelCmd is `cbth job cancel`.
@@ -118,18 +119,18 @@ type JobCancelCmd struct {
 
 // Run cancels the job.
 func (c *JobCancelCmd) Run(env *Env) error {
-	return transition(env, "job.cancel", daemon.JobArgs{JobID: c.JobID, Reason: c.Reason})
+	return transition(env, api.JobCancel, api.JobArgs{JobID: c.JobID, Reason: c.Reason})
 }
 
-func transition(env *Env, op string, args any) error {
-	var res daemon.TransitionResult
-	if err := env.call(op, args, &res); err != nil {
+func transition[Req any](env *Env, op api.Op[Req, api.TransitionReply], args Req) error {
+	res, err := call(env, op, args)
+	if err != nil {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "job %s %s (%s)\n", res.JobID, res.Status, res.Outcome)
-		if res.Art != nil {
-			fmt.Fprintf(w, "artifact %s: %d bytes, sha256 %s\n", res.Art.ArtifactID, res.Art.SizeBytes, res.Art.SHA256)
+		if res.Artifact != nil {
+			fmt.Fprintf(w, "artifact %s: %d bytes, sha256 %s\n", res.Artifact.ArtifactID, res.Artifact.SizeBytes, res.Artifact.SHA256)
 		}
 	})
 }
@@ -141,23 +142,23 @@ type JobQueryCmd struct {
 
 // Run prints the job.
 func (c *JobQueryCmd) Run(env *Env) error {
-	var v daemon.JobView
-	if err := env.call("job.query", daemon.JobArgs{JobID: c.JobID}, &v); err != nil {
+	v, err := call(env, api.JobQuery, api.JobArgs{JobID: c.JobID})
+	if err != nil {
 		return err
 	}
 	return env.emit(v, func(w io.Writer) { printJob(w, v) })
 }
 
-func printJob(w io.Writer, v daemon.JobView) {
+func printJob(w io.Writer, v query.JobView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "job\t%s\n", v.JobID)
 	fmt.Fprintf(tw, "status\t%s\n", v.Status)
-	fmt.Fprintf(tw, "target\t%s\n", v.Target)
-	fmt.Fprintf(tw, "thread\t%s\n", v.ThreadID)
-	fmt.Fprintf(tw, "task\t%s: %s\n", v.TaskKind, v.Summary)
+	fmt.Fprintf(tw, "target\t%s\n", v.TargetKind)
+	fmt.Fprintf(tw, "thread\t%s\n", v.SourceThreadID)
+	fmt.Fprintf(tw, "task\t%s: %s\n", v.TaskKind, v.TaskSummary)
 	p := v.DeliveryPolicy
 	fmt.Fprintf(tw, "delivery policy\tread_only=%t requires_approval=%t requires_network=%t requires_write_access=%t\n", p.ReadOnly, p.RequiresApproval, p.RequiresNetwork, p.RequiresWriteAccess)
-	fmt.Fprintf(tw, "accepted\t%s\n", v.AcceptedAt.Local().Format(time.RFC3339))
+	fmt.Fprintf(tw, "created\t%s\n", v.CreatedAt.Local().Format(time.RFC3339))
 	if v.ResultSummary != "" {
 		fmt.Fprintf(tw, "result\t%s\n", v.ResultSummary)
 	}
@@ -167,6 +168,13 @@ func printJob(w io.Writer, v daemon.JobView) {
 	if v.Artifact != nil {
 		fmt.Fprintf(tw, "artifact\t%s (%d bytes, %s)\n", v.Artifact.ArtifactID, v.Artifact.SizeBytes, v.Artifact.ContentType)
 		fmt.Fprintf(tw, "payload\t%s\n", v.Artifact.ManagedPath)
+	}
+	if b := v.Batch; b != nil {
+		where := b.State + ", replay " + b.ReplayPolicy
+		if b.CloseReason != "" {
+			where = "closed " + b.CloseReason
+		}
+		fmt.Fprintf(tw, "delivery\tbatch %s: %s\n", b.BatchID, where)
 	}
 	tw.Flush()
 }
@@ -179,17 +187,12 @@ type JobListCmd struct {
 
 // Run lists jobs.
 func (c *JobListCmd) Run(env *Env) error {
-	list := []daemon.JobView{}
-	for after := ""; ; {
-		var page daemon.ListPage
-		if err := env.call("job.list", daemon.ListArgs{ThreadID: c.ThreadID, Status: c.Status, After: after}, &page); err != nil {
-			return err
-		}
-		list = append(list, page.Jobs...)
-		if page.Next == "" {
-			break
-		}
-		after = page.Next
+	list, err := allPages(func(after string) ([]query.JobView, string, error) {
+		page, err := call(env, api.JobList, api.JobListArgs{SourceThreadID: c.ThreadID, Status: c.Status, After: after})
+		return page.Jobs, page.Next, err
+	})
+	if err != nil {
+		return err
 	}
 	return env.emit(list, func(w io.Writer) {
 		if len(list) == 0 {
@@ -197,10 +200,27 @@ func (c *JobListCmd) Run(env *Env) error {
 			return
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "JOB\tSTATUS\tTARGET\tTHREAD\tKIND\tACCEPTED\tSUMMARY")
+		fmt.Fprintln(tw, "JOB\tSTATUS\tTARGET\tTHREAD\tKIND\tCREATED\tSUMMARY")
 		for _, v := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.JobID, v.Status, v.Target, v.ThreadID, v.TaskKind, v.AcceptedAt.Local().Format("01-02 15:04:05"), v.Summary)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.JobID, v.Status, v.TargetKind, v.SourceThreadID, v.TaskKind, v.CreatedAt.Local().Format("01-02 15:04:05"), v.TaskSummary)
 		}
 		tw.Flush()
 	})
+}
+
+// allPages collects a listing page by page: page(after) returns one page
+// and the cursor of the next ("" after the last).
+func allPages[T any](page func(after string) ([]T, string, error)) ([]T, error) {
+	all := []T{}
+	for after := ""; ; {
+		items, next, err := page(after)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == "" {
+			return all, nil
+		}
+		after = next
+	}
 }

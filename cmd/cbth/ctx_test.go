@@ -137,3 +137,50 @@ func TestModelSocketServedByDaemon(t *testing.T) {
 		t.Fatalf("ctx on a model without a socket: %v, stderr %q", ee, stderr.String())
 	}
 }
+
+// ctx init never writes objects whose #! line names a runner that is not
+// there: without one beside cbth or on PATH it says how to get one and
+// writes nothing; with one on PATH, the objects name it and run.
+func TestCtxInitNeedsARunner(t *testing.T) {
+	empty := t.TempDir()
+	h := newHome(t, "PATH="+empty)
+	r := h.run("ctx", "init", "--json")
+	var body struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &body); err != nil || r.code != 1 || body.Error.Code != "ENOENT" {
+		t.Fatalf("no runner anywhere: exit %d, %q", r.code, r.stdout)
+	}
+	for _, fix := range []string{"cbth install --prefix /usr", "ctx init --runner PATH"} {
+		if !strings.Contains(r.stderr, fix) {
+			t.Errorf("the error does not name %q: %s", fix, r.stderr)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(h.root, "ctx")); !os.IsNotExist(err) {
+		t.Fatalf("ctx init wrote a tree anyway: %v", err)
+	}
+	if h.pid() != 0 {
+		t.Fatal("a refused ctx init started the daemon")
+	}
+	r = h.run("ctx", "init", "--runner", filepath.Join(empty, "cortexfs-object-runner"))
+	if r.code != 1 || !strings.Contains(r.stderr, "ENOENT") {
+		t.Fatalf("--runner naming nothing: exit %d, %q", r.code, r.stderr)
+	}
+
+	bin := t.TempDir()
+	runner := filepath.Join(bin, "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		t.Fatal(err)
+	}
+	h.env = append(h.env, "PATH="+bin)
+	h.ok(nil, "ctx", "init")
+	echo := filepath.Join(h.root, "ctx", "model", "debug", "echo")
+	b, err := os.ReadFile(echo)
+	if err != nil || !strings.HasPrefix(string(b), "#!"+runner+"\n") {
+		t.Fatalf("echo object: %q %v; want the runner found on PATH in its #! line", b, err)
+	}
+	out, err := exec.Command(echo, "hello").Output()
+	if err != nil || !strings.Contains(string(out), `"text":"hello"`) {
+		t.Fatalf("model/debug/echo: %v %s", err, out)
+	}
+}

@@ -112,7 +112,7 @@ func (h *homeDir) deliveries(thread string) []delivered {
 }
 
 type batchView struct {
-	ID          string   `json:"id"`
+	ID          string   `json:"batch_id"`
 	State       string   `json:"state"`
 	JobIDs      []string `json:"job_ids"`
 	Replay      string   `json:"replay_policy"`

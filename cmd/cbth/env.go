@@ -15,9 +15,9 @@ import (
 
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -134,19 +134,20 @@ func startFailure(out []byte) error {
 	return &errs.Error{Code: doc.Error.Code, Message: "the daemon could not start: " + doc.Error.Message}
 }
 
-// call runs one daemon operation and warns once if the daemon's version
-// differs from this client's.
-func (e *Env) call(op string, args, out any) error {
+// call runs one daemon operation, starting the daemon when it is absent,
+// and warns once if the daemon's version differs from this client's.
+func call[Req, Rep any](e *Env, op api.Op[Req, Rep], req Req) (Rep, error) {
 	c, err := e.Client()
 	if err != nil {
-		return err
+		var zero Rep
+		return zero, err
 	}
 	defer c.Close()
-	err = c.Call(op, args, out)
+	rep, err := op.Call(c, req)
 	if c.DaemonVersion != "" && c.DaemonVersion != Version {
 		fmt.Fprintf(e.Stderr, "cbth: warning: the daemon runs version %s, this client is %s; restart it with `cbth daemon stop`\n", c.DaemonVersion, Version)
 	}
-	return err
+	return rep, err
 }
 
 // emit prints v as one JSON document under --json, else runs human.
@@ -201,8 +202,7 @@ func (d daemonTrees) Load(root string) (tree.Set, bool, error) {
 	if err != nil {
 		return tree.Set{}, false, errs.Wrap(errs.EINVAL, err, "tree root")
 	}
-	var doc daemon.TreeDoc
-	err = d.e.call("ctx.tree.load", daemon.TreeArgs{Root: abs}, &doc)
+	doc, err := call(d.e, api.CtxTreeLoad, api.TreeArgs{Root: abs})
 	return doc.Set, doc.Exists, err
 }
 
@@ -211,5 +211,6 @@ func (d daemonTrees) Save(root string, set tree.Set) error {
 	if err != nil {
 		return errs.Wrap(errs.EINVAL, err, "tree root")
 	}
-	return d.e.call("ctx.tree.save", daemon.TreeArgs{Root: abs, Set: set}, nil)
+	_, err = call(d.e, api.CtxTreeSave, api.TreeArgs{Root: abs, Set: set})
+	return err
 }

@@ -120,6 +120,7 @@ func TestLostLogIsRefusedNotReplaced(t *testing.T) {
 			h.submit("t")
 			h.submit("t")
 			h.stop()
+			h.damaged = true
 			if how == "deleted" {
 				os.Remove(h.db())
 			} else {
@@ -182,6 +183,7 @@ func TestShortenedLogIsRefused(t *testing.T) {
 				h.submit("t")
 			}
 			h.stop()
+			h.damaged = true
 			deleteTail(t, h.db(), 2)
 			word := "acknowledged"
 			if !withAck {
@@ -203,6 +205,7 @@ func TestRolledBackCommitIsRefused(t *testing.T) {
 	h.submit("t")
 	h.submit("t")
 	h.stop()
+	h.damaged = true
 	corruptNewestMeta(t, h.db())
 	h.fails(20*time.Second, "job", "list").want(t, "ECORRUPT", 70, "acknowledged", "cbth.db.ack")
 	if probs, exit := h.verifyReport(); exit != 70 || !strings.Contains(strings.Join(probs, "\n"), "acknowledged") {
@@ -275,6 +278,7 @@ func TestDamagedLogGivesAnErrorNotAPanic(t *testing.T) {
 	} {
 		t.Run(fault.name, func(t *testing.T) {
 			h := newHome(t)
+			h.damaged = true
 			os.MkdirAll(h.root, 0o700)
 			os.WriteFile(h.db(), fault.damage(bytes.Clone(pristine)), 0o600)
 			os.WriteFile(h.db()+".ack", ack, 0o600)
@@ -455,7 +459,7 @@ func TestRemovedSocketDoesNotBrickTheHome(t *testing.T) {
 	// With a 1 h tick the daemon does not notice: daemon stop signals it.
 	slow := newHome(t)
 	os.MkdirAll(slow.root, 0o700)
-	os.WriteFile(filepath.Join(slow.root, "config.toml"), []byte("idle_timeout = \"4h\"\n[delivery]\nsweep_interval = \"1h\"\n"), 0o600)
+	os.WriteFile(filepath.Join(slow.root, "config.toml"), []byte("idle_timeout = \"4h\"\n[delivery]\nsweep_interval = \"1h\"\nobservation_window = \"5h\"\n"), 0o600)
 	slow.submit("t")
 	os.Remove(filepath.Join(slow.root, "run", "cbth.sock"))
 	var res struct {
@@ -546,6 +550,7 @@ func TestErrorCodesSayWhatHappened(t *testing.T) {
 	})
 	t.Run("a file that is not a log is ECORRUPT, not EBUSY", func(t *testing.T) {
 		h := newHome(t)
+		h.damaged = true
 		os.MkdirAll(h.root, 0o700)
 		os.WriteFile(h.db(), bytes.Repeat([]byte("not a bbolt file "), 1024), 0o600)
 		r := h.run("events", "export", "--json")

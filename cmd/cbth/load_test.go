@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/cbth-dev/cbth/internal/proctest"
 )
 
 // submitLoad runs procs concurrent submitters, each running n `cbth job
@@ -49,10 +51,16 @@ func submitLoad(h *homeDir, procs, n int, onAck func(total int64)) (ids []string
 	return ids, failures
 }
 
+// rssPeakKiB is the peak RSS of process pid (VmHWM) where /proc has it,
+// else (macOS) its current RSS, the most ps can tell of another process.
 func rssPeakKiB(pid int) int {
 	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
 	if err != nil {
-		return -1
+		kib, err := proctest.RSSKiB(pid)
+		if err != nil {
+			return -1
+		}
+		return kib
 	}
 	for _, l := range strings.Split(string(b), "\n") {
 		if strings.HasPrefix(l, "VmHWM:") {

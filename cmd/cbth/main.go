@@ -12,9 +12,10 @@ import (
 	"os"
 	"unicode/utf8"
 
+	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/cmdline"
+	"github.com/willabides/kongplete"
 )
 
 // Version is the cbth release. The socket handshake compares it.
@@ -51,13 +52,22 @@ func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
 }
 
-// app names the program in help and usage text.
-var app = cmdline.App{
-	Name: "cbth",
-	Help: "cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it.",
+// exitCode carries kong's exit (after --help, or a completion answered)
+// out of Parse, so run returns it instead of the process exiting.
+type exitCode int
+
+// catchExit, deferred, turns a kong exit into the caller's result.
+func catchExit(code *int) {
+	if r := recover(); r != nil {
+		c, ok := r.(exitCode)
+		if !ok {
+			panic(r)
+		}
+		*code = int(c)
+	}
 }
 
-func run(argv []string, stdout, stderr io.Writer) int {
+func run(argv []string, stdout, stderr io.Writer) (code int) {
 	if code, ok := multicall(argv[0], argv[1:]); ok {
 		return code
 	}
@@ -67,36 +77,43 @@ func run(argv []string, stdout, stderr io.Writer) int {
 		return env.fail(err)
 	}
 	var cli CLI
-	res, err := app.Parse(&cli, argv[1:])
+	parser, err := kong.New(&cli,
+		kong.Name("cbth"),
+		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitCode(code)) }),
+		kong.Bind(env),
+		// Only the CortexFS commands pay for deriving their environment,
+		// and only once --home and --json are known.
+		kong.BindToProvider(func() (*cortexcli.Env, error) {
+			c := cortexEnv(env)
+			return &c, nil
+		}),
+	)
+	if err != nil { // the command structs themselves are wrong
+		fmt.Fprintln(stderr, "cbth:", err)
+		return errs.ExitInternal
+	}
+	defer catchExit(&code)
+	// A shell asking for completions (COMP_LINE set, see `cbth
+	// completion`) is answered from the command tree, and run exits here.
+	// Only then: kongplete builds its own model of the whole tree first.
+	if env.Getenv("COMP_LINE") != "" {
+		kongplete.Complete(parser)
+	}
+	kctx, err := parser.Parse(argv[1:])
 	if err != nil {
-		var usage *cmdline.Error
-		if !errors.As(err, &usage) { // the command structs themselves are wrong
-			fmt.Fprintln(stderr, "cbth:", err)
-			return errs.ExitInternal
-		}
 		env.JSON = jsonRequested(argv[1:])
 		code := env.fail(errs.Wrap(errs.EINVAL, err, "usage"))
-		fmt.Fprint(stderr, usage.Node.Usage())
+		var pe *kong.ParseError
+		if errors.As(err, &pe) && pe.Context != nil {
+			pe.Context.Stdout = stderr
+			_ = pe.Context.PrintUsage(true)
+		}
 		return code
 	}
-	if res.Help {
-		if err := res.Node.WriteHelp(stdout); err != nil {
-			return errs.ExitGeneric
-		}
-		return 0
-	}
 	env.JSON, env.HomeFlag = cli.JSON, cli.Home
-	switch cmd := res.Node.Target().(type) {
-	case interface{ Run(*Env) error }:
-		err = cmd.Run(env)
-	case interface{ Run(*cortexcli.Env) error }:
-		// Only the CortexFS commands pay for deriving their environment.
-		cenv := cortexEnv(env)
-		err = cmd.Run(&cenv)
-	default:
-		err = errs.New(errs.EINTERNAL, "%s has no Run method", res.Node.FullPath())
-	}
-	if err != nil {
+	if err := kctx.Run(); err != nil {
 		return env.fail(err)
 	}
 	return 0

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 
+	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/unixsock"
 )
 
 // multicall lets the one cbth binary answer under its other names. main
@@ -39,26 +40,43 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 	return 0, false
 }
 
-func ctxChat(args []string) int {
+// chatLine is the command line of `ctx model/<provider>/<model> [session]`.
+type chatLine struct {
+	Model   string `arg:"" help:"model/<provider>/<model>, a session=socket model."`
+	Session string `arg:"" optional:"" help:"The session to talk in (default: ${default_session})."`
+}
+
+func ctxChat(args []string) (code int) {
 	fail := func(err error) int {
 		fmt.Fprintf(os.Stderr, "ctx: %s: %v\n", errs.CodeOf(err), err)
 		return errs.CodeOf(err).ExitCode()
 	}
-	id, err := name.ParseModel(strings.TrimPrefix(args[0], "model/"))
+	var line chatLine
+	p, err := kong.New(&line, kong.Name("ctx"), kong.Description("Talk to a model's socket: each input line is one turn."),
+		kong.Vars{"default_session": socket.DefaultSession},
+		kong.Exit(func(code int) { panic(exitCode(code)) }))
+	if err != nil {
+		return fail(errs.Wrap(errs.EINTERNAL, err, "command line"))
+	}
+	defer catchExit(&code)
+	if _, err := p.Parse(args); err != nil {
+		return fail(errs.Wrap(errs.EINVAL, err, "usage"))
+	}
+	id, err := name.ParseModel(strings.TrimPrefix(line.Model, "model/"))
 	if err != nil {
 		return fail(err)
 	}
 	sess := socket.DefaultSession
-	if len(args) > 1 {
-		if err := name.Valid(args[1]); err != nil {
+	if line.Session != "" {
+		if err := name.Valid(line.Session); err != nil {
 			return fail(err)
 		}
-		sess = args[1]
+		sess = line.Session
 	}
 	home, _ := os.UserHomeDir()
 	env := cli.DefaultEnv(os.LookupEnv, home)
 	path := filepath.Join(env.CtxRoot, "model", id.Provider, id.Model+".sock")
-	conn, err := unixsock.Dial(path)
+	conn, err := net.Dial("unix", path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fail(errs.New(errs.ENOENT, "model %s has no socket (session=none, or not served)", id))

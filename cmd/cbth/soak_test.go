@@ -361,6 +361,7 @@ func TestSoak_StorageFaults(t *testing.T) {
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			h := newHome(t)
+			h.damaged = true
 			os.MkdirAll(h.root, 0o700)
 			os.WriteFile(h.db(), pristine, 0o600)
 			os.WriteFile(h.db()+".ack", ack, 0o600)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -266,5 +265,3 @@ func textOf(raw events.RawJSON) string {
 	}
 	return out
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,51 +1,17 @@
 package aggregate
 
 import (
-	"encoding/binary"
 	"sort"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
-)
-
-// Index names used by the states below.
-const (
-	IndexDedupe       = "job.dedupe"     // dedupe key -> job id
-	IndexThreadOpen   = "thread.open"    // thread + opened seq -> open batch id (the FIFO)
-	IndexThreadLive   = "thread.attempt" // thread -> non-terminal attempt id
-	IndexBindingByThr = "binding.thread" // source thread -> binding id
-	IndexSessionByThr = "session.thread" // bound thread -> non-retired session id
-	IndexCtxSession   = "ctxsession.dir" // object + scope + uid + name -> ctx session id
-	IndexHead         = "batch.head"     // target \0 first ready (8) thread -> open head batch
-	IndexParked       = "batch.parked"   // open batches awaiting manual resolution
-	IndexThreadSends  = "thread.sends"   // thread \0 accepted at (8) -> attempt
-	IndexBatchAttempt = "batch.attempts" // batch -> its attempts
 )
 
 // Counter names used by the states below.
 const (
 	CountJobActive = "job.active" // running jobs
 )
-
-// TimeKey renders a time as 8 sortable bytes.
-func TimeKey(t time.Time) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano()))
-	return string(b[:])
-}
-
-// HeadKey is a head batch's key in IndexHead: the canonical fair-ready
-// order within a target is by first ready time, then thread id.
-func HeadKey(target string, readyAt time.Time, thread string) string {
-	return target + "\x00" + TimeKey(readyAt) + thread
-}
-
-// SeqKey renders a sequence number as a sortable index key suffix.
-func SeqKey(prefix string, seq uint64) string {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], seq)
-	return prefix + "\x00" + string(b[:])
-}
 
 // Job is a tracked long-running task.
 type Job struct {
@@ -66,6 +32,7 @@ type Job struct {
 	CreatedSeq     uint64                `json:"created_seq"`
 	ReadyAt        time.Time             `json:"ready_at,omitzero"`
 	CompletedAt    time.Time             `json:"completed_at,omitzero"`
+	TimeoutAt      time.Time             `json:"timeout_at,omitzero"`
 }
 
 func (j *Job) mutate(e *events.Envelope, p events.Payload) {
@@ -74,7 +41,7 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.TargetKind, j.SourceThreadID = p.TargetKind, p.SourceThreadID
 		j.TaskKind, j.TaskSummary = p.TaskKind, p.TaskSummary
 		j.Metadata, j.DedupeKey, j.DeliveryPolicy = p.Metadata, p.DedupeKey, p.DeliveryPolicy
-		j.CreatedSeq = e.Seq
+		j.CreatedSeq, j.TimeoutAt = e.Seq, p.TimeoutAt
 	case *events.JobCompleted:
 		j.ResultSummary, j.ArtifactID, j.ResultBytes, j.BatchID = p.ResultSummary, p.ArtifactID, p.ResultBytes, p.BatchID
 		j.ReadyAt, j.CompletedAt = e.RecordedAt, e.RecordedAt
@@ -87,11 +54,20 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (j *Job) Indexes() []IndexEntry {
-	var out []IndexEntry
+	out := []IndexEntry{{index.JobThread, j.SourceThreadID}}
 	if j.DedupeKey != "" {
-		out = append(out, IndexEntry{IndexDedupe, j.DedupeKey})
+		out = append(out, IndexEntry{index.Dedupe, j.DedupeKey})
 	}
 	return out
+}
+
+// Deadlines implements Deadliner: a running job with a timeout fails at
+// it unless reported first.
+func (j *Job) Deadlines() []Deadline {
+	if j.Status == "running" && !j.TimeoutAt.IsZero() {
+		return []Deadline{{index.DueJobTimeout, j.TimeoutAt}}
+	}
+	return nil
 }
 
 // Counts implements Counter.
@@ -118,6 +94,7 @@ type Batch struct {
 	LastDeliveryAttemptAt       time.Time                `json:"last_delivery_attempt_at,omitzero"`
 	NextDeliveryNotBefore       time.Time                `json:"next_delivery_not_before,omitzero"`
 	CooldownUntil               time.Time                `json:"cooldown_until,omitzero"`
+	ObservationDeadline         time.Time                `json:"delivery_observation_deadline,omitzero"`
 	EligibleAfter               time.Time                `json:"eligible_after,omitzero"`
 	RedeliveryWindowEndsAt      time.Time                `json:"redelivery_window_ends_at"`
 	MaxDeliveryAttempts         int                      `json:"max_delivery_attempts"`
@@ -194,6 +171,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.DeliveryAttemptCount++
 		b.LastDeliveryAttemptAt = e.RecordedAt
 		b.CooldownUntil, b.NextDeliveryNotBefore = p.CooldownUntil, p.NextDeliveryNotBefore
+		b.ObservationDeadline = p.ObservationDeadline
 	case *events.BatchReplayPolicyChanged:
 		b.ReplayPolicy, b.ReplayPolicyReason = p.ReplayPolicy, p.Reason
 		if p.ReplayPolicy == ReplayManual {
@@ -223,32 +201,35 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 // Parked reports whether the batch waits for manual resolution.
 func (b *Batch) Parked() bool { return b.Open() && b.ReplayPolicy == ReplayManual }
 
-// Deadlines implements Deadliner.
+// Deadlines implements Deadliner. Only work the sweep does is a deadline:
+// the times at which a head may be delivered again (merge window, send
+// interval, back-off, cooldown) are the scheduler's wake-ups, not sweep
+// work, and a deadline the sweep has acted on changes the state so that
+// it leaves the index.
 func (b *Batch) Deadlines() []Deadline {
 	var out []Deadline
 	if b.ReplayPolicy == ReplayManual && !b.ParkNotified && !b.ParkNextRetry.IsZero() {
-		out = append(out, Deadline{"batch.park_hook", b.ParkNextRetry})
+		out = append(out, Deadline{index.DueParkHook, b.ParkNextRetry})
 	}
 	if !b.Open() {
 		if b.BoundaryRecoveryEnvelope != nil {
-			out = append(out, Deadline{"batch.recovery_gc", b.BoundaryRecoveryRetention})
+			out = append(out, Deadline{index.DueRecoveryGC, b.BoundaryRecoveryRetention})
 		}
 		return out
 	}
-	out = append(out, Deadline{"batch.redelivery_window", b.RedeliveryWindowEndsAt})
-	if b.IsHead && !b.NextDeliveryNotBefore.IsZero() {
-		out = append(out, Deadline{"batch.not_before", b.NextDeliveryNotBefore})
-	}
-	if !b.MergeUntil.IsZero() {
-		out = append(out, Deadline{"batch.merge_window", b.MergeUntil})
-	}
-	if b.Status == "cooldown" && !b.CooldownUntil.IsZero() {
-		out = append(out, Deadline{"batch.cooldown", b.CooldownUntil})
-	}
-	if !b.EligibleAfter.IsZero() {
-		out = append(out, Deadline{"batch.eligible_after", b.EligibleAfter})
+	out = append(out, Deadline{index.DueRedeliveryWindow, b.RedeliveryWindowEndsAt})
+	if b.BudgetSpent() && b.Status == "cooldown" && b.ReplayPolicy == ReplayAutomatic && b.ObservationDeadline.IsZero() {
+		// The last counted attempt was a wake-up: the batch closes when
+		// its cooldown ends. An observed turn ends the batch itself.
+		out = append(out, Deadline{index.DueMaxAttempts, b.CooldownUntil})
 	}
 	return out
+}
+
+// BudgetSpent reports whether the batch has had every delivery attempt
+// it may count.
+func (b *Batch) BudgetSpent() bool {
+	return b.MaxDeliveryAttempts > 0 && b.DeliveryAttemptCount >= b.MaxDeliveryAttempts
 }
 
 // Indexes implements Indexer.
@@ -256,12 +237,12 @@ func (b *Batch) Indexes() []IndexEntry {
 	if !b.Open() {
 		return nil
 	}
-	out := []IndexEntry{{IndexThreadOpen, SeqKey(b.SourceThreadID, b.OpenedSeq)}}
+	out := []IndexEntry{{index.ThreadOpen, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)}}
 	if b.IsHead {
-		out = append(out, IndexEntry{IndexHead, HeadKey(b.TargetKind, b.FirstReadyAt, b.SourceThreadID)})
+		out = append(out, IndexEntry{index.Head, index.HeadKey(b.TargetKind, b.FirstReadyAt, b.SourceThreadID)})
 	}
 	if b.ReplayPolicy == ReplayManual {
-		out = append(out, IndexEntry{IndexParked, ""})
+		out = append(out, IndexEntry{index.Parked, ""})
 	}
 	return out
 }
@@ -363,31 +344,37 @@ func (a *Attempt) mutate(e *events.Envelope, p events.Payload) {
 func (a *Attempt) Deadlines() []Deadline {
 	switch a.Status {
 	case "arm_pending":
-		return []Deadline{{"attempt.arm_pending", a.ArmPendingDeadline}}
+		return []Deadline{{index.DueArmPending, a.ArmPendingDeadline}}
 	case "cooldown":
 		var out []Deadline
-		if !a.CooldownUntil.IsZero() {
-			out = append(out, Deadline{"attempt.cooldown", a.CooldownUntil})
-		}
-		if a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero() {
-			out = append(out, Deadline{"attempt.observation", a.ObservationDeadline})
+		if a.Tracking() {
+			out = append(out, Deadline{index.DueObservation, a.ObservationDeadline})
 		}
 		if !a.PauseDeadline.IsZero() {
-			out = append(out, Deadline{"attempt.pause", a.PauseDeadline})
+			out = append(out, Deadline{index.DueAttemptPause, a.PauseDeadline})
 		}
 		return out
 	}
 	return nil
 }
 
+// Tracking reports whether the attempt's accepted turn is being
+// observed: the daemon stays up until the turn ends or its deadline.
+func (a *Attempt) Tracking() bool {
+	return a.Status == "cooldown" && a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero()
+}
+
 // Indexes implements Indexer.
 func (a *Attempt) Indexes() []IndexEntry {
-	out := []IndexEntry{{IndexBatchAttempt, a.BatchID}}
+	out := []IndexEntry{{index.BatchAttempts, a.BatchID}}
 	if a.Live() {
-		out = append(out, IndexEntry{IndexThreadLive, a.SourceThreadID})
+		out = append(out, IndexEntry{index.ThreadLive, a.SourceThreadID})
+	}
+	if a.Tracking() {
+		out = append(out, IndexEntry{index.Tracking, index.TrackingKey(a.ObservationDeadline)})
 	}
 	if !a.AcceptedAt.IsZero() {
-		out = append(out, IndexEntry{IndexThreadSends, a.SourceThreadID + "\x00" + TimeKey(a.AcceptedAt)})
+		out = append(out, IndexEntry{index.ThreadSends, index.SendKey(a.SourceThreadID, a.AcceptedAt)})
 	}
 	return out
 }
@@ -433,7 +420,7 @@ func (a *Artifact) Deadlines() []Deadline {
 	if a.Status != "stored" || len(a.OpenBatchIDs) > 0 {
 		return nil
 	}
-	return []Deadline{{"artifact.gc", a.GCEligibleAt}}
+	return []Deadline{{index.DueArtifactGC, a.GCEligibleAt}}
 }
 
 // Binding binds a Desktop source thread to its caller heartbeat automation.
@@ -475,14 +462,14 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 // Deadlines implements Deadliner.
 func (b *Binding) Deadlines() []Deadline {
 	if b.Status == "bound" && !b.PauseDeadline.IsZero() {
-		return []Deadline{{"binding.pause", b.PauseDeadline}}
+		return []Deadline{{index.DueBindingPause, b.PauseDeadline}}
 	}
 	return nil
 }
 
 // Indexes implements Indexer.
 func (b *Binding) Indexes() []IndexEntry {
-	return []IndexEntry{{IndexBindingByThr, b.SourceThreadID}}
+	return []IndexEntry{{index.BindingByThread, b.SourceThreadID}}
 }
 
 // Installation is the singleton Desktop installation state.
@@ -549,7 +536,7 @@ func (s *Session) Indexes() []IndexEntry {
 	if s.Status == "retired" {
 		return nil
 	}
-	return []IndexEntry{{IndexSessionByThr, s.BoundThreadID}}
+	return []IndexEntry{{index.SessionByThread, s.BoundThreadID}}
 }
 
 // CtxSession is a CortexFS session directory.
@@ -582,7 +569,7 @@ func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (c *CtxSession) Indexes() []IndexEntry {
-	return []IndexEntry{{IndexCtxSession, c.Object + "\x00" + c.Scope + "\x00" + itoa(c.UID) + "\x00" + c.Name}}
+	return []IndexEntry{{index.CtxSession, index.CtxSessionKey(c.Object, c.Scope, c.UID, c.Name)}}
 }
 
 // Cursor is a target scope's durable fair-ready cursor: the position

@@ -122,7 +122,7 @@ func BenchmarkMaterialize(b *testing.B) {
 		started := 0
 		for i := 0; i < n; i++ {
 			res, err := e.ExecuteAt(context.Background(), engine.Meta{Actor: events.ActorAdapter}, benchNow.Add(-30*time.Minute),
-				command.StartDelivery{Config: c, ThreadID: fmt.Sprintf("t%07d", i), Kind: "bench"})
+				command.StartDelivery{Config: c, ThreadID: fmt.Sprintf("t%07d", i), Route: command.Route{RPCKind: command.DebugDeliver, DeliveryMode: command.DebugDeliver}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -2,12 +2,14 @@ package command
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -44,11 +46,11 @@ const (
 // ---- reading the thread FIFO ----
 
 // openBatches returns a thread's open batches in FIFO order.
-func openBatches(v engine.View, thread string) ([]*aggregate.Batch, error) {
+func openBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 	var out []*aggregate.Batch
-	for _, r := range v.Scan(aggregate.IndexThreadOpen, thread+"\x00") {
-		if !strings.HasPrefix(r.Key, thread+"\x00") || len(r.Key) != len(thread)+9 {
-			continue // another thread whose id extends this one
+	for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
+		if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
+			continue
 		}
 		s, err := v.State(events.KindBatch, r.ID)
 		if err != nil {
@@ -62,8 +64,8 @@ func openBatches(v engine.View, thread string) ([]*aggregate.Batch, error) {
 }
 
 // liveAttempt returns the thread's non-terminal attempt, if any.
-func liveAttempt(v engine.View, thread string) (*aggregate.Attempt, error) {
-	refs := v.Lookup(aggregate.IndexThreadLive, thread)
+func liveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
+	refs := v.Lookup(index.ThreadLive, thread)
 	if len(refs) > 1 {
 		return nil, errs.New(errs.ECORRUPT, "thread %s has %d live attempts", thread, len(refs))
 	}
@@ -78,30 +80,17 @@ func liveAttempt(v engine.View, thread string) (*aggregate.Attempt, error) {
 }
 
 // lastSend returns when the thread last had a delivery accepted.
-func lastSend(v engine.View, thread string) time.Time {
-	refs := v.Scan(aggregate.IndexThreadSends, thread+"\x00")
+func lastSend(v engine.Reader, thread string) time.Time {
 	var last time.Time
-	for _, r := range refs {
-		if len(r.Key) != len(thread)+9 {
-			continue
-		}
-		t := timeOfKey(r.Key[len(thread)+1:])
-		if t.After(last) {
+	for _, r := range v.Scan(index.ThreadSends, index.ThreadPrefix(thread)) {
+		if t, ok := index.SendTime(r.Key, thread); ok && t.After(last) {
 			last = t
 		}
 	}
 	return last
 }
 
-func timeOfKey(k string) time.Time {
-	var n uint64
-	for i := 0; i < 8 && i < len(k); i++ {
-		n = n<<8 | uint64(k[i])
-	}
-	return time.Unix(0, int64(n)).UTC()
-}
-
-func (c DeliveryConfig) notBefore(v engine.View, thread string) time.Time {
+func (c DeliveryConfig) notBefore(v engine.Reader, thread string) time.Time {
 	if last := lastSend(v, thread); !last.IsZero() {
 		return last.Add(c.MinSendInterval)
 	}
@@ -252,7 +241,7 @@ type Eligibility struct {
 
 // Eligible decides whether thread's head batch may get a fresh delivery
 // now. It reads only.
-func (c DeliveryConfig) Eligible(v engine.View, now time.Time, thread string) (Eligibility, error) {
+func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) (Eligibility, error) {
 	open, err := openBatches(v, thread)
 	if err != nil {
 		return Eligibility{}, err
@@ -308,16 +297,58 @@ func (c DeliveryConfig) Eligible(v engine.View, now time.Time, thread string) (E
 
 // ---- delivery commands ----
 
+// RPC kinds and delivery modes: how an attempt reached its thread
+// (delivery_rpc_kind on the attempt, delivery_mode on the batch).
+const (
+	RPCTurnStart = "turn_start"
+	RPCTurnSteer = "turn_steer"
+	DebugDeliver = "debug_deliver" // the debug target's kind and mode
+	ModeDesktop  = "desktop_heartbeat"
+	ModeCLIStart = "cli_turn_start"
+	ModeCLISteer = "cli_turn_steer"
+)
+
+// RPCKinds and DeliveryModes list the enums.
+var (
+	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, DebugDeliver}
+	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, DebugDeliver}
+)
+
+// Route says how a push delivery goes, as its target decided when it let
+// the delivery through: the rpc kind and delivery mode, and the managed
+// session and epoch whose event stream will report the turn (empty and 0
+// for targets without sessions). The barrier records all of it.
+type Route struct {
+	RPCKind          string
+	DeliveryMode     string
+	ManagedSessionID string
+	SessionEpoch     uint64
+}
+
+func (r Route) validate() error {
+	if !slices.Contains(RPCKinds, r.RPCKind) {
+		return errs.New(errs.EINVAL, "delivery_rpc_kind %q is not one of %s", r.RPCKind, strings.Join(RPCKinds, ", "))
+	}
+	if !slices.Contains(DeliveryModes, r.DeliveryMode) {
+		return errs.New(errs.EINVAL, "delivery_mode %q is not one of %s", r.DeliveryMode, strings.Join(DeliveryModes, ", "))
+	}
+	return nil
+}
+
 // Delivery is what a target needs to carry one attempt out.
 type Delivery struct {
 	ThreadID         string                `json:"source_thread_id"`
-	Target           string                `json:"target"`
+	TargetKind       string                `json:"target_kind"`
 	BatchID          string                `json:"batch_id"`
 	AttemptID        string                `json:"attempt_id"`
 	Generation       uint64                `json:"generation"`
 	SnapshotRevision uint64                `json:"snapshot_revision"`
 	RPCRequestID     string                `json:"delivery_rpc_request_id"`
-	Marker           string                `json:"correlation_marker"`
+	RPCKind          string                `json:"delivery_rpc_kind"`
+	DeliveryMode     string                `json:"delivery_mode"`
+	Marker           string                `json:"delivery_rpc_correlation_marker"`
+	ManagedSessionID string                `json:"managed_session_id,omitempty"`
+	SessionEpoch     uint64                `json:"session_epoch,omitempty"`
 	JobIDs           []string              `json:"job_ids"`
 	Summary          string                `json:"summary"`
 	ArtifactIDs      []string              `json:"artifact_ids,omitempty"`
@@ -325,17 +356,38 @@ type Delivery struct {
 	RequiresArtifact bool                  `json:"requires_artifact_read"`
 }
 
+// freshAttempt returns the events that supersede the thread's live
+// attempt (if any) with a new one on b: generation + 1, a new snapshot
+// revision, the batch materialized for it.
+func freshAttempt(v engine.View, el Eligibility, mode string) (id string, gen, rev uint64, emits []engine.Emit) {
+	b := el.Batch
+	if a := el.Attempt; a != nil {
+		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{Reason: "fresh delivery after " + a.Status}})
+	}
+	id, gen, rev = v.NewID(), b.Generation+1, v.NextSeq()
+	emits = append(emits,
+		engine.Emit{Stream: attemptStream(id), Payload: &events.AttemptPrepared{SourceThreadID: b.SourceThreadID, BatchID: b.ID, Generation: gen, SnapshotRevision: rev}},
+		engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: id, Generation: gen, SnapshotRevision: rev, DeliveryMode: mode}},
+	)
+	return id, gen, rev, emits
+}
+
 // StartDelivery opens (or reuses) the thread's attempt on its head batch
-// and writes the accept_pending barrier, before any side effect. Outcome
-// "not_eligible" appends nothing.
+// and writes the accept_pending barrier, before any side effect: the rpc
+// request id, the correlation marker, the rpc kind and the session and
+// epoch the accepted turn must be reported on. Outcome "not_eligible"
+// appends nothing.
 type StartDelivery struct {
 	Config   DeliveryConfig
 	ThreadID string
-	Kind     string // delivery_rpc_kind
+	Route    Route
 }
 
 // Decide implements engine.Decider.
 func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := c.Route.validate(); err != nil {
+		return engine.Decision{}, err
+	}
 	el, err := c.Config.Eligible(v, now, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
@@ -349,23 +401,50 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if a := el.Attempt; a != nil && a.Status == "prepared" && a.BatchID == b.ID {
 		attemptID = a.ID // a proven benign reject: retry the same attempt
 	} else {
-		if a != nil {
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{Reason: "fresh delivery after " + a.Status}})
-		}
-		attemptID, gen, rev = v.NewID(), b.Generation+1, v.NextSeq()
-		emits = append(emits,
-			engine.Emit{Stream: attemptStream(attemptID), Payload: &events.AttemptPrepared{SourceThreadID: c.ThreadID, BatchID: b.ID, Generation: gen, SnapshotRevision: rev}},
-			engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: attemptID, Generation: gen, SnapshotRevision: rev, DeliveryMode: c.Kind}},
-		)
+		attemptID, gen, rev, emits = freshAttempt(v, el, c.Route.DeliveryMode)
 	}
 	rpc := v.NewID()
 	marker := "cbth-" + strings.ReplaceAll(rpc, "-", "")[20:]
-	emits = append(emits, engine.Emit{Stream: attemptStream(attemptID), Payload: &events.AttemptAcceptPending{RPCRequestID: rpc, RPCKind: c.Kind, CorrelationMarker: marker}})
+	r := c.Route
+	emits = append(emits, engine.Emit{Stream: attemptStream(attemptID), Payload: &events.AttemptAcceptPending{
+		RPCRequestID: rpc, RPCKind: r.RPCKind, CorrelationMarker: marker, ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch}})
 	return engine.Decision{Outcome: "started", Emits: emits, Value: Delivery{
-		ThreadID: c.ThreadID, Target: b.TargetKind, BatchID: b.ID, AttemptID: attemptID, Generation: gen, SnapshotRevision: rev,
-		RPCRequestID: rpc, Marker: marker, JobIDs: b.JobIDs, Summary: b.Summary, ArtifactIDs: b.ArtifactIDs,
-		Policy: b.Policy, RequiresArtifact: b.RequiresArtifactRead,
+		ThreadID: c.ThreadID, TargetKind: b.TargetKind, BatchID: b.ID, AttemptID: attemptID, Generation: gen, SnapshotRevision: rev,
+		RPCRequestID: rpc, RPCKind: r.RPCKind, DeliveryMode: r.DeliveryMode, Marker: marker,
+		ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch, JobIDs: b.JobIDs, Summary: b.Summary,
+		ArtifactIDs: b.ArtifactIDs, Policy: b.Policy, RequiresArtifact: b.RequiresArtifactRead,
 	}}, nil
+}
+
+// PrepareAttempt is the scheduler's whole part in a pull delivery (the
+// Desktop bridge): it materializes the head batch for a fresh attempt and
+// leaves it prepared, with no barrier and no call; the target's own
+// helper commands move it on. Outcomes: "prepared", "already_prepared"
+// (the head's attempt waits for its target), "not_eligible"; only
+// "prepared" appends.
+type PrepareAttempt struct {
+	Config       DeliveryConfig
+	ThreadID     string
+	DeliveryMode string
+}
+
+// Decide implements engine.Decider.
+func (c PrepareAttempt) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if !slices.Contains(DeliveryModes, c.DeliveryMode) {
+		return engine.Decision{}, errs.New(errs.EINVAL, "delivery_mode %q is not one of %s", c.DeliveryMode, strings.Join(DeliveryModes, ", "))
+	}
+	el, err := c.Config.Eligible(v, now, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if !el.OK {
+		return engine.Decision{Outcome: "not_eligible", Value: el.Reason}, nil
+	}
+	if a := el.Attempt; a != nil && a.Status == "prepared" && a.BatchID == el.Batch.ID {
+		return engine.Decision{Outcome: "already_prepared", Value: a.ID}, nil
+	}
+	id, _, _, emits := freshAttempt(v, el, c.DeliveryMode)
+	return engine.Decision{Outcome: "prepared", Emits: emits, Value: id}, nil
 }
 
 // Acceptance outcomes a target reports.
@@ -382,10 +461,14 @@ type RecordOutcome struct {
 	Config       DeliveryConfig
 	AttemptID    string
 	RPCRequestID string
-	Outcome      string
-	TurnID       string
-	Reason       string
-	Tracks       bool // the target reports turn events (observation window applies)
+	// ManagedSessionID and SessionEpoch say which event stream the answer
+	// came from; it counts only from the stream the barrier named.
+	ManagedSessionID string
+	SessionEpoch     uint64
+	Outcome          string
+	TurnID           string
+	Reason           string
+	Tracks           bool // the target reports turn events (observation window applies)
 }
 
 // Decide implements engine.Decider.
@@ -398,7 +481,8 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if !ok {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no attempt %s", c.AttemptID)
 	}
-	if a.Status != "accept_pending" || a.RPCRequestID != c.RPCRequestID {
+	if a.Status != "accept_pending" || a.RPCRequestID != c.RPCRequestID ||
+		a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 		return engine.Decision{Outcome: "stale"}, nil
 	}
 	bs, err := v.State(events.KindBatch, a.BatchID)
@@ -416,7 +500,8 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{Outcome: Accepted, Emits: []engine.Emit{
 			{Stream: as, Payload: acc},
 			{Stream: batchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
-				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval)}},
+				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval),
+				ObservationDeadline: acc.ObservationDeadline}},
 			{Stream: cursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
 		}}, nil
 	case RejectedBefore:
@@ -439,16 +524,30 @@ var TurnEvents = []string{"turn_started", "turn_completed", "turn_failed", "turn
 // ObserveTurn records an event of an accepted turn. turn_completed closes
 // the batch as delivered, but only while the attempt is still the tracked
 // head delivery within its deadline; any negative end parks the batch.
+// An event counts only from the managed session and epoch the barrier
+// recorded: from any other stream it is "session_mismatch" and changes
+// nothing.
 type ObserveTurn struct {
-	Config    DeliveryConfig
-	AttemptID string
-	TurnID    string
-	Event     string
+	Config           DeliveryConfig
+	AttemptID        string
+	TurnID           string
+	Event            string
+	ManagedSessionID string
+	SessionEpoch     uint64
 }
+
+// Outcomes of ObserveTurn besides CloseDelivered; the last two append
+// nothing.
+const (
+	Observed        = "observed"
+	Parked          = "parked"
+	LateIgnored     = "late_ignored"
+	SessionMismatch = "session_mismatch"
+)
 
 // Decide implements engine.Decider.
 func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(TurnEvents, c.Event) {
+	if !slices.Contains(TurnEvents, c.Event) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "unknown turn event %q", c.Event)
 	}
 	s, err := v.State(events.KindAttempt, c.AttemptID)
@@ -464,16 +563,21 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 		return engine.Decision{}, err
 	}
 	b := bs.(*aggregate.Batch)
+	if a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
+		// Not the stream the accepted turn is bound to: no proof of
+		// anything about that turn.
+		return engine.Decision{Outcome: SessionMismatch}, nil
+	}
 	if a.Status != "cooldown" || a.TurnID != c.TurnID || b.HeadAttemptID != a.ID || !b.Open() ||
 		b.ReplayPolicy != aggregate.ReplayAutomatic || (a.ObservationState != "" && a.ObservationState != "tracking") ||
 		(!a.ObservationDeadline.IsZero() && now.After(a.ObservationDeadline)) {
 		// Late or stale: evidence for an operator, never an automatic close.
-		return engine.Decision{Outcome: "late_ignored"}, nil
+		return engine.Decision{Outcome: LateIgnored}, nil
 	}
 	emits := []engine.Emit{{Stream: attemptStream(a.ID), Payload: &events.AttemptTurnObserved{TurnID: c.TurnID, Event: c.Event}}}
 	switch c.Event {
 	case "turn_started":
-		return engine.Decision{Outcome: "observed", Emits: emits}, nil
+		return engine.Decision{Outcome: Observed, Emits: emits}, nil
 	case "turn_completed":
 		more, err := c.Config.closeBatch(v, now, b, CloseDelivered, "turn "+c.TurnID+" completed")
 		if err != nil {
@@ -484,7 +588,7 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 		emits = append(emits,
 			engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Event, ObservationState: "lost"}},
 			park(b, "accepted turn ended with "+c.Event, a.ID))
-		return engine.Decision{Outcome: "parked", Emits: emits}, nil
+		return engine.Decision{Outcome: Parked, Emits: emits}, nil
 	}
 }
 
@@ -501,7 +605,7 @@ var OperatorReasons = []string{CloseOperatorUnconfirmed, CloseOperatorConfirmed,
 
 // Decide implements engine.Decider.
 func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !contains(OperatorReasons, c.Reason) {
+	if !slices.Contains(OperatorReasons, c.Reason) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "reason must be one of %s", strings.Join(OperatorReasons, ", "))
 	}
 	if err := checkID("thread id", c.ThreadID); err != nil {
@@ -537,29 +641,66 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	return engine.Decision{Outcome: "closed", Emits: emits, Value: open[0].ID}, nil
 }
 
-// ReconcileInFlight runs at start-up: an attempt left accept_pending by a
-// crash has no proof either way, so it is abandoned and its batch parked.
-type ReconcileInFlight struct{ Config DeliveryConfig }
+// SessionRef names an attempt whose accepted turn's event stream a target
+// proved continuous across a restart: same managed session, same epoch.
+type SessionRef struct {
+	AttemptID        string
+	ManagedSessionID string
+	SessionEpoch     uint64
+}
+
+// ReconcileInFlight runs at start-up, after the targets' reconcile hooks
+// recorded what they could prove. What is left in flight has no proof:
+// an attempt still accept_pending (the daemon died during the call) and
+// an attempt tracking an accepted turn whose stream a target did not
+// prove continuous (Continuing) cannot be told apart from one that had
+// its side effect, so each is abandoned and its batch parked.
+type ReconcileInFlight struct {
+	Config     DeliveryConfig
+	Continuing []SessionRef
+}
 
 // Decide implements engine.Decider.
 func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
-	for _, r := range v.Scan(aggregate.IndexThreadLive, "") {
+	for _, r := range v.Scan(index.ThreadLive, "") {
 		s, err := v.State(events.KindAttempt, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
 		a, ok := s.(*aggregate.Attempt)
-		if !ok || a.Status != "accept_pending" {
+		if !ok {
+			continue
+		}
+		var ab *events.AttemptAbandoned
+		var why string
+		switch {
+		case a.Status == "accept_pending":
+			ab = &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: AcceptanceUnknown}
+			why = "acceptance unknown after a restart"
+		case a.Tracking() && !c.continues(a):
+			ab = &events.AttemptAbandoned{Reason: "daemon restarted: the accepted turn's event stream cannot be proven continuous", ObservationState: "lost"}
+			why = "observation of the accepted turn lost in a restart"
+		default:
 			continue
 		}
 		bs, err := v.State(events.KindBatch, a.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		emits = append(emits,
-			engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: AcceptanceUnknown}},
-			park(bs.(*aggregate.Batch), "acceptance unknown after a restart", a.ID))
+		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: ab})
+		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+			emits = append(emits, park(b, why, a.ID))
+		}
 	}
 	return engine.Decision{Outcome: fmt.Sprintf("reconciled %d", len(emits)/2), Emits: emits}, nil
+}
+
+func (c ReconcileInFlight) continues(a *aggregate.Attempt) bool {
+	for _, r := range c.Continuing {
+		if r.AttemptID == a.ID && r.ManagedSessionID == a.ManagedSessionID && r.SessionEpoch == a.SessionEpoch {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ package command
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -38,11 +40,14 @@ type SubmitJob struct {
 	Metadata  json.RawMessage
 	DedupeKey string
 	Policy    events.DeliveryPolicy
+	// Timeout fails the job if it is not reported within this long (the
+	// job_timeout setting); 0 for never.
+	Timeout time.Duration
 }
 
 // Validate checks the command's own fields; Decide calls it too.
 func (c SubmitJob) Validate() error {
-	if !contains(Targets, c.Target) {
+	if !slices.Contains(Targets, c.Target) {
 		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, strings.Join(Targets, ", "))
 	}
 	if err := checkID("thread id", c.ThreadID); err != nil {
@@ -75,17 +80,21 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		return engine.Decision{}, err
 	}
 	if c.DedupeKey != "" {
-		if refs := v.Lookup(aggregate.IndexDedupe, c.DedupeKey); len(refs) > 0 {
+		if refs := v.Lookup(index.Dedupe, c.DedupeKey); len(refs) > 0 {
 			return engine.Decision{Outcome: "deduplicated", Value: refs[0].ID}, nil
 		}
 	}
 	id := v.NewID()
+	var timeoutAt time.Time
+	if c.Timeout > 0 {
+		timeoutAt = now.Add(c.Timeout)
+	}
 	return engine.Decision{
 		Outcome: "submitted",
 		Value:   id,
 		Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
 			TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
-			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy,
+			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
 		}}},
 	}, nil
 }
@@ -310,15 +319,6 @@ func checkText(what, s string, required bool) error {
 		return errs.New(errs.EINVAL, "%s is not valid UTF-8 text", what)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // PinArtifact sets an operator pin: the artifact is kept at least until

@@ -12,9 +12,11 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/enginetest"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -42,11 +44,7 @@ func TestDeliveryProperties(t *testing.T) {
 	t.Logf("seed: %d (rerun with -seed=%d)", seed, seed)
 	rnd := rand.New(rand.NewPCG(seed, seed>>1))
 	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
-	e, err := engine.Open(filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	ctx := context.Background()
 	meta := engine.Meta{Actor: events.ActorCLI}
 	threads := []string{"t0", "t1", "t2", "t3"}
@@ -63,6 +61,16 @@ func TestDeliveryProperties(t *testing.T) {
 	// accepted, to check delivery_attempt_count.
 	accepted := map[string]int{}
 	parkedAt := map[string]uint64{} // batch -> log head when first seen parked
+	// The accepted turns the "channel" may still report on, in the order
+	// they were accepted; turn events arrive at random later steps, from
+	// the barrier's session and epoch or from a stale one.
+	type turn struct {
+		attempt, id, session string
+		epoch                uint64
+	}
+	var turns []turn
+	epoch := uint64(1) // the current stream; a restart starts a new one
+	side := newSideEffects()
 	steps := *stepsFlag
 	if testing.Short() {
 		steps = 500
@@ -70,20 +78,21 @@ func TestDeliveryProperties(t *testing.T) {
 	for step := 0; step < steps; step++ {
 		th := threads[rnd.IntN(len(threads))]
 		switch op := rnd.IntN(100); {
-		case op < 20:
+		case op < 18:
 			res := exec(command.SubmitJob{Target: "debug", ThreadID: th, TaskKind: "k", Summary: fmt.Sprintf("job %d", step), Policy: events.FailClosedPolicy})
 			if id, ok := res.Value.(string); ok {
 				jobs = append(jobs, id)
 			}
-		case op < 40 && len(jobs) > 0:
+		case op < 36 && len(jobs) > 0:
 			exec(command.CompleteJob{Config: cfg, JobID: jobs[rnd.IntN(len(jobs))], Summary: "ok"})
-		case op < 44 && len(jobs) > 0:
+		case op < 40 && len(jobs) > 0:
 			exec(command.FailJob{JobID: jobs[rnd.IntN(len(jobs))], Reason: "boom"})
-		case op < 48 && len(jobs) > 0:
+		case op < 43 && len(jobs) > 0:
 			exec(command.CancelJob{Config: cfg, JobID: jobs[rnd.IntN(len(jobs))]})
-		case op < 75:
+		case op < 65:
 			head := e.Head()
-			res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Kind: "debug_deliver"})
+			route := command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart, ManagedSessionID: "s-" + th, SessionEpoch: epoch}
+			res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Route: route})
 			if res.Outcome != "started" {
 				if e.Head() != head {
 					t.Fatalf("seed %d step %d: a delivery that did not start appended events", seed, step)
@@ -95,17 +104,46 @@ func TestDeliveryProperties(t *testing.T) {
 				t.Fatalf("seed %d step %d: batch %s parked at head %d got an automatic delivery", seed, step, del.BatchID, at)
 			}
 			checkHead(t, e, th, del.BatchID, seed, step)
+			side.check(t, e, seed, step) // the barrier itself must be allowed
 			outcome := []string{command.Accepted, command.Accepted, command.RejectedBefore, command.AcceptanceUnknown}[rnd.IntN(4)]
-			tracks := rnd.IntN(2) == 0
-			rec := exec(command.RecordOutcome{Config: cfg, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID, Outcome: outcome, TurnID: "turn-" + del.AttemptID, Tracks: tracks})
+			if rnd.IntN(8) == 0 {
+				continue // the answer never comes: a restart finds it in flight
+			}
+			tracks := rnd.IntN(3) > 0
+			rec := exec(command.RecordOutcome{Config: cfg, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID,
+				ManagedSessionID: del.ManagedSessionID, SessionEpoch: del.SessionEpoch, Outcome: outcome, TurnID: "turn-" + del.AttemptID, Tracks: tracks})
 			if rec.Outcome == command.Accepted {
 				accepted[del.BatchID]++
-				if tracks && rnd.IntN(3) > 0 {
-					ev := []string{"turn_completed", "turn_completed", "turn_failed", "turn_interrupted"}[rnd.IntN(4)]
-					exec(command.ObserveTurn{Config: cfg, AttemptID: del.AttemptID, TurnID: "turn-" + del.AttemptID, Event: ev})
+				if tracks {
+					turns = append(turns, turn{del.AttemptID, "turn-" + del.AttemptID, del.ManagedSessionID, del.SessionEpoch})
 				}
 			}
-		case op < 80:
+		case op < 80 && len(turns) > 0:
+			// An asynchronous turn event, for any turn ever accepted:
+			// current or stale, from its own stream or another epoch.
+			tn := turns[len(turns)-1] // mostly the latest, so some turns complete in time
+			if rnd.IntN(3) == 0 {
+				tn = turns[rnd.IntN(len(turns))]
+			}
+			ev := []string{"turn_started", "turn_completed", "turn_completed", "turn_completed", "turn_failed", "turn_interrupted", "turn_replaced"}[rnd.IntN(7)]
+			ep := tn.epoch
+			if rnd.IntN(5) == 0 {
+				ep++
+			}
+			head := e.Head()
+			res := exec(command.ObserveTurn{Config: cfg, AttemptID: tn.attempt, TurnID: tn.id, Event: ev, ManagedSessionID: tn.session, SessionEpoch: ep})
+			if ep != tn.epoch && (res.Outcome != command.SessionMismatch || e.Head() != head) {
+				t.Fatalf("seed %d step %d: an event from epoch %d on a turn of epoch %d: outcome %q, head %d -> %d", seed, step, ep, tn.epoch, res.Outcome, head, e.Head())
+			}
+			if res.Outcome == command.CloseDelivered && ev != "turn_completed" {
+				t.Fatalf("seed %d step %d: %s closed a batch delivered", seed, step, ev)
+			}
+		case op < 83:
+			// A restart: the new daemon's stream is a new epoch, and
+			// whatever was in flight is reconciled.
+			epoch++
+			exec(command.ReconcileInFlight{Config: cfg})
+		case op < 88:
 			reason := command.OperatorReasons[rnd.IntN(len(command.OperatorReasons))]
 			exec(command.CloseHead{Config: cfg, ThreadID: th, Reason: reason})
 		default:
@@ -125,8 +163,14 @@ func TestDeliveryProperties(t *testing.T) {
 			}
 		}
 		checkInvariants(t, e, threads, accepted, parkedAt, seed, step)
+		side.check(t, e, seed, step)
 	}
+	if steps >= 1000 && (side.marked == 0 || side.delivered == 0) {
+		t.Fatalf("seed %d: the run exercised too little: %d batches with a possible side effect, %d delivered", seed, side.marked, side.delivered)
+	}
+	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered", side.marked, side.delivered)
 	var live projections.Image
+	var err error
 	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
 	replayed, st, err := e.ReplayImage(ctx, 0)
 	if err != nil {
@@ -162,8 +206,8 @@ func expected(err error) bool {
 func checkHead(t *testing.T, e *engine.Engine, thread, batch string, seed uint64, step int) {
 	t.Helper()
 	e.View(func(v *projections.Tx) error {
-		for _, r := range v.Scan(aggregate.IndexThreadOpen, thread+"\x00") {
-			if len(r.Key) != len(thread)+9 {
+		for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
+			if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
 				continue
 			}
 			if r.ID != batch {
@@ -179,12 +223,12 @@ func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted 
 	t.Helper()
 	e.View(func(v *projections.Tx) error {
 		for _, th := range threads {
-			if n := len(v.Lookup(aggregate.IndexThreadLive, th)); n > 1 {
+			if n := len(v.Lookup(index.ThreadLive, th)); n > 1 {
 				t.Fatalf("seed %d step %d: thread %s has %d non-terminal attempts", seed, step, th, n)
 			}
 			heads := 0
-			for _, r := range v.Scan(aggregate.IndexThreadOpen, th+"\x00") {
-				if len(r.Key) != len(th)+9 {
+			for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(th)) {
+				if _, ok := index.ThreadOpenSeq(r.Key, th); !ok {
 					continue
 				}
 				s, _ := v.State(events.KindBatch, r.ID)
@@ -209,8 +253,8 @@ func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted 
 			if b.Open() && b.IsHead {
 				// The head is the oldest open batch of its thread.
 				first := ""
-				for _, r := range v.Scan(aggregate.IndexThreadOpen, b.SourceThreadID+"\x00") {
-					if first == "" && len(r.Key) == len(b.SourceThreadID)+9 {
+				for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(b.SourceThreadID)) {
+					if _, ok := index.ThreadOpenSeq(r.Key, b.SourceThreadID); first == "" && ok {
 						first = r.ID
 					}
 				}
@@ -224,3 +268,78 @@ func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted 
 }
 
 func errCode(err error) string { return string(errs.CodeOf(err)) }
+
+// sideEffects follows the log, independently of the commands' own
+// reasoning, for the rule the seed puts first: once a delivery may have
+// had a side effect that nothing proved (its acceptance unknown, or its
+// accepted turn failed, was interrupted or replaced, expired, or lost its
+// stream), the batch is never delivered automatically again. It marks a
+// batch at the event that abandons such an attempt, and fails the test
+// if any later barrier (attempt.accept_pending) belongs to a marked
+// batch. It also checks that a thread never has two deliveries in flight
+// or a delivery in flight beside a turn still tracked.
+type sideEffects struct {
+	next      uint64
+	batchOf   map[string]string // attempt -> batch
+	threadOf  map[string]string // attempt -> thread
+	marked    int
+	markedAt  map[string]uint64 // batch -> seq of the marking event
+	inFlight  map[string]string // thread -> attempt accept_pending or tracking
+	delivered int
+}
+
+func newSideEffects() *sideEffects {
+	return &sideEffects{next: 1, batchOf: map[string]string{}, threadOf: map[string]string{}, markedAt: map[string]uint64{}, inFlight: map[string]string{}}
+}
+
+func (s *sideEffects) check(t *testing.T, e *engine.Engine, seed uint64, step int) {
+	t.Helper()
+	err := e.ReadFrom(s.next, func(env events.Envelope) error {
+		s.next = env.Seq + 1
+		p, err := events.DecodePayload(&env)
+		if err != nil {
+			return err
+		}
+		id := env.Stream.ID
+		release := func() {
+			if s.inFlight[s.threadOf[id]] == id {
+				delete(s.inFlight, s.threadOf[id])
+			}
+		}
+		switch p := p.(type) {
+		case *events.AttemptPrepared:
+			s.batchOf[id], s.threadOf[id] = p.BatchID, p.SourceThreadID
+		case *events.AttemptAcceptPending:
+			b, th := s.batchOf[id], s.threadOf[id]
+			if at, ok := s.markedAt[b]; ok {
+				t.Fatalf("seed %d step %d: seq %d: batch %s got a delivery after a possible side effect at seq %d", seed, step, env.Seq, b, at)
+			}
+			if other, ok := s.inFlight[th]; ok {
+				t.Fatalf("seed %d step %d: seq %d: thread %s got a delivery while attempt %s was in flight or tracked", seed, step, env.Seq, th, other)
+			}
+			s.inFlight[th] = id
+		case *events.AttemptAccepted:
+			if p.ObservationDeadline.IsZero() {
+				release() // a wake-up: nothing left to observe
+			}
+		case *events.AttemptRejectedBeforeAccept, *events.AttemptClosed, *events.AttemptSuperseded:
+			release()
+		case *events.AttemptAbandoned:
+			release()
+			if p.RPCState == command.AcceptanceUnknown || p.ObservationState != "" {
+				if b := s.batchOf[id]; s.markedAt[b] == 0 {
+					s.markedAt[b] = env.Seq
+					s.marked++
+				}
+			}
+		case *events.BatchClosed:
+			if p.CloseReason == command.CloseDelivered {
+				s.delivered++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("seed %d step %d: read the log: %v", seed, step, err)
+	}
+}

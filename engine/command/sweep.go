@@ -5,6 +5,8 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -27,9 +29,14 @@ type SweepResult struct {
 	Collected []string  `json:"collected_artifacts,omitempty"`
 	Closed    []string  `json:"closed_batches,omitempty"`
 	Parked    []string  `json:"parked_batches,omitempty"`
+	TimedOut  []string  `json:"timed_out_jobs,omitempty"`
 }
 
-// Decide implements engine.Decider.
+// Decide implements engine.Decider. Every deadline kind a state can emit
+// (index.DueKinds) has its case here. The Desktop kinds (arm_pending,
+// the pause deadlines, recovery envelope retention) are handled by doing
+// nothing until the Desktop adapter gives them a meaning; the daemon
+// does not count a deadline it has swept past as work due.
 func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	res := SweepResult{Now: now}
 	var emits []engine.Emit
@@ -47,36 +54,42 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	for _, d := range v.DueBy(now) {
 		res.Due++
 		switch d.Name {
-		case "batch.redelivery_window", "batch.cooldown":
+		case index.DueRedeliveryWindow:
 			b, err := batchState(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			if b == nil || !b.Open() || touched[b.SourceThreadID] {
+			if b == nil || !b.Open() || touched[b.SourceThreadID] || now.Before(b.RedeliveryWindowEndsAt) {
 				continue
 			}
-			switch {
-			case d.Name == "batch.redelivery_window" && !now.Before(b.RedeliveryWindowEndsAt):
-				reason := CloseWindowExhausted
-				if b.ReplayPolicy == aggregate.ReplayManual {
-					reason = CloseManualExpired
-				}
-				if err := closeB(b, reason); err != nil {
-					return engine.Decision{}, err
-				}
-			case d.Name == "batch.cooldown" && b.Status == "cooldown" && !now.Before(b.CooldownUntil) &&
-				b.MaxDeliveryAttempts > 0 && b.DeliveryAttemptCount >= b.MaxDeliveryAttempts && b.ReplayPolicy == aggregate.ReplayAutomatic:
-				if err := closeB(b, CloseMaxAttempts); err != nil {
-					return engine.Decision{}, err
-				}
+			reason := CloseWindowExhausted
+			if b.ReplayPolicy == aggregate.ReplayManual {
+				reason = CloseManualExpired
 			}
-		case "attempt.observation":
+			if err := closeB(b, reason); err != nil {
+				return engine.Decision{}, err
+			}
+		case index.DueMaxAttempts:
+			b, err := batchState(v, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			// Never while the last attempt's turn is observed: the turn
+			// ends the batch (delivered, or parked), not the budget.
+			if b == nil || !b.Open() || touched[b.SourceThreadID] || b.Status != "cooldown" || now.Before(b.CooldownUntil) ||
+				!b.BudgetSpent() || b.ReplayPolicy != aggregate.ReplayAutomatic || !b.ObservationDeadline.IsZero() {
+				continue
+			}
+			if err := closeB(b, CloseMaxAttempts); err != nil {
+				return engine.Decision{}, err
+			}
+		case index.DueObservation:
 			s, err := v.State(events.KindAttempt, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
 			a, ok := s.(*aggregate.Attempt)
-			if !ok || a.Status != "cooldown" || a.ObservationState != "tracking" || now.Before(a.ObservationDeadline) || touched[a.SourceThreadID] {
+			if !ok || !a.Tracking() || now.Before(a.ObservationDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
 			b, err := batchState(v, a.BatchID)
@@ -89,7 +102,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				res.Parked = append(res.Parked, b.ID)
 			}
 			touched[a.SourceThreadID] = true
-		case "artifact.gc":
+		case index.DueArtifactGC:
 			s, err := v.State(events.KindArtifact, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
@@ -100,6 +113,26 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			}
 			emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: d.ID}, Payload: &events.ArtifactCollected{Reason: "retention_expired"}})
 			res.Collected = append(res.Collected, d.ID)
+		case index.DueJobTimeout:
+			s, err := v.State(events.KindJob, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			j, ok := s.(*aggregate.Job)
+			if !ok || j.Status != "running" || j.TimeoutAt.IsZero() || now.Before(j.TimeoutAt) {
+				continue
+			}
+			emits = append(emits, engine.Emit{Stream: jobStream(j.ID), Payload: &events.JobFailed{
+				Reason: "job_timeout: no complete or fail report by " + j.TimeoutAt.Format(time.RFC3339)}})
+			res.TimedOut = append(res.TimedOut, j.ID)
+		case index.DueParkHook:
+			// The daemon runs the hook and records the run (it is a side
+			// effect, not a decision); that record moves the deadline.
+		case index.DueArmPending, index.DueAttemptPause, index.DueBindingPause, index.DueRecoveryGC:
+			// Desktop deadlines: nothing produces their states yet; the
+			// Desktop adapter gives them their reconcile and GC.
+		default:
+			return engine.Decision{}, errs.New(errs.EINTERNAL, "the sweep has no case for deadline kind %q", d.Name)
 		}
 	}
 	return engine.Decision{Outcome: "swept", Emits: emits, Value: res}, nil

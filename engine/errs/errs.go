@@ -28,6 +28,7 @@ const (
 	ESTATE    Code = "ESTATE"    // the transition is illegal in the current state
 	ESTALE    Code = "ESTALE"    // a fencing token no longer matches
 	ENOTCONF  Code = "ENOTCONF"  // a provider or object is not configured
+	ENOTSUP   Code = "ENOTSUP"   // a peer (the Codex app-server) lacks a capability cbth needs
 	EVERSION  Code = "EVERSION"  // client and daemon protocol versions differ
 	ECORRUPT  Code = "ECORRUPT"  // stored data failed verification
 	ENOSPC    Code = "ENOSPC"    // the disk (or the user's quota) is full
@@ -53,7 +54,7 @@ func (c Code) ExitCode() int {
 		return ExitUsage
 	case EACCES:
 		return ExitPermission
-	case EHOSTDOWN, EAGAIN, ENOTCONF, EVERSION, ENOSPC:
+	case EHOSTDOWN, EAGAIN, ENOTCONF, ENOTSUP, EVERSION, ENOSPC:
 		return ExitUnavailable
 	case EINTERNAL, ECORRUPT:
 		return ExitInternal

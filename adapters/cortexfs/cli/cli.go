@@ -1,6 +1,6 @@
 // Package cli holds the command structs for the CortexFS verbs: ctx init,
 // model add/list/alias/rm/serve and install. Their struct tags are read by
-// internal/cmdline; the root CLI embeds them and runs them with an *Env;
+// kong; the root CLI embeds them and runs them with an *Env;
 // every Run returns an error with a stable code.
 package cli
 
@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/engine/errs"
 )
 
 // Env is what the commands need from the process.
@@ -25,7 +28,8 @@ type Env struct {
 	Stderr   io.Writer
 	// JSON is the root --json flag; each command also has its own.
 	JSON bool
-	// Runner is the absolute path written into object shebangs.
+	// Runner is the absolute path written into object shebangs: the
+	// cortexfs-object-runner beside the binary, else on PATH, else "".
 	Runner string
 	// Executable is the running binary, copied by install.
 	Executable string
@@ -79,19 +83,47 @@ func DefaultEnv(lookup func(string) (string, bool), home string) Env {
 		e.CtxRoot = filepath.Join(e.CBTHHome, "ctx")
 	}
 	e.Executable, _ = os.Executable()
-	e.Runner = "/usr/bin/cortexfs-object-runner"
-	if e.Executable != "" {
-		// An installed layout keeps the runner name beside the binary.
-		if p := filepath.Join(filepath.Dir(e.Executable), "cortexfs-object-runner"); fileExists(p) {
-			e.Runner = p
-		}
-	}
+	e.Runner = findRunner(e.Executable)
 	return e
 }
 
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
+// findRunner looks for the object runner beside the running binary (an
+// installed layout keeps the name there, see install), then on PATH. It
+// returns "" when there is none: objects naming it could not run.
+func findRunner(exe string) string {
+	if exe != "" {
+		if p := filepath.Join(filepath.Dir(exe), runner.ProgramName); executable(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(runner.ProgramName); err == nil {
+		if abs, err := filepath.Abs(p); err == nil {
+			return abs
+		}
+	}
+	return ""
+}
+
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// checkRunner refuses a runner the kernel could not start, so that no
+// object is written whose #! line names a missing program: every run of it
+// would fail with "required file not found".
+func checkRunner(path string) error {
+	const fix = "install it with `cbth install --prefix /usr` (cbth and its " + runner.ProgramName +
+		" link in /usr/bin), or name one with `ctx init --runner PATH`"
+	switch {
+	case path == "":
+		return errs.New(errs.ENOENT, "no %s beside this binary or on PATH, so objects could not run; %s", runner.ProgramName, fix)
+	case !filepath.IsAbs(path):
+		return errs.New(errs.EINVAL, "the object runner %s is not an absolute path; %s", path, fix)
+	case !executable(path):
+		return errs.New(errs.ENOENT, "the object runner %s does not exist or is not executable, so objects naming it could not run; %s", path, fix)
+	}
+	return nil
 }
 
 func (e *Env) emit(jsonFlag bool, v any, human func(io.Writer)) error {

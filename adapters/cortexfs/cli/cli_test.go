@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/cmdline"
 )
 
 // root mirrors how cbth embeds these commands: --json is a global flag.
@@ -27,19 +27,16 @@ func run(t *testing.T, env *Env, args ...string) (string, error) {
 	var r root
 	var out bytes.Buffer
 	env.Stdout = &out
-	res, err := cmdline.App{Name: "cbth"}.Parse(&r, args)
+	p, err := kong.New(&r, kong.Name("cbth"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := p.Parse(args)
 	if err != nil {
 		return "", errs.Wrap(errs.EINVAL, err, "parse")
 	}
-	if res.Help {
-		t.Fatalf("help on %v", args)
-	}
 	env.JSON = r.JSON
-	cmd, ok := res.Node.Target().(interface{ Run(*Env) error })
-	if !ok {
-		t.Fatalf("%s has no Run(*Env)", res.Node.FullPath())
-	}
-	err = cmd.Run(env)
+	err = kctx.Run(env)
 	return out.String(), err
 }
 
@@ -51,7 +48,13 @@ func testEnv(t *testing.T) *Env {
 		}
 		return "", false
 	}, dir)
-	e.Runner = "/usr/bin/cortexfs-object-runner"
+	e.Runner = filepath.Join(dir, "bin", "cortexfs-object-runner")
+	if err := os.MkdirAll(filepath.Dir(e.Runner), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.Runner, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	e.UID = 1000
 	e.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
 	e.Stderr = &bytes.Buffer{}
@@ -131,6 +134,61 @@ func TestModelLifecycle(t *testing.T) {
 	}
 	if l, _ := os.Readlink(filepath.Join(env.CtxRoot, "model/main")); l != filepath.Join(env.CtxRoot, "model/debug/echo") {
 		t.Errorf("main -> %q", l)
+	}
+}
+
+// No object is written whose #! line names a runner that is not there:
+// the error says how to get one, and nothing of the tree exists after.
+func TestNoObjectsWithoutARunner(t *testing.T) {
+	for name, c := range map[string]struct {
+		envRunner string
+		args      []string
+	}{
+		"none found":       {"", []string{"ctx", "init"}},
+		"--runner missing": {"", []string{"ctx", "init", "--runner", "/nonexistent/cortexfs-object-runner"}},
+		"default missing":  {"/nonexistent/cortexfs-object-runner", []string{"ctx", "init"}},
+		"model add":        {"", []string{"model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o"}},
+	} {
+		env := testEnv(t)
+		env.Runner = c.envRunner
+		_, err := run(t, env, c.args...)
+		if errs.CodeOf(err) != errs.ENOENT || !strings.Contains(err.Error(), "cbth install --prefix /usr") || !strings.Contains(err.Error(), "--runner PATH") {
+			t.Errorf("%s: %v; want ENOENT naming both fixes", name, err)
+		}
+		if _, err := os.Lstat(env.CtxRoot); !os.IsNotExist(err) {
+			t.Errorf("%s: the tree was written anyway: %v", name, err)
+		}
+	}
+	// A runner that is there is written into every shebang.
+	env := testEnv(t)
+	env.Runner = ""
+	if _, err := run(t, env, "ctx", "init", "--runner", testEnv(t).Runner); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The runner is looked up beside the binary first, then on PATH.
+func TestFindRunner(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "bin", "cbth")
+	onPath := filepath.Join(dir, "path", "cortexfs-object-runner")
+	for _, p := range []string{exe, onPath} {
+		os.MkdirAll(filepath.Dir(p), 0o700)
+		os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755)
+	}
+	t.Setenv("PATH", filepath.Dir(onPath))
+	if got := findRunner(exe); got != onPath {
+		t.Errorf("with none beside the binary: %q, want %q from PATH", got, onPath)
+	}
+	beside := filepath.Join(dir, "bin", "cortexfs-object-runner")
+	os.WriteFile(beside, []byte("#!/bin/sh\n"), 0o755)
+	if got := findRunner(exe); got != beside {
+		t.Errorf("with one beside the binary: %q, want %q", got, beside)
+	}
+	t.Setenv("PATH", t.TempDir())
+	os.Remove(beside)
+	if got := findRunner(exe); got != "" {
+		t.Errorf("with none anywhere: %q", got)
 	}
 }
 
@@ -236,6 +294,7 @@ func minimalELF(interp string) []byte {
 	copy(b, "\x7fELF\x02\x01\x01")
 	le := binary.LittleEndian
 	le.PutUint16(b[16:], 2)  // ET_EXEC
+	le.PutUint32(b[20:], 1)  // e_version: EV_CURRENT
 	le.PutUint64(b[32:], 64) // e_phoff
 	le.PutUint16(b[54:], 56) // e_phentsize
 	le.PutUint16(b[56:], 1)  // e_phnum

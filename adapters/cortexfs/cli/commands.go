@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,13 +32,16 @@ type CtxCmd struct {
 // CtxInitCmd is `ctx init`.
 type CtxInitCmd struct {
 	Root   string `help:"Tree root (default: $CTX_ROOT, else $CBTH_HOME/ctx)." type:"path"`
-	Runner string `help:"Absolute path of the object runner for shebangs." type:"path"`
+	Runner string `help:"The object runner the shebangs name (default: cortexfs-object-runner beside cbth, else on PATH); it must exist." type:"path"`
 }
 
 // Run implements the command.
 func (c *CtxInitCmd) Run(env *Env) error {
-	root := pick(c.Root, env.CtxRoot)
-	run := pick(c.Runner, env.Runner)
+	root := cmp.Or(c.Root, env.CtxRoot)
+	run := cmp.Or(c.Runner, env.Runner)
+	if err := checkRunner(run); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "create parent of %s", root)
 	}
@@ -51,13 +56,6 @@ func (c *CtxInitCmd) Run(env *Env) error {
 	return env.emit(env.JSON, map[string]any{"root": root, "runner": run, "objects": len(set.Objects)}, func(w io.Writer) {
 		fmt.Fprintf(w, "initialized %s (runner %s)\n", root, run)
 	})
-}
-
-func pick(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // ModelCmd groups the model verbs.
@@ -118,7 +116,7 @@ func (c *ModelAddCmd) Run(env *Env) error {
 	if len(caps) == 0 {
 		caps = []string{"chat", "stream"}
 	}
-	if c.Session == object.SessionSocket && !contains(caps, "session") {
+	if c.Session == object.SessionSocket && !slices.Contains(caps, "session") {
 		caps = append(caps, "session")
 	}
 	created := ""
@@ -145,19 +143,10 @@ func (c *ModelAddCmd) Run(env *Env) error {
 	if !replaced {
 		set.Objects = append(set.Objects, o)
 	}
-	if err := env.store().Save(env.CtxRoot, set); err != nil {
+	if err := save(env, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, modelInfo(set, o), func(w io.Writer) { fmt.Fprintf(w, "added model/%s\n", o.Path) })
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // load reads the tree, creating it (with debug/echo) if it is not there.
@@ -176,6 +165,15 @@ func load(env *Env) (tree.Set, error) {
 		set.Runner = env.Runner
 	}
 	return set, nil
+}
+
+// save registers set as the tree at env.CtxRoot, unless its objects could
+// not run.
+func save(env *Env, set tree.Set) error {
+	if err := checkRunner(set.Runner); err != nil {
+		return err
+	}
+	return env.store().Save(env.CtxRoot, set)
 }
 
 // ModelInfo is one row of `model list --json`.
@@ -275,7 +273,7 @@ func (c *ModelAliasCmd) Run(env *Env) error {
 		}
 	}
 	set.Aliases = append(kept, a)
-	if err := env.store().Save(env.CtxRoot, set); err != nil {
+	if err := save(env, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, a, func(w io.Writer) { fmt.Fprintf(w, "%s -> %s\n", a.Path, a.Target) })
@@ -323,7 +321,7 @@ func (c *ModelRmCmd) Run(env *Env) error {
 		}
 	}
 	set.Aliases = aliases
-	if err := env.store().Save(env.CtxRoot, set); err != nil {
+	if err := save(env, set); err != nil {
 		return err
 	}
 	return env.emit(env.JSON, map[string]string{"removed": id.String()}, func(w io.Writer) { fmt.Fprintf(w, "removed model/%s\n", id) })

@@ -1,17 +1,18 @@
 package cli
 
 import (
+	"debug/elf"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/execfile"
 )
 
 func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
@@ -53,7 +54,7 @@ func (c *InstallCmd) Run(env *Env) error {
 		return err
 	}
 	res := InstallResult{Binary: dst, Links: []string{}, Runner: filepath.Join(bin, runner.ProgramName), Warnings: []string{}}
-	if interp, err := execfile.Interpreter(dst); err == nil && interp != "" {
+	if interp := interpreter(dst); interp != "" {
 		// go build links with cgo wherever a C compiler is installed. The
 		// dynamic loader then runs at every start: every job command and
 		// every object run (measured: the echo object 3.7 against 2.3 ms).
@@ -99,6 +100,30 @@ func (c *InstallCmd) Run(env *Env) error {
 			fmt.Fprintf(w, "installed %s\n", res.Providers)
 		}
 	})
+}
+
+// interpreter returns the program interpreter an ELF executable names (its
+// PT_INTERP segment, e.g. /lib64/ld-linux-x86-64.so.2), or "" for a static
+// binary and for a file that is not ELF. A Go binary is dynamically linked
+// when it was built with cgo, which `go build` does by default wherever a C
+// compiler is installed. (A macOS binary is Mach-O and always loads dyld;
+// there is nothing to warn about.)
+func interpreter(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(io.LimitReader(p.Open(), 4096))
+			if err != nil {
+				return ""
+			}
+			return strings.TrimRight(string(b), "\x00")
+		}
+	}
+	return ""
 }
 
 func copyExecutable(src, dst string) error {

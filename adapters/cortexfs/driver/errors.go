@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 	"strings"
 	"syscall"
 
@@ -47,25 +49,15 @@ func CodeForErrorType(t string) errs.Code {
 	}
 }
 
-// netError has the method set of package net's Error interface. Matching
-// it structurally classifies the errors of net and of the HTTP clients on
-// top of it (*net.OpError, *net.DNSError, timeouts, and *url.Error, which
-// has the same methods) exactly as before, without importing net or
-// net/url: net would link its cgo resolver into every binary using this
-// package, cbth included, and net/url brings net/netip, whose init costs
-// every start.
-type netError interface {
-	error
-	Timeout() bool
-	Temporary() bool
-}
-
-// IsTransport reports whether err is a failure to reach the provider at all.
+// IsTransport reports whether err is a failure to reach the provider at all:
+// a refused or reset connection, an unreachable host, or any error of
+// package net or of an HTTP client on top of it (*url.Error).
 func IsTransport(err error) bool {
-	var ne netError
+	var ne net.Error
+	var ue *url.Error
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.As(err, &ne)
+		errors.As(err, &ne) || errors.As(err, &ue)
 }
 
 // Fail builds the error a driver returns. The public message names the

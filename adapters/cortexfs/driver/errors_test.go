@@ -14,25 +14,13 @@ import (
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
-// isTransportWithNet is IsTransport as it was written against package net.
-// The package no longer imports net (so cbth links without it); this test
-// may, and holds the new classification to the old one.
-func isTransportWithNet(err error) bool {
-	var ne net.Error
-	var ue *url.Error
-	var oe *net.OpError
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.As(err, &oe) || errors.As(err, &ne) || errors.As(err, &ue)
-}
-
 // timeoutOnly has Timeout but not Temporary, so it is not a net.Error.
 type timeoutOnly struct{}
 
 func (timeoutOnly) Error() string { return "slow" }
 func (timeoutOnly) Timeout() bool { return true }
 
-func TestIsTransportMatchesNetClassification(t *testing.T) {
+func TestIsTransportClassification(t *testing.T) {
 	dialErr := func() error {
 		_, err := net.Dial("unix", "/nonexistent/cbth-test.sock")
 		return err
@@ -64,8 +52,8 @@ func TestIsTransportMatchesNetClassification(t *testing.T) {
 		"closed network conn": {net.ErrClosed, true},
 	}
 	for name, tc := range cases {
-		if got, old := IsTransport(tc.err), isTransportWithNet(tc.err); got != old || got != tc.want {
-			t.Errorf("%s (%v): IsTransport %v, net-based %v, want %v", name, tc.err, got, old, tc.want)
+		if got := IsTransport(tc.err); got != tc.want {
+			t.Errorf("%s (%v): IsTransport %v, want %v", name, tc.err, got, tc.want)
 		}
 	}
 }

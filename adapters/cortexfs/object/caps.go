@@ -1,6 +1,7 @@
 package object
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -31,10 +32,10 @@ func ValidateCaps(caps []string) error {
 			return errs.New(errs.EINVAL, "capability %q listed twice", c)
 		}
 		seen[c] = true
-		if contains(providerPrivate, c) {
+		if slices.Contains(providerPrivate, c) {
 			return errs.New(errs.EINVAL, "capability %q is provider-private and not part of the ABI", c)
 		}
-		if !contains(stableCaps, c) {
+		if !slices.Contains(stableCaps, c) {
 			return errs.New(errs.EINVAL, "unknown capability %q", c)
 		}
 	}
@@ -61,13 +62,4 @@ func RenderCaps(caps []string) string {
 		return ""
 	}
 	return strings.Join(caps, "\n") + "\n"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

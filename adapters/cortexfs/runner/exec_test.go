@@ -169,6 +169,11 @@ func TestExecThroughKernel(t *testing.T) {
 		{name: "text_mode", args: []string{"model/debug/echo", "--text", "hello", "world"}},
 		{name: "text_mode_error", args: []string{"model/openai/denied", "--text", "hello"}, env: key},
 		{name: "help", args: []string{"model/debug/echo", "--help"}},
+		// The runner's arguments: flags anywhere, `--` before input that
+		// starts with '-', and an unknown flag is a bad argument.
+		{name: "text_mode_after_input", args: []string{"model/debug/echo", "hello", "--text"}},
+		{name: "dash_input_after_double_dash", args: []string{"model/debug/echo", "--", "-5", "--text"}},
+		{name: "exit2_unknown_flag", args: []string{"model/debug/echo", "-5"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/internal/proctest"
 )
 
 func copyFile(t *testing.T, src, dst string) {
@@ -154,7 +155,7 @@ func TestInterruptStopsHelper(t *testing.T) {
 	if !strings.Contains(lines[1], `"type":"delta"`) {
 		t.Fatalf("got %q", lines)
 	}
-	if !helperRunning(helper) {
+	if !helperRunning(t, helper) {
 		t.Fatal("helper is not running mid-call")
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -169,25 +170,17 @@ func TestInterruptStopsHelper(t *testing.T) {
 	if code != 1 || !strings.HasSuffix(string(rest), `"status":"cancelled"}`+"\n") {
 		t.Fatalf("exit %d, rest %q", code, rest)
 	}
-	if helperRunning(helper) {
+	if helperRunning(t, helper) {
 		t.Fatal("helper still running after the runner exited")
 	}
 }
 
 // helperRunning reports whether a process of this test's helper binary is
 // alive (zombies excluded).
-func helperRunning(path string) bool {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.HasPrefix(b, []byte(path+"\x00")) {
-			continue
-		}
-		st, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if i := bytes.LastIndexByte(st, ')'); i > 0 && len(st) > i+2 && st[i+2] == 'Z' {
-			continue
-		}
-		return true
+func helperRunning(t *testing.T, path string) bool {
+	n, err := proctest.Count(func(args string) bool { return args == path || strings.HasPrefix(args, path+" ") })
+	if err != nil {
+		t.Fatal(err)
 	}
-	return false
+	return n > 0
 }

@@ -12,10 +12,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
@@ -102,67 +103,41 @@ func Load(path string) (Object, error) {
 // MaxObjectFile bounds a metadata or control file.
 const MaxObjectFile = 1 << 20
 
-// readSmall reads a small regular file with plain system calls. os.ReadFile
-// would register each file with the runtime poller (and start it), which
-// is measurable on the one-shot path that reads eight such files.
+// readSmall reads a metadata or control file, refusing one over
+// MaxObjectFile.
 func readSmall(path string) ([]byte, error) {
-	fd, err := openRetry(path)
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		return nil, err
 	}
-	defer syscall.Close(fd)
-	buf := make([]byte, 0, 512)
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > MaxObjectFile {
-				return nil, errs.New(errs.EMSGSIZE, "%s is larger than %d bytes", path, MaxObjectFile)
-			}
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
-		case n == 0:
-			return buf, nil
-		}
-		buf = buf[:len(buf)+n]
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxObjectFile+1))
+	if err != nil {
+		return nil, err
 	}
+	if len(b) > MaxObjectFile {
+		return nil, errs.New(errs.EMSGSIZE, "%s is larger than %d bytes", path, MaxObjectFile)
+	}
+	return b, nil
 }
 
-func openRetry(path string) (int, error) {
-	for {
-		fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != syscall.EINTR {
-			return fd, err
-		}
-	}
-}
-
+// options is the runner's command line after the object path: runner
+// flags, then the input words. `--` ends the flags, so an input word that
+// starts with '-' goes after it.
 type options struct {
-	text bool
-	help bool
-	args []string
+	Object string   `arg:"" help:"The object (the kernel passes it from the #! line)."`
+	Text   bool     `help:"Print the answer as text and errors on stderr, for people."`
+	Help   bool     `short:"h" help:"Print the object's usage."`
+	Args   []string `arg:"" optional:"" name:"input" help:"Input words, joined by spaces into one message."`
 }
 
-func parseArgs(args []string) options {
+func parseArgs(args []string) (options, error) {
 	var o options
-	for i := 0; i < len(args); i++ {
-		switch a := args[i]; {
-		case a == "--":
-			o.args = append(o.args, args[i+1:]...)
-			return o
-		case a == "--text":
-			o.text = true
-		case a == "--help" || a == "-h":
-			o.help = true
-		default:
-			o.args = append(o.args, a)
-		}
+	p, err := kong.New(&o, kong.Name(ProgramName), kong.NoDefaultHelp())
+	if err == nil {
+		_, err = p.Parse(args)
 	}
-	return o
+	return o, err
 }
 
 // Main runs one invocation and returns the exit status. args[0] is the
@@ -171,16 +146,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int
 	if env.Context == nil {
 		env.Context = context.Background()
 	}
-	if len(args) == 0 {
-		fmt.Fprintf(stderr, "usage: %s OBJECT [--text] [INPUT...]\n(objects run this program through their #! line)\n", ProgramName)
+	opt, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s: %v\nusage: %s OBJECT [--text] [--] [INPUT...]\n(objects run this program through their #! line)\n",
+			ProgramName, errs.EINVAL, err, ProgramName)
 		return errs.ExitUsage
 	}
-	obj, err := Load(args[0])
+	obj, err := Load(opt.Object)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	opt := parseArgs(args[1:])
-	if opt.help {
+	if opt.Help {
 		fmt.Fprint(stdout, usage(obj))
 		return errs.ExitOK
 	}
@@ -199,7 +175,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int
 func usage(o Object) string {
 	switch o.Kind {
 	case object.KindModel:
-		return fmt.Sprintf("usage: %s [--text] TEXT...\n       echo TEXT | %[1]s\n       echo '{\"messages\":[{\"role\":\"user\",\"content\":\"...\"}]}' | %[1]s\nmodel %s: one stateless call, JSONL events on stdout.\n", o.Path, o.Meta.ID)
+		return fmt.Sprintf("usage: %s [--text] [--] TEXT...\n       echo TEXT | %[1]s\n       echo '{\"messages\":[{\"role\":\"user\",\"content\":\"...\"}]}' | %[1]s\nmodel %s: one stateless call, JSONL events on stdout.\n", o.Path, o.Meta.ID)
 	case object.KindTool:
 		return fmt.Sprintf("usage: %s '{JSON arguments}'\n       echo '{JSON arguments}' | %[1]s\n", o.Path)
 	default:
@@ -232,8 +208,8 @@ func readStdin(r io.Reader) ([]byte, error) {
 
 // modelInput builds the messages of a model call from argv or stdin.
 func modelInput(opt options, stdin io.Reader, env Env) ([]driver.Message, error) {
-	if len(opt.args) > 0 {
-		return []driver.Message{{Role: driver.RoleUser, Content: strings.Join(opt.args, " ")}}, nil
+	if len(opt.Args) > 0 {
+		return []driver.Message{{Role: driver.RoleUser, Content: strings.Join(opt.Args, " ")}}, nil
 	}
 	b, err := readStdin(stdin)
 	if err != nil {
@@ -267,7 +243,7 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 	if err != nil {
 		return fail(stderr, err)
 	}
-	if len(opt.args) == 0 && env.StdinIsTTY {
+	if len(opt.Args) == 0 && env.StdinIsTTY {
 		// A REPL is allowed but not required on a TTY; a short usage
 		// keeps a stray invocation from waiting on the keyboard.
 		fmt.Fprint(stderr, usage(obj))
@@ -291,13 +267,13 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 	if _, local := drv.(driver.InProcess); local {
 		// An in-process answer is complete at once: write it in one go.
 		bw := bufio.NewWriterSize(stdout, 4096)
-		code := Run(ctx, drv, req, out(bw, stderr, opt.text), env.newRunID())
+		code := Run(ctx, drv, req, out(bw, stderr, opt.Text), env.newRunID())
 		if err := bw.Flush(); err != nil && code == errs.ExitOK {
 			return errs.ExitGeneric
 		}
 		return code
 	}
-	return Run(ctx, drv, req, out(stdout, stderr, opt.text), env.newRunID())
+	return Run(ctx, drv, req, out(stdout, stderr, opt.Text), env.newRunID())
 }
 
 func (e Env) newRunID() string {
@@ -328,7 +304,7 @@ func Run(ctx context.Context, drv driver.Driver, req driver.Request, w io.Writer
 }
 
 func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
-	if len(opt.args) == 0 {
+	if len(opt.Args) == 0 {
 		if env.StdinIsTTY {
 			return fail(stderr, errs.New(errs.ENOTCONF, "agent %s: interactive sessions need its socket, which this build does not serve yet", obj.Path))
 		}
@@ -353,8 +329,8 @@ func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 func runTool(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
 	var raw []byte
 	switch {
-	case len(opt.args) > 0:
-		raw = []byte(strings.Join(opt.args, " "))
+	case len(opt.Args) > 0:
+		raw = []byte(strings.Join(opt.Args, " "))
 	case env.StdinIsTTY:
 		fmt.Fprint(stderr, usage(obj))
 		return errs.ExitUsage

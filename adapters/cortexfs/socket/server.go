@@ -5,8 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
+	"net"
 	"strings"
 	"sync"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
-	"github.com/cbth-dev/cbth/internal/unixsock"
+	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
 // Server serves one model object's socket.
@@ -53,7 +52,7 @@ type run struct {
 }
 
 type conn struct {
-	nc *unixsock.Conn
+	nc *net.UnixConn
 	mu sync.Mutex
 }
 
@@ -78,52 +77,23 @@ func (c *conn) writeErr(err error) error {
 	return c.write(stream.Event{Type: stream.TypeError, Code: errs.CodeOf(err), Message: stream.PublicMessage(err)})
 }
 
-// Listen creates a unix socket at path with mode 0600. The socket is made
-// under a temporary name (0600 from the moment it exists), then renamed
-// into place, so a stale socket file is replaced in one step and the path
-// is never reachable with wider permissions. A live socket is EBUSY.
-func Listen(path string) (*Listener, error) {
-	if c, err := unixsock.Dial(path); err == nil {
+// Listen creates a unix socket at path with mode 0600 (see
+// sockfile.Listen). A stale socket file is replaced; a live one is EBUSY.
+func Listen(path string) (*sockfile.Listener, error) {
+	if c, err := net.Dial("unix", path); err == nil {
 		c.Close()
 		return nil, errs.New(errs.EBUSY, "%s is already served", path)
 	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	_ = os.Remove(tmp)
-	ln, err := unixsock.Listen(tmp)
+	ln, err := sockfile.Listen(path)
 	if err != nil {
 		return nil, errs.Wrap(errs.EINTERNAL, err, "listen")
 	}
-	// The file moves away from tmp; Close removes it under its final name.
-	ln.SetUnlinkOnClose(false)
-	if err := os.Rename(tmp, path); err != nil {
-		ln.Close()
-		os.Remove(tmp)
-		return nil, errs.Wrap(errs.EINTERNAL, err, "install socket")
-	}
-	return &Listener{ln: ln, path: path}, nil
-}
-
-// Listener is a model socket being listened on.
-type Listener struct {
-	ln   *unixsock.Listener
-	path string
-	once sync.Once
-}
-
-// Accept waits for the next client.
-func (l *Listener) Accept() (*unixsock.Conn, error) { return l.ln.Accept() }
-
-// Close stops listening and removes the socket file. Only the first call
-// removes it: by a later one the path may belong to a new server.
-func (l *Listener) Close() error {
-	err := l.ln.Close()
-	l.once.Do(func() { os.Remove(l.path) })
-	return err
+	return ln, nil
 }
 
 // Serve accepts connections until ctx ends or ln fails. Runs already
 // started finish before Serve returns.
-func (s *Server) Serve(ctx context.Context, ln *Listener) error {
+func (s *Server) Serve(ctx context.Context, ln *sockfile.Listener) error {
 	s.mu.Lock()
 	if s.sessions == nil {
 		s.sessions = map[string]*sess{}
@@ -134,7 +104,7 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	var conns sync.WaitGroup
 	defer func() { conns.Wait(); s.wg.Wait() }()
 	for {
-		nc, err := ln.Accept()
+		nc, err := ln.AcceptUnix()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -149,13 +119,13 @@ func (s *Server) Serve(ctx context.Context, ln *Listener) error {
 	}
 }
 
-func (s *Server) handle(ctx context.Context, nc *unixsock.Conn) {
+func (s *Server) handle(ctx context.Context, nc *net.UnixConn) {
 	c := &conn{nc: nc}
 	defer func() {
 		s.unsubscribe(c)
 		nc.Close()
 	}()
-	if uid, err := nc.PeerUID(); err != nil || uid != s.UID {
+	if uid, err := sockfile.PeerUID(nc); err != nil || uid != s.UID {
 		c.writeErr(errs.New(errs.EACCES, "permission denied"))
 		return
 	}

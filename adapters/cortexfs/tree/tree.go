@@ -47,9 +47,7 @@ const (
 )
 
 // userAlias splits home/<uid>/<kind>/<name> (uid all digits, kind model,
-// agent or tool, name one non-empty component) into kind and name. It is
-// hand-written rather than a package-level regexp so that every start of
-// the binary does not pay for compiling one.
+// agent or tool, name one non-empty component) into kind and name.
 func userAlias(p string) (kind, nm string, ok bool) {
 	parts := strings.Split(p, "/")
 	if len(parts) != 4 || parts[0] != "home" || parts[1] == "" || parts[3] == "" {

@@ -11,6 +11,9 @@
 //	           away (or HangLimit passes)
 //
 // Every request must carry the expected API key, or it gets a 401.
+//
+// The Codex kind (codex.go) is scripted differently: by markers in the
+// prompt, for the Codex CLI's own model calls.
 package fakeprovider
 
 import (
@@ -43,13 +46,15 @@ type Server struct {
 	Key  string
 	srv  *httptest.Server
 
-	mu     sync.Mutex
-	bodies []string
+	mu       sync.Mutex
+	bodies   []string
+	requests []Request     // the Codex kind's log
+	hang     chan struct{} // closed by Release
 }
 
 // Start listens on 127.0.0.1 and serves kind.
 func Start(kind, key string) *Server {
-	s := &Server{Kind: kind, Key: key}
+	s := &Server{Kind: kind, Key: key, hang: make(chan struct{})}
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -68,6 +73,9 @@ func (s *Server) BaseURL() string {
 	switch s.Kind {
 	case OpenAIChat, OpenAIResponses:
 		return s.srv.URL + "/v1/"
+	case Codex:
+		// Codex appends /responses itself.
+		return s.srv.URL + "/v1"
 	default:
 		return s.srv.URL + "/"
 	}
@@ -92,13 +100,22 @@ func ClosedURL() string {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	// Codex sends its whole history on every call: allow a long thread.
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 	s.mu.Lock()
 	s.bodies = append(s.bodies, string(body))
 	s.mu.Unlock()
 
 	var got, model string
 	switch s.Kind {
+	case Codex:
+		// Codex sends a key only when its provider names an env_key.
+		if got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "); got != s.Key {
+			s.failMsg(w, 401, "incorrect API key provided: "+got)
+			return
+		}
+		s.handleCodex(w, r, body)
+		return
 	case OpenAIChat, OpenAIResponses:
 		got = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 		var b struct{ Model string }

@@ -1,0 +1,332 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// ops is the daemon's side of the operation table.
+func (d *Daemon) ops() api.Table {
+	t := api.Table{}
+	api.Handle(t, api.Ping, func(context.Context, api.Empty) (api.PingReply, error) {
+		return api.PingReply{PID: os.Getpid(), Version: d.opt.Version}, nil
+	})
+	api.Handle(t, api.DaemonStatus, func(context.Context, api.Empty) (api.Status, error) { return d.status(), nil })
+	api.Handle(t, api.DaemonStop, func(context.Context, api.Empty) (api.Outcome, error) {
+		d.opt.Log.Info("stop requested")
+		d.stop()
+		return api.Outcome{Outcome: "stopping"}, nil
+	})
+
+	api.Handle(t, api.JobSubmit, d.submit)
+	api.Handle(t, api.JobComplete, d.complete)
+	api.Handle(t, api.JobFail, func(ctx context.Context, a api.JobArgs) (api.TransitionReply, error) {
+		return d.transition(ctx, a.JobID, command.FailJob{JobID: a.JobID, Reason: a.Reason})
+	})
+	api.Handle(t, api.JobCancel, func(ctx context.Context, a api.JobArgs) (api.TransitionReply, error) {
+		defer d.poke(ctx)
+		return d.transition(ctx, a.JobID, command.CancelJob{Config: d.deliveryConfig(), JobID: a.JobID, Reason: a.Reason})
+	})
+	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error { v, err = query.Job(s, a.JobID); return err })
+		return v, err
+	})
+	api.Handle(t, api.JobList, func(_ context.Context, a api.JobListArgs) (p query.JobPage, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.SourceThreadID, Status: a.Status, After: a.After, Limit: a.Limit})
+			return err
+		})
+		return p, err
+	})
+
+	api.Handle(t, api.BatchCloseHead, d.closeHead)
+	api.Handle(t, api.BatchInspectHead, func(ctx context.Context, a api.ThreadArgs) (query.BatchInspection, error) {
+		if a.SourceThreadID == "" {
+			return query.BatchInspection{}, errs.New(errs.EINVAL, "source thread id is empty")
+		}
+		var head string
+		_ = d.eng.Read(func(s engine.Snapshot) error { head = query.HeadBatchID(s, a.SourceThreadID); return nil })
+		if head == "" {
+			return query.BatchInspection{}, errs.New(errs.ENOENT, "thread %s has no open batch", a.SourceThreadID)
+		}
+		return d.inspect(ctx, head)
+	})
+	api.Handle(t, api.BatchInspect, func(ctx context.Context, a api.BatchArgs) (query.BatchInspection, error) {
+		return d.inspect(ctx, a.BatchID)
+	})
+	api.Handle(t, api.BatchList, func(_ context.Context, a api.BatchListArgs) (p query.BatchPage, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			p, err = query.Batches(s, query.BatchFilter{ThreadID: a.SourceThreadID, State: a.State, After: a.After, Limit: a.Limit})
+			return err
+		})
+		return p, err
+	})
+	api.Handle(t, api.Wait, d.wait)
+
+	api.Handle(t, api.ArtifactPin, func(ctx context.Context, a api.PinArgs) (api.PinReply, error) {
+		cmd := command.PinArtifact{Config: d.deliveryConfig(), ArtifactID: a.ArtifactID, Until: a.Until}
+		if a.For != "" {
+			var err error
+			if cmd.For, err = time.ParseDuration(a.For); err != nil {
+				return api.PinReply{}, errs.New(errs.EINVAL, "bad duration %q", a.For)
+			}
+		}
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "pin:" + a.ArtifactID}, cmd)
+		if err != nil {
+			return api.PinReply{}, err
+		}
+		return api.PinReply{Outcome: res.Outcome, ArtifactID: a.ArtifactID}, nil
+	})
+
+	api.Handle(t, api.EventsVerify, func(ctx context.Context, _ api.Empty) (engine.Report, error) { return d.eng.Verify(ctx) })
+	api.Handle(t, api.EventsRead, d.readEvents)
+
+	api.Handle(t, api.DebugTargetSet, func(ctx context.Context, a api.DebugSetArgs) (api.DebugSetReply, error) {
+		if err := d.debug.SetBehaviour(a.SourceThreadID, a.Behaviour); err != nil {
+			return api.DebugSetReply{}, err
+		}
+		d.poke(ctx)
+		return api.DebugSetReply{Outcome: "set", SourceThreadID: a.SourceThreadID, Behaviour: a.Behaviour}, nil
+	})
+	api.Handle(t, api.DebugTurn, d.debugTurn)
+	api.Handle(t, api.DebugClock, d.advance)
+
+	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
+	api.Handle(t, api.CtxTreeSave, d.saveTree)
+	return t
+}
+
+// handle serves one request through the table. Passive operations (ping,
+// status) only look: they neither count as activity nor as work in flight.
+func (d *Daemon) handle(ctx context.Context, req *ipc.Request) (any, error) {
+	h, ok := d.table[req.Op]
+	if !ok {
+		return nil, errs.New(errs.EINVAL, "unknown operation %q", req.Op)
+	}
+	if !h.Passive {
+		d.inflight.Add(1)
+		defer d.inflight.Add(-1)
+		defer d.touch()
+	}
+	return h.Serve(ctx, req.Args)
+}
+
+func (d *Daemon) meta(correlation string) engine.Meta {
+	return engine.Meta{Actor: events.ActorCLI, CorrelationID: correlation}
+}
+
+func (d *Daemon) submit(ctx context.Context, a api.SubmitArgs) (api.SubmitReply, error) {
+	pol, err := command.NormalizePolicy(a.Policy, a.Metadata)
+	if err != nil {
+		return api.SubmitReply{}, err
+	}
+	cmd := command.SubmitJob{Target: a.TargetKind, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
+		Metadata: a.Metadata, DedupeKey: a.DedupeKey, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration}
+	m := d.meta("")
+	if a.DedupeKey != "" {
+		// The dedupe key doubles as the idempotency key: a retried submit
+		// returns the original job without deciding again.
+		m.CommandID = "job.submit/" + a.DedupeKey
+	}
+	res, err := d.eng.Execute(ctx, m, cmd)
+	if err != nil {
+		return api.SubmitReply{}, err
+	}
+	id, _ := res.Value.(string)
+	if res.Replayed && len(res.Events) > 0 {
+		id = res.Events[0].Stream.ID
+	}
+	j, err := d.job(id)
+	if err != nil {
+		return api.SubmitReply{}, err
+	}
+	return api.SubmitReply{JobID: id, Status: j.Status, AcceptedAt: j.CreatedAt, Deduplicated: res.Replayed || res.Outcome == "deduplicated"}, nil
+}
+
+func (d *Daemon) job(id string) (v query.JobView, err error) {
+	err = d.eng.Read(func(s engine.Snapshot) error { v, err = query.Job(s, id); return err })
+	return v, err
+}
+
+func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.TransitionReply, error) {
+	// Check cheaply first, so a large file is not copied for a job that
+	// cannot complete; the command checks again atomically.
+	j, err := d.job(a.JobID)
+	if err != nil {
+		return api.TransitionReply{}, err
+	}
+	if a.ResultFile != "" && !filepath.IsAbs(a.ResultFile) {
+		return api.TransitionReply{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
+	}
+	cmd := command.CompleteJob{Config: d.deliveryConfig(), JobID: a.JobID, Summary: a.ResultSummary}
+	if j.Status != "running" {
+		// Only a repeat of the completion that committed can succeed
+		// now, and it stores nothing: hash the file, do not copy it.
+		if a.ResultFile != "" {
+			if cmd.ResultSHA256, err = d.artifacts.Hash(a.ResultFile); err != nil {
+				return api.TransitionReply{}, err
+			}
+		}
+		return d.transition(ctx, a.JobID, cmd)
+	}
+	defer d.poke(ctx)
+	if a.ResultFile == "" {
+		return d.transition(ctx, a.JobID, cmd)
+	}
+	ing, err := d.artifacts.Ingest(a.ResultFile, a.JobID, d.opt.Clock.Now())
+	if err != nil {
+		return api.TransitionReply{}, err
+	}
+	cmd.Artifact = &ing
+	rep, err := d.transition(ctx, a.JobID, cmd)
+	if err != nil || rep.Outcome == "already_completed" {
+		// Nothing recorded it: take the copy back out.
+		_ = d.artifacts.Remove(ing.ArtifactID)
+	}
+	return rep, err
+}
+
+func (d *Daemon) transition(ctx context.Context, id string, cmd engine.Decider) (api.TransitionReply, error) {
+	res, err := d.eng.Execute(ctx, d.meta(""), cmd)
+	if err != nil {
+		return api.TransitionReply{}, err
+	}
+	j, err := d.job(id)
+	if err != nil {
+		return api.TransitionReply{}, err
+	}
+	return api.TransitionReply{JobID: id, Status: j.Status, Outcome: res.Outcome, Job: j, Artifact: j.Artifact}, nil
+}
+
+func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseHeadReply, error) {
+	defer d.poke(ctx)
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "close-head:" + a.SourceThreadID},
+		command.CloseHead{Config: d.deliveryConfig(), ThreadID: a.SourceThreadID, Reason: a.Reason, BatchID: a.BatchID})
+	if err != nil {
+		return api.CloseHeadReply{}, err
+	}
+	out := api.CloseHeadReply{Outcome: res.Outcome}
+	if id, ok := res.Value.(string); ok && id != "" {
+		out.BatchID = id
+		if in, err := d.inspect(ctx, id); err == nil {
+			out.Batch = &in.Batch
+		}
+	}
+	return out, nil
+}
+
+// inspect returns a batch's inspection with, while it is open, its
+// delivery gate: the core's eligibility, then its target's own gate.
+func (d *Daemon) inspect(ctx context.Context, id string) (in query.BatchInspection, err error) {
+	err = d.eng.Read(func(s engine.Snapshot) error { in, err = query.Inspect(s, id); return err })
+	if err != nil || in.Batch.State == "closed" {
+		return in, err
+	}
+	in.Gate = d.gate(ctx, d.opt.Clock.Now(), in.Batch.SourceThreadID)
+	return in, nil
+}
+
+// wait blocks until every named job is done: failed, cancelled, or ready
+// with its batch closed. It wakes on each commit rather than polling.
+func (d *Daemon) wait(ctx context.Context, a api.WaitArgs) (query.WaitResult, error) {
+	if len(a.JobIDs) == 0 && a.SourceThreadID == "" {
+		return query.WaitResult{}, errs.New(errs.EINVAL, "name jobs or a thread to wait for")
+	}
+	sub := d.eng.Subscribe()
+	defer sub.Close()
+	var deadline <-chan time.Time
+	if a.TimeoutMS > 0 {
+		t := time.NewTimer(time.Duration(a.TimeoutMS) * time.Millisecond)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for {
+		var res query.WaitResult
+		err := d.eng.Read(func(s engine.Snapshot) error {
+			var err error
+			res, err = query.Wait(s, a.JobIDs, a.SourceThreadID)
+			return err
+		})
+		if err != nil || res.Done {
+			return res, err
+		}
+		select {
+		case <-sub.C():
+		case <-deadline:
+			return res, errs.New(errs.ETIMEDOUT, "timed out waiting for %d jobs", len(res.Jobs))
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+}
+
+// maxEventsPage bounds one events.read page (about 2 KiB an event at most
+// keeps it inside a frame).
+const maxEventsPage = 256
+
+// ipcBudget keeps a page of events well inside one frame.
+const ipcBudget = 768 << 10
+
+func (d *Daemon) readEvents(ctx context.Context, a api.ReadArgs) (api.EventsPage, error) {
+	if a.WaitMS > 0 && d.eng.Head() < max(a.From, 1) {
+		sub := d.eng.Subscribe()
+		t := time.NewTimer(time.Duration(a.WaitMS) * time.Millisecond)
+		select {
+		case <-sub.C():
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		sub.Close()
+	}
+	if a.Limit <= 0 || a.Limit > maxEventsPage {
+		a.Limit = maxEventsPage
+	}
+	if a.From == 0 {
+		a.From = 1
+	}
+	page := api.EventsPage{Events: []events.Envelope{}, Head: d.eng.Head()}
+	size := 0
+	err := d.eng.ReadFrom(a.From, func(env events.Envelope) error {
+		if a.Stream != "" && env.Stream.String() != a.Stream {
+			return nil
+		}
+		if len(page.Events) == a.Limit || size > ipcBudget {
+			page.Next = env.Seq
+			return engine.ErrStop
+		}
+		size += len(env.Payload) + 512
+		page.Events = append(page.Events, env)
+		return nil
+	})
+	return page, err
+}
+
+// advance moves a manual clock, then sweeps and schedules with the new
+// time: the only way time passes in a deterministic run.
+func (d *Daemon) advance(ctx context.Context, a api.AdvanceArgs) (api.AdvanceReply, error) {
+	mc, ok := d.opt.Clock.(*engine.ManualClock)
+	if !ok {
+		return api.AdvanceReply{}, errs.New(errs.EINVAL, "the daemon runs on the system clock; start it with CBTH_TEST_CLOCK to move time by hand")
+	}
+	by, err := time.ParseDuration(a.By)
+	if err != nil || by < 0 {
+		return api.AdvanceReply{}, errs.New(errs.EINVAL, "bad duration %q", a.By)
+	}
+	mc.Advance(by)
+	if err := d.sweep(ctx, "clock"); err != nil {
+		return api.AdvanceReply{}, err
+	}
+	d.schedule(ctx)
+	return api.AdvanceReply{Now: mc.Now()}, nil
+}

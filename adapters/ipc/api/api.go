@@ -1,0 +1,323 @@
+// Package api is the daemon's operation table: every socket operation's
+// name with its request and reply types, declared once and shared by the
+// client (cmd/cbth) and the server (adapters/daemon). The transport is
+// package ipc; the socket is internal and the stable surface is the CLI,
+// whose JSON shapes are these replies (spec/cli.md).
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Op is one operation: its name and, through its type parameters, its
+// request and reply.
+type Op[Req, Rep any] struct {
+	Name string
+	// Passive operations only look at the daemon: they do not count as
+	// activity for the idle rule.
+	Passive bool
+}
+
+// Call runs the operation on c.
+func (o Op[Req, Rep]) Call(c *ipc.Client, req Req) (Rep, error) {
+	var rep Rep
+	err := c.Call(o.Name, req, &rep)
+	return rep, err
+}
+
+// Handler serves one operation from its encoded request.
+type Handler struct {
+	Passive bool
+	serve   func(ctx context.Context, args json.RawMessage) (any, error)
+}
+
+// Serve decodes the request and runs the operation.
+func (h Handler) Serve(ctx context.Context, args json.RawMessage) (any, error) {
+	return h.serve(ctx, args)
+}
+
+// Table maps operation names to their handlers.
+type Table map[string]Handler
+
+// Handle registers fn as o's handler in t.
+func Handle[Req, Rep any](t Table, o Op[Req, Rep], fn func(context.Context, Req) (Rep, error)) {
+	t[o.Name] = Handler{Passive: o.Passive, serve: func(ctx context.Context, args json.RawMessage) (any, error) {
+		var req Req
+		if len(args) > 0 {
+			if err := json.Unmarshal(args, &req); err != nil {
+				return nil, errs.Wrap(errs.EINVAL, err, "%s arguments", o.Name)
+			}
+		}
+		return fn(ctx, req)
+	}}
+}
+
+// The operations.
+var (
+	Ping         = Op[Empty, PingReply]{Name: "ping", Passive: true}
+	DaemonStatus = Op[Empty, Status]{Name: "daemon.status", Passive: true}
+	DaemonStop   = Op[Empty, Outcome]{Name: "daemon.stop"}
+
+	JobSubmit   = Op[SubmitArgs, SubmitReply]{Name: "job.submit"}
+	JobComplete = Op[CompleteArgs, TransitionReply]{Name: "job.complete"}
+	JobFail     = Op[JobArgs, TransitionReply]{Name: "job.fail"}
+	JobCancel   = Op[JobArgs, TransitionReply]{Name: "job.cancel"}
+	JobQuery    = Op[JobArgs, query.JobView]{Name: "job.query"}
+	JobList     = Op[JobListArgs, query.JobPage]{Name: "job.list"}
+
+	BatchCloseHead   = Op[CloseHeadArgs, CloseHeadReply]{Name: "batch.close_head"}
+	BatchInspectHead = Op[ThreadArgs, query.BatchInspection]{Name: "batch.inspect_head"}
+	BatchInspect     = Op[BatchArgs, query.BatchInspection]{Name: "batch.inspect"}
+	BatchList        = Op[BatchListArgs, query.BatchPage]{Name: "batch.list"}
+	Wait             = Op[WaitArgs, query.WaitResult]{Name: "wait"}
+
+	ArtifactPin = Op[PinArgs, PinReply]{Name: "artifact.pin"}
+
+	EventsVerify = Op[Empty, engine.Report]{Name: "events.verify"}
+	EventsRead   = Op[ReadArgs, EventsPage]{Name: "events.read"}
+
+	DebugTargetSet = Op[DebugSetArgs, DebugSetReply]{Name: "debug.target.set"}
+	DebugTurn      = Op[DebugTurnArgs, DebugTurnReply]{Name: "debug.turn"}
+	DebugClock     = Op[AdvanceArgs, AdvanceReply]{Name: "debug.clock.advance"}
+
+	CtxTreeLoad = Op[TreeArgs, TreeDoc]{Name: "ctx.tree.load"}
+	CtxTreeSave = Op[TreeArgs, TreeSaveReply]{Name: "ctx.tree.save"}
+)
+
+// All names every operation, for the test that the daemon serves each.
+var All = []string{
+	Ping.Name, DaemonStatus.Name, DaemonStop.Name,
+	JobSubmit.Name, JobComplete.Name, JobFail.Name, JobCancel.Name, JobQuery.Name, JobList.Name,
+	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, Wait.Name,
+	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name,
+	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
+	CtxTreeLoad.Name, CtxTreeSave.Name,
+}
+
+// Empty is the request of operations that take none.
+type Empty struct{}
+
+// Outcome is the reply of operations that only report what they did.
+type Outcome struct {
+	Outcome string `json:"outcome"`
+}
+
+// PingReply is ping's reply.
+type PingReply struct {
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+}
+
+// Status is daemon.status's reply.
+type Status struct {
+	PID             int                 `json:"pid"`
+	Version         string              `json:"version"`
+	Home            string              `json:"home"`
+	StartedAt       time.Time           `json:"started_at"`
+	UptimeSeconds   float64             `json:"uptime_seconds"`
+	LogHeadSeq      uint64              `json:"log_head_seq"`
+	Checkpoint      uint64              `json:"projection_checkpoint"`
+	ProjectionLag   uint64              `json:"projection_lag"`
+	ActiveJobs      int                 `json:"active_jobs"`
+	AttachedClients int                 `json:"attached_clients"`
+	ParkedBatches   int                 `json:"parked_batches"`
+	Deliveries      int                 `json:"deliveries_in_flight"`
+	IdleTimeout     string              `json:"idle_timeout"`
+	IdleDeadline    time.Time           `json:"idle_deadline"`
+	BusyReasons     []string            `json:"busy_reasons"`
+	NextDue         *time.Time          `json:"next_due"`
+	LastSweep       command.SweepResult `json:"last_sweep"`
+}
+
+// SubmitArgs are job.submit's request.
+type SubmitArgs struct {
+	TargetKind     string              `json:"target_kind"`
+	SourceThreadID string              `json:"source_thread_id"`
+	TaskKind       string              `json:"task_kind"`
+	TaskSummary    string              `json:"task_summary"`
+	Metadata       json.RawMessage     `json:"metadata,omitempty"`
+	DedupeKey      string              `json:"dedupe_key,omitempty"`
+	Policy         command.PolicyFlags `json:"delivery_policy"`
+}
+
+// SubmitReply is job.submit's reply.
+type SubmitReply struct {
+	JobID        string    `json:"job_id"`
+	Status       string    `json:"status"`
+	AcceptedAt   time.Time `json:"accepted_at"`
+	Deduplicated bool      `json:"deduplicated"`
+}
+
+// CompleteArgs are job.complete's request. ResultFile is absolute.
+type CompleteArgs struct {
+	JobID         string `json:"job_id"`
+	ResultSummary string `json:"result_summary"`
+	ResultFile    string `json:"result_file,omitempty"`
+}
+
+// JobArgs name one job, with a reason for fail and cancel.
+type JobArgs struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// TransitionReply is the reply of complete, fail and cancel: what the
+// command did and the job after it.
+type TransitionReply struct {
+	JobID    string              `json:"job_id"`
+	Status   string              `json:"status"`
+	Outcome  string              `json:"outcome"`
+	Job      query.JobView       `json:"job"`
+	Artifact *query.ArtifactView `json:"artifact"`
+}
+
+// JobListArgs select a page of job.list.
+type JobListArgs struct {
+	SourceThreadID string `json:"source_thread_id,omitempty"`
+	Status         string `json:"status,omitempty"`
+	After          string `json:"after,omitempty"`
+	Limit          int    `json:"limit,omitempty"`
+}
+
+// CloseHeadArgs are batch.close_head's request.
+type CloseHeadArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+	Reason         string `json:"reason"`
+	BatchID        string `json:"batch_id,omitempty"`
+}
+
+// CloseHeadReply is batch.close_head's reply.
+type CloseHeadReply struct {
+	Outcome string           `json:"outcome"`
+	BatchID string           `json:"batch_id"`
+	Batch   *query.BatchView `json:"batch"`
+}
+
+// ThreadArgs name a thread.
+type ThreadArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+}
+
+// BatchArgs name a batch.
+type BatchArgs struct {
+	BatchID string `json:"batch_id"`
+}
+
+// BatchListArgs select a page of batch.list.
+type BatchListArgs struct {
+	SourceThreadID string `json:"source_thread_id,omitempty"`
+	State          string `json:"state,omitempty"`
+	After          string `json:"after,omitempty"`
+	Limit          int    `json:"limit,omitempty"`
+}
+
+// WaitArgs name the jobs (or every job of a thread) to wait for, bounded
+// by TimeoutMS (0 waits until done).
+type WaitArgs struct {
+	JobIDs         []string `json:"job_ids,omitempty"`
+	SourceThreadID string   `json:"source_thread_id,omitempty"`
+	TimeoutMS      int64    `json:"timeout_ms,omitempty"`
+}
+
+// PinArgs pin an artifact until a time, or for a span of the daemon's
+// clock.
+type PinArgs struct {
+	ArtifactID string    `json:"artifact_id"`
+	Until      time.Time `json:"until,omitzero"`
+	For        string    `json:"for,omitempty"`
+}
+
+// PinReply is artifact.pin's reply.
+type PinReply struct {
+	Outcome    string `json:"outcome"`
+	ArtifactID string `json:"artifact_id"`
+}
+
+// ReadArgs page through the log: events with seq >= From, optionally of
+// one stream ("kind/id").
+type ReadArgs struct {
+	From   uint64 `json:"from,omitempty"`
+	Stream string `json:"stream,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+	// WaitMS, when set and nothing at or after From exists yet, waits up
+	// to this long for a commit (tail -f).
+	WaitMS int64 `json:"wait_ms,omitempty"`
+}
+
+// EventsPage is one page of events.read; Next is the seq to continue from.
+type EventsPage struct {
+	Events []events.Envelope `json:"events"`
+	Next   uint64            `json:"next,omitempty"`
+	Head   uint64            `json:"head"`
+}
+
+// DebugSetArgs set the debug target's behaviour for a thread.
+type DebugSetArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+	Behaviour      string `json:"behaviour"`
+}
+
+// DebugSetReply is debug.target.set's reply.
+type DebugSetReply struct {
+	Outcome        string `json:"outcome"`
+	SourceThreadID string `json:"source_thread_id"`
+	Behaviour      string `json:"behaviour"`
+}
+
+// DebugTurnArgs report a turn event on the debug target's accepted turn
+// of a thread. SessionEpoch, when set, reports it from that epoch instead
+// of the current one (to show that a stale stream is ignored).
+type DebugTurnArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+	Event          string `json:"event"`
+	SessionEpoch   uint64 `json:"session_epoch,omitempty"`
+}
+
+// DebugTurnReply is debug.turn's reply: what the core made of the event.
+type DebugTurnReply struct {
+	Outcome          string `json:"outcome"`
+	SourceThreadID   string `json:"source_thread_id"`
+	AttemptID        string `json:"attempt_id"`
+	TurnID           string `json:"delivery_turn_id"`
+	Event            string `json:"event"`
+	ManagedSessionID string `json:"managed_session_id"`
+	SessionEpoch     uint64 `json:"session_epoch"`
+}
+
+// AdvanceArgs move a manual clock.
+type AdvanceArgs struct {
+	By string `json:"by"`
+}
+
+// AdvanceReply is debug.clock.advance's reply.
+type AdvanceReply struct {
+	Now time.Time `json:"now"`
+}
+
+// TreeArgs name a CortexFS tree and, for saves, its wanted content.
+type TreeArgs struct {
+	Root string   `json:"root"`
+	Set  tree.Set `json:"set"`
+}
+
+// TreeDoc is ctx.tree.load's reply.
+type TreeDoc struct {
+	Exists bool     `json:"exists"`
+	Set    tree.Set `json:"set"`
+}
+
+// TreeSaveReply is ctx.tree.save's reply.
+type TreeSaveReply struct {
+	Outcome string `json:"outcome"`
+	Events  int    `json:"events"`
+}

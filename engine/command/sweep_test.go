@@ -1,0 +1,45 @@
+package command_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/engine/projections"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// dueView is a view with the given deadlines due and no states behind
+// them: it shows which deadline kinds the sweep has a case for.
+type dueView struct{ due []projections.Due }
+
+func (v dueView) State(events.Kind, string) (aggregate.State, error) { return nil, nil }
+func (v dueView) Lookup(string, string) []projections.Ref            { return nil }
+func (v dueView) Scan(string, string) []projections.Ref              { return nil }
+func (v dueView) DueBy(time.Time) []projections.Due                  { return v.due }
+func (v dueView) NewID() string                                      { panic("no ids") }
+func (v dueView) NextSeq() uint64                                    { return 1 }
+
+// The sweep has a case for every deadline kind a state can emit, and
+// refuses one it does not know rather than skip it silently.
+func TestSweepHasACaseForEveryDeadlineKind(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	var due []projections.Due
+	for _, k := range index.DueKinds {
+		due = append(due, projections.Due{At: now, Kind: events.KindBatch, ID: "x", Name: k})
+	}
+	dec, err := command.Sweep{Config: cfg}.Decide(dueView{due}, now)
+	if err != nil {
+		t.Fatalf("sweep over every kind: %v", err)
+	}
+	if len(dec.Emits) != 0 || dec.Value.(command.SweepResult).Due != len(index.DueKinds) {
+		t.Fatalf("sweep over absent states: %+v", dec)
+	}
+	_, err = command.Sweep{Config: cfg}.Decide(dueView{[]projections.Due{{At: now, Kind: events.KindBatch, ID: "x", Name: "batch.unheard_of"}}}, now)
+	if errs.CodeOf(err) != errs.EINTERNAL {
+		t.Fatalf("an unknown deadline kind: %v, want EINTERNAL", err)
+	}
+}

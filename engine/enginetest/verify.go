@@ -1,0 +1,66 @@
+package enginetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+)
+
+// Open opens an engine for a test and, when the test ends, closes it and
+// verifies its log file (every record's hash, the chain, every transition
+// through the state machines, the projections against a rebuild, bbolt's
+// own check): as bbolt's tests check every database they touch, every
+// test that writes a log proves it sound. The test may close the engine
+// itself. Benchmarks are not verified; their logs are large and their
+// correctness is the tests' business.
+func Open(tb testing.TB, path string, opt engine.Options) *engine.Engine {
+	tb.Helper()
+	e, err := engine.Open(path, opt)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		e.Close()
+		if _, bench := tb.(*testing.B); !bench {
+			VerifyFile(tb, path)
+		}
+	})
+	return e
+}
+
+// Verify fails tb unless e's log verifies.
+func Verify(tb testing.TB, e *engine.Engine) {
+	tb.Helper()
+	rep, err := e.Verify(context.Background())
+	if err != nil {
+		tb.Errorf("verify: %v", err)
+		return
+	}
+	for i, p := range rep.Problems {
+		if i == 10 {
+			tb.Errorf("... %d problems in all", len(rep.Problems))
+			break
+		}
+		tb.Errorf("log does not verify: seq %d: %s: %s", p.Seq, p.Code, p.Message)
+	}
+}
+
+// VerifyFile fails tb unless the log at path, which no engine holds,
+// verifies.
+func VerifyFile(tb testing.TB, path string) {
+	tb.Helper()
+	rep, err := engine.VerifyFile(context.Background(), path, 5*time.Second)
+	if err != nil {
+		tb.Errorf("verify %s: %v", path, err)
+		return
+	}
+	for i, p := range rep.Problems {
+		if i == 10 {
+			tb.Errorf("... %d problems in all", len(rep.Problems))
+			break
+		}
+		tb.Errorf("%s does not verify: seq %d: %s: %s", path, p.Seq, p.Code, p.Message)
+	}
+}

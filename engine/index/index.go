@@ -1,0 +1,137 @@
+// Package index names the secondary indexes and deadline kinds that the
+// aggregate states derive, and is the one place their keys are encoded
+// and parsed. States build keys with it; readers (commands, queries) find
+// and take keys apart with it, never by byte offset.
+//
+// A key that holds a time or a sequence number holds it as 8 big-endian
+// bytes, so keys sort in time or log order.
+package index
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Secondary indexes.
+const (
+	Dedupe          = "job.dedupe"     // dedupe key -> job
+	JobThread       = "job.thread"     // source thread -> its jobs
+	ThreadOpen      = "thread.open"    // thread \0 opened seq -> open batch (the thread's FIFO)
+	ThreadLive      = "thread.attempt" // thread -> its non-terminal attempt
+	ThreadSends     = "thread.sends"   // thread \0 accepted at -> attempt
+	Head            = "batch.head"     // target \0 first ready at, thread -> open head batch
+	Parked          = "batch.parked"   // "" -> open batches waiting for manual resolution
+	BatchAttempts   = "batch.attempts" // batch -> its attempts
+	Tracking        = "attempt.tracking"
+	BindingByThread = "binding.thread" // source thread -> binding
+	SessionByThread = "session.thread" // bound thread -> non-retired session
+	CtxSession      = "ctxsession.dir" // object \0 scope \0 uid \0 name -> ctx session
+)
+
+// Deadline kinds: the work the overdue sweep does when one falls due.
+// Every kind a state can emit is listed here and handled by the sweep.
+const (
+	DueRedeliveryWindow = "batch.redelivery_window" // close the batch (window exhausted or manual expired)
+	DueMaxAttempts      = "batch.cooldown"          // close the batch once the last counted attempt cooled down
+	DueParkHook         = "batch.park_hook"         // run the operator's park hook
+	DueRecoveryGC       = "batch.recovery_gc"       // Desktop boundary recovery envelope retention
+	DueObservation      = "attempt.observation"     // the accepted turn was not seen completing: park
+	DueArmPending       = "attempt.arm_pending"     // Desktop arm barrier deadline
+	DueAttemptPause     = "attempt.pause"           // Desktop caller heartbeat pause deadline
+	DueBindingPause     = "binding.pause"           // Desktop binding pause deadline
+	DueArtifactGC       = "artifact.gc"             // collect the artifact's files
+	DueJobTimeout       = "job.timeout"             // a job never reported: fail it
+)
+
+// DueKinds lists every deadline kind, for tests that check the sweep
+// handles each one.
+var DueKinds = []string{
+	DueRedeliveryWindow, DueMaxAttempts, DueParkHook, DueRecoveryGC, DueObservation,
+	DueArmPending, DueAttemptPause, DueBindingPause, DueArtifactGC, DueJobTimeout,
+}
+
+// Time renders t as 8 bytes that sort in time order.
+func Time(t time.Time) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano()))
+	return string(b[:])
+}
+
+// ParseTime reads a time rendered by Time.
+func ParseTime(k string) (time.Time, bool) {
+	if len(k) != 8 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64([]byte(k)))).UTC(), true
+}
+
+func seq(n uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return string(b[:])
+}
+
+// ThreadPrefix is the prefix of every key of one thread in ThreadOpen and
+// ThreadSends. A thread id never contains NUL, so no other thread's keys
+// share it.
+func ThreadPrefix(thread string) string { return thread + "\x00" }
+
+// ThreadOpenKey is an open batch's key in ThreadOpen: its thread, then
+// the seq it opened at, so a thread's batches sort in FIFO order.
+func ThreadOpenKey(thread string, openedSeq uint64) string {
+	return ThreadPrefix(thread) + seq(openedSeq)
+}
+
+// ThreadOpenSeq parses a ThreadOpen key of thread; ok is false for a key
+// of any other thread.
+func ThreadOpenSeq(key, thread string) (uint64, bool) {
+	rest, ok := strings.CutPrefix(key, ThreadPrefix(thread))
+	if !ok || len(rest) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64([]byte(rest)), true
+}
+
+// SendKey is an accepted attempt's key in ThreadSends.
+func SendKey(thread string, acceptedAt time.Time) string {
+	return ThreadPrefix(thread) + Time(acceptedAt)
+}
+
+// SendTime parses a ThreadSends key of thread.
+func SendTime(key, thread string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(key, ThreadPrefix(thread))
+	if !ok {
+		return time.Time{}, false
+	}
+	return ParseTime(rest)
+}
+
+// HeadPrefix is the prefix of every head batch key of one target.
+func HeadPrefix(target string) string { return target + "\x00" }
+
+// HeadKey is a head batch's key in Head. Within a target the keys sort in
+// the canonical fair-ready order: first ready time, then thread id.
+func HeadKey(target string, firstReadyAt time.Time, thread string) string {
+	return HeadPrefix(target) + Time(firstReadyAt) + thread
+}
+
+// ParseHead parses a Head key of target.
+func ParseHead(key, target string) (firstReadyAt time.Time, thread string, ok bool) {
+	rest, ok := strings.CutPrefix(key, HeadPrefix(target))
+	if !ok || len(rest) < 8 {
+		return time.Time{}, "", false
+	}
+	at, _ := ParseTime(rest[:8])
+	return at, rest[8:], true
+}
+
+// TrackingKey is a tracking attempt's key in Tracking: its observation
+// deadline, so the latest sorts last.
+func TrackingKey(deadline time.Time) string { return Time(deadline) }
+
+// CtxSessionKey is a ctx session directory's key in CtxSession.
+func CtxSessionKey(object, scope string, uid int, name string) string {
+	return object + "\x00" + scope + "\x00" + strconv.Itoa(uid) + "\x00" + name
+}

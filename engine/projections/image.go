@@ -1,0 +1,268 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/events"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Image is the full content of the projection buckets: bucket name -> key
+// -> value. Two images are equal exactly when the buckets hold the same
+// bytes.
+type Image map[string]map[string][]byte
+
+// ImageOf derives the projection image from replayed states, the command
+// ranges seen in the log and the last applied seq.
+func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpoint uint64) (Image, error) {
+	img := Image{}
+	for _, b := range Buckets() {
+		img[string(b)] = map[string][]byte{}
+	}
+	// Encoding the states is most of the work: spread it over the cores.
+	vals := make([][]byte, len(states))
+	errc := make(chan error, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	per := (len(states) + cap(errc) - 1) / cap(errc)
+	for w := 0; w < cap(errc); w++ {
+		lo, hi := w*per, min((w+1)*per, len(states))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				v, err := aggregate.Encode(states[i])
+				if err != nil {
+					errc <- fmt.Errorf("encode %s/%s: %w", aggregate.KindOf(states[i]), states[i].Head().ID, err)
+					return
+				}
+				vals[i] = v
+			}
+		}()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	total := map[string]uint64{}
+	for i, s := range states {
+		k := aggregate.KindOf(s)
+		id := s.Head().ID
+		for _, c := range counts(s) {
+			total[c]++
+		}
+		img[string(stateBucket(k))][id] = vals[i]
+		for _, key := range indexKeys(k, id, s) {
+			img[string(bucketIndex)][string(key)] = nil
+		}
+		for _, key := range deadlineKeys(k, id, s) {
+			img[string(bucketDeadlines)][string(key)] = nil
+		}
+	}
+	for id, r := range commands {
+		v := make([]byte, 0, 16)
+		v = appendU64(appendU64(v, r.First), r.Last)
+		img[string(bucketCommands)][id] = v
+	}
+	for name, n := range total {
+		img[string(bucketMeta)][string(countKey(name))] = appendU64(nil, n)
+	}
+	if checkpoint > 0 {
+		img[string(bucketMeta)][string(keyCheckpoint)] = appendU64(nil, checkpoint)
+	}
+	img[string(bucketMeta)][string(keyVersion)] = appendU64(nil, Version)
+	return img, nil
+}
+
+func appendU64(b []byte, v uint64) []byte {
+	return append(b, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// ReadImage copies the projection buckets out of tx.
+func ReadImage(tx *bolt.Tx) (Image, error) {
+	img := Image{}
+	for _, name := range Buckets() {
+		m := map[string][]byte{}
+		img[string(name)] = m
+		b := tx.Bucket(name)
+		if b == nil {
+			continue
+		}
+		if bytes.Equal(name, bucketMeta) && b.Sequence() != 0 {
+			m[string(keyCheckpoint)] = appendU64(nil, b.Sequence())
+		}
+		if err := b.ForEach(func(k, v []byte) error {
+			if len(v) == 0 {
+				v = nil
+			}
+			m[string(k)] = bytes.Clone(v)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return img, nil
+}
+
+// WriteImage drops the projection buckets and writes img into them in key
+// order.
+func WriteImage(tx *bolt.Tx, img Image) error {
+	if err := Drop(tx); err != nil {
+		return err
+	}
+	for _, name := range Buckets() {
+		m := img[string(name)]
+		b := tx.Bucket(name)
+		b.FillPercent = 1.0 // keys arrive sorted
+		if bytes.Equal(name, bucketMeta) {
+			if v := m[string(keyCheckpoint)]; len(v) == 8 {
+				if err := b.SetSequence(binary.BigEndian.Uint64(v)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if bytes.Equal(name, bucketMeta) && k == string(keyCheckpoint) {
+				continue // held as the bucket's sequence
+			}
+			if err := b.Put([]byte(k), m[k]); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// WriteImageChunked is WriteImage in transactions of at most chunk keys,
+// so the pages one transaction holds until it commits stay bounded. The
+// first transaction drops the buckets and leaves them without a version,
+// the last writes p.meta (counters, version, checkpoint): until it
+// commits the projections are of no current version, so an interrupted
+// write is rebuilt again. The image is consumed: what is written leaves
+// it, so its memory goes as the write proceeds.
+func WriteImageChunked(db *bolt.DB, img Image, chunk int) error {
+	err := db.Update(func(tx *bolt.Tx) error {
+		if err := Drop(tx); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Delete(keyVersion)
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range Buckets() {
+		if bytes.Equal(name, bucketMeta) {
+			continue
+		}
+		m := img[string(name)]
+		keys := slices.Sorted(maps.Keys(m))
+		for len(keys) > 0 {
+			n := min(chunk, len(keys))
+			err := db.Update(func(tx *bolt.Tx) error {
+				b := tx.Bucket(name)
+				b.FillPercent = 1.0 // keys arrive sorted
+				for _, k := range keys[:n] {
+					if err := b.Put([]byte(k), m[k]); err != nil {
+						return fmt.Errorf("write %s: %w", name, err)
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, k := range keys[:n] {
+				delete(m, k)
+			}
+			keys = keys[n:]
+		}
+	}
+	return db.Update(func(tx *bolt.Tx) error {
+		m := img[string(bucketMeta)]
+		b := tx.Bucket(bucketMeta)
+		if v := m[string(keyCheckpoint)]; len(v) == 8 {
+			if err := b.SetSequence(binary.BigEndian.Uint64(v)); err != nil {
+				return err
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if k == string(keyCheckpoint) {
+				continue // held as the bucket's sequence
+			}
+			if err := b.Put([]byte(k), m[k]); err != nil {
+				return fmt.Errorf("write %s: %w", bucketMeta, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Diff describes how two images differ, one line per differing key (at
+// most limit lines). An empty result means the images are byte-identical.
+func Diff(a, b Image, limit int) []string {
+	var out []string
+	names := map[string]bool{}
+	for n := range a {
+		names[n] = true
+	}
+	for n := range b {
+		names[n] = true
+	}
+	var sorted []string
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		am, bm := a[n], b[n]
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		var ks []string
+		for k := range keys {
+			ks = append(ks, k)
+		}
+		sort.Strings(ks)
+		for _, k := range ks {
+			av, aok := am[k]
+			bv, bok := bm[k]
+			switch {
+			case aok && !bok:
+				out = append(out, fmt.Sprintf("%s %q: only in first", n, k))
+			case !aok && bok:
+				out = append(out, fmt.Sprintf("%s %q: only in second", n, k))
+			case !bytes.Equal(av, bv):
+				out = append(out, fmt.Sprintf("%s %q: %s != %s", n, k, av, bv))
+			}
+			if len(out) >= limit {
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// KindOfBucket reports which aggregate kind a state bucket holds.
+func KindOfBucket(name string) (events.Kind, bool) {
+	const p = "p.state."
+	if len(name) > len(p) && name[:len(p)] == p {
+		return events.Kind(name[len(p):]), true
+	}
+	return "", false
+}

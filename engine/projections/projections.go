@@ -1,0 +1,421 @@
+// Package projections keeps the derived views of the event log in bbolt
+// buckets: the current state of every aggregate, secondary indexes, the
+// deadline index and the command (idempotency) index, plus a checkpoint.
+// The engine updates them in the same transaction as each append; Rebuild
+// drops them and derives them again from the log alone.
+package projections
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names. Every bucket listed in Buckets is derived and may be
+// dropped and rebuilt at any time.
+var (
+	bucketIndex     = []byte("p.index")
+	bucketDeadlines = []byte("p.deadlines")
+	bucketCommands  = []byte("p.commands")
+	bucketMeta      = []byte("p.meta")
+	// keyCheckpoint names the checkpoint in an Image. It is stored as the
+	// sequence of the empty p.meta bucket: that lives in the root page,
+	// which every commit rewrites anyway, so it costs no extra page.
+	keyCheckpoint = []byte("checkpoint")
+	// keyVersion holds Version in p.meta.
+	keyVersion = []byte("version")
+)
+
+// Version numbers what the states derive (index entries, deadline kinds,
+// counters). It changes whenever a state's derivation does, so a daemon
+// finding projections of another version rebuilds them from the log: a
+// log is never rewritten, its projections always may be. Projections
+// without a version key are version 1.
+//
+//	2: jobs indexed by thread; attempts tracking a turn indexed; the
+//	   deadline index holds only work the sweep does (scheduler wake-ups
+//	   left it); running jobs have a job.timeout deadline.
+const Version = 2
+
+// countKey names a counter in p.meta. The bucket stays small enough to be
+// stored inline in the root page, which every commit rewrites anyway.
+func countKey(name string) []byte { return []byte("count\x00" + name) }
+
+func stateBucket(k events.Kind) []byte { return []byte("p.state." + string(k)) }
+
+// Buckets lists every projection bucket name.
+func Buckets() [][]byte {
+	out := [][]byte{bucketIndex, bucketDeadlines, bucketCommands, bucketMeta}
+	for _, k := range events.Kinds {
+		out = append(out, stateBucket(k))
+	}
+	return out
+}
+
+// Tx is a view of the projections inside one bbolt transaction.
+type Tx struct {
+	tx *bolt.Tx
+}
+
+// Wrap returns the projection view of tx.
+func Wrap(tx *bolt.Tx) *Tx { return &Tx{tx: tx} }
+
+// Create makes sure every bucket exists. tx must be writable. Projections
+// it creates from nothing are of the current Version.
+func Create(tx *bolt.Tx) error {
+	fresh := tx.Bucket(bucketMeta) == nil
+	for _, b := range Buckets() {
+		if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+			return fmt.Errorf("create bucket %s: %w", b, err)
+		}
+	}
+	if fresh {
+		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, Version))
+	}
+	return nil
+}
+
+// Version returns the version of the stored projections.
+func (t *Tx) Version() uint64 {
+	v := t.tx.Bucket(bucketMeta).Get(keyVersion)
+	if len(v) != 8 {
+		return 1
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// Drop deletes every projection bucket and creates them empty.
+func Drop(tx *bolt.Tx) error {
+	for _, b := range Buckets() {
+		if tx.Bucket(b) != nil {
+			if err := tx.DeleteBucket(b); err != nil {
+				return fmt.Errorf("drop bucket %s: %w", b, err)
+			}
+		}
+	}
+	return Create(tx)
+}
+
+// State returns the current state of an aggregate, or nil if it does not
+// exist.
+func (t *Tx) State(k events.Kind, id string) (aggregate.State, error) {
+	b := t.tx.Bucket(stateBucket(k))
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	return aggregate.Decode(k, v)
+}
+
+// ForEach calls fn for every aggregate of kind k in id order.
+func (t *Tx) ForEach(k events.Kind, fn func(aggregate.State) error) error {
+	b := t.tx.Bucket(stateBucket(k))
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(_, v []byte) error {
+		s, err := aggregate.Decode(k, v)
+		if err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}
+
+// ForEachAfter calls fn for every aggregate of kind k whose id sorts after
+// after, in id order, until fn returns an error.
+func (t *Tx) ForEachAfter(k events.Kind, after string, fn func(aggregate.State) error) error {
+	b := t.tx.Bucket(stateBucket(k))
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	key, v := c.First()
+	if after != "" {
+		key, v = c.Seek([]byte(after))
+		if key != nil && string(key) == after {
+			key, v = c.Next()
+		}
+	}
+	for ; key != nil; key, v = c.Next() {
+		s, err := aggregate.Decode(k, v)
+		if err != nil {
+			return err
+		}
+		if err := fn(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Put stores s, replacing old (nil when s is new), and moves its index and
+// deadline entries from old's to s's.
+func (t *Tx) Put(old, s aggregate.State) error {
+	k := aggregate.KindOf(s)
+	id := s.Head().ID
+	v, err := aggregate.Encode(s)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "encode %s/%s", k, id)
+	}
+	b := t.tx.Bucket(stateBucket(k))
+	// Ids are mostly UUIDv7s, ordered by time, so new states land in the
+	// last leaf: fuller leaves than bbolt's default half mean fewer splits
+	// and a smaller tree. The tenth left free absorbs states that grow in
+	// place.
+	b.FillPercent = 0.9
+	if err := b.Put([]byte(id), v); err != nil {
+		return err
+	}
+	return t.moveDerived(k, id, old, s)
+}
+
+func (t *Tx) moveDerived(k events.Kind, id string, old, s aggregate.State) error {
+	if err := t.diffPut(bucketIndex, indexKeys(k, id, old), indexKeys(k, id, s)); err != nil {
+		return err
+	}
+	if err := t.diffPut(bucketDeadlines, deadlineKeys(k, id, old), deadlineKeys(k, id, s)); err != nil {
+		return err
+	}
+	return t.moveCounts(counts(old), counts(s))
+}
+
+func counts(s aggregate.State) []string {
+	if c, ok := s.(aggregate.Counter); ok && s != nil {
+		return c.Counts()
+	}
+	return nil
+}
+
+// moveCounts takes one from each counter in old but not in new and adds
+// one to each in new but not in old. A counter at zero has no key, as in
+// a rebuild.
+func (t *Tx) moveCounts(old, new []string) error {
+	for _, o := range old {
+		if !slices.Contains(new, o) {
+			if err := t.addCount(o, -1); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range new {
+		if !slices.Contains(old, n) {
+			if err := t.addCount(n, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (t *Tx) addCount(name string, delta int64) error {
+	b := t.tx.Bucket(bucketMeta)
+	k := countKey(name)
+	n := int64(t.Count(name)) + delta
+	if n < 0 {
+		return errs.New(errs.ECORRUPT, "counter %s would go below zero", name)
+	}
+	if n == 0 {
+		return b.Delete(k)
+	}
+	return b.Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
+}
+
+// Count returns the named counter (see aggregate.Counter).
+func (t *Tx) Count(name string) uint64 {
+	v := t.tx.Bucket(bucketMeta).Get(countKey(name))
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// diffPut deletes keys in old but not in new and puts keys in new but not
+// in old, so an unchanged entry costs no write. The bucket is not even
+// opened when both lists are empty, as they are for most states: opening
+// one costs an allocation and a map entry in every commit.
+func (t *Tx) diffPut(name []byte, old, new [][]byte) error {
+	if len(old) == 0 && len(new) == 0 {
+		return nil
+	}
+	b := t.tx.Bucket(name)
+	for _, o := range old {
+		if !slices.ContainsFunc(new, func(n []byte) bool { return bytes.Equal(n, o) }) {
+			if err := b.Delete(o); err != nil {
+				return err
+			}
+		}
+	}
+	for _, n := range new {
+		if !slices.ContainsFunc(old, func(o []byte) bool { return bytes.Equal(o, n) }) {
+			if err := b.Put(n, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// indexKeys renders a state's index entries as index\0key\0kind\0id.
+func indexKeys(k events.Kind, id string, s aggregate.State) [][]byte {
+	ix, ok := s.(aggregate.Indexer)
+	if !ok || s == nil {
+		return nil
+	}
+	var out [][]byte
+	for _, e := range ix.Indexes() {
+		out = append(out, []byte(e.Index+"\x00"+e.Key+"\x00"+string(k)+"\x00"+id))
+	}
+	return out
+}
+
+// deadlineKeys renders a state's deadlines as due(8, big-endian unix nanos)
+// then kind\0id\0name, so a cursor walks them in due order.
+func deadlineKeys(k events.Kind, id string, s aggregate.State) [][]byte {
+	dl, ok := s.(aggregate.Deadliner)
+	if !ok || s == nil {
+		return nil
+	}
+	var out [][]byte
+	for _, d := range dl.Deadlines() {
+		if d.At.IsZero() {
+			continue
+		}
+		key := binary.BigEndian.AppendUint64(nil, uint64(d.At.UnixNano()))
+		key = append(key, string(k)+"\x00"+id+"\x00"+d.Name...)
+		out = append(out, key)
+	}
+	return out
+}
+
+// Ref names one aggregate found through an index.
+type Ref struct {
+	Key  string
+	Kind events.Kind
+	ID   string
+}
+
+// Lookup returns the aggregates whose index entries equal key exactly.
+func (t *Tx) Lookup(index, key string) []Ref {
+	return t.scan(index + "\x00" + key + "\x00")
+}
+
+// Scan returns the index entries of index whose key starts with prefix, in
+// key order.
+func (t *Tx) Scan(index, prefix string) []Ref {
+	return t.scan(index + "\x00" + prefix)
+}
+
+func (t *Tx) scan(prefix string) []Ref {
+	var out []Ref
+	c := t.tx.Bucket(bucketIndex).Cursor()
+	p := []byte(prefix)
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		parts := bytes.Split(k, []byte{0})
+		n := len(parts)
+		if n < 4 {
+			continue
+		}
+		// index \0 key... \0 kind \0 id: the key may itself contain NULs.
+		key := bytes.Join(parts[1:n-2], []byte{0})
+		out = append(out, Ref{Key: string(key), Kind: events.Kind(parts[n-2]), ID: string(parts[n-1])})
+	}
+	return out
+}
+
+// Due is one entry of the deadline index.
+type Due struct {
+	At   time.Time
+	Kind events.Kind
+	ID   string
+	Name string
+}
+
+// DueBy returns every deadline at or before now, in due order, then kind,
+// id and name order. It reads only the due entries: O(due), not O(all).
+func (t *Tx) DueBy(now time.Time) []Due {
+	var out []Due
+	c := t.tx.Bucket(bucketDeadlines).Cursor()
+	limit := uint64(now.UnixNano())
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		at := binary.BigEndian.Uint64(k[:8])
+		if at > limit {
+			break
+		}
+		if d, ok := parseDue(k); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// NextDue returns the earliest deadline, if any.
+func (t *Tx) NextDue() (Due, bool) {
+	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().First()
+	return parseDue(k)
+}
+
+// NextDueAfter returns the earliest deadline strictly after at, if any:
+// one seek, however many deadlines lie before it.
+func (t *Tx) NextDueAfter(at time.Time) (Due, bool) {
+	from := uint64(at.UnixNano()) + 1
+	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().Seek(binary.BigEndian.AppendUint64(nil, from))
+	return parseDue(k)
+}
+
+func parseDue(k []byte) (Due, bool) {
+	if len(k) < 8 {
+		return Due{}, false
+	}
+	parts := bytes.SplitN(k[8:], []byte{0}, 3)
+	if len(parts) != 3 {
+		return Due{}, false
+	}
+	return Due{At: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])}, true
+}
+
+// CommandRange is the span of log sequence numbers a command appended.
+type CommandRange struct {
+	First, Last uint64
+}
+
+// Command returns the log range an idempotency key produced, if any.
+func (t *Tx) Command(id string) (CommandRange, bool) {
+	v := t.tx.Bucket(bucketCommands).Get([]byte(id))
+	if len(v) != 16 {
+		return CommandRange{}, false
+	}
+	return CommandRange{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, true
+}
+
+// PutCommand records (or extends) the log range of an idempotency key.
+func (t *Tx) PutCommand(id string, seq uint64) error {
+	r, ok := t.Command(id)
+	if !ok {
+		r.First = seq
+	}
+	r.Last = seq
+	v := binary.BigEndian.AppendUint64(nil, r.First)
+	v = binary.BigEndian.AppendUint64(v, r.Last)
+	return t.tx.Bucket(bucketCommands).Put([]byte(id), v)
+}
+
+// Checkpoint returns the last log seq applied to the projections.
+func (t *Tx) Checkpoint() uint64 {
+	return t.tx.Bucket(bucketMeta).Sequence()
+}
+
+// SetCheckpoint records the last applied seq.
+func (t *Tx) SetCheckpoint(seq uint64) error {
+	return t.tx.Bucket(bucketMeta).SetSequence(seq)
+}

@@ -1,0 +1,371 @@
+package query
+
+import (
+	"errors"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// MaxPage bounds one page of a listing, so a page always fits in one
+// socket frame. Listings take a limit (0 means MaxPage) and an opaque
+// cursor, after, that the previous page returned as next.
+const MaxPage = 500
+
+func pageLimit(n int) int {
+	if n <= 0 || n > MaxPage {
+		return MaxPage
+	}
+	return n
+}
+
+// errStop ends a walk early; a literal, so no fmt runs at package init.
+var errStop error = &errs.Error{Code: errs.EINTERNAL, Message: "stop walking"}
+
+func state[T aggregate.State](s engine.Reader, k events.Kind, id string) (T, error) {
+	var zero T
+	st, err := s.State(k, id)
+	if err != nil || st == nil {
+		return zero, err
+	}
+	t, _ := st.(T)
+	return t, nil
+}
+
+// Job returns one job's view, with its artifact and the batch its result
+// joined.
+func Job(s engine.Reader, id string) (JobView, error) {
+	if id == "" {
+		return JobView{}, errs.New(errs.EINVAL, "job id is empty")
+	}
+	j, err := state[*aggregate.Job](s, events.KindJob, id)
+	if err != nil {
+		return JobView{}, err
+	}
+	if j == nil {
+		return JobView{}, errs.New(errs.ENOENT, "no job %s", id)
+	}
+	return jobView(s, j)
+}
+
+func jobView(s engine.Reader, j *aggregate.Job) (JobView, error) {
+	var a *aggregate.Artifact
+	var b *aggregate.Batch
+	var err error
+	if j.ArtifactID != "" {
+		if a, err = state[*aggregate.Artifact](s, events.KindArtifact, j.ArtifactID); err != nil {
+			return JobView{}, err
+		}
+	}
+	if j.BatchID != "" {
+		if b, err = state[*aggregate.Batch](s, events.KindBatch, j.BatchID); err != nil {
+			return JobView{}, err
+		}
+	}
+	return NewJobView(j, a, b), nil
+}
+
+// JobFilter selects jobs for Jobs.
+type JobFilter struct {
+	ThreadID string
+	Status   string
+	After    string
+	Limit    int
+}
+
+// JobPage is one page of jobs in id (submission) order; Next, when set,
+// is the cursor of the following page.
+type JobPage struct {
+	Jobs []JobView `json:"jobs"`
+	Next string    `json:"next,omitempty"`
+}
+
+// Jobs lists jobs in id order (ids are time-ordered UUIDv7s).
+func Jobs(s engine.Snapshot, f JobFilter) (JobPage, error) {
+	limit := pageLimit(f.Limit)
+	page := JobPage{Jobs: []JobView{}}
+	add := func(j *aggregate.Job) error {
+		if f.Status != "" && j.Status != f.Status {
+			return nil
+		}
+		if len(page.Jobs) == limit {
+			page.Next = page.Jobs[len(page.Jobs)-1].JobID
+			return errStop
+		}
+		v, err := jobView(s, j)
+		if err != nil {
+			return err
+		}
+		page.Jobs = append(page.Jobs, v)
+		return nil
+	}
+	var err error
+	if f.ThreadID != "" {
+		for _, id := range JobIDsOfThread(s, f.ThreadID) {
+			if id <= f.After {
+				continue
+			}
+			j, err2 := state[*aggregate.Job](s, events.KindJob, id)
+			if err2 != nil {
+				return page, err2
+			}
+			if j == nil {
+				continue
+			}
+			if err = add(j); err != nil {
+				break
+			}
+		}
+	} else {
+		err = s.ForEachAfter(events.KindJob, f.After, func(st aggregate.State) error { return add(st.(*aggregate.Job)) })
+	}
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	return page, err
+}
+
+// JobIDsOfThread lists a thread's jobs in id order.
+func JobIDsOfThread(s engine.Reader, thread string) []string {
+	refs := s.Lookup(index.JobThread, thread)
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.ID
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HeadBatchID returns a thread's head (oldest open) batch, or "".
+func HeadBatchID(s engine.Reader, thread string) string {
+	for _, r := range s.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
+		if _, ok := index.ThreadOpenSeq(r.Key, thread); ok {
+			return r.ID
+		}
+	}
+	return ""
+}
+
+// BatchInspection is a batch with every field, its attempts (newest
+// first), its artifacts and jobs, and, while it is open, whether it may
+// get a fresh delivery now (delivery_gate, filled in by the daemon, which
+// also asks the batch's target).
+type BatchInspection struct {
+	Batch       BatchView                `json:"batch"`
+	HeadAttempt *AttemptView             `json:"head_attempt"`
+	Attempts    []AttemptView            `json:"attempts"`
+	Artifacts   []ArtifactView           `json:"artifacts"`
+	Jobs        []JobView                `json:"jobs"`
+	Gate        string                   `json:"delivery_gate"`
+	Recovery    *events.RecoveryEnvelope `json:"boundary_recovery_envelope"`
+}
+
+// Inspect returns a batch's inspection.
+func Inspect(s engine.Reader, id string) (BatchInspection, error) {
+	if id == "" {
+		return BatchInspection{}, errs.New(errs.EINVAL, "batch id is empty")
+	}
+	b, err := state[*aggregate.Batch](s, events.KindBatch, id)
+	if err != nil {
+		return BatchInspection{}, err
+	}
+	if b == nil {
+		return BatchInspection{}, errs.New(errs.ENOENT, "no batch %s", id)
+	}
+	in := BatchInspection{Batch: NewBatchView(b), Recovery: b.BoundaryRecoveryEnvelope,
+		Attempts: []AttemptView{}, Artifacts: []ArtifactView{}, Jobs: []JobView{}}
+	var attempts []*aggregate.Attempt
+	for _, r := range s.Lookup(index.BatchAttempts, id) {
+		a, err := state[*aggregate.Attempt](s, events.KindAttempt, r.ID)
+		if err != nil {
+			return in, err
+		}
+		if a != nil {
+			attempts = append(attempts, a)
+		}
+	}
+	sort.Slice(attempts, func(i, j int) bool { return attempts[i].Generation > attempts[j].Generation })
+	for _, a := range attempts {
+		v := NewAttemptView(a)
+		in.Attempts = append(in.Attempts, v)
+		if a.ID == b.HeadAttemptID {
+			in.HeadAttempt = &v
+		}
+	}
+	for _, aid := range b.ArtifactIDs {
+		a, err := state[*aggregate.Artifact](s, events.KindArtifact, aid)
+		if err != nil {
+			return in, err
+		}
+		if a != nil {
+			in.Artifacts = append(in.Artifacts, NewArtifactView(a))
+		}
+	}
+	for _, jid := range b.JobIDs {
+		j, err := state[*aggregate.Job](s, events.KindJob, jid)
+		if err != nil {
+			return in, err
+		}
+		if j != nil {
+			in.Jobs = append(in.Jobs, NewJobView(j, nil, nil))
+		}
+	}
+	return in, nil
+}
+
+// BatchFilter selects batches for Batches. State is a batch state, or
+// "open" or "parked".
+type BatchFilter struct {
+	ThreadID string
+	State    string
+	After    string
+	Limit    int
+}
+
+// BatchPage is one page of batches in the order they opened; Next, when
+// set, is the cursor of the following page.
+type BatchPage struct {
+	Batches []BatchView `json:"batches"`
+	Next    string      `json:"next,omitempty"`
+}
+
+// Batches lists batches in the order they opened (log order).
+func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
+	var after uint64
+	if f.After != "" {
+		n, err := strconv.ParseUint(f.After, 10, 64)
+		if err != nil {
+			return BatchPage{}, errs.New(errs.EINVAL, "bad batch cursor %q", f.After)
+		}
+		after = n
+	}
+	var list []*aggregate.Batch
+	err := s.ForEach(events.KindBatch, func(st aggregate.State) error {
+		b := st.(*aggregate.Batch)
+		if b.OpenedSeq > after && (f.ThreadID == "" || b.SourceThreadID == f.ThreadID) &&
+			(f.State == "" || b.Status == f.State || (f.State == "open" && b.Open()) || (f.State == "parked" && b.Parked())) {
+			list = append(list, b)
+		}
+		return nil
+	})
+	sort.Slice(list, func(i, j int) bool { return list[i].OpenedSeq < list[j].OpenedSeq })
+	page := BatchPage{Batches: []BatchView{}}
+	limit := pageLimit(f.Limit)
+	for i, b := range list {
+		if i == limit {
+			page.Next = strconv.FormatUint(list[i-1].OpenedSeq, 10)
+			break
+		}
+		page.Batches = append(page.Batches, NewBatchView(b))
+	}
+	return page, err
+}
+
+// Parked counts the batches waiting for manual resolution.
+func Parked(s engine.Reader) int { return len(s.Lookup(index.Parked, "")) }
+
+// ActiveJobs counts running jobs.
+func ActiveJobs(s engine.Snapshot) int { return int(s.Count(aggregate.CountJobActive)) }
+
+// StoredArtifacts returns the ids of artifacts whose files are kept.
+func StoredArtifacts(s engine.Snapshot) (map[string]bool, error) {
+	live := map[string]bool{}
+	err := s.ForEach(events.KindArtifact, func(st aggregate.State) error {
+		if st.Head().Status == "stored" {
+			live[st.Head().ID] = true
+		}
+		return nil
+	})
+	return live, err
+}
+
+// CtxTree returns a CortexFS tree's registrations, or nil.
+func CtxTree(s engine.Reader, root string) (*aggregate.CtxTree, error) {
+	return state[*aggregate.CtxTree](s, events.KindCtxTree, root)
+}
+
+// CtxTreeRoots lists every registered tree.
+func CtxTreeRoots(s engine.Snapshot) ([]string, error) {
+	var roots []string
+	err := s.ForEach(events.KindCtxTree, func(st aggregate.State) error {
+		roots = append(roots, st.Head().ID)
+		return nil
+	})
+	return roots, err
+}
+
+// InFlightAttempt is an attempt whose outcome or turn is still open: its
+// barrier is written and it is either waiting for its call's answer
+// (accept_pending) or tracking its accepted turn.
+type InFlightAttempt struct {
+	TargetKind string
+	Attempt    *aggregate.Attempt
+}
+
+// InFlight lists the attempts in flight, in thread order.
+func InFlight(s engine.Reader) ([]InFlightAttempt, error) {
+	var out []InFlightAttempt
+	for _, r := range s.Scan(index.ThreadLive, "") {
+		a, err := state[*aggregate.Attempt](s, events.KindAttempt, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		if a == nil || (a.Status != "accept_pending" && !a.Tracking()) {
+			continue
+		}
+		b, err := state[*aggregate.Batch](s, events.KindBatch, a.BatchID)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			out = append(out, InFlightAttempt{TargetKind: b.TargetKind, Attempt: a})
+		}
+	}
+	return out, nil
+}
+
+// Tracked counts the attempts observing an accepted turn whose deadline
+// is after now, and returns the latest of those deadlines.
+func Tracked(s engine.Reader, now time.Time) (n int, latest time.Time) {
+	for _, r := range s.Scan(index.Tracking, "") {
+		if at, ok := index.ParseTime(r.Key); ok && at.After(now) {
+			n++
+			latest = at // keys sort by deadline
+		}
+	}
+	return n, latest
+}
+
+// ParkNotice is a parked batch whose operator notification is due.
+type ParkNotice struct {
+	BatchID  string
+	ThreadID string
+	Reason   string
+	Attempts int    // hook runs so far
+	Version  uint64 // the batch's stream version, for the append
+}
+
+// ParkHooksDue lists the parked batches whose park hook is due by now.
+func ParkHooksDue(s engine.Reader, now time.Time) ([]ParkNotice, error) {
+	var out []ParkNotice
+	for _, d := range s.DueBy(now) {
+		if d.Name != index.DueParkHook {
+			continue
+		}
+		b, err := state[*aggregate.Batch](s, events.KindBatch, d.ID)
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			out = append(out, ParkNotice{BatchID: b.ID, ThreadID: b.SourceThreadID, Reason: b.ReplayPolicyReason,
+				Attempts: b.ParkNotifyAttempts, Version: b.Version})
+		}
+	}
+	return out, nil
+}

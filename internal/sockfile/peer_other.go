@@ -1,0 +1,10 @@
+//go:build !linux && !darwin
+
+package sockfile
+
+import "errors"
+
+// peerUID has no implementation here, so every peer is refused.
+func peerUID(int) (int, error) {
+	return -1, errors.New("peer credentials are not supported on this system")
+}
