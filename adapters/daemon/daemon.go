@@ -133,7 +133,7 @@ func Run(ctx context.Context, opt Options) error {
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
-	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log, CheckPages: true})
+	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log})
 	if err != nil {
 		cancel()
 		<-served

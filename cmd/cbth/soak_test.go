@@ -337,18 +337,28 @@ func TestSoak_StorageFaults(t *testing.T) {
 	pristine, _ := os.ReadFile(base.db())
 	ack, _ := os.ReadFile(base.db() + ".ack")
 	pageSize, root := logBranchPage(t, base.db())
+	first := firstLeafPage(t, base.db())
 
+	// What the daemon does with each: refuses to start, serves until a
+	// read reaches the damage (then that read is ECORRUPT and it stops),
+	// or serves (the structure is sound; verify finds the record).
+	const (
+		refused  = "refused at start: ECORRUPT"
+		onRead   = "served until read: ECORRUPT, the daemon stops"
+		verified = "served: the record fails verify"
+	)
 	for _, f := range []struct {
-		name   string
-		fault  func(h *homeDir)
-		serves bool   // the daemon still serves
-		words  string // in the refusal, or in a verify problem
+		name    string
+		fault   func(h *homeDir)
+		outcome string
+		words   string // in the refusal, or in a verify problem
 	}{
-		{"truncate to 0 bytes", func(h *homeDir) { os.Truncate(h.db(), 0) }, false, "empty (0 bytes)"},
-		{"truncate before the log's root page", func(h *homeDir) { os.Truncate(h.db(), int64(root*pageSize)) }, false, "damaged"},
-		{"delete the log", func(h *homeDir) { os.Remove(h.db()) }, false, "is missing"},
-		{"zero a page", func(h *homeDir) { patch(t, h.db(), int64(root*pageSize), make([]byte, pageSize)) }, false, "damaged"},
-		{"flip the newest meta page", func(h *homeDir) { corruptNewestMeta(t, h.db()) }, false, "acknowledged"},
+		{"truncate to 0 bytes", func(h *homeDir) { os.Truncate(h.db(), 0) }, refused, "empty (0 bytes)"},
+		{"truncate before the log's root page", func(h *homeDir) { os.Truncate(h.db(), int64(root*pageSize)) }, refused, "damaged"},
+		{"delete the log", func(h *homeDir) { os.Remove(h.db()) }, refused, "is missing"},
+		{"zero a page (the log's root)", func(h *homeDir) { patch(t, h.db(), int64(root*pageSize), make([]byte, pageSize)) }, refused, "damaged"},
+		{"zero a page (the log's first leaf)", func(h *homeDir) { patch(t, h.db(), int64(first*pageSize), make([]byte, pageSize)) }, onRead, "damaged"},
+		{"flip the newest meta page", func(h *homeDir) { corruptNewestMeta(t, h.db()) }, refused, "acknowledged"},
 		{"flip a byte of a record", func(h *homeDir) {
 			b, _ := os.ReadFile(h.db())
 			i := bytes.Index(b, victim)
@@ -357,7 +367,7 @@ func TestSoak_StorageFaults(t *testing.T) {
 			}
 			i += len(victim) / 2
 			patch(t, h.db(), int64(i), []byte{b[i] ^ 0x01})
-		}, true, "hash"},
+		}, verified, "hash"},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			h := newHome(t)
@@ -366,22 +376,23 @@ func TestSoak_StorageFaults(t *testing.T) {
 			os.WriteFile(h.db(), pristine, 0o600)
 			os.WriteFile(h.db()+".ack", ack, 0o600)
 			f.fault(h)
-			outcome := ""
-			if f.serves {
-				h.status()
-				outcome = "serves"
-				probs, exit := h.stopAndVerify()
-				if exit != 70 || !strings.Contains(strings.Join(probs, "\n"), f.words) {
-					t.Fatalf("events verify: exit %d, problems %q; want one saying %q", exit, probs, f.words)
-				}
-			} else {
+			switch f.outcome {
+			case refused:
 				h.fails(20*time.Second, "job", "list").want(t, "ECORRUPT", 70, f.words, "home reinit")
-				outcome = "refused ECORRUPT"
-				if probs, exit := h.verifyReport(); exit != 70 || len(probs) == 0 {
-					t.Fatalf("events verify: exit %d, problems %q", exit, probs)
-				}
+			case onRead:
+				h.status()
+				h.fails(20*time.Second, "events", "export").want(t, "ECORRUPT", 70, f.words)
+				waitFor(t, "the daemon to stop serving", 10*time.Second, func() bool { return h.pid() == 0 })
+			case verified:
+				h.status()
+				h.stop()
 			}
-			t.Logf("%-38s %s; events verify: exit 70 with problems", f.name, outcome)
+			probs, exit := h.verifyReport()
+			if exit != 70 || len(probs) == 0 || (f.outcome == verified && !strings.Contains(strings.Join(probs, "\n"), f.words)) {
+				t.Fatalf("events verify: exit %d, problems %q; want one saying %q", exit, probs, f.words)
+			}
+			outcome := f.outcome
+			t.Logf("%-36s %s; events verify: exit 70 with problems", f.name, outcome)
 		})
 	}
 }
@@ -408,9 +419,47 @@ func middleRecord(t *testing.T, path string) []byte {
 	return rec
 }
 
-func (h *homeDir) stopAndVerify() ([]string, int) {
-	h.stop()
-	return h.verifyReport()
+// firstLeafPage returns the page of the log's first record, through
+// bbolt's page API: the leftmost leaf under the log bucket's root.
+func firstLeafPage(t *testing.T, path string) int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	leaf := 0
+	db.View(func(tx *bolt.Tx) error {
+		root := int(tx.Bucket([]byte("log")).Root())
+		for id := root; ; {
+			p, err := tx.Page(id)
+			if err != nil || p == nil {
+				return err
+			}
+			if p.Type == "leaf" {
+				leaf = id
+				return nil
+			}
+			id = firstChild(t, path, db.Info().PageSize, id)
+		}
+	})
+	if leaf == 0 {
+		t.Fatal("no leaf under the log's root")
+	}
+	return leaf
+}
+
+// firstChild reads the pgid of a branch page's first element (a bbolt
+// page: 16-byte header, then elements of pos u32, ksize u32, pgid u64).
+func firstChild(t *testing.T, path string, pageSize, id int) int {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 8)
+	f.ReadAt(b, int64(id*pageSize+16+8))
+	return int(binary.LittleEndian.Uint64(b))
 }
 
 func patch(t *testing.T, path string, off int64, b []byte) {
