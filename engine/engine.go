@@ -231,7 +231,7 @@ func (e *Engine) guard(fn func() error) error {
 		return err
 	}
 	e.log.Error("panic inside bbolt", "path", e.path, "panic", p, "stack", string(debug.Stack()))
-	probs := CheckStructure(e.db, func() (*bolt.Tx, error) { return e.db.Begin(false) })
+	probs := checkStructure(e.db, func() (*bolt.Tx, error) { return e.db.Begin(false) })
 	if len(probs) == 0 {
 		err = &errs.Error{Code: errs.EINTERNAL, Message: fmt.Sprintf("%s: bbolt panicked (%v), but the file passes bbolt's consistency check: a bug", e.path, p)}
 	} else {

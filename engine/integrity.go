@@ -190,13 +190,13 @@ func damaged(path string, p any) error {
 	return &errs.Error{Code: errs.ECORRUPT, Message: fmt.Sprintf("%s is damaged: reading it failed inside bbolt (%v)", path, p)}
 }
 
-// CheckStructure reads every page the file's trees reach (every bucket,
+// checkStructure reads every page the file's trees reach (every bucket,
 // key and value) inside the recover boundary and, when that succeeds,
 // runs bbolt's own consistency check in a transaction from begin. It
 // returns what it found, nothing for a sound file. bbolt's check is not
 // run on a file whose pages cannot all be read: it reads them on a
 // goroutine of its own, where a fault would end the process.
-func CheckStructure(db *bolt.DB, begin func() (*bolt.Tx, error)) []string {
+func checkStructure(db *bolt.DB, begin func() (*bolt.Tx, error)) []string {
 	var probs []string
 	var err error
 	if p := catch(func() { err = db.View(walkFile) }); p != nil {

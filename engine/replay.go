@@ -288,7 +288,7 @@ func (r *Report) add(seq uint64, code errs.Code, format string, args ...any) {
 // links, seq continuity, stream version continuity and every transition
 // through the state machines. It then checks that the stored projections
 // equal a rebuild, that the log holds the last acknowledged head (see
-// AckPath), and the file's structure (see CheckStructure). A log that
+// AckPath), and the file's structure (see checkStructure). A log that
 // makes bbolt panic is reported as problems, not as an error.
 //
 // bbolt's check runs in a write transaction that is rolled back: in a
@@ -310,7 +310,7 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	checkAck(e.path, e.db, &rep)
-	for _, p := range CheckStructure(e.db, func() (*bolt.Tx, error) { return e.db.Begin(true) }) {
+	for _, p := range checkStructure(e.db, func() (*bolt.Tx, error) { return e.db.Begin(true) }) {
 		rep.add(0, errs.ECORRUPT, "%s", p)
 	}
 	return rep, nil
@@ -365,7 +365,7 @@ func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report
 	}
 	checkAck(path, db, &rep)
 	// A read-only open: no writer exists, so a read transaction is sound.
-	for _, p := range CheckStructure(db, func() (*bolt.Tx, error) { return db.Begin(false) }) {
+	for _, p := range checkStructure(db, func() (*bolt.Tx, error) { return db.Begin(false) }) {
 		rep.add(0, errs.ECORRUPT, "%s", p)
 	}
 	return rep, nil
