@@ -215,6 +215,11 @@ type BatchEligibleAfterSet struct {
 type BatchClosed struct {
 	CloseReason string `json:"close_reason"`
 	Detail      string `json:"detail,omitempty"`
+	// Undelivered marks a close by which cbth gave the batch up without
+	// a confirmed delivery (command.UndeliveredReasons): the operator is
+	// told of it as of a park. Absent in logs written before it existed,
+	// whose closes replay as they were, with no notice.
+	Undelivered bool `json:"undelivered,omitempty"`
 }
 
 // RecoveryEnvelope is the operator-only evidence kept when a Desktop caller

@@ -463,8 +463,11 @@ func (d *Daemon) activeJobs() int {
 func (d *Daemon) status() api.Status {
 	now := d.opt.Clock.Now()
 	var checkpoint uint64
-	var parked int
-	_ = d.eng.Read(func(s engine.Snapshot) error { checkpoint, parked = s.Checkpoint(), query.Parked(s); return nil })
+	var parked, undelivered int
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		checkpoint, parked, undelivered = s.Checkpoint(), query.Parked(s), query.Undelivered(s)
+		return nil
+	})
 	head := d.eng.Head()
 	reasons := d.busy(now)
 	d.mu.Lock()
@@ -473,7 +476,8 @@ func (d *Daemon) status() api.Status {
 	st := api.Status{
 		PID: os.Getpid(), Version: d.opt.Version, Home: d.opt.Home.Root, StartedAt: d.started,
 		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
-		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, Deliveries: d.sched.inFlight(),
+		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, UndeliveredBatches: undelivered,
+		Deliveries:  d.sched.inFlight(),
 		IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(), IdleDeadline: deadline, BusyReasons: reasons, LastSweep: sweep,
 	}
 	if head > checkpoint {

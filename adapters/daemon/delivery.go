@@ -27,6 +27,7 @@ func (d *Daemon) deliveryConfig() command.DeliveryConfig {
 		MaxWaitWindow: c.Delivery.MaxWaitWindow.Duration, MinSendInterval: c.Delivery.MinSendInterval.Duration,
 		Cooldown: c.Delivery.Cooldown.Duration, RedeliveryWindow: c.Delivery.RedeliveryWindow.Duration,
 		MaxDeliveryAttempts: c.Delivery.MaxDeliveryAttempts, EligibleBackoff: c.Delivery.EligibleBackoff.Duration,
+		EligibleBackoffMax: c.Delivery.EligibleBackoffMax.Duration, EligibleBackoffJitter: c.Delivery.EligibleBackoffJitter,
 		InlinePayloadLimit: c.Delivery.InlinePayloadLimit, ObservationWindow: c.Delivery.ObservationWindow.Duration,
 		MinArtifactTTL: c.MinArtifactTTL.Duration, PostCloseTTL: c.PostCloseTTL.Duration,
 	}
@@ -391,8 +392,9 @@ func (d *Daemon) debugTurn(ctx context.Context, a api.DebugTurnArgs) (api.DebugT
 		Event: r.Event, ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch}, nil
 }
 
-// parkHooks runs the operator's hook for each parked batch whose
-// notification is due, and records every run. A failed run is retried
+// parkHooks runs the operator's hook for each parked batch, and each
+// batch closed undelivered, whose notification is due, and records every
+// run. A failed run is retried
 // with a growing back-off, five times at most. Outside manual mode it
 // runs on its own goroutine, woken after each sweep, so a slow hook (up
 // to 30 s) never holds up the loop.
@@ -449,7 +451,8 @@ func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
 			hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			cmd := exec.CommandContext(hctx, hook[0], hook[1:]...)
 			cmd.Env = append(cmd.Environ(), "CBTH_BATCH_ID="+b.BatchID, "CBTH_THREAD_ID="+b.ThreadID,
-				"CBTH_REASON="+b.Reason, "CBTH_HOME="+d.opt.Home.Root)
+				"CBTH_NOTICE="+b.Notice, "CBTH_REASON="+b.Reason, "CBTH_JOB_IDS="+strings.Join(b.JobIDs, ","),
+				"CBTH_HOME="+d.opt.Home.Root)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
@@ -468,7 +471,12 @@ func (d *Daemon) runParkHooks(ctx context.Context, now time.Time) {
 		if err != nil && errs.CodeOf(err) != errs.ECONFLICT {
 			d.opt.Log.Error("record park hook", "batch", b.BatchID, "err", err)
 		}
-		d.opt.Log.Warn("batch parked for manual resolution", "batch", b.BatchID, "thread", b.ThreadID, "reason", b.Reason, "hook_ok", ev.OK, "hook_error", ev.Error)
+		msg := "batch parked for manual resolution"
+		if b.Notice == query.NoticeUndelivered {
+			msg = "batch closed undelivered: its result was never confirmed delivered"
+		}
+		d.opt.Log.Warn(msg, "batch", b.BatchID, "thread", b.ThreadID, "reason", b.Reason, "jobs", len(b.JobIDs),
+			"hook_attempt", n, "hook_ok", ev.OK, "hook_error", ev.Error)
 	}
 }
 

@@ -51,6 +51,14 @@ func (h Home) checkValues(c Config) error {
 			return errs.New(errs.EINVAL, "%s: %s must be at least %d, not %d", h.Config(), s.key, s.min, s.v)
 		}
 	}
+	if d.EligibleBackoffMax.Duration < d.EligibleBackoff.Duration {
+		return errs.New(errs.EINVAL, "%s: [delivery] eligible_backoff_max (%s) must be at least eligible_backoff (%s)",
+			h.Config(), d.EligibleBackoffMax.Duration, d.EligibleBackoff.Duration)
+	}
+	// NaN fails both comparisons, so it is refused too.
+	if !(d.EligibleBackoffJitter >= 0 && d.EligibleBackoffJitter < 1) {
+		return errs.New(errs.EINVAL, "%s: [delivery] eligible_backoff_jitter must be at least 0 and less than 1, not %v", h.Config(), d.EligibleBackoffJitter)
+	}
 	if len(c.ParkHook) > 0 && c.ParkHook[0] == "" {
 		return errs.New(errs.EINVAL, "%s: park_hook names no command", h.Config())
 	}

@@ -65,6 +65,17 @@ max_wait_window = "250ms"
 		{name: "no delivery attempts", file: "[delivery]\nmax_delivery_attempts = -2\n", wantErr: "[delivery] max_delivery_attempts must be at least 1"},
 		{name: "no result bytes", file: "max_result_bytes = 0\n", wantErr: "max_result_bytes must be at least 1"},
 		{name: "empty park hook", file: `park_hook = [""]`, wantErr: "park_hook names no command"},
+		{name: "back-off cap below its start", file: "[delivery]\neligible_backoff = \"2m\"\neligible_backoff_max = \"1m\"\n", wantErr: "[delivery] eligible_backoff_max (1m0s) must be at least eligible_backoff (2m0s)"},
+		{name: "back-off cap below the default start", file: "[delivery]\neligible_backoff_max = \"30s\"\n", wantErr: "eligible_backoff_max"},
+		{name: "jitter of a whole wait", file: "[delivery]\neligible_backoff_jitter = 1.0\n", wantErr: "[delivery] eligible_backoff_jitter must be at least 0 and less than 1"},
+		{name: "negative jitter", file: "[delivery]\neligible_backoff_jitter = -0.1\n", wantErr: "eligible_backoff_jitter"},
+		{name: "jitter not a number", file: "[delivery]\neligible_backoff_jitter = nan\n", wantErr: "eligible_backoff_jitter"},
+		{name: "back-off settings", file: "[delivery]\neligible_backoff = \"10s\"\neligible_backoff_max = \"10s\"\neligible_backoff_jitter = 0\n",
+			check: func(t *testing.T, c home.Config) {
+				if d := c.Delivery; d.EligibleBackoff.Duration != 10*time.Second || d.EligibleBackoffMax.Duration != 10*time.Second || d.EligibleBackoffJitter != 0 {
+					t.Fatalf("back-off settings read as %+v", d)
+				}
+			}},
 		{name: "bad environment", env: "soon", wantErr: "CBTH_IDLE_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -171,11 +171,16 @@ type Delivery struct {
 	RedeliveryWindow    Duration `toml:"redelivery_window"`
 	MaxDeliveryAttempts int      `toml:"max_delivery_attempts"`
 	EligibleBackoff     Duration `toml:"eligible_backoff"`
-	InlinePayloadLimit  int64    `toml:"inline_payload_limit"`
-	ObservationWindow   Duration `toml:"observation_window"`
-	SweepInterval       Duration `toml:"sweep_interval"`
-	DeliveryTimeout     Duration `toml:"delivery_timeout"`
-	Workers             int      `toml:"workers"`
+	// EligibleBackoffMax caps the doubling back-off after repeated
+	// rejects; EligibleBackoffJitter is the share of each wait, in
+	// [0, 1), drawn off it (engine/command.Backoff).
+	EligibleBackoffMax    Duration `toml:"eligible_backoff_max"`
+	EligibleBackoffJitter float64  `toml:"eligible_backoff_jitter"`
+	InlinePayloadLimit    int64    `toml:"inline_payload_limit"`
+	ObservationWindow     Duration `toml:"observation_window"`
+	SweepInterval         Duration `toml:"sweep_interval"`
+	DeliveryTimeout       Duration `toml:"delivery_timeout"`
+	Workers               int      `toml:"workers"`
 }
 
 // Duration is a time.Duration written as "10m" in TOML.
@@ -204,19 +209,21 @@ func Defaults() Config {
 		OrphanGrace:    Duration{10 * time.Minute},
 		JobTimeout:     Duration{24 * time.Hour},
 		Delivery: Delivery{
-			MaxJobsPerBatch:     8,
-			MaxTotalBytes:       256 << 10,
-			MaxWaitWindow:       Duration{2 * time.Second},
-			MinSendInterval:     Duration{30 * time.Second},
-			Cooldown:            Duration{2 * time.Minute},
-			RedeliveryWindow:    Duration{24 * time.Hour},
-			MaxDeliveryAttempts: 5,
-			EligibleBackoff:     Duration{time.Minute},
-			InlinePayloadLimit:  16 << 10,
-			ObservationWindow:   Duration{30 * time.Minute},
-			SweepInterval:       Duration{time.Second},
-			DeliveryTimeout:     Duration{30 * time.Second},
-			Workers:             16,
+			MaxJobsPerBatch:       8,
+			MaxTotalBytes:         256 << 10,
+			MaxWaitWindow:         Duration{2 * time.Second},
+			MinSendInterval:       Duration{30 * time.Second},
+			Cooldown:              Duration{2 * time.Minute},
+			RedeliveryWindow:      Duration{24 * time.Hour},
+			MaxDeliveryAttempts:   5,
+			EligibleBackoff:       Duration{time.Minute},
+			EligibleBackoffMax:    Duration{time.Hour},
+			EligibleBackoffJitter: 0.2,
+			InlinePayloadLimit:    16 << 10,
+			ObservationWindow:     Duration{30 * time.Minute},
+			SweepInterval:         Duration{time.Second},
+			DeliveryTimeout:       Duration{30 * time.Second},
+			Workers:               16,
 		},
 	}
 }

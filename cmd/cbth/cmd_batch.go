@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 )
@@ -107,7 +108,7 @@ func reasonSuffix(r string) string {
 // BatchListCmd is `cbth batch list`.
 type BatchListCmd struct {
 	ThreadID string `help:"Only batches of this thread." name:"thread-id"`
-	State    string `help:"queued, materialized, cooldown, closed, open or parked." enum:",queued,materialized,cooldown,closed,open,parked" default:""`
+	State    string `help:"queued, materialized, cooldown, closed, open, parked or undelivered (closed with the result never confirmed delivered)." enum:",queued,materialized,cooldown,closed,open,parked,undelivered" default:""`
 }
 
 // Run lists batches.
@@ -157,10 +158,23 @@ func (c *WaitCmd) Run(env *Env) error {
 	}); err != nil {
 		return err
 	}
+	warnUndelivered(env, res.Jobs)
 	if !res.OK {
 		return reported{errs.New(errs.ESTATE, "not every job was delivered")}
 	}
 	return nil
+}
+
+// warnUndelivered tells the user, on stderr (with or without --json), of
+// every job whose batch cbth gave up on: its result was never confirmed
+// delivered and nothing will try again.
+func warnUndelivered(env *Env, jobs []query.WaitJob) {
+	for _, j := range jobs {
+		if command.Undelivered(j.CloseReason) {
+			fmt.Fprintf(env.Stderr, "warning: job %s was never delivered: cbth closed its batch %s (%s) and will not try again; the result is in `cbth job query %s`\n",
+				j.JobID, j.BatchID, j.CloseReason, j.JobID)
+		}
+	}
 }
 
 // DebugCmd groups the testing controls.

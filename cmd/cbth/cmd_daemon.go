@@ -122,7 +122,7 @@ func (c *DaemonStatusCmd) Run(env *Env) error {
 		fmt.Fprintf(w, "log head:        seq %d (projections at %d, lag %d)\n", st.LogHeadSeq, st.Checkpoint, st.ProjectionLag)
 		fmt.Fprintf(w, "active jobs:     %d\n", st.ActiveJobs)
 		fmt.Fprintf(w, "clients:         %d attached\n", st.AttachedClients)
-		fmt.Fprintf(w, "deliveries:      %d in flight, %d batches parked\n", st.Deliveries, st.ParkedBatches)
+		fmt.Fprintf(w, "deliveries:      %d in flight, %d batches parked, %d closed undelivered\n", st.Deliveries, st.ParkedBatches, st.UndeliveredBatches)
 		if len(st.BusyReasons) > 0 {
 			fmt.Fprintf(w, "kept alive by:   %s\n", strings.Join(st.BusyReasons, "; "))
 		}

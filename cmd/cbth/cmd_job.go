@@ -174,6 +174,9 @@ func printJob(w io.Writer, v query.JobView) {
 		if b.CloseReason != "" {
 			where = "closed " + b.CloseReason
 		}
+		if command.Undelivered(b.CloseReason) {
+			where += ": never delivered, and cbth will not try again"
+		}
 		fmt.Fprintf(tw, "delivery\tbatch %s: %s\n", b.BatchID, where)
 	}
 	tw.Flush()

@@ -10,7 +10,8 @@ import (
 
 // Counter names used by the states below.
 const (
-	CountJobActive = "job.active" // running jobs
+	CountJobActive        = "job.active"               // running jobs
+	CountBatchUndelivered = "batch.closed_undelivered" // batches closed undelivered, ever
 )
 
 // Job is a tracked long-running task.
@@ -119,6 +120,7 @@ type Batch struct {
 	ReplayPolicyReason          string                   `json:"replay_policy_reason,omitempty"`
 	ClosedAt                    time.Time                `json:"closed_at,omitzero"`
 	CloseReason                 string                   `json:"close_reason,omitempty"`
+	Undelivered                 bool                     `json:"undelivered,omitempty"`
 	CloseDetail                 string                   `json:"close_detail,omitempty"`
 	DeliveryMode                string                   `json:"delivery_mode,omitempty"`
 	Policy                      events.DeliveryPolicy    `json:"delivery_policy"`
@@ -182,6 +184,12 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 	case *events.BatchClosed:
 		b.ClosedAt, b.CloseReason, b.CloseDetail = e.RecordedAt, p.CloseReason, p.Detail
 		b.IsHead = false
+		if p.Undelivered {
+			// Told like a park: the park hook falls due now, whatever
+			// a park before it was told.
+			b.Undelivered = true
+			b.ParkNotified, b.ParkNotifyAttempts, b.ParkNextRetry = false, 0, e.RecordedAt
+		}
 	case *events.BatchHandoffRecorded:
 		env := p.Envelope
 		b.ContinuationBoundaryState = BoundaryCrossed
@@ -201,6 +209,14 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 // Parked reports whether the batch waits for manual resolution.
 func (b *Batch) Parked() bool { return b.Open() && b.ReplayPolicy == ReplayManual }
 
+// Counts implements Counter.
+func (b *Batch) Counts() []string {
+	if b.Undelivered && !b.Open() {
+		return []string{CountBatchUndelivered}
+	}
+	return nil
+}
+
 // Deadlines implements Deadliner. Only work the sweep does is a deadline:
 // the times at which a head may be delivered again (merge window, send
 // interval, back-off, cooldown) are the scheduler's wake-ups, not sweep
@@ -208,7 +224,7 @@ func (b *Batch) Parked() bool { return b.Open() && b.ReplayPolicy == ReplayManua
 // it leaves the index.
 func (b *Batch) Deadlines() []Deadline {
 	var out []Deadline
-	if b.ReplayPolicy == ReplayManual && !b.ParkNotified && !b.ParkNextRetry.IsZero() {
+	if (b.ReplayPolicy == ReplayManual || b.Undelivered) && !b.ParkNotified && !b.ParkNextRetry.IsZero() {
 		out = append(out, Deadline{index.DueParkHook, b.ParkNextRetry})
 	}
 	if !b.Open() {

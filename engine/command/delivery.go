@@ -23,11 +23,20 @@ type DeliveryConfig struct {
 	Cooldown            time.Duration
 	RedeliveryWindow    time.Duration
 	MaxDeliveryAttempts int
-	EligibleBackoff     time.Duration
-	InlinePayloadLimit  int64
-	ObservationWindow   time.Duration
-	MinArtifactTTL      time.Duration
-	PostCloseTTL        time.Duration
+	// EligibleBackoff, EligibleBackoffMax and EligibleBackoffJitter are
+	// the back-off after a proven reject (see Backoff).
+	EligibleBackoff       time.Duration
+	EligibleBackoffMax    time.Duration
+	EligibleBackoffJitter float64
+	InlinePayloadLimit    int64
+	ObservationWindow     time.Duration
+	MinArtifactTTL        time.Duration
+	PostCloseTTL          time.Duration
+}
+
+// Backoff returns the back-off after a proven reject.
+func (c DeliveryConfig) Backoff() Backoff {
+	return Backoff{Base: c.EligibleBackoff, Max: c.EligibleBackoffMax, Jitter: c.EligibleBackoffJitter}
 }
 
 // Canonical close reasons.
@@ -42,6 +51,17 @@ const (
 	CloseMaxAttempts         = "max_attempts_exhausted"
 	CloseHandoffRecorded     = "handoff_recorded"
 )
+
+// UndeliveredReasons are the closes by which cbth itself gives a batch up
+// with its result never confirmed delivered. Each is as loud as a park:
+// the batch.closed event says undelivered, the batch counts in daemon
+// status, the park hook runs for it and the daemon log and `cbth wait`
+// warn. An operator's close is the operator's own decision and says
+// nothing more.
+var UndeliveredReasons = []string{CloseWindowExhausted, CloseMaxAttempts, CloseManualExpired}
+
+// Undelivered reports whether reason is one of UndeliveredReasons.
+func Undelivered(reason string) bool { return slices.Contains(UndeliveredReasons, reason) }
 
 // ---- reading the thread FIFO ----
 
@@ -160,7 +180,7 @@ func cursorStream(target string) events.StreamID {
 // itself, its live attempt, the artifacts it held, the promotion of the
 // next batch of the thread when b was the head, and the cursor step.
 func (c DeliveryConfig) closeBatch(v engine.View, now time.Time, b *aggregate.Batch, reason, detail string) ([]engine.Emit, error) {
-	emits := []engine.Emit{{Stream: batchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail}}}
+	emits := []engine.Emit{{Stream: batchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}}
 	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
 		return nil, err
 	} else if a != nil && a.BatchID == b.ID {
@@ -505,9 +525,14 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 			{Stream: cursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
 		}}, nil
 	case RejectedBefore:
+		// The attempt is retried in place, so its rejects so far are the
+		// ones this channel gave this batch since it last took one.
+		n := len(a.RejectedRequestIDs) + 1
+		wait := c.Config.Backoff().Delay(a.ID, n)
 		return engine.Decision{Outcome: RejectedBefore, Emits: []engine.Emit{
 			{Stream: as, Payload: &events.AttemptRejectedBeforeAccept{Reason: c.Reason}},
-			{Stream: batchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(c.Config.EligibleBackoff), Reason: "rejected before accept: " + c.Reason}},
+			{Stream: batchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(wait),
+				Reason: fmt.Sprintf("rejected before accept (reject %d, back-off %s): %s", n, wait, c.Reason)}},
 		}}, nil
 	case AcceptanceUnknown:
 		return engine.Decision{Outcome: AcceptanceUnknown, Emits: []engine.Emit{

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/engine/projections"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	bolt "go.etcd.io/bbolt"
 )
@@ -28,7 +29,8 @@ var (
 var cfg = command.DeliveryConfig{
 	MaxJobsPerBatch: 3, MaxTotalBytes: 4096, MaxWaitWindow: 5 * time.Second, MinSendInterval: 10 * time.Second,
 	Cooldown: 30 * time.Second, RedeliveryWindow: 10 * time.Minute, MaxDeliveryAttempts: 3,
-	EligibleBackoff: 20 * time.Second, InlinePayloadLimit: 1024, ObservationWindow: 2 * time.Minute,
+	EligibleBackoff: 20 * time.Second, EligibleBackoffMax: 3 * time.Minute, EligibleBackoffJitter: 0.2,
+	InlinePayloadLimit: 1024, ObservationWindow: 2 * time.Minute,
 	MinArtifactTTL: time.Hour, PostCloseTTL: time.Hour,
 }
 
@@ -165,10 +167,16 @@ func TestDeliveryProperties(t *testing.T) {
 		checkInvariants(t, e, threads, accepted, parkedAt, seed, step)
 		side.check(t, e, seed, step)
 	}
-	if steps >= 1000 && (side.marked == 0 || side.delivered == 0) {
+	var counted int
+	e.Read(func(sn engine.Snapshot) error { counted = query.Undelivered(sn); return nil })
+	if counted != side.undelivered {
+		t.Fatalf("seed %d: %d batches closed undelivered, counted %d", seed, side.undelivered, counted)
+	}
+	if steps >= 1000 && (side.marked == 0 || side.delivered == 0 || side.undelivered == 0) {
 		t.Fatalf("seed %d: the run exercised too little: %d batches with a possible side effect, %d delivered", seed, side.marked, side.delivered)
 	}
-	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered", side.marked, side.delivered)
+	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered; %d closed undelivered",
+		side.marked, side.delivered, side.undelivered)
 	var live projections.Image
 	var err error
 	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
@@ -286,10 +294,15 @@ type sideEffects struct {
 	markedAt  map[string]uint64 // batch -> seq of the marking event
 	inFlight  map[string]string // thread -> attempt accept_pending or tracking
 	delivered int
+	// rejects counts each attempt's proven rejects; rejected is the
+	// attempt of the reject just read, whose back-off follows it.
+	rejects     map[string]int
+	rejected    string
+	undelivered int // batches closed undelivered
 }
 
 func newSideEffects() *sideEffects {
-	return &sideEffects{next: 1, batchOf: map[string]string{}, threadOf: map[string]string{}, markedAt: map[string]uint64{}, inFlight: map[string]string{}}
+	return &sideEffects{next: 1, batchOf: map[string]string{}, threadOf: map[string]string{}, markedAt: map[string]uint64{}, inFlight: map[string]string{}, rejects: map[string]int{}}
 }
 
 func (s *sideEffects) check(t *testing.T, e *engine.Engine, seed uint64, step int) {
@@ -322,7 +335,22 @@ func (s *sideEffects) check(t *testing.T, e *engine.Engine, seed uint64, step in
 			if p.ObservationDeadline.IsZero() {
 				release() // a wake-up: nothing left to observe
 			}
-		case *events.AttemptRejectedBeforeAccept, *events.AttemptClosed, *events.AttemptSuperseded:
+		case *events.AttemptRejectedBeforeAccept:
+			release()
+			s.rejects[id]++
+			s.rejected = id
+		case *events.BatchEligibleAfterSet:
+			// The back-off grows with the attempt's rejects as the log
+			// counts them, up to the cap.
+			n := s.rejects[s.rejected]
+			if want := env.RecordedAt.Add(cfg.Backoff().Delay(s.rejected, n)); !p.EligibleAfter.Equal(want) || s.rejected == "" {
+				t.Fatalf("seed %d step %d: seq %d: eligible_after %v after reject %d of attempt %q, want %v", seed, step, env.Seq, p.EligibleAfter, n, s.rejected, want)
+			}
+			if wait := p.EligibleAfter.Sub(env.RecordedAt); wait <= 0 || wait > cfg.EligibleBackoffMax {
+				t.Fatalf("seed %d step %d: seq %d: a back-off of %v, outside (0, %v]", seed, step, env.Seq, wait, cfg.EligibleBackoffMax)
+			}
+			s.rejected = ""
+		case *events.AttemptClosed, *events.AttemptSuperseded:
 			release()
 		case *events.AttemptAbandoned:
 			release()
@@ -335,6 +363,12 @@ func (s *sideEffects) check(t *testing.T, e *engine.Engine, seed uint64, step in
 		case *events.BatchClosed:
 			if p.CloseReason == command.CloseDelivered {
 				s.delivered++
+			}
+			if p.Undelivered != command.Undelivered(p.CloseReason) {
+				t.Fatalf("seed %d step %d: seq %d: batch closed %s with undelivered=%t", seed, step, env.Seq, p.CloseReason, p.Undelivered)
+			}
+			if p.Undelivered {
+				s.undelivered++
 			}
 		}
 		return nil

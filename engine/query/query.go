@@ -220,7 +220,7 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 }
 
 // BatchFilter selects batches for Batches. State is a batch state, or
-// "open" or "parked".
+// "open", "parked" or "undelivered" (closed undelivered).
 type BatchFilter struct {
 	ThreadID string
 	State    string
@@ -249,7 +249,8 @@ func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
 	err := s.ForEach(events.KindBatch, func(st aggregate.State) error {
 		b := st.(*aggregate.Batch)
 		if b.OpenedSeq > after && (f.ThreadID == "" || b.SourceThreadID == f.ThreadID) &&
-			(f.State == "" || b.Status == f.State || (f.State == "open" && b.Open()) || (f.State == "parked" && b.Parked())) {
+			(f.State == "" || b.Status == f.State || (f.State == "open" && b.Open()) || (f.State == "parked" && b.Parked()) ||
+				(f.State == "undelivered" && b.Undelivered && !b.Open())) {
 			list = append(list, b)
 		}
 		return nil
@@ -269,6 +270,10 @@ func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
 
 // Parked counts the batches waiting for manual resolution.
 func Parked(s engine.Reader) int { return len(s.Lookup(index.Parked, "")) }
+
+// Undelivered counts the batches cbth ever closed undelivered
+// (command.UndeliveredReasons).
+func Undelivered(s engine.Snapshot) int { return int(s.Count(aggregate.CountBatchUndelivered)) }
 
 // ActiveJobs counts running jobs.
 func ActiveJobs(s engine.Snapshot) int { return int(s.Count(aggregate.CountJobActive)) }
@@ -342,11 +347,20 @@ func Tracked(s engine.Reader, now time.Time) (n int, latest time.Time) {
 	return n, latest
 }
 
-// ParkNotice is a parked batch whose operator notification is due.
+// Notices the park hook is run for.
+const (
+	NoticeParked      = "parked"             // the batch waits for manual resolution
+	NoticeUndelivered = "closed_undelivered" // cbth closed it with its result never confirmed delivered
+)
+
+// ParkNotice is a batch whose operator notification is due: a parked
+// batch, or one closed undelivered (command.UndeliveredReasons).
 type ParkNotice struct {
 	BatchID  string
 	ThreadID string
-	Reason   string
+	Notice   string // NoticeParked or NoticeUndelivered
+	Reason   string // why it was parked, or its close reason
+	JobIDs   []string
 	Attempts int    // hook runs so far
 	Version  uint64 // the batch's stream version, for the append
 }
@@ -362,10 +376,15 @@ func ParkHooksDue(s engine.Reader, now time.Time) ([]ParkNotice, error) {
 		if err != nil {
 			return nil, err
 		}
-		if b != nil {
-			out = append(out, ParkNotice{BatchID: b.ID, ThreadID: b.SourceThreadID, Reason: b.ReplayPolicyReason,
-				Attempts: b.ParkNotifyAttempts, Version: b.Version})
+		if b == nil {
+			continue
 		}
+		n := ParkNotice{BatchID: b.ID, ThreadID: b.SourceThreadID, Notice: NoticeParked, Reason: b.ReplayPolicyReason,
+			JobIDs: b.JobIDs, Attempts: b.ParkNotifyAttempts, Version: b.Version}
+		if b.Undelivered {
+			n.Notice, n.Reason = NoticeUndelivered, b.CloseReason
+		}
+		out = append(out, n)
 	}
 	return out, nil
 }

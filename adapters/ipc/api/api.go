@@ -120,23 +120,26 @@ type PingReply struct {
 
 // Status is daemon.status's reply.
 type Status struct {
-	PID             int                 `json:"pid"`
-	Version         string              `json:"version"`
-	Home            string              `json:"home"`
-	StartedAt       time.Time           `json:"started_at"`
-	UptimeSeconds   float64             `json:"uptime_seconds"`
-	LogHeadSeq      uint64              `json:"log_head_seq"`
-	Checkpoint      uint64              `json:"projection_checkpoint"`
-	ProjectionLag   uint64              `json:"projection_lag"`
-	ActiveJobs      int                 `json:"active_jobs"`
-	AttachedClients int                 `json:"attached_clients"`
-	ParkedBatches   int                 `json:"parked_batches"`
-	Deliveries      int                 `json:"deliveries_in_flight"`
-	IdleTimeout     string              `json:"idle_timeout"`
-	IdleDeadline    time.Time           `json:"idle_deadline"`
-	BusyReasons     []string            `json:"busy_reasons"`
-	NextDue         *time.Time          `json:"next_due"`
-	LastSweep       command.SweepResult `json:"last_sweep"`
+	PID             int       `json:"pid"`
+	Version         string    `json:"version"`
+	Home            string    `json:"home"`
+	StartedAt       time.Time `json:"started_at"`
+	UptimeSeconds   float64   `json:"uptime_seconds"`
+	LogHeadSeq      uint64    `json:"log_head_seq"`
+	Checkpoint      uint64    `json:"projection_checkpoint"`
+	ProjectionLag   uint64    `json:"projection_lag"`
+	ActiveJobs      int       `json:"active_jobs"`
+	AttachedClients int       `json:"attached_clients"`
+	ParkedBatches   int       `json:"parked_batches"`
+	// UndeliveredBatches counts the batches cbth ever closed with their
+	// result never confirmed delivered (command.UndeliveredReasons).
+	UndeliveredBatches int                 `json:"closed_undelivered_batches"`
+	Deliveries         int                 `json:"deliveries_in_flight"`
+	IdleTimeout        string              `json:"idle_timeout"`
+	IdleDeadline       time.Time           `json:"idle_deadline"`
+	BusyReasons        []string            `json:"busy_reasons"`
+	NextDue            *time.Time          `json:"next_due"`
+	LastSweep          command.SweepResult `json:"last_sweep"`
 }
 
 // SubmitArgs are job.submit's request.
