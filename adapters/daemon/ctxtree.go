@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -14,6 +15,10 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
+
+// maxTreeBytes bounds one tree's registrations as ctx.tree.load encodes
+// them: a few thousand objects.
+const maxTreeBytes = ipc.MaxResult - 1024
 
 // loadTree returns a tree's registrations as a set.
 func (d *Daemon) loadTree(root string) (api.TreeDoc, error) {
@@ -54,6 +59,16 @@ func setOf(t *aggregate.CtxTree) (tree.Set, error) {
 func (d *Daemon) saveTree(ctx context.Context, a api.TreeArgs) (api.TreeSaveReply, error) {
 	if err := a.Set.Validate(); err != nil {
 		return api.TreeSaveReply{}, err
+	}
+	// A tree is loaded whole (ctx.tree.load, and so `cbth model list`),
+	// so it may hold no more than one reply carries; refused here, it
+	// never becomes a tree that cannot be read back.
+	b, err := ipc.Marshal(api.TreeDoc{Exists: true, Set: a.Set})
+	if err != nil {
+		return api.TreeSaveReply{}, errs.Wrap(errs.EINVAL, err, "encode the tree")
+	}
+	if len(b) > maxTreeBytes {
+		return api.TreeSaveReply{}, errs.New(errs.EMSGSIZE, "the tree's registrations would be %d bytes, over the %d a tree may hold", len(b), maxTreeBytes)
 	}
 	cmd := command.SaveTree{Root: a.Root, Runner: a.Set.Runner}
 	for _, o := range a.Set.Objects {

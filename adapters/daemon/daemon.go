@@ -233,6 +233,10 @@ func (d *Daemon) startup(ctx context.Context) error {
 	return d.removeOrphans(time.Time{})
 }
 
+// maxSweepIDs bounds each list of ids daemon status shows of the last
+// sweep.
+const maxSweepIDs = 100
+
 // sweep runs the deterministic overdue sweep with one captured now, again
 // with the same now until it has nothing left to do, then carries out the
 // side effects its events call for. Every deadline at or before now has
@@ -263,7 +267,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 		}
 	}
 	d.mu.Lock()
-	d.lastSweep, d.sweptHead = total, d.eng.Head()
+	d.lastSweep, d.sweptHead = total.Capped(maxSweepIDs), d.eng.Head()
 	d.mu.Unlock()
 	if len(total.Closed)+len(total.Parked)+len(total.Collected)+len(total.TimedOut) > 0 || why == "startup" {
 		d.opt.Log.Info("sweep", "why", why, "now", now.Format(time.RFC3339Nano), "due", total.Due,

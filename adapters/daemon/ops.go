@@ -237,10 +237,21 @@ func (d *Daemon) inspect(ctx context.Context, id string) (in query.BatchInspecti
 }
 
 // wait blocks until every named job is done: failed, cancelled, or ready
-// with its batch closed. It wakes on each commit rather than polling.
+// with its batch closed. It wakes on each commit rather than polling. A
+// request with a cursor (after) continues the listing of a wait that
+// ended and never blocks.
 func (d *Daemon) wait(ctx context.Context, a api.WaitArgs) (query.WaitResult, error) {
 	if len(a.JobIDs) == 0 && a.SourceThreadID == "" {
 		return query.WaitResult{}, errs.New(errs.EINVAL, "name jobs or a thread to wait for")
+	}
+	if a.After != "" {
+		var res query.WaitResult
+		err := d.eng.Read(func(s engine.Snapshot) error {
+			var err error
+			res, err = query.Wait(s, a.JobIDs, a.SourceThreadID, a.After, a.Limit)
+			return err
+		})
+		return res, err
 	}
 	sub := d.eng.Subscribe()
 	defer sub.Close()
@@ -254,7 +265,7 @@ func (d *Daemon) wait(ctx context.Context, a api.WaitArgs) (query.WaitResult, er
 		var res query.WaitResult
 		err := d.eng.Read(func(s engine.Snapshot) error {
 			var err error
-			res, err = query.Wait(s, a.JobIDs, a.SourceThreadID)
+			res, err = query.Wait(s, a.JobIDs, a.SourceThreadID, "", a.Limit)
 			return err
 		})
 		if err != nil || res.Done {
@@ -270,12 +281,9 @@ func (d *Daemon) wait(ctx context.Context, a api.WaitArgs) (query.WaitResult, er
 	}
 }
 
-// maxEventsPage bounds one events.read page (about 2 KiB an event at most
-// keeps it inside a frame).
+// maxEventsPage bounds one events.read page by count; query.PageBytes
+// bounds it by size.
 const maxEventsPage = 256
-
-// ipcBudget keeps a page of events well inside one frame.
-const ipcBudget = 768 << 10
 
 func (d *Daemon) readEvents(ctx context.Context, a api.ReadArgs) (api.EventsPage, error) {
 	if a.WaitMS > 0 && d.eng.Head() < max(a.From, 1) {
@@ -301,11 +309,17 @@ func (d *Daemon) readEvents(ctx context.Context, a api.ReadArgs) (api.EventsPage
 		if a.Stream != "" && env.Stream.String() != a.Stream {
 			return nil
 		}
-		if len(page.Events) == a.Limit || size > ipcBudget {
+		// Measured as the frame encodes it: an envelope's stream id,
+		// command id and payload have no fixed size.
+		b, err := ipc.Marshal(env)
+		if err != nil {
+			return errs.Wrap(errs.EINTERNAL, err, "encode event %d", env.Seq)
+		}
+		if len(page.Events) == a.Limit || (len(page.Events) > 0 && size+len(b)+1 > query.PageBytes) {
 			page.Next = env.Seq
 			return engine.ErrStop
 		}
-		size += len(env.Payload) + 512
+		size += len(b) + 1
 		page.Events = append(page.Events, env)
 		return nil
 	})

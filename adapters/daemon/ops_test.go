@@ -3,7 +3,9 @@ package daemon
 import (
 	"testing"
 
+	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/query"
 )
 
 // The daemon serves every operation the table declares, and nothing else.
@@ -21,5 +23,53 @@ func TestEveryOperationIsServed(t *testing.T) {
 		if !served[name].Passive {
 			t.Errorf("%s counts as activity; looking at the daemon must not keep it up", name)
 		}
+	}
+}
+
+// How each operation's reply is kept within one frame (ipc.MaxResult).
+// An operation added to the table must say which, so that no reply grows
+// with what the home holds.
+var replyBounds = map[string]string{
+	api.Ping.Name:         "small",
+	api.DaemonStatus.Name: "small: the last sweep's ids capped (maxSweepIDs)",
+	api.DaemonStop.Name:   "small",
+
+	api.JobSubmit.Name:   "one job",
+	api.JobComplete.Name: "one job",
+	api.JobFail.Name:     "one job",
+	api.JobCancel.Name:   "one job",
+	api.JobQuery.Name:    "one job",
+	api.JobList.Name:     "paged (query.PageBytes)",
+
+	api.BatchCloseHead.Name:   "one batch",
+	api.BatchInspectHead.Name: "one batch; its lists share query.PageBytes",
+	api.BatchInspect.Name:     "one batch; its lists share query.PageBytes",
+	api.BatchList.Name:        "paged (query.PageBytes)",
+	api.Wait.Name:             "paged (query.PageBytes)",
+
+	api.ArtifactPin.Name:  "small",
+	api.EventsVerify.Name: "small: at most 100 problems",
+	api.EventsRead.Name:   "paged (query.PageBytes)",
+
+	api.DebugTargetSet.Name: "small",
+	api.DebugTurn.Name:      "small",
+	api.DebugClock.Name:     "small",
+
+	api.CtxTreeLoad.Name: "one tree, bounded when saved (maxTreeBytes)",
+	api.CtxTreeSave.Name: "small",
+}
+
+func TestEveryReplyIsBounded(t *testing.T) {
+	for _, name := range api.All {
+		if replyBounds[name] == "" {
+			t.Errorf("operation %s: say in replyBounds how its reply stays within a frame (page it if it lists)", name)
+		}
+	}
+	// A page and the few keys around it fit in a reply.
+	if query.PageBytes+64<<10 > ipc.MaxResult {
+		t.Errorf("a page (%d bytes) leaves too little room in a reply (%d)", query.PageBytes, ipc.MaxResult)
+	}
+	if maxTreeBytes > ipc.MaxResult {
+		t.Errorf("a tree may hold %d bytes, more than a reply carries (%d)", maxTreeBytes, ipc.MaxResult)
 	}
 }

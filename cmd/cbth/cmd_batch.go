@@ -109,12 +109,13 @@ func reasonSuffix(r string) string {
 type BatchListCmd struct {
 	ThreadID string `help:"Only batches of this thread." name:"thread-id"`
 	State    string `help:"queued, materialized, cooldown, closed, open, parked or undelivered (closed with the result never confirmed delivered)." enum:",queued,materialized,cooldown,closed,open,parked,undelivered" default:""`
+	Paging
 }
 
 // Run lists batches.
 func (c *BatchListCmd) Run(env *Env) error {
-	list, err := allPages(func(after string) ([]query.BatchView, string, error) {
-		page, err := call(env, api.BatchList, api.BatchListArgs{SourceThreadID: c.ThreadID, State: c.State, After: after})
+	list, err := allPages(c.Paging, func(after string, limit int) ([]query.BatchView, string, error) {
+		page, err := call(env, api.BatchList, api.BatchListArgs{SourceThreadID: c.ThreadID, State: c.State, After: after, Limit: limit})
 		return page.Batches, page.Next, err
 	})
 	if err != nil {
@@ -147,9 +148,19 @@ func (c *WaitCmd) Run(env *Env) error {
 	if len(c.JobID) == 0 && c.ThreadID == "" {
 		return errs.New(errs.EINVAL, "give --job-id or --thread-id")
 	}
-	res, err := call(env, api.Wait, api.WaitArgs{JobIDs: c.JobID, SourceThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()})
+	args := api.WaitArgs{JobIDs: c.JobID, SourceThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()}
+	res, err := call(env, api.Wait, args)
 	if err != nil {
 		return err
+	}
+	// The first reply waited and says how it ended; the rest of its jobs
+	// come a page at a time.
+	for args.After = res.Next; args.After != ""; args.After = res.Next {
+		more, err := call(env, api.Wait, args)
+		if err != nil {
+			return err
+		}
+		res.Jobs, res.Next = append(res.Jobs, more.Jobs...), more.Next
 	}
 	if err := env.emit(res, func(w io.Writer) {
 		for _, j := range res.Jobs {

@@ -186,12 +186,20 @@ func printJob(w io.Writer, v query.JobView) {
 type JobListCmd struct {
 	ThreadID string `help:"Only jobs of this thread." name:"thread-id"`
 	Status   string `help:"Only jobs in this state." enum:",running,ready,failed,cancelled" default:""`
+	Paging
+}
+
+// Paging are the flags of every listing: it lists everything, page by
+// page from the daemon, unless told where to start and how many to list.
+type Paging struct {
+	Limit int    `help:"List at most this many (0: all)." default:"0"`
+	After string `help:"Start after this id: the last one a previous listing printed."`
 }
 
 // Run lists jobs.
 func (c *JobListCmd) Run(env *Env) error {
-	list, err := allPages(func(after string) ([]query.JobView, string, error) {
-		page, err := call(env, api.JobList, api.JobListArgs{SourceThreadID: c.ThreadID, Status: c.Status, After: after})
+	list, err := allPages(c.Paging, func(after string, limit int) ([]query.JobView, string, error) {
+		page, err := call(env, api.JobList, api.JobListArgs{SourceThreadID: c.ThreadID, Status: c.Status, After: after, Limit: limit})
 		return page.Jobs, page.Next, err
 	})
 	if err != nil {
@@ -211,17 +219,29 @@ func (c *JobListCmd) Run(env *Env) error {
 	})
 }
 
-// allPages collects a listing page by page: page(after) returns one page
-// and the cursor of the next ("" after the last).
-func allPages[T any](page func(after string) ([]T, string, error)) ([]T, error) {
+// allPages collects a listing page by page, as p asks: page(after,
+// limit) returns one page of at most limit items (0: as many as the
+// daemon puts in a page) and the cursor of the next ("" after the last).
+// No reply grows with the listing, so none can outgrow a frame.
+func allPages[T any](p Paging, page func(after string, limit int) ([]T, string, error)) ([]T, error) {
+	if p.Limit < 0 {
+		return nil, errs.New(errs.EINVAL, "--limit must not be negative, not %d", p.Limit)
+	}
 	all := []T{}
-	for after := ""; ; {
-		items, next, err := page(after)
+	for after := p.After; ; {
+		want := 0
+		if p.Limit > 0 {
+			want = p.Limit - len(all)
+		}
+		items, next, err := page(after, want)
 		if err != nil {
 			return nil, err
 		}
 		all = append(all, items...)
-		if next == "" {
+		if next == "" || (p.Limit > 0 && len(all) >= p.Limit) {
+			if p.Limit > 0 && len(all) > p.Limit {
+				all = all[:p.Limit]
+			}
 			return all, nil
 		}
 		after = next

@@ -47,6 +47,7 @@ type soakJob struct {
 type soakFigures struct {
 	rounds, acked, retried, lost, duplicated, verifyFailures int
 	delivered, parkedClosed, stalledClosed, events           int
+	batches                                                  int // batch.opened events
 }
 
 func TestSoak_KillRounds(t *testing.T) {
@@ -85,7 +86,7 @@ func TestSoak_KillRounds(t *testing.T) {
 		var list []struct {
 			JobID   string `json:"job_id"`
 			Status  string `json:"status"`
-			Summary string `json:"summary"`
+			Summary string `json:"task_summary"`
 		}
 		h.ok(&list, "job", "list")
 		byKey := map[string]int{}
@@ -108,14 +109,15 @@ func TestSoak_KillRounds(t *testing.T) {
 			fig.verifyFailures++
 			t.Errorf("round %d: events verify: exit %d\n%s", round, r.code, r.stdout)
 		}
-		exported = h.readySeqs(t, exported, readySeq)
+		exported = h.readySeqs(t, exported, readySeq, &fig.batches)
 		fig.events = int(exported)
+		h.checkBatches(t, round, status, fig.batches)
 		delivered := h.checkDeliveries(t, round, readySeq)
 		fig.delivered = delivered
 	}
 	t.Logf("soak: %d rounds, %d acknowledged operations (%d retried after a kill), %d lost, %d duplicated, %d verify failures, "+
-		"%d jobs delivered, %d parked and %d stalled head batches closed by the operator, %d events", fig.rounds, fig.acked, fig.retried, fig.lost,
-		fig.duplicated, fig.verifyFailures, fig.delivered, fig.parkedClosed, fig.stalledClosed, fig.events)
+		"%d jobs delivered, %d parked and %d stalled head batches closed by the operator, %d batches (every one listed), %d events", fig.rounds, fig.acked, fig.retried, fig.lost,
+		fig.duplicated, fig.verifyFailures, fig.delivered, fig.parkedClosed, fig.stalledClosed, fig.batches, fig.events)
 }
 
 // soakRound runs the workers and kills the daemon once, at a seeded point
@@ -259,9 +261,9 @@ func (h *homeDir) settle(t *testing.T) (parked, stalled int) {
 	return parked, stalled
 }
 
-// readySeqs adds the seq of every job.completed event after from to seqs
-// and returns the head it read to.
-func (h *homeDir) readySeqs(t *testing.T, from uint64, seqs map[string]uint64) uint64 {
+// readySeqs adds the seq of every job.completed event after from to seqs,
+// counts the batch.opened ones in opened, and returns the head it read to.
+func (h *homeDir) readySeqs(t *testing.T, from uint64, seqs map[string]uint64, opened *int) uint64 {
 	r := h.run("events", "export", "--from", fmt.Sprint(from+1))
 	if r.code != 0 {
 		t.Fatalf("events export: exit %d %s", r.code, r.stderr)
@@ -280,12 +282,49 @@ func (h *homeDir) readySeqs(t *testing.T, from uint64, seqs map[string]uint64) u
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("export line: %v", err)
 		}
-		if e.Type == "job.completed" {
+		switch e.Type {
+		case "job.completed":
 			seqs[e.Stream.ID] = e.Seq
+		case "batch.opened":
+			*opened++
 		}
 		last = e.Seq
 	}
 	return last
+}
+
+// checkBatches lists every batch, open or closed, through the pages of
+// `batch list`: each batch the log opened is listed once, none is open
+// after settle, and every ready job is in exactly one batch.
+func (h *homeDir) checkBatches(t *testing.T, round int, status map[string]string, opened int) {
+	var all []struct {
+		ID     string   `json:"batch_id"`
+		State  string   `json:"state"`
+		JobIDs []string `json:"job_ids"`
+	}
+	h.ok(&all, "batch", "list")
+	if len(all) != opened {
+		t.Errorf("round %d: batch list printed %d batches, the log opened %d", round, len(all), opened)
+	}
+	ids := map[string]bool{}
+	in := map[string]int{}
+	for _, b := range all {
+		if ids[b.ID] {
+			t.Errorf("round %d: batch %s listed twice", round, b.ID)
+		}
+		ids[b.ID] = true
+		if b.State != "closed" {
+			t.Errorf("round %d: batch %s is %s after settling", round, b.ID, b.State)
+		}
+		for _, j := range b.JobIDs {
+			in[j]++
+		}
+	}
+	for id, st := range status {
+		if (st == "ready") != (in[id] == 1) || in[id] > 1 {
+			t.Errorf("round %d: job %s (%s) is in %d batches", round, id, st, in[id])
+		}
+	}
 }
 
 // checkDeliveries reads every thread's debug delivery file: no batch and

@@ -30,6 +30,24 @@ type SweepResult struct {
 	Closed    []string  `json:"closed_batches,omitempty"`
 	Parked    []string  `json:"parked_batches,omitempty"`
 	TimedOut  []string  `json:"timed_out_jobs,omitempty"`
+	// Omitted counts the ids a Capped result leaves out.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// Capped returns r with each list cut to its first n ids, counting the
+// rest in Omitted: a sweep after a long stop may close or collect
+// thousands, and what reports it (daemon status) must stay small. The log
+// has every one.
+func (r SweepResult) Capped(n int) SweepResult {
+	cut := func(ids []string) []string {
+		if len(ids) <= n {
+			return ids
+		}
+		r.Omitted += len(ids) - n
+		return ids[:n:n]
+	}
+	r.Collected, r.Closed, r.Parked, r.TimedOut = cut(r.Collected), cut(r.Closed), cut(r.Parked), cut(r.TimedOut)
+	return r
 }
 
 // Decide implements engine.Decider. Every deadline kind a state can emit

@@ -1,6 +1,7 @@
 package command_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,5 +42,26 @@ func TestSweepHasACaseForEveryDeadlineKind(t *testing.T) {
 	_, err = command.Sweep{Config: cfg}.Decide(dueView{[]projections.Due{{At: now, Kind: events.KindBatch, ID: "x", Name: "batch.unheard_of"}}}, now)
 	if errs.CodeOf(err) != errs.EINTERNAL {
 		t.Fatalf("an unknown deadline kind: %v, want EINTERNAL", err)
+	}
+}
+
+// What daemon status shows of a sweep stays small however much it did:
+// each list cut to its first n ids, the rest counted.
+func TestSweepResultCapped(t *testing.T) {
+	ids := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("id-%d", i)
+		}
+		return out
+	}
+	r := command.SweepResult{Due: 5, Collected: ids(250), Closed: ids(3), Parked: nil, TimedOut: ids(101)}
+	c := r.Capped(100)
+	if len(c.Collected) != 100 || c.Collected[99] != "id-99" || len(c.Closed) != 3 || c.Parked != nil || len(c.TimedOut) != 100 ||
+		c.Omitted != 151 || c.Due != 5 {
+		t.Fatalf("capped: %d collected, %d closed, %v parked, %d timed out, %d omitted", len(c.Collected), len(c.Closed), c.Parked, len(c.TimedOut), c.Omitted)
+	}
+	if len(r.Collected) != 250 || r.Omitted != 0 {
+		t.Fatal("Capped changed the result it was called on")
 	}
 }

@@ -3,7 +3,6 @@ package query
 import (
 	"errors"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
@@ -86,23 +85,23 @@ type JobPage struct {
 	Next string    `json:"next,omitempty"`
 }
 
-// Jobs lists jobs in id order (ids are time-ordered UUIDv7s).
+// Jobs lists jobs in id order (ids are time-ordered UUIDv7s), one page
+// (see PageBytes) at a time.
 func Jobs(s engine.Snapshot, f JobFilter) (JobPage, error) {
-	limit := pageLimit(f.Limit)
-	page := JobPage{Jobs: []JobView{}}
+	p := newPager[JobView](f.Limit)
+	var next string
 	add := func(j *aggregate.Job) error {
 		if f.Status != "" && j.Status != f.Status {
 			return nil
-		}
-		if len(page.Jobs) == limit {
-			page.Next = page.Jobs[len(page.Jobs)-1].JobID
-			return errStop
 		}
 		v, err := jobView(s, j)
 		if err != nil {
 			return err
 		}
-		page.Jobs = append(page.Jobs, v)
+		if !p.add(v) {
+			next = p.items[len(p.items)-1].JobID
+			return errStop
+		}
 		return nil
 	}
 	var err error
@@ -113,7 +112,7 @@ func Jobs(s engine.Snapshot, f JobFilter) (JobPage, error) {
 			}
 			j, err2 := state[*aggregate.Job](s, events.KindJob, id)
 			if err2 != nil {
-				return page, err2
+				return JobPage{}, err2
 			}
 			if j == nil {
 				continue
@@ -128,7 +127,7 @@ func Jobs(s engine.Snapshot, f JobFilter) (JobPage, error) {
 	if errors.Is(err, errStop) {
 		err = nil
 	}
-	return page, err
+	return JobPage{Jobs: p.items, Next: next}, err
 }
 
 // JobIDsOfThread lists a thread's jobs in id order.
@@ -155,7 +154,9 @@ func HeadBatchID(s engine.Reader, thread string) string {
 // BatchInspection is a batch with every field, its attempts (newest
 // first), its artifacts and jobs, and, while it is open, whether it may
 // get a fresh delivery now (delivery_gate, filled in by the daemon, which
-// also asks the batch's target).
+// also asks the batch's target). The three lists share one PageBytes:
+// what does not fit is counted in Omitted (batch.job_ids and
+// batch.artifact_ids still name every one, for `job query`).
 type BatchInspection struct {
 	Batch       BatchView                `json:"batch"`
 	HeadAttempt *AttemptView             `json:"head_attempt"`
@@ -164,6 +165,14 @@ type BatchInspection struct {
 	Jobs        []JobView                `json:"jobs"`
 	Gate        string                   `json:"delivery_gate"`
 	Recovery    *events.RecoveryEnvelope `json:"boundary_recovery_envelope"`
+	Omitted     *Omitted                 `json:"omitted,omitempty"`
+}
+
+// Omitted counts what a reply left out to stay within a frame.
+type Omitted struct {
+	Attempts  int `json:"attempts"`
+	Artifacts int `json:"artifacts"`
+	Jobs      int `json:"jobs"`
 }
 
 // Inspect returns a batch's inspection.
@@ -191,11 +200,17 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 		}
 	}
 	sort.Slice(attempts, func(i, j int) bool { return attempts[i].Generation > attempts[j].Generation })
+	var room budget
+	var left Omitted
 	for _, a := range attempts {
 		v := NewAttemptView(a)
-		in.Attempts = append(in.Attempts, v)
 		if a.ID == b.HeadAttemptID {
 			in.HeadAttempt = &v
+		}
+		if room.fits(v, len(in.Attempts) == 0) {
+			in.Attempts = append(in.Attempts, v)
+		} else {
+			left.Attempts++
 		}
 	}
 	for _, aid := range b.ArtifactIDs {
@@ -203,8 +218,13 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 		if err != nil {
 			return in, err
 		}
-		if a != nil {
-			in.Artifacts = append(in.Artifacts, NewArtifactView(a))
+		if a == nil {
+			continue
+		}
+		if v := NewArtifactView(a); room.fits(v, len(in.Artifacts) == 0) {
+			in.Artifacts = append(in.Artifacts, v)
+		} else {
+			left.Artifacts++
 		}
 	}
 	for _, jid := range b.JobIDs {
@@ -212,9 +232,17 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 		if err != nil {
 			return in, err
 		}
-		if j != nil {
-			in.Jobs = append(in.Jobs, NewJobView(j, nil, nil))
+		if j == nil {
+			continue
 		}
+		if v := NewJobView(j, nil, nil); room.fits(v, len(in.Jobs) == 0) {
+			in.Jobs = append(in.Jobs, v)
+		} else {
+			left.Jobs++
+		}
+	}
+	if left != (Omitted{}) {
+		in.Omitted = &left
 	}
 	return in, nil
 }
@@ -235,15 +263,20 @@ type BatchPage struct {
 	Next    string      `json:"next,omitempty"`
 }
 
-// Batches lists batches in the order they opened (log order).
+// Batches lists batches in the order they opened (log order), one page
+// (see PageBytes) at a time. The cursor after is the id of the last batch
+// of the page before: the batches listed are those opened after it.
 func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
 	var after uint64
 	if f.After != "" {
-		n, err := strconv.ParseUint(f.After, 10, 64)
+		b, err := state[*aggregate.Batch](s, events.KindBatch, f.After)
 		if err != nil {
-			return BatchPage{}, errs.New(errs.EINVAL, "bad batch cursor %q", f.After)
+			return BatchPage{}, err
 		}
-		after = n
+		if b == nil {
+			return BatchPage{}, errs.New(errs.ENOENT, "no batch %s to list after", f.After)
+		}
+		after = b.OpenedSeq
 	}
 	var list []*aggregate.Batch
 	err := s.ForEach(events.KindBatch, func(st aggregate.State) error {
@@ -256,15 +289,15 @@ func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
 		return nil
 	})
 	sort.Slice(list, func(i, j int) bool { return list[i].OpenedSeq < list[j].OpenedSeq })
-	page := BatchPage{Batches: []BatchView{}}
-	limit := pageLimit(f.Limit)
+	p := newPager[BatchView](f.Limit)
+	page := BatchPage{}
 	for i, b := range list {
-		if i == limit {
-			page.Next = strconv.FormatUint(list[i-1].OpenedSeq, 10)
+		if !p.add(NewBatchView(b)) {
+			page.Next = list[i-1].ID
 			break
 		}
-		page.Batches = append(page.Batches, NewBatchView(b))
 	}
+	page.Batches = p.items
 	return page, err
 }
 

@@ -209,22 +209,31 @@ type AttemptView struct {
 	RPCStartedAt           *time.Time `json:"delivery_rpc_started_at"`
 	RPCState               string     `json:"delivery_rpc_state"`
 	RPCCorrelationMarker   string     `json:"delivery_rpc_correlation_marker"`
-	RejectedRequestIDs     []string   `json:"rejected_rpc_request_ids"`
-	TurnID                 string     `json:"delivery_turn_id"`
-	ManagedSessionID       string     `json:"managed_session_id"`
-	SessionEpoch           uint64     `json:"session_epoch"`
-	AcceptedAt             *time.Time `json:"delivery_accepted_at"`
-	ObservationState       string     `json:"delivery_observation_state"`
-	ObservationDeadline    *time.Time `json:"delivery_observation_deadline"`
-	LastObservedTurnEvent  *string    `json:"last_observed_turn_event"`
-	LastObservedTurnAt     *time.Time `json:"last_observed_turn_event_at"`
-	CooldownUntil          *time.Time `json:"cooldown_until"`
-	EndReason              string     `json:"end_reason"`
-	SupersededBy           string     `json:"superseded_by"`
-	CreatedAt              time.Time  `json:"created_at"`
-	UpdatedAt              time.Time  `json:"updated_at"`
-	Version                uint64     `json:"version"`
+	// RejectedRequestIDs are the newest maxRejectedShown of the
+	// attempt's rejected requests, oldest first; RejectedCount counts
+	// every one (the log has them all).
+	RejectedRequestIDs    []string   `json:"rejected_rpc_request_ids"`
+	RejectedCount         int        `json:"rejected_rpc_request_count"`
+	TurnID                string     `json:"delivery_turn_id"`
+	ManagedSessionID      string     `json:"managed_session_id"`
+	SessionEpoch          uint64     `json:"session_epoch"`
+	AcceptedAt            *time.Time `json:"delivery_accepted_at"`
+	ObservationState      string     `json:"delivery_observation_state"`
+	ObservationDeadline   *time.Time `json:"delivery_observation_deadline"`
+	LastObservedTurnEvent *string    `json:"last_observed_turn_event"`
+	LastObservedTurnAt    *time.Time `json:"last_observed_turn_event_at"`
+	CooldownUntil         *time.Time `json:"cooldown_until"`
+	EndReason             string     `json:"end_reason"`
+	SupersededBy          string     `json:"superseded_by"`
+	CreatedAt             time.Time  `json:"created_at"`
+	UpdatedAt             time.Time  `json:"updated_at"`
+	Version               uint64     `json:"version"`
 }
+
+// maxRejectedShown bounds the rejected request ids an attempt view
+// lists: with a short back-off and a long window an attempt may collect
+// thousands.
+const maxRejectedShown = 100
 
 // NewAttemptView renders an attempt.
 func NewAttemptView(a *aggregate.Attempt) AttemptView {
@@ -232,6 +241,8 @@ func NewAttemptView(a *aggregate.Attempt) AttemptView {
 	if rej == nil {
 		rej = []string{}
 	}
+	count := len(rej)
+	rej = rej[max(0, count-maxRejectedShown):]
 	v := AttemptView{
 		AttemptID: a.ID, SourceThreadID: a.SourceThreadID, BatchID: a.BatchID, Generation: a.Generation, State: a.Status,
 		SnapshotPath: a.SnapshotPath, SnapshotRevision: a.SnapshotRevision, DeliveryDeadline: opt(a.DeliveryDeadline),
@@ -240,7 +251,7 @@ func NewAttemptView(a *aggregate.Attempt) AttemptView {
 		ArmPendingDeadline: opt(a.ArmPendingDeadline), PauseNotBefore: opt(a.PauseNotBefore), PauseDeadline: opt(a.PauseDeadline),
 		AutomationID: a.AutomationID, AutomationBindingState: a.AutomationBindingState, RPCRequestID: a.RPCRequestID,
 		RPCKind: a.RPCKind, RPCStartedAt: opt(a.RPCStartedAt), RPCState: a.RPCState, RPCCorrelationMarker: a.RPCCorrelationMarker,
-		RejectedRequestIDs: rej, TurnID: a.TurnID, ManagedSessionID: a.ManagedSessionID, SessionEpoch: a.SessionEpoch,
+		RejectedRequestIDs: rej, RejectedCount: count, TurnID: a.TurnID, ManagedSessionID: a.ManagedSessionID, SessionEpoch: a.SessionEpoch,
 		AcceptedAt: opt(a.AcceptedAt), ObservationState: a.ObservationState, ObservationDeadline: opt(a.ObservationDeadline),
 		LastObservedTurnAt: opt(a.LastObservedTurnAt), CooldownUntil: opt(a.CooldownUntil), EndReason: a.EndReason,
 		SupersededBy: a.SupersededBy, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Version: a.Version,

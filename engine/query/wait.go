@@ -1,6 +1,8 @@
 package query
 
 import (
+	"strconv"
+
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -20,23 +22,36 @@ type WaitJob struct {
 
 // WaitResult is where a set of jobs stands: done when every one failed,
 // was cancelled, or sits in a closed batch; ok when every one of them was
-// delivered.
+// delivered. Done and OK are over every job; Jobs is one page of them
+// (see PageBytes) and Next, when set, the cursor of the following page.
 type WaitResult struct {
 	Done bool      `json:"done"`
 	OK   bool      `json:"ok"`
 	Jobs []WaitJob `json:"jobs"`
+	Next string    `json:"next,omitempty"`
 }
 
-// Wait reports on the named jobs and every job of thread. A thread's
-// jobs come from the job.thread index: waiting on a thread costs its own
-// jobs, not every job in the log.
-func Wait(s engine.Reader, jobIDs []string, thread string) (WaitResult, error) {
-	res := WaitResult{Done: true, OK: true, Jobs: []WaitJob{}}
+// Wait reports on the named jobs and every job of thread, listing one
+// page of at most limit of them from the cursor after (how many jobs the
+// pages before listed; "" for the first). A thread's jobs
+// come from the job.thread index: waiting on a thread costs its own jobs,
+// not every job in the log.
+func Wait(s engine.Reader, jobIDs []string, thread, after string, limit int) (WaitResult, error) {
+	skip := 0
+	if after != "" {
+		n, err := strconv.Atoi(after)
+		if err != nil || n < 0 {
+			return WaitResult{}, errs.New(errs.EINVAL, "bad wait cursor %q", after)
+		}
+		skip = n
+	}
+	p := newPager[WaitJob](limit)
+	res := WaitResult{Done: true, OK: true}
 	ids := append([]string(nil), jobIDs...)
 	if thread != "" {
 		ids = append(ids, JobIDsOfThread(s, thread)...)
 	}
-	for _, id := range ids {
+	for i, id := range ids {
 		j, err := state[*aggregate.Job](s, events.KindJob, id)
 		if err != nil {
 			return res, err
@@ -60,10 +75,13 @@ func Wait(s engine.Reader, jobIDs []string, thread string) (WaitResult, error) {
 		}
 		res.Done = res.Done && w.Done
 		res.OK = res.OK && w.Delivered
-		res.Jobs = append(res.Jobs, w)
+		if i >= skip && res.Next == "" && !p.add(w) {
+			res.Next = strconv.Itoa(i)
+		}
 	}
 	if !res.Done {
 		res.OK = false
 	}
+	res.Jobs = p.items
 	return res, nil
 }

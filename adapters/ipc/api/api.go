@@ -225,11 +225,15 @@ type BatchListArgs struct {
 }
 
 // WaitArgs name the jobs (or every job of a thread) to wait for, bounded
-// by TimeoutMS (0 waits until done).
+// by TimeoutMS (0 waits until done). The reply lists one page of the
+// jobs; After (the reply's next) asks, without waiting, for the page
+// after it, Limit bounds a page's jobs.
 type WaitArgs struct {
 	JobIDs         []string `json:"job_ids,omitempty"`
 	SourceThreadID string   `json:"source_thread_id,omitempty"`
 	TimeoutMS      int64    `json:"timeout_ms,omitempty"`
+	After          string   `json:"after,omitempty"`
+	Limit          int      `json:"limit,omitempty"`
 }
 
 // PinArgs pin an artifact until a time, or for a span of the daemon's

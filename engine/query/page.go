@@ -1,0 +1,56 @@
+package query
+
+import "encoding/json"
+
+// PageBytes bounds the encoded items of one page of a listing, so that a
+// page and the reply around it always fit in one socket frame (1 MiB;
+// adapters/ipc.MaxFrame, checked by a test there). A page holds at most
+// its limit of items and, after its first item, no more than PageBytes
+// of them: one item alone is never split, so its own size is its bound.
+const PageBytes = 512 << 10
+
+// pager fills one page.
+type pager[T any] struct {
+	limit int
+	size  int
+	items []T
+}
+
+func newPager[T any](limit int) *pager[T] {
+	return &pager[T]{limit: pageLimit(limit), items: []T{}}
+}
+
+// add appends v if the page has room for it and reports whether it did.
+// Its size is measured as json.Marshal encodes it, which escapes at
+// least as much as the frame encoder does, so the measure never falls
+// short.
+func (p *pager[T]) add(v T) bool {
+	if len(p.items) == p.limit {
+		return false
+	}
+	b, err := json.Marshal(v)
+	n := len(b) + 1 // the comma
+	if err == nil && len(p.items) > 0 && p.size+n > PageBytes {
+		return false
+	}
+	p.size += n
+	p.items = append(p.items, v)
+	return true
+}
+
+// budget shares PageBytes among the lists of one reply (a batch
+// inspection's attempts, artifacts and jobs).
+type budget struct{ used int }
+
+// fits reports whether v fits in what is left and, if it does, takes
+// its room. The first item of a list always fits, so each list shows at
+// least one.
+func (b *budget) fits(v any, first bool) bool {
+	buf, err := json.Marshal(v)
+	n := len(buf) + 1
+	if err == nil && !first && b.used+n > PageBytes {
+		return false
+	}
+	b.used += n
+	return true
+}
