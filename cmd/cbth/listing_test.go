@@ -29,7 +29,8 @@ import (
 // process or fsync per job), before any daemon runs: `batches` threads
 // each with one job completed into an open batch of target cli (no cli
 // target runs in the daemon, so they stay queued), and on thread W
-// `failed` jobs that failed, so waiting on W ends at once.
+// `failed` jobs with 4 KiB of metadata that failed, so waiting on W ends
+// at once.
 func bulkHome(t *testing.T, batches, failed int) *homeDir {
 	h := newHome(t)
 	if err := os.MkdirAll(h.root, 0o700); err != nil {
@@ -46,6 +47,9 @@ func bulkHome(t *testing.T, batches, failed int) *homeDir {
 	// A summary of a few hundred bytes, as a CI job's might be, so the
 	// listing is megabytes.
 	long := strings.Repeat("all 412 checks passed; ", 20)
+	// and metadata of a few KiB, as a job carrying its CI environment's
+	// might have.
+	env := json.RawMessage(`{"env":"` + strings.Repeat("CI=1 ", 800) + `"}`)
 	const workers = 8
 	var wg sync.WaitGroup
 	errc := make(chan error, workers)
@@ -58,8 +62,12 @@ func bulkHome(t *testing.T, batches, failed int) *homeDir {
 				if i >= batches {
 					thread = "W"
 				}
-				res, err := e.Execute(ctx, meta, command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
-					Summary: fmt.Sprintf("wait for CI on pull request %d", i), Policy: events.FailClosedPolicy})
+				sub := command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
+					Summary: fmt.Sprintf("wait for CI on pull request %d", i), Policy: events.FailClosedPolicy}
+				if i >= batches {
+					sub.Metadata = env // 500 of these are more than a frame
+				}
+				res, err := e.Execute(ctx, meta, sub)
 				if err == nil && i < batches {
 					_, err = e.Execute(ctx, meta, command.CompleteJob{Config: cfg, JobID: res.Value.(string), Summary: long})
 				} else if err == nil {
