@@ -634,7 +634,8 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 		reason := epochAppRestarted
 		if old, err := v.State(events.KindAppServer, s.AppServerInstance); err != nil {
 			return engine.Decision{}, err
-		} else if a, ok := old.(*aggregate.AppServer); ok && a.ExitReason == ExitDaemonRestart {
+		} else if a, ok := old.(*aggregate.AppServer); ok && (a.ExitReason == ExitDaemonRestart || a.ExitReason == ExitStopped) {
+			// Stopped with its daemon, or left by a daemon that died.
 			reason = epochDaemonRestart
 		}
 		emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionEpochAdvanced{

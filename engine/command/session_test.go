@@ -120,12 +120,21 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 
 	res = s.exec(command.RecoverSessions{})
 	if want := []string{"appserver.exited", "session.detached"}; !slices.Equal(types(res), want) {
-		t.Fatalf("daemon start-up: %v, want %v", types(res), want)
+		t.Fatalf("daemon start-up after a crash: %v, want %v", types(res), want)
 	}
 	s.started("i3")
 	got = s.session(r.SessionID)
 	if got.Epoch != 3 || got.EpochReason != "daemon restarted: the event stream cannot be proven continuous" || got.Status != "detached" {
-		t.Fatalf("after a daemon restart: %+v", got)
+		t.Fatalf("after a daemon crash: %+v", got)
+	}
+	// A daemon that stops stops its app-server and records it.
+	s.exec(command.AppServerExited{Nonce: "i3", Reason: command.ExitStopped})
+	if res := s.exec(command.RecoverSessions{}); len(res.Events) != 0 {
+		t.Fatalf("start-up after a clean stop: %v", types(res))
+	}
+	s.started("i4")
+	if got = s.session(r.SessionID); got.Epoch != 4 || got.EpochReason != "daemon restarted: the event stream cannot be proven continuous" {
+		t.Fatalf("after a daemon stop and start: %+v", got)
 	}
 }
 
