@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -305,5 +306,84 @@ func TestCLIRun_ProbeFailureRefusesManagedSessions(t *testing.T) {
 	res := h.run("cli", "run")
 	if res.code != 0 || !strings.Contains(res.stderr, "exploratory session") || !strings.Contains(res.stderr, "failed the capability probe") {
 		t.Fatalf("exploratory run: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+}
+
+func fakeCodexHome(t *testing.T, env ...string) *homeDir {
+	t.Helper()
+	fake := codextest.FakeCodex(t)
+	h := newHome(t, env...)
+	if err := os.MkdirAll(h.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n", fake, filepath.Join(t.TempDir(), "codex-home"))
+	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.run("daemon", "stop")
+		for _, e := range h.events("appserver.started") {
+			codextest.GroupGone(t, int(e.Payload["pid"].(float64)))
+		}
+	})
+	return h
+}
+
+// The foreground holds an attached connection: the daemon counts it while
+// cli run runs, and when the connection ends without a detach (cli run
+// killed), the daemon detaches the session itself.
+func TestCLIRun_KilledForegroundDetaches(t *testing.T) {
+	h := fakeCodexHome(t, "FAKECODEX_HOLD=1")
+	const thread = "01a20a52-0ef8-7891-a797-cb8f3bedceb8"
+	c := h.cmd("cli", "run", "--bind-thread-id", thread)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // cbth and its codex, killed together below
+	var out strings.Builder
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the session to be live", codextest.Guard, func() bool {
+		l := h.sessions()
+		return len(l) == 1 && l[0].State == "live"
+	})
+	if st := h.status(); !slices.Contains(st.Busy, "1 integration clients") {
+		t.Fatalf("the daemon does not count cli run as attached: %v", st.Busy)
+	}
+	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	c.Wait()
+	waitFor(t, "the daemon to detach the session", codextest.Guard, func() bool { return h.session(thread).State == "detached" })
+	if d := h.events("session.detached"); len(d) != 1 || d[0].Payload["reason"] != "foreground connection closed" {
+		t.Fatalf("detach: %+v", d)
+	}
+}
+
+// A daemon killed with kill -9 leaves its app-server running (its own
+// process group). The next daemon does not adopt it, since nothing proves
+// the stream continuous: it records that instance ended, stops it (found
+// by the pid the kernel reports on the home's socket, which the log
+// recorded), starts its own, and every session moves to the next epoch.
+func TestCLIRun_OrphanedAppServerTakenOver(t *testing.T) {
+	h := fakeCodexHome(t)
+	const thread = "01a20a52-0ef8-7891-a797-cb8f3bedceb8"
+	if r := h.run("cli", "run", "--bind-thread-id", thread); r.code != 0 {
+		t.Fatalf("cli run: exit %d %s", r.code, r.stderr)
+	}
+	orphan := int(h.events("appserver.started")[0].Payload["pid"].(float64))
+	daemon := h.pid()
+	syscall.Kill(daemon, syscall.SIGKILL)
+	waitFor(t, "the killed daemon to go", codextest.Guard, func() bool { return h.pid() == 0 })
+	if err := syscall.Kill(orphan, 0); err != nil {
+		t.Fatalf("the app-server did not outlive its daemon (%v): nothing to take over", err)
+	}
+	if r := h.run("cli", "run", "--bind-thread-id", thread); r.code != 0 {
+		t.Fatalf("cli run after the daemon was killed: exit %d %s", r.code, r.stderr)
+	}
+	codextest.GroupGone(t, orphan)
+	ex := h.events("appserver.exited")
+	if len(ex) != 1 || ex[0].Payload["reason"] != "daemon_restarted" {
+		t.Fatalf("the orphan's end: %+v", ex)
+	}
+	if s := h.session(thread); s.Epoch != 2 || s.Reason != "daemon restarted: the event stream cannot be proven continuous" {
+		t.Fatalf("session after the takeover: %+v", s)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 )
 
 // spec/cli.md documents every JSON shape the commands print, in fenced
@@ -246,6 +248,31 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 		t.Fatalf("demo: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	c.doc("demo", "demo", r.stdout)
+
+	// cbth cli run and the session commands, on the fake codex (a real
+	// Codex TUI needs a terminal: TestCLIRun_RealCodex runs it).
+	cli := newHome(t)
+	if err := os.MkdirAll(cli.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n", codextest.FakeCodex(t), filepath.Join(t.TempDir(), "codex-home"))
+	if err := os.WriteFile(filepath.Join(cli.root, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		shape string
+		args  []string
+	}{
+		{"cli-run", []string{"cli", "run", "--bind-thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8", "--session-allows-network", "false"}},
+		{"session-list", []string{"cli", "session", "list"}},
+		{"session-inspect", []string{"cli", "session", "inspect", "--thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8"}},
+	} {
+		r := cli.run(append(step.args, "--json")...)
+		if r.code != 0 {
+			t.Fatalf("cbth %v: exit %d\n%s%s", step.args, r.code, r.stdout, r.stderr)
+		}
+		c.doc(step.shape, strings.Join(step.args, " "), r.stdout)
+	}
 
 	for name := range c.shapes {
 		if !c.seen[name] {

@@ -101,21 +101,22 @@ func CheckForegroundArgs(mode string, args []string) error {
 }
 
 // ForegroundArgs is the codex command line of a foreground attached to the
-// shared app-server at socket, in cwd: on a new thread, or resuming the
-// bound one, with the user's extra arguments (options first, then the
-// subcommand, then a prompt).
+// shared app-server at socket, in cwd, with the user's extra arguments:
+// as given on a new thread or an exploratory run; resuming the bound
+// thread, with the options first, then the subcommand, then a prompt.
 func ForegroundArgs(socket, cwd, mode, thread string, extra []string) ([]string, error) {
 	fa, err := parseForeground(mode, extra)
 	if err != nil {
 		return nil, err
 	}
 	args := []string{"--remote", "unix://" + socket, "--cd", cwd}
+	if mode != ModeBindThread {
+		return append(args, extra...), nil
+	}
 	for _, o := range fa.opts {
 		args = append(args, o...)
 	}
-	if mode == ModeBindThread {
-		args = append(args, "resume", thread)
-	}
+	args = append(args, "resume", thread)
 	if len(fa.positional) > 0 {
 		args = append(args, "--")
 	}

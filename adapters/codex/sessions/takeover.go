@@ -2,7 +2,6 @@ package sessions
 
 import (
 	"context"
-	"errors"
 	"os"
 	"syscall"
 	"time"
@@ -69,12 +68,12 @@ func (m *Manager) takeOver(ctx context.Context, socket string) error {
 	return errs.New(errs.EBUSY, "the codex app-server an earlier daemon left running (pid %d) does not exit", peer.PID)
 }
 
-// gone waits until pid no longer exists. The orphan is not this process's
-// child: its new parent reaps it.
+// gone waits until pid has exited (exited, per OS). The orphan is not
+// this process's child: its new parent reaps it.
 func gone(ctx context.Context, pid int, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		if exited(pid) {
 			return true
 		}
 		select {

@@ -22,6 +22,7 @@
 //	                       lists them)
 //	FAKECODEX_IGNORE_TERM  ignore SIGTERM
 //	FAKECODEX_CHILD        start a child (sleep) in its process group
+//	FAKECODEX_HOLD         a foreground stays until SIGTERM or SIGINT
 //
 // thread/resume answers for any thread but the nil UUID (which the probe
 // uses) with an idle thread in the current directory, approval policy
@@ -110,6 +111,12 @@ func foreground(sock string, args []string) error {
 				return err
 			}
 		}
+	}
+	if os.Getenv("FAKECODEX_HOLD") != "" {
+		fmt.Println("fakecodex: holding")
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		<-sigs
 	}
 	return nil
 }
