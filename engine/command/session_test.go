@@ -374,3 +374,27 @@ func TestCheckProfile(t *testing.T) {
 		t.Fatalf("a bad value: %v", err)
 	}
 }
+
+// A stale session (its thread unreachable) is left alone by a new
+// instance; a foreground reattaching it makes it live and moves it to the
+// running instance's stream, with a fresh reading.
+func TestSession_StaleReattaches(t *testing.T) {
+	s := newSessions(t)
+	s.started("i1")
+	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+	s.exec(command.DetachSession{SessionID: r.SessionID, Reason: "foreground exited"})
+	if res := s.exec(command.MarkSessionStale{SessionID: r.SessionID, Reason: "thread/resume refused: active writer"}); res.Outcome != "stale" {
+		t.Fatalf("mark stale: %s", res.Outcome)
+	}
+	s.exec(command.AppServerExited{Nonce: "i1", Reason: command.ExitExited})
+	if res := s.started("i2"); !slices.Equal(types(res), []string{"appserver.started"}) {
+		t.Fatalf("a new instance with a stale session: %v", types(res))
+	}
+	res := s.exec(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i2", Reading: &strict})
+	if want := []string{"session.attached", "session.epoch_advanced", "session.permission_observed"}; res.Outcome != command.SessionAttachedOutcome || !slices.Equal(types(res), want) {
+		t.Fatalf("reattach a stale session: %s %v, want %v", res.Outcome, types(res), want)
+	}
+	if got := s.session(r.SessionID); got.Status != "live" || got.Epoch != 2 || got.AppServerInstance != "i2" || !got.CurrentProven() {
+		t.Fatalf("after the reattach: %+v", got)
+	}
+}

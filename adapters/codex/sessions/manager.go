@@ -67,8 +67,12 @@ type Manager struct {
 	stop    chan struct{}
 	stopped bool
 	work    sync.WaitGroup // watcher and readers
-	schema  *probe.Schema
-	logFile *os.File
+	// The probe's schema of the executable, generated while the first
+	// instance starts (it needs the binary, not the server).
+	schema     *probe.Schema
+	schemaErr  error
+	schemaDone chan struct{}
+	logFile    *os.File
 
 	// The foreground whose thread/started is awaited (new_thread or
 	// exploratory), holding slot: events carry no client attribution, so
@@ -176,8 +180,10 @@ func (m *Manager) start(ctx context.Context) error {
 	}
 	sup, err := supervisor.New(supervisor.Config{
 		Codex: bin, CodexHome: m.cfg.CodexHome, Dir: m.cfg.RunDir, Env: m.cfg.Env, Log: m.logFile,
-		ClientInfo:   appserver.ClientInfo{Name: "cbth", Title: "cbth", Version: m.cfg.Version},
-		Capabilities: appserver.Capabilities{ExperimentalAPI: true}, Clock: m.cfg.Clock, Logger: m.log,
+		ClientInfo: appserver.ClientInfo{Name: "cbth", Title: "cbth", Version: m.cfg.Version},
+		// The daemon reads turns, not their text as it streams.
+		Capabilities: appserver.Capabilities{ExperimentalAPI: true, OptOutNotificationMethods: []string{appserver.NoteAgentMessageDelta}},
+		Clock:        m.cfg.Clock, Logger: m.log,
 		StartTimeout: m.cfg.StartTimeout,
 	})
 	if err != nil {
@@ -186,6 +192,13 @@ func (m *Manager) start(ctx context.Context) error {
 	if err := m.takeOver(ctx, sup.Socket()); err != nil {
 		return err
 	}
+	m.schemaDone = make(chan struct{})
+	go func() {
+		defer close(m.schemaDone)
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m.schema, m.schemaErr = probe.LoadSchema(sctx, bin, sup.Env(), m.cfg.TempDir)
+	}()
 	inst, err := sup.Start(ctx)
 	if err != nil {
 		return err
@@ -298,12 +311,12 @@ func errString(err error) string {
 func (m *Manager) runProbe(ctx context.Context, inst *supervisor.Instance) (*probe.Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	<-m.schemaDone
 	if m.schema == nil {
-		s, err := probe.LoadSchema(ctx, m.sup.Binary(), m.sup.Env(), m.cfg.TempDir)
-		if err != nil {
-			return nil, err
+		// The first try failed; every new instance tries again.
+		if m.schema, m.schemaErr = probe.LoadSchema(ctx, m.sup.Binary(), m.sup.Env(), m.cfg.TempDir); m.schemaErr != nil {
+			return nil, m.schemaErr
 		}
-		m.schema = s
 	}
 	c, err := inst.Connect(ctx)
 	if err != nil {
@@ -330,6 +343,14 @@ func (m *Manager) listen(inst *supervisor.Instance, ready chan struct{}) {
 			if msg.Kind == appserver.KindNotification {
 				m.notice(inst, msg)
 			}
+		}
+		select {
+		case <-c.Done():
+		default:
+			// Fell behind (the connection is fine): what was dropped is
+			// lost, say so and go on listening.
+			m.log.Warn("codex app-server notifications lost", "err", sub.Err())
+			continue
 		}
 		for inst.Client() == c {
 			select {
@@ -485,6 +506,22 @@ func resumeError(thread string, err error) error {
 	return errs.Wrap(errs.CodeOf(err), err, "resume thread %s", thread)
 }
 
+// unreachable says why a refused thread/resume shows the thread cannot be
+// reached through the shared app-server ("" when it does not): Codex has
+// no such thread, or another process holds it.
+func unreachable(err error) string {
+	var rpc *appserver.RPCError
+	if !errors.As(err, &rpc) {
+		return ""
+	}
+	for _, s := range []string{"no rollout found", "thread not found", "active writer"} {
+		if strings.Contains(rpc.Message, s) {
+			return "thread/resume refused: " + rpc.Message
+		}
+	}
+	return ""
+}
+
 // Refreshed is a fresh reading of a session's thread.
 type Refreshed struct {
 	command.Observation
@@ -500,7 +537,8 @@ type Refreshed struct {
 // whose Effective is then the most that turn may be given. It fails with
 // ESTALE when the session's epoch is not the running instance's (the epoch
 // moved on; the caller reads the session again) and with the resume's
-// error when Codex refuses.
+// error when Codex refuses; a refusal that shows the thread unreachable
+// (gone, or held by another process) marks the session stale.
 func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, error) {
 	in, err := m.Ensure(ctx)
 	if err != nil {
@@ -523,6 +561,13 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 	}
 	ts, err := in.inst.Client().ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: s.BoundThreadID, ExcludeTurns: true})
 	if err != nil {
+		if why := unreachable(err); why != "" {
+			// Proven by the app-server's own answer: this thread cannot be
+			// delivered into through it now.
+			if _, serr := m.exec(ctx, command.MarkSessionStale{SessionID: s.ID, Reason: why}); serr != nil {
+				m.log.Error("mark session stale", "managed_session_id", s.ID, "err", serr)
+			}
+		}
 		return Refreshed{}, resumeError(s.BoundThreadID, err)
 	}
 	res, err := m.exec(ctx, command.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)})
