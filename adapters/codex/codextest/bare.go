@@ -119,6 +119,5 @@ func (c *Bare) Call(method, params string) ([]byte, error) {
 	}
 }
 
-
 // Close closes the connection.
 func (c *Bare) Close() error { return c.conn.Close() }
