@@ -37,21 +37,28 @@ func newCodexRig(t *testing.T, config string) *codexRig {
 	r := &codexRig{codex: codextest.Binary(t), project: project, model: model}
 	r.codexHome = codextest.TUIHome(t, model.BaseURL(), project)
 	r.homeDir = newHome(t)
-	if err := os.MkdirAll(r.root, 0o700); err != nil {
-		t.Fatal(err)
+	r.codexConfig(r.codex, r.codexHome, config)
+	return r
+}
+
+// codexConfig writes the home's config.toml: codex_binary and codex_home,
+// then extra. No process of an app-server the home ran may outlive the
+// test.
+func (h *homeDir) codexConfig(binary, codexHome, extra string) {
+	h.t.Helper()
+	if err := os.MkdirAll(h.root, 0o700); err != nil {
+		h.t.Fatal(err)
 	}
-	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n%s", r.codex, r.codexHome, config)
-	if err := os.WriteFile(filepath.Join(r.root, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n%s", binary, codexHome, extra)
+	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600); err != nil {
+		h.t.Fatal(err)
 	}
-	// No process of any app-server this home ran may outlive the test.
-	t.Cleanup(func() {
-		r.run("daemon", "stop")
-		for _, e := range r.events("appserver.started") {
-			codextest.GroupGone(t, int(e.Payload["pid"].(float64)))
+	h.t.Cleanup(func() {
+		h.run("daemon", "stop")
+		for _, e := range h.events("appserver.started") {
+			codextest.GroupGone(h.t, int(e.Payload["pid"].(float64)))
 		}
 	})
-	return r
 }
 
 // logged is one event of the home's log, as `events export` prints it.
@@ -279,16 +286,7 @@ func TestCLIRun_RealCodex(t *testing.T) {
 // any TUI starts, and says so; an exploratory one still runs, saying that
 // auto-continuation is off.
 func TestCLIRun_ProbeFailureRefusesManagedSessions(t *testing.T) {
-	fake := codextest.FakeCodex(t)
-	h := newHome(t, "FAKECODEX_DROP=turn/start")
-	codexHome := filepath.Join(t.TempDir(), "codex-home")
-	if err := os.MkdirAll(h.root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n", fake, codexHome)
-	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	h := fakeCodexHome(t, "FAKECODEX_DROP=turn/start")
 	for _, args := range [][]string{{"--new-thread"}, {"--bind-thread-id", "01a20a4e-f876-7cc0-b8bf-dd76ccaba640"}} {
 		res := h.run(append([]string{"cli", "run", "--json"}, args...)...)
 		if res.code != 69 || !strings.Contains(res.stdout, `"ENOTSUP"`) || !strings.Contains(res.stderr, "turn/start") ||
@@ -309,23 +307,11 @@ func TestCLIRun_ProbeFailureRefusesManagedSessions(t *testing.T) {
 	}
 }
 
+// fakeCodexHome is a home whose daemon runs the fake codex with env.
 func fakeCodexHome(t *testing.T, env ...string) *homeDir {
 	t.Helper()
-	fake := codextest.FakeCodex(t)
 	h := newHome(t, env...)
-	if err := os.MkdirAll(h.root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n", fake, filepath.Join(t.TempDir(), "codex-home"))
-	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.run("daemon", "stop")
-		for _, e := range h.events("appserver.started") {
-			codextest.GroupGone(t, int(e.Payload["pid"].(float64)))
-		}
-	})
+	h.codexConfig(codextest.FakeCodex(t), filepath.Join(t.TempDir(), "codex-home"), "")
 	return h
 }
 

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 )
 
 // spec/cli.md documents every JSON shape the commands print, in fenced
@@ -253,14 +251,7 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 
 	// cbth cli run and the session commands, on the fake codex (a real
 	// Codex TUI needs a terminal: TestCLIRun_RealCodex runs it).
-	cli := newHome(t)
-	if err := os.MkdirAll(cli.root, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n", codextest.FakeCodex(t), filepath.Join(t.TempDir(), "codex-home"))
-	if err := os.WriteFile(filepath.Join(cli.root, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cli := fakeCodexHome(t)
 	for _, step := range []struct {
 		shape string
 		args  []string

@@ -210,18 +210,7 @@ func appServerStream(nonce string) events.StreamID {
 
 // SessionOf returns a thread's non-retired session, or nil.
 func SessionOf(v engine.Reader, thread string) (*aggregate.Session, error) {
-	refs := v.Lookup(index.SessionByThread, thread)
-	if len(refs) > 1 {
-		return nil, errs.New(errs.ECORRUPT, "thread %s has %d non-retired sessions", thread, len(refs))
-	}
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	s, err := v.State(events.KindSession, refs[0].ID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Session), nil
+	return unique[*aggregate.Session](v, index.SessionByThread, thread, events.KindSession, "non-retired sessions")
 }
 
 // RunningAppServer returns the instance recorded running, or nil.

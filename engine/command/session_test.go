@@ -42,6 +42,20 @@ func (s *sessions) started(nonce string) engine.Result {
 	return s.exec(command.AppServerStarted{Started: events.AppServerStarted{PID: 1, Nonce: nonce, ProbePassed: true}})
 }
 
+// deliver submits and completes a job on thread and starts its delivery
+// on the session's epoch 1: the attempt is accept_pending.
+func (s *sessions) deliver(thread, session string) command.Delivery {
+	s.t.Helper()
+	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: thread, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
+	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
+	res := s.exec(command.StartDelivery{Config: immediate, ThreadID: thread, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
+		ManagedSessionID: session, SessionEpoch: 1}})
+	if res.Outcome != "started" {
+		s.t.Fatalf("delivery: %s %v", res.Outcome, res.Value)
+	}
+	return res.Value.(command.Delivery)
+}
+
 func (s *sessions) session(id string) *aggregate.Session {
 	s.t.Helper()
 	var out *aggregate.Session
@@ -258,18 +272,11 @@ func TestSession_ProfileMismatch(t *testing.T) {
 	s.exec(command.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
 
 	// A delivery in flight on the thread blocks the retirement.
-	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
-	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
-	del := s.exec(command.StartDelivery{Config: immediate, ThreadID: "T", Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
-		ManagedSessionID: old.SessionID, SessionEpoch: 1}})
-	if del.Outcome != "started" {
-		t.Fatalf("delivery: %s %v", del.Outcome, del.Value)
-	}
+	d := s.deliver("T", old.SessionID)
 	r = s.attach(mk("T", events.SessionProfile{Network: "true"}), command.SessionRefused)
 	if r.Refusal.Code != errs.SessionProfileMismatch || r.SessionID != old.SessionID {
 		t.Fatalf("another profile while a delivery is in flight: %+v", r)
 	}
-	d := del.Value.(command.Delivery)
 	s.exec(command.RecordOutcome{Config: immediate, AttemptID: d.AttemptID, RPCRequestID: d.RPCRequestID, ManagedSessionID: old.SessionID, SessionEpoch: 1,
 		Outcome: command.RejectedBefore, Reason: "busy"})
 	s.exec(command.CloseHead{Config: immediate, ThreadID: "T", Reason: command.CloseOperatorUnconfirmed})
@@ -297,10 +304,7 @@ func TestSession_PendingManualResolution(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
 	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
-	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
-	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
-	del := s.exec(command.StartDelivery{Config: immediate, ThreadID: "T", Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
-		ManagedSessionID: r.SessionID, SessionEpoch: 1}}).Value.(command.Delivery)
+	del := s.deliver("T", r.SessionID)
 	s.exec(command.RecordOutcome{Config: immediate, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID, ManagedSessionID: r.SessionID, SessionEpoch: 1,
 		Outcome: command.AcceptanceUnknown, Reason: "no answer"})
 
@@ -346,10 +350,7 @@ func TestSession_EpochAdvanceParksWhatWaitedOnTheOldStream(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
 	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
-	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
-	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
-	del := s.exec(command.StartDelivery{Config: immediate, ThreadID: "T", Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
-		ManagedSessionID: r.SessionID, SessionEpoch: 1}}).Value.(command.Delivery)
+	del := s.deliver("T", r.SessionID)
 	s.exec(command.RecordOutcome{Config: immediate, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID, ManagedSessionID: r.SessionID, SessionEpoch: 1,
 		Outcome: command.Accepted, TurnID: "turn-1", Tracks: true})
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -44,32 +43,7 @@ func BenchmarkSpawn(b *testing.B) {
 	bareSpawn := func() time.Duration {
 		cfg, _ := codextest.SupervisorConfig(b, model)
 		os.MkdirAll(cfg.Dir, 0o700)
-		sock := filepath.Join(cfg.Dir, "codex.sock")
-		cmd := exec.Command(cfg.Codex, "app-server", "--listen", "unix://"+sock)
-		cmd.Env, cmd.Dir = cfg.Env, cfg.Cwd
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		var c *codextest.Bare
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			var err error
-			if c, err = codextest.DialBare(sock); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal(err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if _, err := c.Call("initialize", codextest.InitParams); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(t0)
-		c.Close()
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		return d
+		return codextest.SpawnBare(b, cfg.Codex, cfg.Env, cfg.Dir)
 	}
 	codextest.Pair(b, [2]string{"cbth", "bare"}, [2]func() time.Duration{cbth, bareSpawn})
 }
@@ -108,21 +82,7 @@ func BenchmarkSpawnStdio(b *testing.B) {
 func BenchmarkResume(b *testing.B) {
 	r := codextest.StartRig(b)
 	ctx := context.Background()
-	c := r.Inst.Client()
-	th, err := c.ThreadStart(ctx, appserver.ThreadStartParams{Cwd: r.Cwd})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sub := c.Subscribe()
-	if _, err := c.TurnStart(ctx, appserver.TurnStartParams{ThreadID: th.Thread.ID, Input: []appserver.Input{appserver.TextInput("hi")}}); err != nil {
-		b.Fatal(err)
-	}
-	for m := range sub.C() {
-		if m.Method == appserver.NoteTurnCompleted {
-			break
-		}
-	}
-	sub.Close()
+	thread := codextest.ThreadWithTurn(b, r.Inst.Client(), r.Cwd)
 	cc, err := r.Inst.Dial(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -136,11 +96,11 @@ func BenchmarkResume(b *testing.B) {
 	if _, err := bc.Call("initialize", codextest.InitParams); err != nil {
 		b.Fatal(err)
 	}
-	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, th.Thread.ID)
+	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, thread)
 	codextest.Pair(b, [2]string{"cbth", "bare"}, [2]func() time.Duration{
 		func() time.Duration {
 			t0 := time.Now()
-			if _, err := cc.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true}); err != nil {
+			if _, err := cc.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true}); err != nil {
 				b.Fatal(err)
 			}
 			return time.Since(t0)

@@ -1,7 +1,10 @@
 package codextest
 
 import (
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -27,4 +30,37 @@ func Pair(b *testing.B, names [2]string, do [2]func() time.Duration) {
 	b.ReportMetric(m0, names[0]+"-ms")
 	b.ReportMetric(m1, names[1]+"-ms")
 	b.ReportMetric(m0/m1, names[0]+"/"+names[1])
+}
+
+// SpawnBare starts `bin app-server` on a socket in dir with env, as a bare
+// client would: it polls the socket every 5 ms (as the supervisor does),
+// handshakes and initializes, then stops the process. It returns the time
+// from spawn to the answer to initialize.
+func SpawnBare(b *testing.B, bin string, env []string, dir string) time.Duration {
+	sock := filepath.Join(dir, "codex.sock")
+	cmd := exec.Command(bin, "app-server", "--listen", "unix://"+sock)
+	cmd.Env, cmd.Dir = env, dir
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var c *Bare
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		if c, err = DialBare(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := c.Call("initialize", InitParams); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(t0)
+	c.Close()
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	return d
 }

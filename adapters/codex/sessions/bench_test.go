@@ -7,13 +7,10 @@ package sessions_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
@@ -52,34 +49,8 @@ func BenchmarkEnsure(b *testing.B) {
 		return d
 	}
 	bare := func() time.Duration {
-		dir := b.TempDir()
 		home := codextest.Home(b, model.BaseURL())
-		sock := filepath.Join(dir, "codex.sock")
-		cmd := exec.Command(codextest.Binary(b), "app-server", "--listen", "unix://"+sock)
-		cmd.Env, cmd.Dir = codextest.Env(b, home), dir
-		t0 := time.Now()
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		var c *codextest.Bare
-		for deadline := time.Now().Add(30 * time.Second); ; {
-			var err error
-			if c, err = codextest.DialBare(sock); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal(err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if _, err := c.Call("initialize", codextest.InitParams); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(t0)
-		c.Close()
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		return d
+		return codextest.SpawnBare(b, codextest.Binary(b), codextest.Env(b, home), b.TempDir())
 	}
 	codextest.Pair(b, [2]string{"daemon", "bare"}, [2]func() time.Duration{daemon, bare})
 }
@@ -97,30 +68,8 @@ func BenchmarkRefresh(b *testing.B) {
 	if _, _, err := m.Instance(ctx); err != nil {
 		b.Fatal(err)
 	}
-	tr, _, err := appserver.DialUnix(ctx, sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	user := appserver.New(tr, appserver.Options{})
-	defer user.Close()
-	if _, err := user.Initialize(ctx, codextest.ClientInfo, appserver.Capabilities{ExperimentalAPI: true}); err != nil {
-		b.Fatal(err)
-	}
-	th, err := user.ThreadStart(ctx, appserver.ThreadStartParams{Cwd: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sub := user.Subscribe()
-	if _, err := user.TurnStart(ctx, appserver.TurnStartParams{ThreadID: th.Thread.ID, Input: []appserver.Input{appserver.TextInput("hi")}}); err != nil {
-		b.Fatal(err)
-	}
-	for msg := range sub.C() {
-		if msg.Method == appserver.NoteTurnCompleted {
-			break
-		}
-	}
-	sub.Close()
-	rep, err := m.Attach(ctx, &ipc.Conn{}, api.CLIAttachArgs{Mode: sessions.ModeBindThread, BoundThreadID: th.Thread.ID, Cwd: "/"})
+	thread := codextest.ThreadWithTurn(b, codextest.Connect(b, sock), b.TempDir())
+	rep, err := m.Attach(ctx, &ipc.Conn{}, api.CLIAttachArgs{Mode: sessions.ModeBindThread, BoundThreadID: thread, Cwd: "/"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,7 +81,7 @@ func BenchmarkRefresh(b *testing.B) {
 	if _, err := bc.Call("initialize", codextest.InitParams); err != nil {
 		b.Fatal(err)
 	}
-	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, th.Thread.ID)
+	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, thread)
 	codextest.Pair(b, [2]string{"daemon", "bare"}, [2]func() time.Duration{
 		func() time.Duration {
 			t0 := time.Now()

@@ -62,20 +62,10 @@ func newManagerRig(t *testing.T) *managerRig {
 // user is a bare connection to the shared app-server, as the TUI would be.
 func (r *managerRig) user() *appserver.Client {
 	r.t.Helper()
-	ctx := codextest.Context(r.t)
-	if _, _, err := r.m.Instance(ctx); err != nil {
+	if _, _, err := r.m.Instance(codextest.Context(r.t)); err != nil {
 		r.t.Fatal(err)
 	}
-	tr, _, err := appserver.DialUnix(ctx, filepath.Join(r.cwd, "run", supervisor.SocketName))
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	c := appserver.New(tr, appserver.Options{})
-	r.t.Cleanup(func() { c.Close() })
-	if _, err := c.Initialize(ctx, codextest.ClientInfo, appserver.Capabilities{ExperimentalAPI: true}); err != nil {
-		r.t.Fatal(err)
-	}
-	return c
+	return codextest.Connect(r.t, filepath.Join(r.cwd, "run", supervisor.SocketName))
 }
 
 func (r *managerRig) session(id string) *aggregate.Session {
