@@ -373,3 +373,18 @@ func TestCLIRun_OrphanedAppServerTakenOver(t *testing.T) {
 		t.Fatalf("session after the takeover: %+v", s)
 	}
 }
+
+// cbth cli run exits with codex's own status; a codex_binary that is not
+// there is ENOTCONF (exit 69) before anything runs.
+func TestCLIRun_ExitStatusAndMissingCodex(t *testing.T) {
+	h := fakeCodexHome(t, "FAKECODEX_EXIT=3")
+	if r := h.run("cli", "run", "--bind-thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8"); r.code != 3 {
+		t.Fatalf("codex exited 3, cbth cli run %d\n%s", r.code, r.stderr)
+	}
+	missing := newHome(t)
+	missing.codexConfig(filepath.Join(t.TempDir(), "no-codex"), filepath.Join(t.TempDir(), "codex-home"), "")
+	r := missing.run("cli", "run", "--new-thread", "--json")
+	if r.code != 69 || !strings.Contains(r.stdout, `"ENOTCONF"`) {
+		t.Fatalf("a missing codex: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

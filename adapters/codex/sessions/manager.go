@@ -648,7 +648,12 @@ func (m *Manager) Attach(ctx context.Context, conn *ipc.Conn, a api.CLIAttachArg
 	m.fgs[conn] = fg
 	rep.Warnings = append(rep.Warnings, fg.warnings...)
 	m.mu.Unlock()
-	conn.OnClose(func() { m.detach(conn, "foreground connection closed") })
+	conn.OnClose(func() {
+		m.detach(conn, "foreground connection closed")
+		m.mu.Lock()
+		delete(m.fgs, conn)
+		m.mu.Unlock()
+	})
 	rep.AutoContinuation = a.Mode != ModeExploratory
 	rep.Session = m.sessionView(fg.session)
 	av := m.appServerView(in.nonce)
