@@ -193,6 +193,7 @@ func TestCLIRun_RealCodex(t *testing.T) {
 	tm.typeLine("[mark:new] hello from the terminal")
 	waitFor(t, "the model to get the prompt", timeout, func() bool { return r.model.Count("[mark:new]") == 1 })
 	waitFor(t, "the first permission reading", timeout, func() bool { return r.session(a.Thread).Revision >= 1 })
+	tm.waitText("Worked for", timeout) // the turn is over
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run --new-thread exited %d", code)
 	}

@@ -107,12 +107,17 @@ func (tm *terminal) typeLine(s string) {
 	}
 }
 
-// quit presses ^C twice, as the TUI asks, and returns the exit status.
+// quit presses ^C until the command exits (the TUI asks for two; one
+// more may first interrupt a running turn), and returns the exit status.
 func (tm *terminal) quit() int {
 	tm.t.Helper()
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 6; i++ {
 		io.WriteString(tm.pty, "\x03")
-		time.Sleep(300 * time.Millisecond)
+		select {
+		case <-tm.done:
+			return tm.wait(0)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
 	return tm.wait(30 * time.Second)
 }
@@ -120,11 +125,14 @@ func (tm *terminal) quit() int {
 // wait waits for the command to exit and returns its status.
 func (tm *terminal) wait(limit time.Duration) int {
 	tm.t.Helper()
-	select {
-	case <-tm.done:
-	case <-time.After(limit):
-		tm.t.Fatalf("the command on the terminal did not exit within %s", limit)
+	if limit > 0 {
+		select {
+		case <-tm.done:
+		case <-time.After(limit):
+			tm.t.Fatalf("the command on the terminal did not exit within %s", limit)
+		}
 	}
+	<-tm.done
 	if tm.err == nil {
 		return 0
 	}

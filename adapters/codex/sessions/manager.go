@@ -192,13 +192,16 @@ func (m *Manager) start(ctx context.Context) error {
 	if err := m.takeOver(ctx, sup.Socket()); err != nil {
 		return err
 	}
-	m.schemaDone = make(chan struct{})
-	go func() {
-		defer close(m.schemaDone)
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		m.schema, m.schemaErr = probe.LoadSchema(sctx, bin, sup.Env(), m.cfg.TempDir)
-	}()
+	if m.schemaDone == nil { // once: a start that failed may be tried again
+		done := make(chan struct{})
+		m.schemaDone = done
+		go func() {
+			defer close(done)
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			m.schema, m.schemaErr = probe.LoadSchema(sctx, bin, sup.Env(), m.cfg.TempDir)
+		}()
+	}
 	inst, err := sup.Start(ctx)
 	if err != nil {
 		return err
