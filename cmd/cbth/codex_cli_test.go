@@ -222,8 +222,14 @@ func TestCLIRun_RealCodex(t *testing.T) {
 	tm.waitText("an earlier conversation", timeout) // the TUI resumed the thread's history
 	tm.waitText("Ask Codex", timeout)
 
+	// A thread Codex does not have: ENOENT, nothing created.
+	res := r.run("cli", "run", "--bind-thread-id", "01a20a66-0000-7000-8000-000000000000", "--json")
+	if res.code != 1 || !strings.Contains(res.stdout, `"ENOENT"`) || len(r.sessions()) != 2 {
+		t.Fatalf("bind an unknown thread: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+
 	// Another profile while the foreground runs: refused; the same one: busy.
-	res := r.run("cli", "run", "--bind-thread-id", thread, "--session-allows-network", "true", "--json")
+	res = r.run("cli", "run", "--bind-thread-id", thread, "--session-allows-network", "true", "--json")
 	if res.code != 1 || !strings.Contains(res.stdout, `"session_profile_mismatch"`) {
 		t.Fatalf("attach with another profile: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
