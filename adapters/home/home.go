@@ -159,6 +159,9 @@ type Config struct {
 	JobTimeout     Duration `toml:"job_timeout"`
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
+	// The Codex CLI adapter (adapters/home/codex_config.go).
+	CodexBinary string `toml:"codex_binary"`
+	CodexHome   string `toml:"codex_home"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -266,6 +269,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		c.IdleTimeout.Duration = d
 	}
 	if err := h.checkValues(c); err != nil {
+		return c, err
+	}
+	if err := checkCodex(&c, getenv); err != nil {
 		return c, err
 	}
 	return c, checkDelivery(c)

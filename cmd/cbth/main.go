@@ -42,6 +42,7 @@ type CLI struct {
 	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
+	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
 	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`
@@ -114,6 +115,10 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 	}
 	env.JSON, env.HomeFlag = cli.JSON, cli.Home
 	if err := kctx.Run(); err != nil {
+		var st exitStatus
+		if errors.As(err, &st) {
+			return int(st) // a child's status, already reported
+		}
 		return env.fail(err)
 	}
 	return 0
