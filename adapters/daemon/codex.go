@@ -39,12 +39,12 @@ func (d *Daemon) codexOps(t api.Table) {
 	api.Handle(t, api.CLIDetach, func(ctx context.Context, _ api.Empty) (api.CLIDetachReply, error) {
 		return d.codex.Detach(ctx, ipc.ConnOf(ctx))
 	})
-	api.Handle(t, api.CLISessionList, func(_ context.Context, a api.SessionListArgs) (list []query.SessionView, err error) {
+	api.Handle(t, api.CLISessionList, func(_ context.Context, a api.SessionListArgs) (page query.SessionPage, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error {
-			list, err = query.Sessions(s, query.SessionFilter{ThreadID: a.BoundThreadID, State: a.State})
+			page, err = query.Sessions(s, query.SessionFilter{ThreadID: a.BoundThreadID, State: a.State, After: a.After, Limit: a.Limit})
 			return err
 		})
-		return list, err
+		return page, err
 	})
 	api.Handle(t, api.CLISessionInspect, func(_ context.Context, a api.SessionInspectArgs) (in query.SessionInspection, err error) {
 		if a.ManagedSessionID == "" && a.BoundThreadID == "" {

@@ -57,6 +57,11 @@ var replyBounds = map[string]string{
 
 	api.CtxTreeLoad.Name: "one tree, bounded when saved (maxTreeBytes)",
 	api.CtxTreeSave.Name: "small",
+
+	api.CLIAttach.Name:         "one session and app-server, and the warnings of one attach",
+	api.CLIDetach.Name:         "one session, and the warnings of one attach",
+	api.CLISessionList.Name:    "paged (query.PageBytes)",
+	api.CLISessionInspect.Name: "one session and app-server",
 }
 
 func TestEveryReplyIsBounded(t *testing.T) {

@@ -31,7 +31,10 @@ import (
 //	2: requests and replies name every field as the job, batch and attempt
 //	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
 //	   through the typed operation table (adapters/ipc/api).
-const Proto = 2
+//	3: listings page: wait's and cli.session.list's replies are pages
+//	   (next), batch.list's cursor is a batch id; a client of 2 would list
+//	   only a first page, or misread the cursor.
+const Proto = 3
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -55,7 +56,7 @@ func serveAs(t *testing.T, uid int) string {
 func TestFrameLimit(t *testing.T) {
 	path := serve(t)
 	frame := func(total int) []byte {
-		head := `{"proto":2,"id":1,"op":"echo","args":"`
+		head := proto + `"id":1,"op":"echo","args":"`
 		tail := `"}` + "\n"
 		return []byte(head + strings.Repeat("x", total-len(head)-len(tail)) + tail)
 	}
@@ -113,10 +114,10 @@ func TestBadFramesAndVersion(t *testing.T) {
 	if resp := send(`{not json`); resp.Error == nil || resp.Error.Code != errs.EINVAL {
 		t.Fatalf("malformed frame: %+v", resp)
 	}
-	if resp := send(`{"proto":2,"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
+	if resp := send(proto + `"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
 		t.Fatalf("unknown op: %+v", resp)
 	}
-	if resp := send(`{"proto":2,"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
+	if resp := send(proto + `"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
 		t.Fatalf("unknown field not ignored: %+v", resp)
 	}
 	if resp := send(`{"proto":99,"id":4,"op":"echo"}`); resp.Error == nil || resp.Error.Code != errs.EVERSION {
@@ -279,7 +280,7 @@ func hangupChild() int {
 	if !isSocket(1) {
 		return 3
 	}
-	if _, err := c.Write([]byte(`{"proto":2,"id":1,"op":"big"}` + "\n")); err != nil {
+	if _, err := c.Write([]byte(proto + `"id":1,"op":"big"}` + "\n")); err != nil {
 		return 1
 	}
 	if !<-onStdio {
@@ -361,3 +362,6 @@ func TestConnOnClose(t *testing.T) {
 		t.Fatal("a connection outside a request")
 	}
 }
+
+// proto opens a request frame of this protocol.
+var proto = `{"proto":` + strconv.Itoa(Proto) + `,`

@@ -212,16 +212,17 @@ type CliSessionCmd struct {
 type CliSessionListCmd struct {
 	ThreadID string `name:"thread-id" help:"Only the sessions bound to this thread."`
 	State    string `name:"state" enum:",live,detached,parked,stale,retired" default:"" help:"live, detached, parked, stale or retired."`
+	Paging
 }
 
 // Run lists sessions.
 func (c *CliSessionListCmd) Run(env *Env) error {
-	list, err := call(env, api.CLISessionList, api.SessionListArgs{BoundThreadID: c.ThreadID, State: c.State})
+	list, err := allPages(c.Paging, func(after string, limit int) ([]query.SessionView, string, error) {
+		page, err := call(env, api.CLISessionList, api.SessionListArgs{BoundThreadID: c.ThreadID, State: c.State, After: after, Limit: limit})
+		return page.Sessions, page.Next, err
+	})
 	if err != nil {
 		return err
-	}
-	if list == nil {
-		list = []query.SessionView{}
 	}
 	return env.emit(list, func(w io.Writer) {
 		if len(list) == 0 {

@@ -2,6 +2,7 @@ package command_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/enginetest"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -398,4 +400,43 @@ func TestSession_StaleReattaches(t *testing.T) {
 	if got := s.session(r.SessionID); got.Status != "live" || got.Epoch != 2 || got.AppServerInstance != "i2" || !got.CurrentProven() {
 		t.Fatalf("after the reattach: %+v", got)
 	}
+}
+
+// Retired sessions stay, so the session listing pages like every other:
+// following next lists each session once, in creation order, and a
+// cursor that names no session is ENOENT.
+func TestSession_ListingPages(t *testing.T) {
+	s := newSessions(t)
+	s.started("i1")
+	var ids []string
+	for i := range 7 {
+		r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: fmt.Sprintf("T%d", i), Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+		ids = append(ids, r.SessionID)
+	}
+	_ = s.e.Read(func(sn engine.Snapshot) error {
+		var got []string
+		pages := 0
+		for after := ""; ; pages++ {
+			page, err := query.Sessions(sn, query.SessionFilter{After: after, Limit: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Sessions) == 0 || len(page.Sessions) > 3 {
+				t.Fatalf("a page of %d sessions, limit 3", len(page.Sessions))
+			}
+			for _, v := range page.Sessions {
+				got = append(got, v.ManagedSessionID)
+			}
+			if after = page.Next; after == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, ids) || pages != 2 {
+			t.Fatalf("%d pages listed %v, want %v in 3 pages", pages+1, got, ids)
+		}
+		if _, err := query.Sessions(sn, query.SessionFilter{After: "no-such-session"}); errs.CodeOf(err) != errs.ENOENT {
+			t.Fatalf("a cursor naming no session: %v", err)
+		}
+		return nil
+	})
 }

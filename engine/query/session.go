@@ -141,26 +141,55 @@ func InspectSession(s engine.Reader, id, thread string) (SessionInspection, erro
 	return in, nil
 }
 
-// SessionFilter selects sessions for Sessions.
+// SessionFilter selects sessions for Sessions: After is the id of the
+// last session of the page before ("" for the first), Limit bounds a
+// page (0: MaxPage).
 type SessionFilter struct {
 	ThreadID string
 	State    string // a session state, or "" for every one
+	After    string
+	Limit    int
 }
 
-// Sessions lists managed sessions in the order they were created.
-func Sessions(s engine.Snapshot, f SessionFilter) ([]SessionView, error) {
+// SessionPage is one page of sessions; Next, when set, is the cursor of
+// the following page.
+type SessionPage struct {
+	Sessions []SessionView `json:"sessions"`
+	Next     string        `json:"next,omitempty"`
+}
+
+// Sessions lists managed sessions in the order they were created, one
+// page (see PageBytes) at a time: retired sessions stay, so there may be
+// thousands.
+func Sessions(s engine.Snapshot, f SessionFilter) (SessionPage, error) {
+	var after uint64
+	if f.After != "" {
+		ses, err := state[*aggregate.Session](s, events.KindSession, f.After)
+		if err != nil {
+			return SessionPage{}, err
+		}
+		if ses == nil {
+			return SessionPage{}, errs.New(errs.ENOENT, "no managed session %s to list after", f.After)
+		}
+		after = ses.FirstSeq
+	}
 	var list []*aggregate.Session
 	err := s.ForEach(events.KindSession, func(st aggregate.State) error {
 		ses := st.(*aggregate.Session)
-		if (f.ThreadID == "" || ses.BoundThreadID == f.ThreadID) && (f.State == "" || ses.Status == f.State) {
+		if ses.FirstSeq > after && (f.ThreadID == "" || ses.BoundThreadID == f.ThreadID) && (f.State == "" || ses.Status == f.State) {
 			list = append(list, ses)
 		}
 		return nil
 	})
 	sort.Slice(list, func(i, j int) bool { return list[i].FirstSeq < list[j].FirstSeq })
-	out := make([]SessionView, 0, len(list))
-	for _, ses := range list {
-		out = append(out, NewSessionView(ses))
+	p := newPager[SessionView](f.Limit)
+	page := SessionPage{}
+	for i, ses := range list {
+		if !p.add(NewSessionView(ses)) {
+			page.Next = list[i-1].ID
+			break
+		}
 	}
-	return out, err
+	page.Sessions = p.items
+	return page, err
 }

@@ -153,7 +153,11 @@ func TestManager_SessionsOnTheRealAppServer(t *testing.T) {
 	}
 	var list []query.SessionView
 	waitUntil(t, "the new thread's session", func() bool {
-		_ = r.eng.Read(func(s engine.Snapshot) error { list, err = query.Sessions(s, query.SessionFilter{}); return err })
+		_ = r.eng.Read(func(s engine.Snapshot) error {
+			page, err := query.Sessions(s, query.SessionFilter{})
+			list = page.Sessions
+			return err
+		})
 		return len(list) == 1
 	})
 	if list[0].BoundThreadID != th.Thread.ID || list[0].SessionEpoch != 1 || list[0].SessionState != "live" {

@@ -105,7 +105,7 @@ var (
 	// live until it detaches or the connection ends.
 	CLIAttach         = Op[CLIAttachArgs, CLIAttachReply]{Name: "cli.attach", Attach: true}
 	CLIDetach         = Op[Empty, CLIDetachReply]{Name: "cli.detach"}
-	CLISessionList    = Op[SessionListArgs, []query.SessionView]{Name: "cli.session.list"}
+	CLISessionList    = Op[SessionListArgs, query.SessionPage]{Name: "cli.session.list"}
 	CLISessionInspect = Op[SessionInspectArgs, query.SessionInspection]{Name: "cli.session.inspect"}
 )
 
@@ -381,10 +381,12 @@ type CLIDetachReply struct {
 	Warnings []string           `json:"warnings"`
 }
 
-// SessionListArgs select cli.session.list's sessions.
+// SessionListArgs select a page of cli.session.list's sessions.
 type SessionListArgs struct {
 	BoundThreadID string `json:"bound_thread_id,omitempty"`
 	State         string `json:"session_state,omitempty"`
+	After         string `json:"after,omitempty"`
+	Limit         int    `json:"limit,omitempty"`
 }
 
 // SessionInspectArgs name a session, or a thread whose non-retired
