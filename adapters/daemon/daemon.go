@@ -48,9 +48,13 @@ type Options struct {
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
 	Manual bool
-	// Targets are the delivery targets besides the built-in debug one;
-	// each target kind at most once.
+	// Targets are the delivery targets besides the built-in debug and
+	// desktop ones; each target kind at most once. One of a built-in's
+	// kind replaces it.
 	Targets []target.Target
+	// Supervised says a service manager runs the daemon (cbth service):
+	// it never leaves on idle, so Desktop snapshots stay confirmed.
+	Supervised bool
 }
 
 // Daemon is a running daemon.
@@ -69,6 +73,7 @@ type Daemon struct {
 	hooks     parkHooks
 
 	sockets *cortexcli.ModelSockets
+	desk    deskState
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
@@ -115,7 +120,15 @@ func Run(ctx context.Context, opt Options) error {
 		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
 		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
-	d.targets = append([]target.Target{d.debug}, opt.Targets...)
+	if err := d.initDesktop(); err != nil {
+		return err
+	}
+	d.targets = []target.Target{d.debug, d.desk.target}
+	for _, t := range opt.Targets {
+		// A target of a built-in's kind replaces it (tests put fakes in).
+		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
+		d.targets = append(d.targets, t)
+	}
 	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 	d.table = d.ops()
 	if opt.Manual {
@@ -206,6 +219,10 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.catchUpTrees(); err != nil {
 		return err
 	}
+	// The Desktop snapshot files are a projection: a start writes them
+	// again if they are missing or behind (the loop's first scheduling
+	// pass then prepares the heads that became ready).
+	d.publishDesktop(ctx, true)
 	// At start no ingest is in flight, so every orphan can go.
 	return d.removeOrphans(time.Time{})
 }
@@ -353,6 +370,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 					d.schedule(ctx)
 				}
 			}
+			d.publishDesktop(ctx, false)
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
 				return nil
@@ -416,7 +434,7 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 }
 
 func (d *Daemon) idle(now time.Time) bool {
-	if len(d.busy(now)) > 0 {
+	if d.opt.Supervised || len(d.busy(now)) > 0 {
 		d.touch()
 	}
 	d.mu.Lock()

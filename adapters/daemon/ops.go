@@ -103,6 +103,7 @@ func (d *Daemon) ops() api.Table {
 
 	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
+	d.desktopOps(t)
 	return t
 }
 

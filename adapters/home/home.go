@@ -152,6 +152,7 @@ type Config struct {
 	JobTimeout     Duration `toml:"job_timeout"`
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
+	Desktop        Desktop  `toml:"desktop"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -211,6 +212,7 @@ func Defaults() Config {
 			DeliveryTimeout:     Duration{30 * time.Second},
 			Workers:             16,
 		},
+		Desktop: DesktopDefaults(),
 	}
 }
 

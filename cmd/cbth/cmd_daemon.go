@@ -28,7 +28,8 @@ type DaemonCmd struct {
 
 // DaemonRunCmd is `cbth daemon run`.
 type DaemonRunCmd struct {
-	Quiet bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+	Quiet      bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+	Supervised bool `help:"Never exit on idle: a service manager runs this daemon (cbth service install)."`
 }
 
 // Run runs the daemon until it is stopped, signalled or idle.
@@ -59,7 +60,7 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pid", os.Getpid())
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log}
+	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised}
 	if v := env.Getenv("CBTH_TEST_CLOCK"); v != "" {
 		// A stopped clock for deterministic runs: time moves only with
 		// `cbth debug clock advance`, and nothing happens on a timer.

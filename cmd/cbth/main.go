@@ -40,6 +40,8 @@ type CLI struct {
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
+	Desktop    DesktopCmd    `cmd:"" help:"Codex Desktop: installation state, thread bindings and the bridge's helpers."`
+	Service    ServiceCmd    `cmd:"" help:"Keep the daemon running as a per-user service (systemd user unit, launchd agent)."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
 	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`

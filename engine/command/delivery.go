@@ -186,7 +186,11 @@ func (c DeliveryConfig) closeBatch(v engine.View, now time.Time, b *aggregate.Ba
 				break
 			}
 		}
-		emits = append(emits, engine.Emit{Stream: cursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
+		scope, err := cursorScope(v, b)
+		if err != nil {
+			return nil, err
+		}
+		emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
 	}
 	return emits, nil
 }

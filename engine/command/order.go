@@ -12,6 +12,10 @@ import (
 // start just after the target's durable cursor: the thread served last
 // goes last. It reads only.
 func FairOrder(r engine.Reader, target string) ([]string, error) {
+	return fairOrder(r, target, target)
+}
+
+func fairOrder(r engine.Reader, target, scope string) ([]string, error) {
 	type head struct{ key, thread string }
 	var heads []head
 	for _, ref := range r.Scan(index.Head, index.HeadPrefix(target)) {
@@ -20,7 +24,7 @@ func FairOrder(r engine.Reader, target string) ([]string, error) {
 		}
 	}
 	var cursorKey string
-	s, err := r.State(events.KindCursor, target)
+	s, err := r.State(events.KindCursor, scope)
 	if err != nil {
 		return nil, err
 	}

@@ -26,8 +26,12 @@ const (
 	BatchAttempts   = "batch.attempts" // batch -> its attempts
 	Tracking        = "attempt.tracking"
 	BindingByThread = "binding.thread" // source thread -> binding
-	SessionByThread = "session.thread" // bound thread -> non-retired session
-	CtxSession      = "ctxsession.dir" // object \0 scope \0 uid \0 name -> ctx session
+	// Desktop: a bound or degraded binding by its caller automation, and
+	// one armed for a generation not yet quiesced by its pause_not_before.
+	BindingByAutomation = "binding.automation"
+	BindingUnquiesced   = "binding.unquiesced"
+	SessionByThread     = "session.thread" // bound thread -> non-retired session
+	CtxSession          = "ctxsession.dir" // object \0 scope \0 uid \0 name -> ctx session
 )
 
 // Deadline kinds: the work the overdue sweep does when one falls due.

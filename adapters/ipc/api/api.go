@@ -102,6 +102,8 @@ var All = []string{
 	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name,
+	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
+	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name,
 }
 
 // Empty is the request of operations that take none.

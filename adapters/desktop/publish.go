@@ -1,0 +1,288 @@
+package desktop
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Publisher writes the Desktop snapshots: a file projection of the log
+// with its own checkpoint, the manifest. A publication writes a new
+// revision's files into snapshots/<revision>/ (each through a temp file,
+// fsynced and renamed, the directory fsynced), then replaces the manifest
+// the same way, last. Files of a revision never change afterwards. An
+// unchanged log (and nothing fallen due) reuses the revision; a superseded
+// revision is removed once it has been superseded for Retention, so a
+// reader that read the manifest just before can still read its files.
+//
+// The publisher keeps its checkpoint only in the manifest and in memory:
+// after a restart, or with the inbox deleted, the first publication
+// writes everything again.
+type Publisher struct {
+	Dir string // $CBTH_HOME/inbox
+	// MaxAge is how long a manifest counts as fresh after the daemon last
+	// confirmed it (fresh_until); Interval how often the daemon confirms.
+	MaxAge, Interval, Retention time.Duration
+	Log                         *slog.Logger
+
+	mu  sync.Mutex
+	cur published
+	// superseded records when each older revision stopped being current.
+	superseded map[uint64]time.Time
+	loaded     bool
+	maxRev     uint64
+}
+
+// published is the revision in force and what it was built from.
+type published struct {
+	manifest inbox.Manifest
+	hash     [32]byte
+	head     uint64    // the log head its content reflects
+	valid    time.Time // content.ValidUntil
+}
+
+// Publication is the outcome of Publish.
+type Publication struct {
+	// Outcome is "published" (a new revision), "confirmed" (the manifest
+	// rewritten with a new published_at), "unchanged" (nothing written)
+	// or "none" (nothing to publish: no installation or bridge yet).
+	Outcome      string
+	Manifest     inbox.Manifest
+	ManifestPath string
+}
+
+// Current reports whether a publication at log head and now would find
+// nothing to do: the same head, nothing fallen due, the manifest
+// confirmed within Interval. The daemon calls it before building.
+func (p *Publisher) Current(head uint64, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.cur
+	return c.manifest.SnapshotRevision > 0 && c.head == head && (c.valid.IsZero() || now.Before(c.valid)) &&
+		now.Before(c.manifest.PublishedAt.Add(p.Interval))
+}
+
+// Publish publishes content built at log head and now. confirm rewrites
+// the manifest with published_at = now even when the content is that of
+// the revision in force (bridge-preflight and the periodic confirmation).
+func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool) (Publication, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded {
+		if err := p.load(); err != nil {
+			return Publication{}, err
+		}
+	}
+	body, err := json.Marshal(c)
+	if err != nil {
+		return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode snapshot content")
+	}
+	hash := sha256.Sum256(body)
+	cur := &p.cur
+	if cur.manifest.SnapshotRevision > 0 && cur.hash == hash && p.intact() {
+		cur.head, cur.valid = head, c.ValidUntil
+		if !confirm && now.Before(cur.manifest.PublishedAt.Add(p.Interval)) {
+			return p.result("unchanged"), nil
+		}
+		m := cur.manifest
+		m.PublishedAt, m.FreshUntil, m.LogSeq = now, now.Add(p.MaxAge), head
+		if err := p.writeManifest(m); err != nil {
+			return Publication{}, err
+		}
+		cur.manifest = m
+		return p.result("confirmed"), nil
+	}
+
+	rev := p.maxRev + 1
+	hdr := func(kind string) inbox.Header {
+		return inbox.Header{SchemaVersion: inbox.SchemaVersion, Kind: kind, SnapshotRevision: rev, BridgeThreadID: c.Bridge, CreatedAt: now}
+	}
+	files := inbox.RevisionFiles(rev)
+	ready := make([]inbox.ReadyEntry, len(c.Ready))
+	for i, e := range c.Ready {
+		e.SnapshotPath = files.ReadyThreads
+		ready[i] = e
+	}
+	inst := c.Installation
+	inst.Header = hdr(inbox.KindInstallation)
+	docs := []struct {
+		rel string
+		v   any
+	}{
+		{files.ReadyThreads, inbox.ReadyThreads{Header: hdr(inbox.KindReadyThreads), Entries: nonNil(ready)}},
+		{files.ArmPendingBindings, inbox.ArmPendingBindings{Header: hdr(inbox.KindArmPending), Entries: nonNil(c.ArmPending)}},
+		{files.PauseDueBindings, inbox.PauseDueBindings{Header: hdr(inbox.KindPauseDue), Entries: nonNil(c.PauseDue)}},
+		{files.Bindings, inbox.Bindings{Header: hdr(inbox.KindBindings), Entries: nonNil(c.Bindings)}},
+		{files.InstallationState, inst},
+	}
+	dir := filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))
+	if err := home.EnsureDir(dir); err != nil {
+		return Publication{}, err
+	}
+	var instBytes []byte
+	for _, d := range docs {
+		b, err := json.MarshalIndent(d.v, "", " ")
+		if err != nil {
+			return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", d.rel)
+		}
+		b = append(b, '\n')
+		if d.rel == files.InstallationState {
+			instBytes = b
+		}
+		if err := writeFile(filepath.Join(p.Dir, d.rel), b); err != nil {
+			return Publication{}, err
+		}
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := home.SyncDir(d); err != nil {
+			return Publication{}, errs.Wrap(errs.EINTERNAL, err, "sync %s", d)
+		}
+	}
+	m := inbox.Manifest{Header: hdr(inbox.KindManifest), PublishedAt: now, FreshUntil: now.Add(p.MaxAge), LogSeq: head, Files: files}
+	if err := p.writeManifest(m); err != nil {
+		return Publication{}, err
+	}
+	// The latest installation state beside the manifest is a convenience
+	// for people; readers trust the revision's copy.
+	if err := home.WriteFileAtomic(filepath.Join(p.Dir, inbox.LatestInstallationName), instBytes); err != nil {
+		p.Log.Warn("write the latest installation state copy", "err", err)
+	}
+	if old := cur.manifest.SnapshotRevision; old > 0 {
+		p.superseded[old] = now
+	}
+	*cur = published{manifest: m, hash: hash, head: head, valid: c.ValidUntil}
+	p.maxRev = rev
+	p.prune(now)
+	return p.result("published"), nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (p *Publisher) result(outcome string) Publication {
+	return Publication{Outcome: outcome, Manifest: p.cur.manifest, ManifestPath: filepath.Join(p.Dir, inbox.ManifestName)}
+}
+
+// load finds where the last daemon left off: the manifest in force and the
+// highest revision ever written, so a revision number is never reused. A
+// revision left behind counts as superseded now.
+func (p *Publisher) load() error {
+	p.superseded = map[uint64]time.Time{}
+	if err := home.EnsureDir(filepath.Join(p.Dir, inbox.SnapshotsDir)); err != nil {
+		return err
+	}
+	var m inbox.Manifest
+	if b, err := os.ReadFile(filepath.Join(p.Dir, inbox.ManifestName)); err == nil && json.Unmarshal(b, &m) == nil {
+		p.maxRev = m.SnapshotRevision
+	}
+	for _, rev := range p.revisions() {
+		p.maxRev = max(p.maxRev, rev)
+	}
+	p.loaded = true
+	return nil
+}
+
+// revisions lists the revision directories present.
+func (p *Publisher) revisions() []uint64 {
+	ents, err := os.ReadDir(filepath.Join(p.Dir, inbox.SnapshotsDir))
+	if err != nil {
+		return nil
+	}
+	var out []uint64
+	for _, e := range ents {
+		if rev, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && e.IsDir() {
+			out = append(out, rev)
+		}
+	}
+	return out
+}
+
+// intact reports whether the revision in force is still on disk (someone
+// may have deleted the inbox under a running daemon).
+func (p *Publisher) intact() bool {
+	f := p.cur.manifest.Files
+	for _, rel := range []string{inbox.ManifestName, f.ReadyThreads, f.ArmPendingBindings, f.PauseDueBindings, f.Bindings, f.InstallationState} {
+		if _, err := os.Lstat(filepath.Join(p.Dir, rel)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Publisher) writeManifest(m inbox.Manifest) error {
+	b, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "encode the manifest")
+	}
+	if err := home.WriteFileAtomic(filepath.Join(p.Dir, inbox.ManifestName), append(b, '\n')); err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "publish the manifest")
+	}
+	return nil
+}
+
+// prune removes revisions superseded for longer than Retention, and any
+// directory left by a publication that never reached its manifest.
+func (p *Publisher) prune(now time.Time) {
+	cur := p.cur.manifest.SnapshotRevision
+	for _, rev := range p.revisions() {
+		if rev == cur {
+			continue
+		}
+		at, ok := p.superseded[rev]
+		if !ok {
+			p.superseded[rev], at = now, now
+		}
+		if now.Sub(at) < p.Retention {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))); err != nil {
+			p.Log.Warn("prune snapshot revision", "revision", rev, "err", err)
+			continue
+		}
+		delete(p.superseded, rev)
+	}
+}
+
+// writeFile writes data to path through a 0600 temp file in the same
+// directory: write, fsync, rename. The caller fsyncs the directory once
+// for all its files.
+func writeFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "write %s", path)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(home.FileMode); err != nil {
+		f.Close()
+		return errs.Wrap(errs.EINTERNAL, err, "write %s", path)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return errs.Wrap(errs.EINTERNAL, err, "write %s", path)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return errs.Wrap(errs.EINTERNAL, err, "sync %s", path)
+	}
+	if err := f.Close(); err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "close %s", path)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "rename %s", path)
+	}
+	return nil
+}
