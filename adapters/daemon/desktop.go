@@ -108,6 +108,16 @@ func (d *Daemon) desktopOps(t api.Table) {
 		return p, err
 	})
 	api.Handle(t, api.DesktopPreflight, d.preflight)
+	api.Handle(t, api.BatchSkipHead, func(ctx context.Context, a api.ThreadArgs) (api.SkipHeadReply, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
+			command.SkipHead{ThreadID: a.SourceThreadID})
+		if err != nil {
+			return api.SkipHeadReply{}, err
+		}
+		d.poke(ctx)
+		id, _ := res.Value.(string)
+		return api.SkipHeadReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, BatchID: id}, nil
+	})
 }
 
 func (d *Daemon) repairInstallation(ctx context.Context, a api.InstallationRepairArgs) (api.InstallationRepairReply, error) {

@@ -186,3 +186,18 @@ func (c *DesktopBindingListCmd) Run(env *Env) error {
 		tw.Flush()
 	})
 }
+
+// BatchSkipHeadCmd is `cbth batch skip-head`: the operator's explicit
+// skip, one of the moves of the durable fair-ready cursor.
+type BatchSkipHeadCmd struct {
+	SourceThreadID string `help:"The thread." required:"" name:"source-thread-id"`
+}
+
+// Run skips.
+func (c *BatchSkipHeadCmd) Run(env *Env) error {
+	res, err := call(env, api.BatchSkipHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "thread %s: %s %s\n", c.SourceThreadID, res.Outcome, res.BatchID) })
+}

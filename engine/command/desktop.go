@@ -490,3 +490,31 @@ func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
 	return fairOrder(r, target, scope)
 }
+
+// SkipHead is an explicit skip of a thread's head in the fair-ready
+// order: the cursor of the head's scope (its target's, or for a Desktop
+// head its bridge's) moves past it, so every other ready head of that
+// scope comes first; the batch stays open and untouched. Outcomes
+// "skipped", "no_head".
+type SkipHead struct{ ThreadID string }
+
+// Decide implements engine.Decider.
+func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("source thread id", c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	open, err := openBatches(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if len(open) == 0 || !open[0].IsHead {
+		return engine.Decision{Outcome: "no_head"}, nil
+	}
+	b := open[0]
+	scope, err := cursorScope(v, b)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	return engine.Decision{Outcome: "skipped", Value: b.ID, Emits: []engine.Emit{{Stream: cursorStream(scope),
+		Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "skipped"}}}}, nil
+}

@@ -103,7 +103,7 @@ var All = []string{
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name,
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
-	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name,
+	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
 }
 
 // Empty is the request of operations that take none.

@@ -16,7 +16,16 @@ var (
 	DesktopBindingUnbind      = Op[BindingUnbindArgs, BindingUnbindReply]{Name: "desktop.binding.unbind"}
 	DesktopBindingList        = Op[BindingListArgs, query.BindingPage]{Name: "desktop.binding.list"}
 	DesktopPreflight          = Op[PreflightArgs, PreflightReply]{Name: "desktop.preflight"}
+	BatchSkipHead             = Op[ThreadArgs, SkipHeadReply]{Name: "batch.skip_head"}
 )
+
+// SkipHeadReply is batch.skip_head's reply: "skipped" (the cursor of
+// CursorScope passed the thread's head BatchID) or "no_head".
+type SkipHeadReply struct {
+	Outcome        string `json:"outcome"`
+	SourceThreadID string `json:"source_thread_id"`
+	BatchID        string `json:"batch_id"`
+}
 
 // InstallationArgs carry the fingerprints the asking cbth observes, by
 // read transport, so the answer says whether its own matches the
