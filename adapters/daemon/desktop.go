@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop"
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
@@ -20,6 +23,9 @@ type deskState struct {
 	target *desktop.Target
 	pub    *desktop.Publisher
 	fps    desktop.Fingerprints
+
+	mu      sync.Mutex // one publication at a time
+	builder *desktop.Builder
 }
 
 func (d *Daemon) initDesktop() error {
@@ -29,7 +35,8 @@ func (d *Daemon) initDesktop() error {
 	}
 	c := d.opt.Config.Desktop
 	d.desk = deskState{
-		fps: fps,
+		fps:     fps,
+		builder: &desktop.Builder{Config: d.deliveryConfig(), Fingerprints: fps},
 		target: &desktop.Target{Now: d.opt.Clock.Now, Fingerprints: fps,
 			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
 		pub: &desktop.Publisher{Dir: d.opt.Home.Inbox(), Interval: c.SnapshotInterval.Duration,
@@ -44,18 +51,14 @@ func (d *Daemon) initDesktop() error {
 // otherwise it builds the content and publishes a new revision if it
 // differs. confirm rewrites the manifest's published_at regardless.
 func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publication, error) {
+	d.desk.mu.Lock()
+	defer d.desk.mu.Unlock()
 	now := d.opt.Clock.Now()
 	head := d.eng.Head()
 	if !confirm && d.desk.pub.Current(head, now) {
 		return desktop.Publication{Outcome: "unchanged"}, nil
 	}
-	var c desktop.Content
-	var ok bool
-	err := d.eng.Read(func(s engine.Snapshot) error {
-		var err error
-		c, ok, err = desktop.Build(s, d.deliveryConfig(), now, d.desk.fps)
-		return err
-	})
+	c, ok, err := d.buildDesktop(now)
 	if err == nil && !ok {
 		return desktop.Publication{Outcome: "none"}, nil
 	}
@@ -72,6 +75,41 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 			"ready", len(c.Ready), "arm_pending", len(c.ArmPending), "pause_due", len(c.PauseDue), "log_seq", head)
 	}
 	return p, nil
+}
+
+// errMoved says the log moved between reading its new events and the
+// snapshot: the changes do not reach the snapshot's checkpoint.
+var errMoved = errors.New("the log moved")
+
+// buildDesktop builds the publication content, reading again only the
+// threads the events since the last build touched; when the log keeps
+// moving under it, from scratch.
+func (d *Daemon) buildDesktop(now time.Time) (c desktop.Content, ok bool, err error) {
+	b := d.desk.builder
+	for try := 0; try < 3 && b.Since() > 0; try++ {
+		ch := &desktop.Changes{Since: b.Since(), Upto: b.Since()}
+		if err := d.eng.ReadFrom(ch.Since+1, func(env events.Envelope) error {
+			ch.Streams, ch.Upto = append(ch.Streams, env.Stream), env.Seq
+			return nil
+		}); err != nil {
+			return c, false, err
+		}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			if s.Checkpoint() != ch.Upto {
+				return errMoved
+			}
+			c, ok, err = b.Build(s, now, ch)
+			return err
+		})
+		if !errors.Is(err, errMoved) {
+			return c, ok, err
+		}
+	}
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		c, ok, err = b.Build(s, now, nil)
+		return err
+	})
+	return c, ok, err
 }
 
 // installationView renders the installation state for a cbth observing

@@ -99,15 +99,63 @@ type Content struct {
 }
 
 // Build computes the content of a publication for the installation's
-// bridge thread at now. ok is false when there is nothing to publish: no
-// installation state, or no bridge thread selected yet. It reads only.
+// bridge thread at now, from scratch. ok is false when there is nothing
+// to publish: no installation state, or no bridge thread selected yet.
+// It reads only.
 func Build(s engine.Snapshot, cfg command.DeliveryConfig, now time.Time, fps Fingerprints) (c Content, ok bool, err error) {
+	b := &Builder{Config: cfg, Fingerprints: fps}
+	return b.Build(s, now, nil)
+}
+
+// Changes are the streams the log appended to after Since, up to and
+// including seq Upto.
+type Changes struct {
+	Since, Upto uint64
+	Streams     []events.StreamID
+}
+
+// Builder builds publication contents incrementally. It keeps each
+// Desktop thread's part of the content (its ready or arm-pending entry
+// and binding) and, given the streams appended to since its last build,
+// reads again only the threads whose attempt, batch or binding changed:
+// a publication after one event costs a few reads, not one per thread. A
+// change of the installation state, a time a part was waiting for, or
+// changes it cannot place make it build from scratch.
+type Builder struct {
+	Config       command.DeliveryConfig
+	Fingerprints Fingerprints
+
+	head    uint64 // the log seq the parts reflect; 0 for none
+	instVer uint64 // the installation state's version then
+	bridge  string
+	valid   time.Time // the earliest wake of a part, zero for none
+	parts   map[string]part
+	owner   map[events.StreamID]string // attempt, batch and binding streams -> thread
+}
+
+// part is one thread's share of the content.
+type part struct {
+	ready      *inbox.ReadyEntry
+	armPending *inbox.ArmPendingEntry
+	binding    *aggregate.Binding
+	wake       time.Time
+}
+
+// Since returns the log seq the builder's parts reflect (0: none), from
+// which the caller collects the Changes of the next build.
+func (b *Builder) Since() uint64 { return b.head }
+
+// Build computes the content at now from snapshot s. With ch (the
+// streams appended to since Since, up to s's checkpoint) it reads only
+// the threads they touch; with ch nil it starts over.
+func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Content, ok bool, err error) {
 	inst, err := command.Installation(s)
 	if err != nil || inst == nil || inst.BridgeThreadID == "" {
+		b.head = 0
 		return c, false, err
 	}
 	c.Bridge = inst.BridgeThreadID
-	observed := fps[inst.ReadTransport]
+	observed := b.Fingerprints[inst.ReadTransport]
 	c.Installation = inbox.InstallationState{
 		ReadTransport: inst.ReadTransport, ReadTransportGeneration: inst.ReadTransportGeneration,
 		ReadTransportCapability: inst.ReadTransportCapability, ArtifactReadCapability: inst.ArtifactReadCapability,
@@ -120,70 +168,76 @@ func Build(s engine.Snapshot, cfg command.DeliveryConfig, now time.Time, fps Fin
 		at := inst.ValidatedAt
 		c.Installation.ValidatedAt = &at
 	}
+	threads, err := command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope(c.Bridge))
+	if err != nil {
+		b.head = 0
+		return c, false, err
+	}
+	incremental := ch != nil && b.head != 0 && ch.Since == b.head && inst.Version == b.instVer && inst.BridgeThreadID == b.bridge &&
+		(b.valid.IsZero() || now.Before(b.valid)) && len(b.owner) < 4*(len(threads)+1024)
+	if incremental {
+		dirty := map[string]bool{}
+		for _, sid := range ch.Streams {
+			switch sid.Kind {
+			case events.KindAttempt, events.KindBatch, events.KindBinding:
+				th, known := b.owner[sid]
+				if !known {
+					if th, err = threadOf(s, sid); err != nil {
+						b.head = 0
+						return c, false, err
+					}
+					b.owner[sid] = th
+				}
+				if th != "" {
+					dirty[th] = true
+				}
+			}
+		}
+		for th := range dirty {
+			if err := b.place(s, now, th, inst, observed); err != nil {
+				b.head = 0
+				return c, false, err
+			}
+		}
+	} else {
+		b.parts, b.owner = map[string]part{}, map[events.StreamID]string{}
+		for _, th := range threads {
+			if err := b.place(s, now, th, inst, observed); err != nil {
+				b.head = 0
+				return c, false, err
+			}
+		}
+	}
+	b.head, b.instVer, b.bridge = s.Checkpoint(), inst.Version, inst.BridgeThreadID
+	if ch != nil && ch.Upto > b.head {
+		b.head = ch.Upto
+	}
+
 	wake := func(t time.Time) {
 		if !t.IsZero() && t.After(now) && (c.ValidUntil.IsZero() || t.Before(c.ValidUntil)) {
 			c.ValidUntil = t
 		}
 	}
 	bindings := map[string]*aggregate.Binding{}
-	binding := func(thread string) (*aggregate.Binding, error) {
-		if b, ok := bindings[thread]; ok {
-			return b, nil
-		}
-		b, err := command.BindingOf(s, thread)
-		if err == nil && b != nil && !command.ServesBridge(b, c.Bridge) {
-			b = nil
-		}
-		bindings[thread] = b
-		return b, err
-	}
-
-	threads, err := command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope(c.Bridge))
-	if err != nil {
-		return c, false, err
-	}
 	for _, th := range threads {
-		a, err := liveAttempt(s, th)
-		if err != nil {
-			return c, false, err
-		}
-		if a == nil || (a.Status != "prepared" && a.Status != "arm_pending") {
+		p, ok := b.parts[th]
+		if !ok {
 			continue
 		}
-		bd, err := binding(th)
-		if err != nil {
-			return c, false, err
+		wake(p.wake)
+		switch {
+		case p.ready != nil:
+			c.Ready = append(c.Ready, *p.ready)
+			bindings[th] = p.binding
+		case p.armPending != nil:
+			c.ArmPending = append(c.ArmPending, *p.armPending)
+			bindings[th] = p.binding
 		}
-		if bd == nil {
-			continue
-		}
-		if a.Status == "arm_pending" {
-			c.ArmPending = append(c.ArmPending, inbox.ArmPendingEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
-				Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, CallerAutomationID: bd.CallerAutomationID,
-				BridgeRequestID: a.BridgeRequestID, ArmPendingSince: a.ArmPendingSince, ArmPendingDeadline: a.ArmPendingDeadline,
-				BridgeArmLeaseDeadline: a.BridgeArmLeaseDeadline})
-			continue
-		}
-		el, err := cfg.Eligible(s, now, th)
-		if err != nil {
-			return c, false, err
-		}
-		if !el.OK || el.Batch.ID != a.BatchID {
-			wake(el.Wake)
-			continue
-		}
-		g, err := command.DesktopGate(s, now, el.Batch, observed)
-		if err != nil {
-			return c, false, err
-		}
-		wake(g.Wake)
-		if !g.OK {
-			continue
-		}
-		c.Ready = append(c.Ready, inbox.ReadyEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
-			Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, RequiresArtifactRead: el.Batch.RequiresArtifactRead})
 	}
+	b.valid = c.ValidUntil
 
+	// Bindings armed for a generation not yet quiesced are few: read
+	// afresh every time.
 	for _, r := range s.Scan(index.BindingUnquiesced, "") {
 		st, err := s.State(events.KindBinding, r.ID)
 		if err != nil {
@@ -217,9 +271,6 @@ func Build(s engine.Snapshot, cfg command.DeliveryConfig, now time.Time, fps Fin
 	})
 
 	for th, bd := range bindings {
-		if bd == nil {
-			continue
-		}
 		e := inbox.BindingEntry{SourceThreadID: th, BindingID: bd.ID, BindingState: bd.Status,
 			CallerAutomationID: bd.CallerAutomationID, BridgeThreadID: bd.BridgeThreadID,
 			ReadTransport: bd.Mirror.ReadTransport, ReadTransportGeneration: bd.Mirror.ReadTransportGeneration,
@@ -232,6 +283,73 @@ func Build(s engine.Snapshot, cfg command.DeliveryConfig, now time.Time, fps Fin
 	}
 	slices.SortFunc(c.Bindings, func(a, b inbox.BindingEntry) int { return cmp.Compare(a.SourceThreadID, b.SourceThreadID) })
 	return c, true, nil
+}
+
+// place reads one thread again and keeps its part: a ready entry when
+// its head's attempt is prepared and every gate lets it through, an
+// arm-pending entry when the bridge marked its attempt arm_pending, or
+// none. Each state is read once; this runs for every changed thread.
+func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggregate.Installation, observed string) error {
+	delete(b.parts, th)
+	a, err := liveAttempt(s, th)
+	if err != nil || a == nil {
+		return err
+	}
+	b.owner[events.StreamID{Kind: events.KindAttempt, ID: a.ID}] = th
+	if a.Status != "prepared" && a.Status != "arm_pending" {
+		return nil
+	}
+	bd, err := command.BindingOf(s, th)
+	if err != nil || bd == nil {
+		return err
+	}
+	b.owner[events.StreamID{Kind: events.KindBinding, ID: bd.ID}] = th
+	if !command.ServesBridge(bd, inst.BridgeThreadID) {
+		return nil
+	}
+	st, err := s.State(events.KindBatch, a.BatchID)
+	if err != nil {
+		return err
+	}
+	bt, ok := st.(*aggregate.Batch)
+	if !ok || bt.TargetKind != command.TargetDesktop || !bt.Open() || bt.HeadAttemptID != a.ID {
+		return nil
+	}
+	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th
+	if a.Status == "arm_pending" {
+		b.parts[th] = part{binding: bd, armPending: &inbox.ArmPendingEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
+			Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, CallerAutomationID: bd.CallerAutomationID,
+			BridgeRequestID: a.BridgeRequestID, ArmPendingSince: a.ArmPendingSince, ArmPendingDeadline: a.ArmPendingDeadline,
+			BridgeArmLeaseDeadline: a.BridgeArmLeaseDeadline}}
+		return nil
+	}
+	if reason, at := b.Config.BatchHold(bt, now); reason != "" {
+		b.parts[th] = part{wake: at}
+		return nil
+	}
+	g := command.DesktopGateOf(now, bt, bd, inst, observed)
+	if !g.OK {
+		b.parts[th] = part{wake: g.Wake}
+		return nil
+	}
+	b.parts[th] = part{binding: bd, wake: g.Wake, ready: &inbox.ReadyEntry{SourceThreadID: th, BatchID: a.BatchID,
+		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, SnapshotPath: inbox.ByThreadPath(th),
+		RequiresArtifactRead: bt.RequiresArtifactRead}}
+	return nil
+}
+
+// threadOf returns the thread of an attempt, batch or binding stream.
+func threadOf(s engine.Reader, sid events.StreamID) (string, error) {
+	st, err := s.State(sid.Kind, sid.ID)
+	switch v := st.(type) {
+	case *aggregate.Attempt:
+		return v.SourceThreadID, err
+	case *aggregate.Batch:
+		return v.SourceThreadID, err
+	case *aggregate.Binding:
+		return v.SourceThreadID, err
+	}
+	return "", err
 }
 
 // liveAttempt returns the thread's non-terminal attempt, if any.

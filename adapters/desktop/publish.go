@@ -1,6 +1,7 @@
 package desktop
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
@@ -40,6 +41,7 @@ type Publisher struct {
 	superseded map[uint64]time.Time
 	loaded     bool
 	maxRev     uint64
+	latestInst []byte // the installation state last written beside the manifest
 }
 
 // published is the revision in force and what it was built from.
@@ -82,11 +84,24 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 			return Publication{}, err
 		}
 	}
-	body, err := json.Marshal(c)
-	if err != nil {
-		return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode snapshot content")
+	// Each part is encoded once: for the comparison with the revision in
+	// force and, if it differs, for the files.
+	var parts [5][]byte
+	for i, v := range []any{nonNil(c.Ready), nonNil(c.ArmPending), nonNil(c.PauseDue), nonNil(c.Bindings), c.Installation} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode snapshot content")
+		}
+		parts[i] = b
 	}
-	hash := sha256.Sum256(body)
+	h := sha256.New()
+	h.Write([]byte(c.Bridge))
+	for _, b := range parts {
+		h.Write([]byte{0})
+		h.Write(b)
+	}
+	var hash [32]byte
+	h.Sum(hash[:0])
 	cur := &p.cur
 	if cur.manifest.SnapshotRevision > 0 && cur.hash == hash && p.intact() {
 		cur.head, cur.valid = head, c.ValidUntil
@@ -107,10 +122,9 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 		return inbox.Header{SchemaVersion: inbox.SchemaVersion, Kind: kind, SnapshotRevision: rev, BridgeThreadID: c.Bridge, CreatedAt: now}
 	}
 	files := inbox.RevisionFiles(rev)
-	ready := make([]inbox.ReadyEntry, len(c.Ready))
-	for i, e := range c.Ready {
-		e.SnapshotPath = files.ReadyThreads
-		ready[i] = e
+	type doc struct {
+		inbox.Header
+		Entries json.RawMessage `json:"entries"`
 	}
 	inst := c.Installation
 	inst.Header = hdr(inbox.KindInstallation)
@@ -118,26 +132,24 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 		rel string
 		v   any
 	}{
-		{files.ReadyThreads, inbox.ReadyThreads{Header: hdr(inbox.KindReadyThreads), Entries: nonNil(ready)}},
-		{files.ArmPendingBindings, inbox.ArmPendingBindings{Header: hdr(inbox.KindArmPending), Entries: nonNil(c.ArmPending)}},
-		{files.PauseDueBindings, inbox.PauseDueBindings{Header: hdr(inbox.KindPauseDue), Entries: nonNil(c.PauseDue)}},
-		{files.Bindings, inbox.Bindings{Header: hdr(inbox.KindBindings), Entries: nonNil(c.Bindings)}},
+		{files.ReadyThreads, doc{hdr(inbox.KindReadyThreads), parts[0]}},
+		{files.ArmPendingBindings, doc{hdr(inbox.KindArmPending), parts[1]}},
+		{files.PauseDueBindings, doc{hdr(inbox.KindPauseDue), parts[2]}},
+		{files.Bindings, doc{hdr(inbox.KindBindings), parts[3]}},
 		{files.InstallationState, inst},
 	}
 	dir := filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))
 	if err := home.EnsureDir(dir); err != nil {
 		return Publication{}, err
 	}
-	var instBytes []byte
+	var instFile []byte
 	for _, d := range docs {
-		b, err := json.MarshalIndent(d.v, "", " ")
+		b, err := json.Marshal(d.v)
 		if err != nil {
 			return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", d.rel)
 		}
 		b = append(b, '\n')
-		if d.rel == files.InstallationState {
-			instBytes = b
-		}
+		instFile = b // the last one
 		if err := writeFile(filepath.Join(p.Dir, d.rel), b); err != nil {
 			return Publication{}, err
 		}
@@ -152,9 +164,14 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 		return Publication{}, err
 	}
 	// The latest installation state beside the manifest is a convenience
-	// for people; readers trust the revision's copy.
-	if err := home.WriteFileAtomic(filepath.Join(p.Dir, inbox.LatestInstallationName), instBytes); err != nil {
-		p.Log.Warn("write the latest installation state copy", "err", err)
+	// for people, written when it changed; readers trust the revision's
+	// copy.
+	if latest := filepath.Join(p.Dir, inbox.LatestInstallationName); !bytes.Equal(parts[4], p.latestInst) || !exists(latest) {
+		if err := home.WriteFileAtomic(latest, instFile); err != nil {
+			p.Log.Warn("write the latest installation state copy", "err", err)
+		} else {
+			p.latestInst = parts[4]
+		}
 	}
 	if old := cur.manifest.SnapshotRevision; old > 0 {
 		p.superseded[old] = now
@@ -163,6 +180,11 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 	p.maxRev = rev
 	p.prune(now)
 	return p.result("published"), nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 func nonNil[T any](s []T) []T {
@@ -223,7 +245,7 @@ func (p *Publisher) intact() bool {
 }
 
 func (p *Publisher) writeManifest(m inbox.Manifest) error {
-	b, err := json.MarshalIndent(m, "", " ")
+	b, err := json.Marshal(m)
 	if err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "encode the manifest")
 	}

@@ -415,7 +415,7 @@ func TestDesktop_InboxIsAProjection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after a restart without an inbox: %v", err)
 	}
-	if !reflect.DeepEqual(entries(before.Ready), entries(after.Ready)) || !reflect.DeepEqual(before.Bindings.Entries, after.Bindings.Entries) {
+	if !reflect.DeepEqual(before.Ready.Entries, after.Ready.Entries) || !reflect.DeepEqual(before.Bindings.Entries, after.Bindings.Entries) {
 		t.Fatalf("republished content differs:\n%+v\n%+v", before.Ready.Entries, after.Ready.Entries)
 	}
 	// Deleted under a running daemon, the next publication writes it all.
@@ -426,16 +426,6 @@ func TestDesktop_InboxIsAProjection(t *testing.T) {
 	if got := h.readyThreads(); strings.Join(got, ",") != "S1,S2" {
 		t.Fatalf("ready after deleting the inbox under the daemon: %v", got)
 	}
-}
-
-// entries drops what differs between two revisions of the same content.
-func entries(r inbox.ReadyThreads) []inbox.ReadyEntry {
-	var out []inbox.ReadyEntry
-	for _, e := range r.Entries {
-		e.SnapshotPath = ""
-		out = append(out, e)
-	}
-	return out
 }
 
 // The readers fail closed on every inconsistency, each with its code.
@@ -479,7 +469,7 @@ func TestDesktop_ReadersFailClosed(t *testing.T) {
 		restore()
 	}
 	expect("bridge thread mismatch", "ESTALE", "claim-next-ready", "--bridge-thread-id", "another-bridge")
-	os.WriteFile(ready, []byte(strings.Replace(string(good), `"schema_version": 1`, `"schema_version": 2`, 1)), 0o600)
+	os.WriteFile(ready, []byte(strings.Replace(string(good), `"schema_version":1`, `"schema_version":2`, 1)), 0o600)
 	expect("schema version", "EVERSION")
 	prev := strings.Replace(d.Manifest.Files.ReadyThreads, "/"+strconv.FormatUint(d.Manifest.SnapshotRevision, 10)+"/", "/"+strconv.FormatUint(d.Manifest.SnapshotRevision-1, 10)+"/", 1)
 	if b, err := os.ReadFile(filepath.Join(dir, prev)); err != nil || os.WriteFile(ready, b, 0o600) != nil {

@@ -397,8 +397,22 @@ func LowRisk(p events.DeliveryPolicy) bool {
 // (observedFingerprint), the previous armed generation quiesced, no
 // pause deadline overdue. It reads only.
 func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFingerprint string) (DesktopReadiness, error) {
-	var r DesktopReadiness
-	no := func(reason string) (DesktopReadiness, error) { r.Reason = reason; return r, nil }
+	inst, err := Installation(v)
+	if err != nil {
+		return DesktopReadiness{}, err
+	}
+	bd, err := BindingOf(v, b.SourceThreadID)
+	if err != nil {
+		return DesktopReadiness{}, err
+	}
+	return DesktopGateOf(now, b, bd, inst, observedFingerprint), nil
+}
+
+// DesktopGateOf is DesktopGate on states already read: the thread's
+// binding and the installation (either nil when absent).
+func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, inst *aggregate.Installation, observedFingerprint string) DesktopReadiness {
+	r := DesktopReadiness{Binding: bd, Installation: inst}
+	no := func(reason string) DesktopReadiness { r.Reason = reason; return r }
 	if b.RequiresArtifactRead {
 		r.Park = true
 		return no("requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)")
@@ -407,20 +421,9 @@ func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFin
 		r.Park = true
 		return no("delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator")
 	}
-	inst, err := Installation(v)
-	if err != nil {
-		return r, err
-	}
-	r.Installation = inst
-	if inst == nil {
-		return no("no Desktop installation state (cbth desktop installation-state repair)")
-	}
-	bd, err := BindingOf(v, b.SourceThreadID)
-	if err != nil {
-		return r, err
-	}
-	r.Binding = bd
 	switch {
+	case inst == nil:
+		return no("no Desktop installation state (cbth desktop installation-state repair)")
 	case bd == nil || bd.Status == "unbound":
 		return no("thread not bound to a caller automation (cbth desktop binding repair)")
 	case bd.Status == "degraded":
@@ -446,7 +449,7 @@ func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFin
 	if !bd.PauseDeadline.IsZero() {
 		r.Wake = bd.PauseDeadline
 	}
-	return r, nil
+	return r
 }
 
 // ---- parking a head a target can never take ----

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,9 +102,11 @@ func RevisionFiles(rev uint64) Files {
 
 // ReadyEntry is one thread the bridge may arm, in the canonical fair
 // order. The first five fields are the caller prompt token; SnapshotPath
-// is a bridge-side locator (never put into a caller prompt) and
-// RequiresArtifactRead gating metadata (always false here: such batches
-// never become ready, they go to the operator).
+// is a bridge-side locator (ByThreadPath: where the thread's operator
+// export goes, which v1 does not write; never read on the automatic path,
+// never put into a caller prompt) and RequiresArtifactRead gating
+// metadata (always false here: such batches never become ready, they go
+// to the operator).
 type ReadyEntry struct {
 	SourceThreadID       string `json:"source_thread_id"`
 	BatchID              string `json:"batch_id"`
@@ -113,6 +116,10 @@ type ReadyEntry struct {
 	SnapshotPath         string `json:"snapshot_path"`
 	RequiresArtifactRead bool   `json:"requires_artifact_read"`
 }
+
+// ByThreadPath is a thread's locator in the inbox: by-thread/<thread>.json,
+// the seed's operator and debug export, off in v1.
+func ByThreadPath(thread string) string { return "by-thread/" + url.PathEscape(thread) + ".json" }
 
 // ReadyThreads is ready-threads.json.
 type ReadyThreads struct {
