@@ -55,6 +55,9 @@ type Options struct {
 	// Supervised says a service manager runs the daemon (cbth service):
 	// it never leaves on idle, so Desktop snapshots stay confirmed.
 	Supervised bool
+	// NoSync skips every fsync, the log's and the file projections'. Only
+	// tests that must not wait on the disk set it; it voids durability.
+	NoSync bool
 }
 
 // Daemon is a running daemon.
@@ -141,7 +144,7 @@ func Run(ctx context.Context, opt Options) error {
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
-	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log})
+	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log, NoSync: opt.NoSync})
 	if err != nil {
 		cancel()
 		<-served
@@ -370,7 +373,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 					d.schedule(ctx)
 				}
 			}
-			d.publishDesktop(ctx, false)
+			if !d.opt.Manual {
+				d.publishDesktop(ctx, false)
+			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
 				return nil

@@ -128,11 +128,24 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 		spec := t.Spec()
 		var heads []target.Head
 		err := d.eng.Read(func(s engine.Snapshot) error {
-			threads, err := command.FairOrder(s, spec.Name)
+			refs, err := command.FairOrderHeads(s, spec.Name)
 			if err != nil {
 				return err
 			}
-			for _, th := range threads {
+			for _, ref := range refs {
+				th := ref.ThreadID
+				if spec.Kind == target.Pull {
+					// A head prepared for its pull target waits for the
+					// target's helpers: one read tells, where the core's
+					// rules would read the batch too.
+					a, err := command.LiveAttempt(s, th)
+					if err != nil {
+						return err
+					}
+					if a != nil && a.Status == "prepared" && a.BatchID == ref.BatchID {
+						continue
+					}
+				}
 				el, err := cfg.Eligible(s, now, th)
 				if err != nil {
 					return err

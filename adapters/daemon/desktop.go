@@ -40,7 +40,8 @@ func (d *Daemon) initDesktop() error {
 		target: &desktop.Target{Now: d.opt.Clock.Now, Fingerprints: fps,
 			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
 		pub: &desktop.Publisher{Dir: d.opt.Home.Inbox(), Interval: c.SnapshotInterval.Duration,
-			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration, Log: d.opt.Log.With("projection", "desktop")},
+			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration, NoSync: d.opt.NoSync,
+			Log: d.opt.Log.With("projection", "desktop")},
 	}
 	return nil
 }

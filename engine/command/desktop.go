@@ -491,7 +491,13 @@ func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 // FairOrderScoped is FairOrder with the cursor of scope instead of the
 // target's own: the Desktop ready order of one bridge thread.
 func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
-	return fairOrder(r, target, scope)
+	heads, err := fairOrder(r, target, scope)
+	return threadsOf(heads), err
+}
+
+// LiveAttempt returns the thread's non-terminal attempt, nil if none.
+func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
+	return liveAttempt(v, thread)
 }
 
 // SkipHead is an explicit skip of a thread's head in the fair-ready

@@ -342,7 +342,9 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 	}
 	order := func() string {
 		var out []string
-		d.read(func(s engine.Snapshot) { out, _ = command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope("B")) })
+		d.read(func(s engine.Snapshot) {
+			out, _ = command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope("B"))
+		})
 		return strings.Join(out, ",")
 	}
 	if got := order(); got != "S1,S2,S3" {
