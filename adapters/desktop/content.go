@@ -281,7 +281,27 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		}
 		c.Bindings = append(c.Bindings, e)
 	}
-	slices.SortFunc(c.Bindings, func(a, b inbox.BindingEntry) int { return cmp.Compare(a.SourceThreadID, b.SourceThreadID) })
+	// The bindings of the ready threads first, in the ready order, so a
+	// claim finds the first ready thread's binding first; the rest by
+	// thread.
+	rank := make(map[string]int, len(c.Ready))
+	for i, e := range c.Ready {
+		rank[e.SourceThreadID] = i
+	}
+	slices.SortFunc(c.Bindings, func(a, b inbox.BindingEntry) int {
+		ra, oka := rank[a.SourceThreadID]
+		rb, okb := rank[b.SourceThreadID]
+		switch {
+		case oka && okb:
+			return cmp.Compare(ra, rb)
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.SourceThreadID, b.SourceThreadID)
+	})
 	return c, true, nil
 }
 

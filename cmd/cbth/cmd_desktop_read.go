@@ -172,15 +172,8 @@ func (c *DesktopPreflightCmd) fallback(env *Env, h home.Home, why error) error {
 	if err := s.Fresh(time.Now()); err != nil {
 		return err
 	}
-	for _, read := range []func() error{
-		func() error { _, err := s.ReadyThreads(); return err },
-		func() error { _, err := s.ArmPending(); return err },
-		func() error { _, err := s.PauseDue(); return err },
-		func() error { _, err := s.Bindings(); return err },
-	} {
-		if err := read(); err != nil {
-			return err
-		}
+	if err := s.CheckAll(); err != nil {
+		return err
 	}
 	inst, err := s.Installation()
 	if err != nil {

@@ -72,6 +72,15 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 		return code
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	if code, ok := readerFastPath(argv[1:], env); ok {
+		return code
+	}
+	return runKong(argv, env)
+}
+
+// runKong parses the command line with kong and runs the command.
+func runKong(argv []string, env *Env) (code int) {
+	stdout, stderr := env.Stdout, env.Stderr
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("cbth"),

@@ -15,6 +15,7 @@ package inbox
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/url"
@@ -323,52 +324,173 @@ func check(h Header, kind string, rev uint64, bridge, name string) error {
 	return nil
 }
 
-// readJSON reads one regular file of at most MaxFileBytes under root and
-// decodes it. No component of rel may be a symbolic link (the daemon
-// writes none, so one is foreign; os.Root would refuse one leading out of
-// the inbox anyway). It opens read-only and non-blocking, so a FIFO put
-// in a file's place cannot hang it, and checks the descriptor is a
-// regular file before reading.
+// readJSON reads one file (readFile) and decodes it whole.
 func readJSON(root *os.Root, rel string, v any) error {
+	b, err := readFile(root, rel)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return errs.Wrap(errs.ECORRUPT, err, "malformed: %s", rel)
+	}
+	return nil
+}
+
+// readFile reads one file (openFile) whole.
+func readFile(root *os.Root, rel string) ([]byte, error) {
+	f, err := openFile(root, rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, errs.Wrap(errs.EACCES, err, "read %s", rel)
+	}
+	if len(b) > MaxFileBytes {
+		return nil, errs.New(errs.EFBIG, "oversized: %s grew past %d bytes", rel, MaxFileBytes)
+	}
+	return b, nil
+}
+
+// openFile opens one regular file of at most MaxFileBytes under root. No
+// component of rel may be a symbolic link (the daemon writes none, so one
+// is foreign; os.Root would refuse one leading out of the inbox anyway).
+// It opens read-only and non-blocking, so a FIFO put in a file's place
+// cannot hang it, and checks the descriptor is a regular file before
+// anything is read.
+func openFile(root *os.Root, rel string) (*os.File, error) {
 	for p := rel; p != "."; p = filepath.Dir(p) {
 		fi, err := root.Lstat(p)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				return errs.Wrap(errs.ENOENT, err, "missing: %s", rel)
+				return nil, errs.Wrap(errs.ENOENT, err, "missing: %s", rel)
 			}
-			return errs.Wrap(errs.EACCES, err, "path_escapes_inbox: %s", rel)
+			return nil, errs.Wrap(errs.EACCES, err, "path_escapes_inbox: %s", rel)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			return errs.New(errs.EACCES, "path_escapes_inbox: %s goes through the symbolic link %s", rel, p)
+			return nil, errs.New(errs.EACCES, "path_escapes_inbox: %s goes through the symbolic link %s", rel, p)
 		}
 	}
 	f, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return errs.Wrap(errs.ENOENT, err, "missing: %s", rel)
+			return nil, errs.Wrap(errs.ENOENT, err, "missing: %s", rel)
 		}
-		return errs.Wrap(errs.EACCES, err, "open %s", rel)
+		return nil, errs.Wrap(errs.EACCES, err, "open %s", rel)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = errs.Wrap(errs.EACCES, err, "stat %s", rel)
+	case !fi.Mode().IsRegular():
+		err = errs.New(errs.EACCES, "not_regular: %s is a %s, not a regular file", rel, fi.Mode().Type())
+	case fi.Size() > MaxFileBytes:
+		err = errs.New(errs.EFBIG, "oversized: %s is %d bytes, more than %d", rel, fi.Size(), MaxFileBytes)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// decodeHead decodes a file's header and, into first (when not nil), the
+// first element of its entries, reading no further than it must: a
+// heartbeat's claim needs one entry of a file that may hold thousands.
+// The daemon writes the header before the entries; should a file put
+// them after, the whole file is walked. ok reports an entry was found.
+func decodeHead(r io.Reader, first any) (h Header, ok bool, err error) {
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return h, false, fmt.Errorf("not a JSON object")
+	}
+	seen, entries := 0, false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return h, false, err
+		}
+		var dst any
+		switch t {
+		case "schema_version":
+			dst = &h.SchemaVersion
+		case "kind":
+			dst = &h.Kind
+		case "snapshot_revision":
+			dst = &h.SnapshotRevision
+		case "bridge_thread_id":
+			dst = &h.BridgeThreadID
+		case "created_at":
+			dst = &h.CreatedAt
+		case "entries":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return h, false, fmt.Errorf("entries is not an array")
+			}
+			for dec.More() {
+				var e any = &json.RawMessage{}
+				if !ok && first != nil {
+					e = first
+				}
+				if err := dec.Decode(e); err != nil {
+					return h, false, err
+				}
+				ok, entries = true, true
+				if seen == 5 {
+					return h, ok, nil // the header is complete: stop here
+				}
+			}
+			if _, err := dec.Token(); err != nil {
+				return h, false, err
+			}
+			entries = true
+			continue
+		default:
+			dst = &json.RawMessage{}
+		}
+		if err := dec.Decode(dst); err != nil {
+			return h, false, err
+		}
+		if _, raw := dst.(*json.RawMessage); !raw {
+			seen++
+		}
+		if seen == 5 && entries {
+			return h, ok, nil
+		}
+	}
+	return h, ok, nil
+}
+
+// head reads a file's header, and its first entry into first, and holds
+// the header to the manifest.
+func (s *Snapshot) head(rel, kind string, first any) (bool, error) {
+	if rel == "" || !filepath.IsLocal(rel) {
+		return false, errs.New(errs.EACCES, "path_escapes_inbox: the manifest names %q, which is not a path inside the inbox", rel)
+	}
+	f, err := openFile(s.root, rel)
+	if err != nil {
+		return false, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
+	h, ok, err := decodeHead(io.LimitReader(f, MaxFileBytes), first)
 	if err != nil {
-		return errs.Wrap(errs.EACCES, err, "stat %s", rel)
+		return false, errs.Wrap(errs.ECORRUPT, err, "malformed: %s", rel)
 	}
-	if !fi.Mode().IsRegular() {
-		return errs.New(errs.EACCES, "not_regular: %s is a %s, not a regular file", rel, fi.Mode().Type())
-	}
-	if fi.Size() > MaxFileBytes {
-		return errs.New(errs.EFBIG, "oversized: %s is %d bytes, more than %d", rel, fi.Size(), MaxFileBytes)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return errs.Wrap(errs.EACCES, err, "read %s", rel)
-	}
-	if len(b) > MaxFileBytes {
-		return errs.New(errs.EFBIG, "oversized: %s grew past %d bytes", rel, MaxFileBytes)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return errs.Wrap(errs.ECORRUPT, err, "malformed: %s", rel)
+	return ok, check(h, kind, s.Manifest.SnapshotRevision, s.Manifest.BridgeThreadID, rel)
+}
+
+// CheckAll holds the header of every file of the revision to the
+// manifest: each present, regular, in the inbox, of the schema, bridge
+// thread and revision the manifest says. It decodes no entries.
+func (s *Snapshot) CheckAll() error {
+	f := s.Manifest.Files
+	for _, c := range []struct{ rel, kind string }{
+		{f.ReadyThreads, KindReadyThreads}, {f.ArmPendingBindings, KindArmPending}, {f.PauseDueBindings, KindPauseDue},
+		{f.Bindings, KindBindings}, {f.InstallationState, KindInstallation},
+	} {
+		if _, err := s.head(c.rel, c.kind, nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -402,6 +524,9 @@ type Claim struct {
 
 // Claim peeks at the first ready entry of the snapshot for a cbth whose
 // fingerprint for the installation's transport is observed(transport).
+// It decodes the first ready entry and the first binding only (the daemon
+// lists the bindings in the ready order), unless that binding is not the
+// entry's.
 func (s *Snapshot) Claim(observed func(transport string) (string, error)) (Claim, error) {
 	m := s.Manifest
 	c := Claim{SnapshotRevision: m.SnapshotRevision, BridgeThreadID: m.BridgeThreadID, CreatedAt: m.CreatedAt}
@@ -409,12 +534,13 @@ func (s *Snapshot) Claim(observed func(transport string) (string, error)) (Claim
 	if err != nil {
 		return c, err
 	}
-	ready, err := s.ReadyThreads()
+	var e ReadyEntry
+	found, err := s.head(m.Files.ReadyThreads, KindReadyThreads, &e)
 	if err != nil {
 		return c, err
 	}
-	bindings, err := s.Bindings()
-	if err != nil {
+	var b BindingEntry
+	if _, err := s.head(m.Files.Bindings, KindBindings, &b); err != nil {
 		return c, err
 	}
 	fp, err := observed(inst.ReadTransport)
@@ -426,13 +552,18 @@ func (s *Snapshot) Claim(observed func(transport string) (string, error)) (Claim
 		c.NotReadyReason = "automatic_continuation_off"
 	case fp != inst.ValidationFingerprint:
 		c.NotReadyReason = "fingerprint_mismatch"
-	case len(ready.Entries) == 0:
+	case !found:
 		c.NotReadyReason = "no_ready_thread"
+	case b.SourceThreadID == e.SourceThreadID:
+		c.Ready, c.Binding = &e, &b
 	default:
-		e := ready.Entries[0]
-		for i := range bindings.Entries {
-			if b := bindings.Entries[i]; b.SourceThreadID == e.SourceThreadID {
-				c.Ready, c.Binding = &e, &b
+		all, err := s.Bindings()
+		if err != nil {
+			return c, err
+		}
+		for i := range all.Entries {
+			if all.Entries[i].SourceThreadID == e.SourceThreadID {
+				c.Ready, c.Binding = &e, &all.Entries[i]
 				return c, nil
 			}
 		}
