@@ -35,10 +35,11 @@ const (
 	KindCtxSession   Kind = "ctxsession" // CortexFS session directory
 	KindCursor       Kind = "cursor"     // durable fair-ready cursor per target scope
 	KindCtxTree      Kind = "ctxtree"    // a CortexFS object tree, by root path
+	KindAppServer    Kind = "appserver"  // one instance of the shared Codex app-server, by nonce
 )
 
 // Kinds lists every aggregate kind in a fixed order.
-var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree}
+var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {

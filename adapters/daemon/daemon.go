@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
+	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
@@ -44,6 +45,8 @@ type Options struct {
 	Clock   engine.Clock
 	Version string
 	Log     *slog.Logger
+	// Ready, when set, is called once the daemon serves requests.
+	Ready func()
 	// Manual makes the daemon act only when asked: no timer-driven sweep
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
@@ -77,6 +80,10 @@ type Daemon struct {
 
 	sockets *cortexcli.ModelSockets
 	desk    deskState
+	// codex is the Codex CLI adapter: the shared app-server, started when
+	// a CLI session first needs it, and the attached foregrounds.
+	codex    *sessions.Manager
+	codexErr error // a configuration that cannot run Codex
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
@@ -101,12 +108,15 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	// The lock comes first: before the log is opened and before a stale
 	// socket is removed, so two daemons can never both get that far.
-	lock, err := takeLock(h.Lock())
+	lock, err := takeLock(h)
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
 
+	if err := h.CheckSocket(); err != nil {
+		return err
+	}
 	if err := os.Remove(h.Socket()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return errs.Wrap(errs.EINTERNAL, err, "remove stale socket")
 	}
@@ -148,14 +158,21 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		cancel()
 		<-served
-		return err
+		return refuseLog(h, err)
 	}
+	d.codex, d.codexErr = d.newCodex(opt)
 	defer func() {
 		// What outlives a request stops before the log closes:
-		// deliveries record their answers, hooks their runs.
+		// deliveries record their answers, hooks their runs, the
+		// app-server its end.
 		cancel()
 		d.sched.workers.Wait()
 		<-d.hooks.done
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := d.codex.Stop(stopCtx); err != nil {
+			opt.Log.Error("stop the codex app-server", "err", err)
+		}
+		stopCancel()
 		d.eng.Close()
 	}()
 	if err := d.startup(ctx); err != nil {
@@ -166,27 +183,45 @@ func Run(ctx context.Context, opt Options) error {
 	d.touch()
 	close(ready)
 	opt.Log.Info("serving", "socket", h.Socket(), "version", opt.Version, "head", d.eng.Head())
+	if opt.Ready != nil {
+		opt.Ready()
+	}
 
 	err = d.loop(ctx)
 	cancel()
-	if serr := <-served; err == nil {
-		err = serr
+	// A request stuck in a system call (a file on a hung network mount)
+	// must not keep the daemon from stopping: after a grace period it
+	// exits without waiting, and the closed log refuses what the request
+	// would append.
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case serr := <-served:
+		if err == nil {
+			err = serr
+		}
+	case <-grace.C:
+		opt.Log.Warn("requests still running; stopping without them", "grace", shutdownGrace)
 	}
 	opt.Log.Info("stopped", "reason", err)
 	return err
 }
 
-func takeLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, home.FileMode)
+// shutdownGrace bounds how long a stopping daemon waits for requests in
+// flight.
+const shutdownGrace = 5 * time.Second
+
+func takeLock(h home.Home) (*os.File, error) {
+	f, err := h.OpenLock()
 	if err != nil {
-		return nil, errs.Wrap(errs.EACCES, err, "open %s", path)
+		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, ErrRunning
 		}
-		return nil, errs.Wrap(errs.EINTERNAL, err, "lock %s", path)
+		return nil, errs.Wrap(errs.EINTERNAL, err, "lock %s", h.Lock())
 	}
 	// The pid is only for people; the flock is the single-instance guard.
 	_ = f.Truncate(0)
@@ -215,6 +250,11 @@ func (d *Daemon) startup(ctx context.Context) error {
 	}
 	if err := d.reconcile(ctx); err != nil {
 		return err
+	}
+	// No foreground is attached to a daemon that has just started, and no
+	// app-server it runs is up yet, whatever the log says.
+	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, command.RecoverSessions{}); err != nil {
+		return fmt.Errorf("recover sessions: %w", err)
 	}
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
@@ -267,7 +307,26 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected), "timed_out", len(total.TimedOut))
 	}
 	d.kickParkHooks(ctx, now)
+	d.settleSessions(ctx)
 	return nil
+}
+
+// settleSessions parks the managed sessions whose thread got a manual
+// batch and unparks those whose manual batches closed. It reads first,
+// so it costs the writer nothing when there is nothing to do.
+func (d *Daemon) settleSessions(ctx context.Context) {
+	var todo bool
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		todo, err = command.SessionsUnsettled(s)
+		return err
+	})
+	if !todo {
+		return
+	}
+	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "settle-sessions"}, command.SettleSessions{}); err != nil {
+		d.opt.Log.Error("settle sessions", "err", err)
+	}
 }
 
 // sweepDue reports whether a deadline fell due since the last sweep: one
@@ -362,6 +421,12 @@ func (d *Daemon) loop(ctx context.Context) error {
 		case <-d.kick:
 			d.schedule(ctx)
 		case <-t.C:
+			if err := d.eng.Damaged(); err != nil {
+				// Serving on would build on a file known to be damaged.
+				d.opt.Log.Error("the log is damaged; exiting", "err", err)
+				return refuseLog(d.opt.Home, err)
+			}
+			d.keepSocket(ctx)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
 				if _, due := d.sweepDue(now); due {

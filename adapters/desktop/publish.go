@@ -291,7 +291,7 @@ func (p *Publisher) syncDir(dir string) error {
 		return nil
 	}
 	if err := home.SyncDir(dir); err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "sync %s", dir)
+		return errs.IO(err, "sync %s", dir)
 	}
 	return nil
 }
@@ -302,29 +302,29 @@ func (p *Publisher) syncDir(dir string) error {
 func (p *Publisher) writeFile(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "write %s", path)
+		return errs.IO(err, "write %s", path)
 	}
 	tmp := f.Name()
 	defer os.Remove(tmp)
 	if err := f.Chmod(home.FileMode); err != nil {
 		f.Close()
-		return errs.Wrap(errs.EINTERNAL, err, "write %s", path)
+		return errs.IO(err, "write %s", path)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return errs.Wrap(errs.EINTERNAL, err, "write %s", path)
+		return errs.IO(err, "write %s", path)
 	}
 	if !p.NoSync {
 		if err := f.Sync(); err != nil {
 			f.Close()
-			return errs.Wrap(errs.EINTERNAL, err, "sync %s", path)
+			return errs.IO(err, "sync %s", path)
 		}
 	}
 	if err := f.Close(); err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "close %s", path)
+		return errs.IO(err, "close %s", path)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "rename %s", path)
+		return errs.IO(err, "rename %s", path)
 	}
 	return nil
 }

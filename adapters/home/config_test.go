@@ -58,6 +58,13 @@ max_wait_window = "250ms"
 		{name: "wrong type", file: `max_result_bytes = "big"`, wantErr: "max_result_bytes"},
 		{name: "not TOML", file: "idle_timeout = \n", wantErr: "config.toml"},
 		{name: "zero idle timeout", file: `idle_timeout = "0s"`, wantErr: "idle_timeout must be positive"},
+		{name: "zero sweep interval", file: "[delivery]\nsweep_interval = \"0s\"\n", wantErr: "[delivery] sweep_interval must be positive"},
+		{name: "zero redelivery window", file: "[delivery]\nredelivery_window = \"0s\"\n", wantErr: "[delivery] redelivery_window must be positive"},
+		{name: "negative retention", file: `post_close_ttl = "-1h"`, wantErr: "post_close_ttl must not be negative"},
+		{name: "empty batches", file: "[delivery]\nmax_jobs_per_batch = 0\n", wantErr: "[delivery] max_jobs_per_batch must be at least 1"},
+		{name: "no delivery attempts", file: "[delivery]\nmax_delivery_attempts = -2\n", wantErr: "[delivery] max_delivery_attempts must be at least 1"},
+		{name: "no result bytes", file: "max_result_bytes = 0\n", wantErr: "max_result_bytes must be at least 1"},
+		{name: "empty park hook", file: `park_hook = [""]`, wantErr: "park_hook names no command"},
 		{name: "bad environment", env: "soon", wantErr: "CBTH_IDLE_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,4 +116,47 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("%q: %v (%s), want EINVAL", file, err, errs.CodeOf(err))
 		}
 	})
+}
+
+// codex_binary is a name or an absolute path, codex_home an absolute
+// path; "~/" means $HOME; without codex_home the daemon's CODEX_HOME, then
+// ~/.codex, is the Codex home.
+func TestCodexConfig(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		file, wantErr, binary, codexHome string
+	}{
+		{file: `codex_binary = "codex"`, binary: "codex", codexHome: "/u/.codex"},
+		{file: `codex_binary = "~/bin/codex"` + "\n" + `codex_home = "~/ch"`, binary: "/u/bin/codex", codexHome: "/u/ch"},
+		{file: `codex_home = "/x/../y/"`, binary: "codex", codexHome: "/y"},
+		{file: `codex_binary = "bin/codex"`, wantErr: "relative"},
+		{file: `codex_home = "ch"`, wantErr: "not an absolute path"},
+	} {
+		h := home.Home{Root: t.TempDir()}
+		if err := os.WriteFile(h.Config(), []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		getenv := env(map[string]string{"HOME": "/u"})
+		c, err := h.LoadConfig(getenv)
+		if tc.wantErr != "" {
+			if errs.CodeOf(err) != errs.EINVAL || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want EINVAL %q", tc.file, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		ch, err := c.CodexHomeDir(getenv)
+		if c.CodexBinaryName() != tc.binary || ch != tc.codexHome || err != nil {
+			t.Errorf("%s: binary %q home %q %v, want %q %q", tc.file, c.CodexBinaryName(), ch, err, tc.binary, tc.codexHome)
+		}
+	}
+	c := home.Defaults()
+	if ch, _ := c.CodexHomeDir(env(map[string]string{"HOME": "/u", "CODEX_HOME": "/env/codex"})); ch != "/env/codex" {
+		t.Errorf("the daemon's CODEX_HOME: %q", ch)
+	}
+	if _, err := c.CodexHomeDir(env(map[string]string{"CODEX_HOME": "rel"})); errs.CodeOf(err) != errs.ENOTCONF {
+		t.Errorf("a relative CODEX_HOME: %v", err)
+	}
 }

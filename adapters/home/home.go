@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -71,7 +72,7 @@ func (h Home) ArtifactDir(id string) string {
 // user is refused.
 func (h Home) Ensure() error {
 	for _, d := range []string{h.Root, h.RunDir(), h.LogDir(), h.Artifacts(), h.TempDir()} {
-		if err := EnsureDir(d); err != nil {
+		if err := ensureDir(d, d == h.RunDir()); err != nil {
 			return err
 		}
 	}
@@ -79,8 +80,14 @@ func (h Home) Ensure() error {
 }
 
 // EnsureDir creates dir (and parents) 0700, checks it is owned by this
-// user, and narrows its mode to 0700.
-func EnsureDir(dir string) error {
+// user, and narrows its mode to 0700. A symbolic link at dir is followed
+// only when this user owns it (see checkLink).
+func EnsureDir(dir string) error { return ensureDir(dir, false) }
+
+func ensureDir(dir string, strict bool) error {
+	if err := checkLink(dir, strict); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return errs.Wrap(errs.EACCES, err, "create %s", dir)
 	}
@@ -152,7 +159,10 @@ type Config struct {
 	JobTimeout     Duration `toml:"job_timeout"`
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
-	Desktop        Desktop  `toml:"desktop"`
+	// The Codex CLI adapter (adapters/home/codex_config.go).
+	CodexBinary string  `toml:"codex_binary"`
+	CodexHome   string  `toml:"codex_home"`
+	Desktop     Desktop `toml:"desktop"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -253,8 +263,11 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.IdleTimeout.Duration = d
 	}
-	if c.IdleTimeout.Duration <= 0 {
-		return c, errs.New(errs.EINVAL, "idle_timeout must be positive")
+	if err := h.checkValues(c); err != nil {
+		return c, err
+	}
+	if err := checkCodex(&c, getenv); err != nil {
+		return c, err
 	}
 	return c, checkDelivery(c)
 }
@@ -263,7 +276,7 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 // the flock itself, which the kernel drops the moment the daemon exits,
 // rather than the pid, which lingers while the process waits to be reaped.
 func (h Home) DaemonRunning() bool {
-	f, err := os.Open(h.Lock())
+	f, err := os.OpenFile(h.Lock(), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/sockfile"
@@ -64,7 +65,50 @@ type ErrorBody struct {
 }
 
 // Handler serves one request. The returned value is encoded as the result.
+// ctx carries the request's connection (ConnOf).
 type Handler func(ctx context.Context, req *Request) (any, error)
+
+// Conn is the daemon's side of one client connection, for operations
+// whose effect lasts as long as the connection: a foreground `cbth cli
+// run` is attached exactly while its connection is open.
+type Conn struct {
+	mu      sync.Mutex
+	onClose []func()
+	closed  bool
+}
+
+// OnClose runs f once the connection has ended (the client closed it, or
+// the daemon is stopping), after its last request was answered. On a
+// connection already ended, f runs at once.
+func (c *Conn) OnClose(f func()) {
+	c.mu.Lock()
+	if !c.closed {
+		c.onClose = append(c.onClose, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
+}
+
+func (c *Conn) close() {
+	c.mu.Lock()
+	fs := c.onClose
+	c.onClose, c.closed = nil, true
+	c.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
+type connKey struct{}
+
+// ConnOf returns the connection a request arrived on, or nil outside a
+// handler.
+func ConnOf(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
+	return c
+}
 
 // Server accepts connections from the daemon's own user only.
 type Server struct {
@@ -102,7 +146,9 @@ func Listen(path string) (*sockfile.Listener, error) {
 // Serve accepts connections until ctx ends or ln fails.
 func (s *Server) Serve(ctx context.Context, ln *sockfile.Listener) error {
 	s.mu.Lock()
-	s.open = map[*net.UnixConn]struct{}{}
+	if s.open == nil { // a daemon whose socket file was removed serves a second listener
+		s.open = map[*net.UnixConn]struct{}{}
+	}
 	s.mu.Unlock()
 	go func() {
 		<-ctx.Done()
@@ -162,7 +208,13 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 	r := bufio.NewReader(c)
 	attached := false
+	conn := &Conn{}
+	ctx = context.WithValue(ctx, connKey{}, conn)
 	defer func() {
+		// What the connection held is let go before it stops counting as
+		// attached, so the daemon is never idle with a foreground still
+		// recorded live.
+		conn.close()
 		if attached {
 			s.attached.Add(-1)
 		}
@@ -175,6 +227,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		}
 		if err != nil {
 			return // EOF or a closed connection
+		}
+		if !utf8.Valid(line) {
+			// encoding/json would read the bad bytes as U+FFFD: refuse
+			// rather than act on text the client did not send.
+			if !writeFrame(w, s.fail(0, errs.New(errs.EINVAL, "request frame is not valid UTF-8"))) {
+				return
+			}
+			continue
 		}
 		var req Request
 		if err := json.Unmarshal(bytes.TrimSpace(line), &req); err != nil {
@@ -296,6 +356,9 @@ func (c *Client) call(req *Request, args any, out any) error {
 		b, err := json.Marshal(args)
 		if err != nil {
 			return errs.Wrap(errs.EINVAL, err, "encode %s arguments", req.Op)
+		}
+		if err := checkText(req.Op, args, b); err != nil {
+			return err
 		}
 		req.Args = b
 	}

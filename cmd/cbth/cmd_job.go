@@ -2,16 +2,15 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 )
@@ -59,12 +58,9 @@ func (c *JobSubmitCmd) Run(env *Env) error {
 		}
 	}
 	if c.MetadataFile != "" {
-		b, err := os.ReadFile(c.MetadataFile)
+		b, err := artifact.ReadRegular(c.MetadataFile, "metadata file", command.MaxMetadata)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return errs.New(errs.ENOENT, "metadata file %s does not exist", c.MetadataFile)
-			}
-			return errs.Wrap(errs.EINVAL, err, "read metadata file")
+			return err
 		}
 		if !json.Valid(b) {
 			return errs.New(errs.EINVAL, "metadata file %s is not valid JSON", c.MetadataFile)

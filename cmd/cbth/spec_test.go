@@ -243,12 +243,32 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("model-alias", "model", "alias", "coder", "openai/gpt-4o")
 	doc("model-rm", "model", "rm", "openai/gpt-4o")
 	doc("install", "install", "--prefix", t.TempDir())
+	out("daemon", "stop")
+	doc("home-reinit", "home", "reinit")
 	plain := newHome(t) // the demo's own daemon must not inherit the manual clock
 	r = plain.run("demo", "--json")
 	if r.code != 0 {
 		t.Fatalf("demo: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	c.doc("demo", "demo", r.stdout)
+
+	// cbth cli run and the session commands, on the fake codex (a real
+	// Codex TUI needs a terminal: TestCLIRun_RealCodex runs it).
+	cli := fakeCodexHome(t)
+	for _, step := range []struct {
+		shape string
+		args  []string
+	}{
+		{"cli-run", []string{"cli", "run", "--bind-thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8", "--session-allows-network", "false"}},
+		{"session-list", []string{"cli", "session", "list"}},
+		{"session-inspect", []string{"cli", "session", "inspect", "--thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8"}},
+	} {
+		r := cli.run(append(step.args, "--json")...)
+		if r.code != 0 {
+			t.Fatalf("cbth %v: exit %d\n%s%s", step.args, r.code, r.stdout, r.stderr)
+		}
+		c.doc(step.shape, strings.Join(step.args, " "), r.stdout)
+	}
 
 	for name := range c.shapes {
 		if !c.seen[name] {

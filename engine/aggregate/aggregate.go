@@ -90,6 +90,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &Cursor{}
 	case events.KindCtxTree:
 		s = &CtxTree{}
+	case events.KindAppServer:
+		s = &AppServer{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -175,6 +177,11 @@ func Clone(s State) State {
 		return &c
 	case *Session:
 		c := *s
+		c.DriftDimensions = slices.Clone(s.DriftDimensions)
+		return &c
+	case *AppServer:
+		c := *s
+		c.ProbeMissing = slices.Clone(s.ProbeMissing)
 		return &c
 	case *CtxSession:
 		c := *s
@@ -213,6 +220,8 @@ func KindOf(s State) events.Kind {
 		return events.KindCursor
 	case *CtxTree:
 		return events.KindCtxTree
+	case *AppServer:
+		return events.KindAppServer
 	}
 	return ""
 }
