@@ -187,15 +187,7 @@ func (d *Daemon) repairBinding(ctx context.Context, a api.BindingRepairArgs) (ap
 	rep := api.BindingRepairReply{Outcome: res.Outcome, ReplacedAutomation: v.ReplacedAutomation,
 		PreviousAutomationID: v.PreviousAutomationID, OldAutomationQuiesced: v.OldQuiesced,
 		ForcedFreshAttempt: v.ForcedFreshAttempt, SupersededAttemptID: v.SupersededAttemptID}
-	err = d.eng.Read(func(s engine.Snapshot) error {
-		b, err := command.BindingOf(s, a.SourceThreadID)
-		if err != nil || b == nil {
-			return err
-		}
-		inst, err := command.Installation(s)
-		rep.BindingView = query.NewBindingView(b, inst)
-		return err
-	})
+	rep.BindingView, err = d.bindingView(a.SourceThreadID)
 	return rep, err
 }
 
@@ -207,16 +199,22 @@ func (d *Daemon) unbind(ctx context.Context, a api.BindingUnbindArgs) (api.Bindi
 	}
 	d.poke(ctx)
 	rep := api.BindingUnbindReply{Outcome: res.Outcome}
+	rep.BindingView, err = d.bindingView(a.SourceThreadID)
+	return rep, err
+}
+
+// bindingView renders a thread's binding (zero when it has none).
+func (d *Daemon) bindingView(thread string) (v query.BindingView, err error) {
 	err = d.eng.Read(func(s engine.Snapshot) error {
-		b, err := command.BindingOf(s, a.SourceThreadID)
+		b, err := command.BindingOf(s, thread)
 		if err != nil || b == nil {
 			return err
 		}
 		inst, err := command.Installation(s)
-		rep.BindingView = query.NewBindingView(b, inst)
+		v = query.NewBindingView(b, inst)
 		return err
 	})
-	return rep, err
+	return v, err
 }
 
 // preflight is bridge-preflight through the daemon: it selects the bridge

@@ -73,6 +73,16 @@ func BindingOf(v engine.Reader, thread string) (*aggregate.Binding, error) {
 	return s.(*aggregate.Binding), nil
 }
 
+// requireInstallation returns the installation state, ESTATE before the
+// first repair.
+func requireInstallation(v engine.Reader) (*aggregate.Installation, error) {
+	inst, err := Installation(v)
+	if err == nil && inst == nil {
+		err = errs.New(errs.ESTATE, "no Desktop installation state yet: run `cbth desktop installation-state repair --read-transport direct_file_read` first")
+	}
+	return inst, err
+}
+
 // MirrorMatches reports whether a binding's mirror is the installation's
 // current transport, generation and fingerprint: the installation-wide
 // state the binding was made under is still the one in force.
@@ -229,12 +239,9 @@ func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, err
 	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	inst, err := Installation(v)
+	inst, err := requireInstallation(v)
 	if err != nil {
 		return engine.Decision{}, err
-	}
-	if inst == nil {
-		return engine.Decision{}, errs.New(errs.ESTATE, "no Desktop installation state yet: run `cbth desktop installation-state repair --read-transport direct_file_read` first")
 	}
 	if inst.BridgeThreadID == c.BridgeThreadID {
 		return engine.Decision{Outcome: "unchanged"}, nil
@@ -281,12 +288,9 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 			return engine.Decision{}, err
 		}
 	}
-	inst, err := Installation(v)
+	inst, err := requireInstallation(v)
 	if err != nil {
 		return engine.Decision{}, err
-	}
-	if inst == nil {
-		return engine.Decision{}, errs.New(errs.ESTATE, "no Desktop installation state yet: run `cbth desktop installation-state repair` before binding threads")
 	}
 	for _, r := range v.Lookup(index.BindingByAutomation, c.AutomationID) {
 		s, err := v.State(events.KindBinding, r.ID)
