@@ -96,6 +96,10 @@ type Content struct {
 	// could change the content (a back-off ending, a pause window
 	// opening); zero if none.
 	ValidUntil time.Time `json:"-"`
+	// Version numbers the contents a Builder produced: equal (and
+	// non-zero) only when nothing in them can differ, so the publisher
+	// need not encode them to compare.
+	Version uint64 `json:"-"`
 }
 
 // Build computes the content of a publication for the installation's
@@ -104,7 +108,9 @@ type Content struct {
 // It reads only.
 func Build(s engine.Snapshot, cfg command.DeliveryConfig, now time.Time, fps Fingerprints) (c Content, ok bool, err error) {
 	b := &Builder{Config: cfg, Fingerprints: fps}
-	return b.Build(s, now, nil)
+	c, ok, err = b.Build(s, now, nil)
+	c.Version = 0 // one build: nothing to compare with
+	return c, ok, err
 }
 
 // Changes are the streams the log appended to after Since, up to and
@@ -131,6 +137,11 @@ type Builder struct {
 	valid   time.Time // the earliest wake of a part, zero for none
 	parts   map[string]part
 	owner   map[events.StreamID]string // attempt, batch and binding streams -> thread
+
+	version  uint64   // of the last content assembled
+	last     *Content // that content
+	lastSeq  []string // the threads of its ready and arm-pending entries, in order
+	rebuilds bool     // this build read some thread again or started over
 }
 
 // part is one thread's share of the content.
@@ -151,7 +162,7 @@ func (b *Builder) Since() uint64 { return b.head }
 func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Content, ok bool, err error) {
 	inst, err := command.Installation(s)
 	if err != nil || inst == nil || inst.BridgeThreadID == "" {
-		b.head = 0
+		b.head, b.last = 0, nil
 		return c, false, err
 	}
 	c.Bridge = inst.BridgeThreadID
@@ -175,6 +186,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 	}
 	incremental := ch != nil && b.head != 0 && ch.Since == b.head && inst.Version == b.instVer && inst.BridgeThreadID == b.bridge &&
 		(b.valid.IsZero() || now.Before(b.valid)) && len(b.owner) < 4*(len(threads)+1024)
+	b.rebuilds = !incremental
 	if incremental {
 		dirty := map[string]bool{}
 		for _, sid := range ch.Streams {
@@ -193,6 +205,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 				}
 			}
 		}
+		b.rebuilds = len(dirty) > 0
 		for th := range dirty {
 			if err := b.place(s, now, th, inst, observed); err != nil {
 				b.head = 0
@@ -219,6 +232,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		}
 	}
 	bindings := map[string]*aggregate.Binding{}
+	var seq []string
 	for _, th := range threads {
 		p, ok := b.parts[th]
 		if !ok {
@@ -229,9 +243,11 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		case p.ready != nil:
 			c.Ready = append(c.Ready, *p.ready)
 			bindings[th] = p.binding
+			seq = append(seq, th)
 		case p.armPending != nil:
 			c.ArmPending = append(c.ArmPending, *p.armPending)
 			bindings[th] = p.binding
+			seq = append(seq, th)
 		}
 	}
 	b.valid = c.ValidUntil
@@ -270,6 +286,13 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		return cmp.Or(a.PauseDeadline.Compare(b.PauseDeadline), cmp.Compare(a.SourceThreadID, b.SourceThreadID))
 	})
 
+	// Nothing read again, the same threads in the same order, the same
+	// pause-due bindings: the content is the last one, already assembled.
+	if !b.rebuilds && b.last != nil && slices.Equal(seq, b.lastSeq) && slices.Equal(c.PauseDue, b.last.PauseDue) {
+		last := *b.last
+		last.ValidUntil = c.ValidUntil
+		return last, true, nil
+	}
 	for th, bd := range bindings {
 		e := inbox.BindingEntry{SourceThreadID: th, BindingID: bd.ID, BindingState: bd.Status,
 			CallerAutomationID: bd.CallerAutomationID, BridgeThreadID: bd.BridgeThreadID,
@@ -302,6 +325,9 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		}
 		return cmp.Compare(a.SourceThreadID, b.SourceThreadID)
 	})
+	b.version++
+	c.Version, b.lastSeq = b.version, seq
+	b.last = &c
 	return c, true, nil
 }
 

@@ -52,6 +52,7 @@ type published struct {
 	hash     [32]byte
 	head     uint64    // the log head its content reflects
 	valid    time.Time // content.ValidUntil
+	version  uint64    // content.Version
 }
 
 // Publication is the outcome of Publish.
@@ -86,6 +87,11 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 			return Publication{}, err
 		}
 	}
+	cur := &p.cur
+	if c.Version != 0 && c.Version == cur.version && c.Bridge == cur.manifest.BridgeThreadID && p.intact() {
+		// The builder says nothing changed since the content in force.
+		return p.same(c, head, now, confirm, cur.hash)
+	}
 	// Each part is encoded once: for the comparison with the revision in
 	// force and, if it differs, for the files.
 	var parts [5][]byte
@@ -104,19 +110,8 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 	}
 	var hash [32]byte
 	h.Sum(hash[:0])
-	cur := &p.cur
 	if cur.manifest.SnapshotRevision > 0 && cur.hash == hash && p.intact() {
-		cur.head, cur.valid = head, c.ValidUntil
-		if !confirm && now.Before(cur.manifest.PublishedAt.Add(p.Interval)) {
-			return p.result("unchanged"), nil
-		}
-		m := cur.manifest
-		m.PublishedAt, m.FreshUntil, m.LogSeq = now, now.Add(p.MaxAge), head
-		if err := p.writeManifest(m); err != nil {
-			return Publication{}, err
-		}
-		cur.manifest = m
-		return p.result("confirmed"), nil
+		return p.same(c, head, now, confirm, hash)
 	}
 
 	rev := p.maxRev + 1
@@ -178,10 +173,28 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 	if old := cur.manifest.SnapshotRevision; old > 0 {
 		p.superseded[old] = now
 	}
-	*cur = published{manifest: m, hash: hash, head: head, valid: c.ValidUntil}
+	*cur = published{manifest: m, hash: hash, head: head, valid: c.ValidUntil, version: c.Version}
 	p.maxRev = rev
 	p.prune(now)
 	return p.result("published"), nil
+}
+
+// same keeps the revision in force for content c equal to its own:
+// nothing written, unless confirm or snapshot_interval asks for a new
+// published_at in the manifest.
+func (p *Publisher) same(c Content, head uint64, now time.Time, confirm bool, hash [32]byte) (Publication, error) {
+	cur := &p.cur
+	cur.head, cur.valid, cur.version, cur.hash = head, c.ValidUntil, c.Version, hash
+	if !confirm && now.Before(cur.manifest.PublishedAt.Add(p.Interval)) {
+		return p.result("unchanged"), nil
+	}
+	m := cur.manifest
+	m.PublishedAt, m.FreshUntil, m.LogSeq = now, now.Add(p.MaxAge), head
+	if err := p.writeManifest(m); err != nil {
+		return Publication{}, err
+	}
+	cur.manifest = m
+	return p.result("confirmed"), nil
 }
 
 func exists(path string) bool {
