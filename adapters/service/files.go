@@ -1,7 +1,6 @@
 package service
 
 import (
-	"encoding/xml"
 	"strconv"
 	"strings"
 )
@@ -49,11 +48,9 @@ func launchdDomain(uid int) string { return "gui/" + strconv.Itoa(uid) }
 // it exited cleanly.
 func launchdPlist(s Spec) []byte {
 	var b strings.Builder
-	esc := func(v string) string {
-		var e strings.Builder
-		_ = xml.EscapeText(&e, []byte(v))
-		return e.String()
-	}
+	// Plain escaping: encoding/xml would add its package to every start
+	// of cbth for one call.
+	esc := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
 <plist version="1.0">
