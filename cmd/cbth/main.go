@@ -79,9 +79,6 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 		env.JSON = jsonRequested(argv[1:])
 		return env.fail(err)
 	}
-	if code, ok := readerFastPath(argv[1:], env); ok {
-		return code
-	}
 	return runKong(argv, env)
 }
 
