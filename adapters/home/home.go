@@ -62,6 +62,7 @@ func (h Home) Inbox() string     { return filepath.Join(h.Root, "inbox") }
 func (h Home) DebugDir() string  { return filepath.Join(h.Root, "debug") }
 func (h Home) CtxRoot() string   { return filepath.Join(h.Root, "ctx") }
 func (h Home) TempDir() string   { return filepath.Join(h.Root, "tmp") }
+func (h Home) TasksDir() string  { return filepath.Join(h.Root, "tasks") }
 func (h Home) ArtifactDir(id string) string {
 	return filepath.Join(h.Root, "artifacts", id)
 }
@@ -152,6 +153,7 @@ type Config struct {
 	JobTimeout     Duration `toml:"job_timeout"`
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
+	Task           Task     `toml:"task"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -211,6 +213,7 @@ func Defaults() Config {
 			DeliveryTimeout:     Duration{30 * time.Second},
 			Workers:             16,
 		},
+		Task: TaskDefaults(),
 	}
 }
 
@@ -254,7 +257,10 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 	if c.IdleTimeout.Duration <= 0 {
 		return c, errs.New(errs.EINVAL, "idle_timeout must be positive")
 	}
-	return c, checkDelivery(c)
+	if err := checkDelivery(c); err != nil {
+		return c, err
+	}
+	return c, h.checkTask(&c)
 }
 
 // DaemonRunning reports whether a daemon holds this home's lock. It probes

@@ -90,6 +90,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &Cursor{}
 	case events.KindCtxTree:
 		s = &CtxTree{}
+	case events.KindTask:
+		s = &Task{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -186,6 +188,10 @@ func Clone(s State) State {
 		c := *s
 		c.Objects, c.Aliases = slices.Clone(s.Objects), slices.Clone(s.Aliases)
 		return &c
+	case *Task:
+		c := *s
+		c.Argv = slices.Clone(s.Argv)
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -213,6 +219,8 @@ func KindOf(s State) events.Kind {
 		return events.KindCursor
 	case *CtxTree:
 		return events.KindCtxTree
+	case *Task:
+		return events.KindTask
 	}
 	return ""
 }

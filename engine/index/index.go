@@ -28,6 +28,9 @@ const (
 	BindingByThread = "binding.thread" // source thread -> binding
 	SessionByThread = "session.thread" // bound thread -> non-retired session
 	CtxSession      = "ctxsession.dir" // object \0 scope \0 uid \0 name -> ctx session
+
+	TaskJob  = "task.job"  // job -> the task that runs it
+	TaskLive = "task.live" // "" -> tasks queued, running or stopping
 )
 
 // Deadline kinds: the work the overdue sweep does when one falls due.
