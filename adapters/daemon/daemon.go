@@ -67,6 +67,7 @@ type Daemon struct {
 	kick      chan struct{}
 	sched     scheduler
 	hooks     parkHooks
+	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
 
@@ -114,7 +115,8 @@ func Run(ctx context.Context, opt Options) error {
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
 		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
-		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
+		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
+		tasks:     newTasks()}
 	d.targets = append([]target.Target{d.debug}, opt.Targets...)
 	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 	d.table = d.ops()
@@ -124,7 +126,8 @@ func Run(ctx context.Context, opt Options) error {
 		go d.parkHookLoop(ctx)
 	}
 	ready := make(chan struct{})
-	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready}
+	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready,
+		Versionless: func(op string) bool { return d.table[op].Versionless }}
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
@@ -136,8 +139,10 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	defer func() {
 		// What outlives a request stops before the log closes:
-		// deliveries record their answers, hooks their runs.
+		// deliveries record their answers, hooks their runs, tasks are
+		// stopped and their ends recorded.
 		cancel()
+		d.stopAllTasks(context.WithoutCancel(ctx), command.StopDaemon)
 		d.sched.workers.Wait()
 		<-d.hooks.done
 		d.eng.Close()
@@ -200,6 +205,9 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.reconcile(ctx); err != nil {
 		return err
 	}
+	if err := d.reconcileTasks(ctx); err != nil {
+		return err
+	}
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
 	}
@@ -247,6 +255,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected), "timed_out", len(total.TimedOut))
 	}
 	d.kickParkHooks(ctx, now)
+	d.stopTasksOfJobs(ctx, total.TimedOut, command.StopJobTimeout)
 	return nil
 }
 
@@ -394,6 +403,9 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if d.parkHooksRunning() {
 		reasons = append(reasons, "park hooks running")
 	}
+	if run, wait := d.tasks.counts(); run+wait > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d tasks running, %d queued", run, wait))
+	}
 	var tracked int
 	var latest time.Time
 	_ = d.eng.Read(func(s engine.Snapshot) error { tracked, latest = query.Tracked(s, now); return nil })
@@ -441,8 +453,13 @@ func (d *Daemon) status() api.Status {
 	d.mu.Lock()
 	deadline, sweep := d.lastActivity.Add(d.opt.Config.IdleTimeout.Duration), d.lastSweep
 	d.mu.Unlock()
+	run, wait := d.tasks.counts()
+	d.tasks.mu.Lock()
+	handing := d.tasks.draining
+	d.tasks.mu.Unlock()
 	st := api.Status{
-		PID: os.Getpid(), Version: d.opt.Version, Home: d.opt.Home.Root, StartedAt: d.started,
+		PID: os.Getpid(), Version: d.opt.Version, Protocol: ipc.Proto, Home: d.opt.Home.Root,
+		RunningTasks: run, QueuedTasks: wait, HandingOver: handing, StartedAt: d.started,
 		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
 		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, Deliveries: d.sched.inFlight(),
 		IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(), IdleDeadline: deadline, BusyReasons: reasons, LastSweep: sweep,

@@ -35,6 +35,7 @@ type CLI struct {
 	Demo       DemoCmd       `cmd:"" help:"Run the main job end to end in a private temporary home and show what happened."`
 	Daemon     DaemonCmd     `cmd:"" help:"Run, inspect or stop the daemon."`
 	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
+	Task       TaskCmd       `cmd:"" help:"Have the daemon run a command for a job: its exit completes or fails the job."`
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
