@@ -168,7 +168,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 func TestTailText(t *testing.T) {
 	for in, want := range map[string]string{
 		"abc":              "abc",
-		"\x80\x80xyz":      "xyz",      // cut inside a character
+		"\x80\x80xyz":      "xyz", // cut inside a character
 		"ok\xffnot utf8":   "ok\uFFFDnot utf8",
 		"\xa9 caf\xc3\xa9": " café", // a continuation byte first
 	} {

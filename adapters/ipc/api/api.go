@@ -42,7 +42,7 @@ func (o Op[Req, Rep]) Call(c *ipc.Client, req Req) (Rep, error) {
 type Handler struct {
 	Passive     bool
 	Versionless bool
-	serve   func(ctx context.Context, args json.RawMessage) (any, error)
+	serve       func(ctx context.Context, args json.RawMessage) (any, error)
 }
 
 // Serve decodes the request and runs the operation.
@@ -136,28 +136,28 @@ type PingReply struct {
 
 // Status is daemon.status's reply.
 type Status struct {
-	PID             int                 `json:"pid"`
-	Version         string              `json:"version"`
-	Protocol        int                 `json:"protocol"`
-	Home            string              `json:"home"`
-	StartedAt       time.Time           `json:"started_at"`
-	UptimeSeconds   float64             `json:"uptime_seconds"`
-	LogHeadSeq      uint64              `json:"log_head_seq"`
-	Checkpoint      uint64              `json:"projection_checkpoint"`
-	ProjectionLag   uint64              `json:"projection_lag"`
-	ActiveJobs      int                 `json:"active_jobs"`
-	AttachedClients int                 `json:"attached_clients"`
-	ParkedBatches   int                 `json:"parked_batches"`
-	Deliveries      int                 `json:"deliveries_in_flight"`
-	RunningTasks    int                 `json:"running_tasks"`
-	QueuedTasks     int                 `json:"queued_tasks"`
+	PID             int       `json:"pid"`
+	Version         string    `json:"version"`
+	Protocol        int       `json:"protocol"`
+	Home            string    `json:"home"`
+	StartedAt       time.Time `json:"started_at"`
+	UptimeSeconds   float64   `json:"uptime_seconds"`
+	LogHeadSeq      uint64    `json:"log_head_seq"`
+	Checkpoint      uint64    `json:"projection_checkpoint"`
+	ProjectionLag   uint64    `json:"projection_lag"`
+	ActiveJobs      int       `json:"active_jobs"`
+	AttachedClients int       `json:"attached_clients"`
+	ParkedBatches   int       `json:"parked_batches"`
+	Deliveries      int       `json:"deliveries_in_flight"`
+	RunningTasks    int       `json:"running_tasks"`
+	QueuedTasks     int       `json:"queued_tasks"`
 	// HandingOver is set while a handover waits for running tasks.
-	HandingOver bool `json:"handing_over"`
-	IdleTimeout     string              `json:"idle_timeout"`
-	IdleDeadline    time.Time           `json:"idle_deadline"`
-	BusyReasons     []string            `json:"busy_reasons"`
-	NextDue         *time.Time          `json:"next_due"`
-	LastSweep       command.SweepResult `json:"last_sweep"`
+	HandingOver  bool                `json:"handing_over"`
+	IdleTimeout  string              `json:"idle_timeout"`
+	IdleDeadline time.Time           `json:"idle_deadline"`
+	BusyReasons  []string            `json:"busy_reasons"`
+	NextDue      *time.Time          `json:"next_due"`
+	LastSweep    command.SweepResult `json:"last_sweep"`
 }
 
 // SubmitArgs are job.submit's request.
