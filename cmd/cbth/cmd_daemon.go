@@ -21,9 +21,10 @@ import (
 
 // DaemonCmd groups the daemon commands.
 type DaemonCmd struct {
-	Run    DaemonRunCmd    `cmd:"" help:"Run the daemon in the foreground (other commands start it on demand)."`
-	Status DaemonStatusCmd `cmd:"" help:"Show the daemon's pid, version, uptime, log head, active jobs and idle deadline."`
-	Stop   DaemonStopCmd   `cmd:"" help:"Ask the running daemon to stop."`
+	Run     DaemonRunCmd     `cmd:"" help:"Run the daemon in the foreground (other commands start it on demand)."`
+	Status  DaemonStatusCmd  `cmd:"" help:"Show the daemon's pid, version, uptime, log head, active jobs and idle deadline."`
+	Stop    DaemonStopCmd    `cmd:"" help:"Ask the running daemon to stop (running tasks are stopped; their jobs fail)."`
+	Restart DaemonRestartCmd `cmd:"" help:"Hand the home over to a daemon of this binary, without losing work (after an upgrade)."`
 }
 
 // DaemonRunCmd is `cbth daemon run`.
@@ -129,12 +130,16 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 		return errs.Wrap(errs.EHOSTDOWN, err, "connect")
 	}
 	p, err := api.Ping.Call(cl, api.Empty{})
-	if err != nil {
-		cl.Close()
-		return err
+	if err == nil {
+		_, err = api.DaemonStop.Call(cl, api.Empty{})
 	}
-	_, err = api.DaemonStop.Call(cl, api.Empty{})
 	cl.Close()
+	if errs.CodeOf(err) == errs.EVERSION {
+		// A daemon of another protocol: it stops cleanly on SIGTERM too.
+		if p.PID, err = lockPID(h); err == nil {
+			err = syscall.Kill(p.PID, syscall.SIGTERM)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -17,8 +17,10 @@ import (
 	"github.com/willabides/kongplete"
 )
 
-// Version is the cbth release. The socket handshake compares it.
-const Version = "0.1.0"
+// Version is the cbth release. The socket handshake reports it; a client
+// replaces an older idle daemon. A variable so a build can stamp it
+// (-ldflags "-X main.Version=...").
+var Version = "0.2.0"
 
 // Globals are the flags every command takes.
 type Globals struct {
