@@ -43,6 +43,7 @@ type CLI struct {
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
+	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
 	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`
@@ -111,10 +112,24 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 	}
 	env.JSON, env.HomeFlag = cli.JSON, cli.Home
 	if err := kctx.Run(); err != nil {
+		var xs exitStatus
+		if errors.As(err, &xs) {
+			fmt.Fprintln(stderr, "cbth:", xs.msg)
+			return xs.code
+		}
 		return env.fail(err)
 	}
 	return 0
 }
+
+// exitStatus ends a command that printed its own report (doctor) with a
+// non-zero status and a line on stderr, and no error object after it.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e exitStatus) Error() string { return e.msg }
 
 // jsonRequested spots --json on a command line that failed to parse, so
 // the usage error is still reported as JSON.
