@@ -52,11 +52,15 @@ type taskView struct {
 }
 
 // taskHome is a home on the system clock (tasks are real processes)
-// whose debug target delivers at once, with extra [task] settings.
+// whose debug target delivers at once, with extra [task] settings (none:
+// a config every cbth version reads).
 func taskHome(t *testing.T, task string) *homeDir {
 	h := newHome(t)
 	os.MkdirAll(h.root, 0o700)
-	cfg := "[delivery]\nmax_wait_window = \"0s\"\nmin_send_interval = \"0s\"\n\n[task]\n" + task + "\n"
+	cfg := "[delivery]\nmax_wait_window = \"0s\"\nmin_send_interval = \"0s\"\n"
+	if task != "" {
+		cfg += "\n[task]\n" + task + "\n"
+	}
 	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
