@@ -39,8 +39,11 @@ bench:
 bench-startup:
     go test -run 'StartupWithALargeLog' -v -timeout 60m ./cmd/cbth/ -args -startup.events=1000000 -startup.open=100000
 
-# Longer reliability runs: more kill -9 rounds, a bigger random replay, fuzzing.
+# Longer reliability runs: more kill -9 rounds (of the log, and of the real
+# daemon under CLI load with deliveries, plus the storage-fault table), a
+# bigger random replay, fuzzing.
 soak:
+    go test -count=1 -timeout 30m -v -run 'TestSoak' ./cmd/cbth/ -args -soak.rounds=30 -soak.procs=8 -soak.jobs=25 -soak.duration=15m
     go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500
     go test -run 'ReplayEquality' ./engine/ -args -steps=1000000
     go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/

@@ -13,8 +13,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +28,6 @@ import (
 	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Log buckets. Unlike the projection buckets these are the source of truth.
@@ -60,11 +62,15 @@ type Options struct {
 
 // Engine owns one bbolt log file. It is safe for concurrent use.
 type Engine struct {
-	db    *bolt.DB
-	clock Clock
-	log   *slog.Logger
-	ms    *fsm.Machines
-	once  sync.Once
+	db   *bolt.DB
+	path string
+	ack  *ackWriter
+	// damage is set by the first panic caught inside bbolt.
+	damage atomic.Pointer[error]
+	clock  Clock
+	log    *slog.Logger
+	ms     *fsm.Machines
+	once   sync.Once
 
 	// The queue of requests and its leader. There is no writer goroutine:
 	// the first submitter to find no leader becomes it and commits what is
@@ -91,7 +97,12 @@ type Engine struct {
 	subs  map[*Subscription]struct{}
 }
 
-// Open opens (creating if needed) the log at path, with mode 0600.
+// Open opens the log at path, with mode 0600, creating it only where no
+// log has been before (see AckPath). It refuses, with ECORRUPT, a log
+// that is missing or empty where one was, one that bbolt cannot read, one
+// whose head is older than the last acknowledged commit or has another
+// hash, and one whose projections are ahead of it: each means committed
+// events are gone, and opening would build on what is left.
 func Open(path string, opt Options) (*Engine, error) {
 	if opt.Clock == nil {
 		opt.Clock = SystemClock{}
@@ -102,41 +113,157 @@ func Open(path string, opt Options) (*Engine, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.LockTimeout, NoSync: opt.NoSync})
+	ack, slot, hasAck, err := ReadAck(path)
 	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, errs.Wrap(errs.EBUSY, err, "open %s: another process holds the log", path)
+		return nil, err
+	}
+	switch fi, err := os.Stat(path); {
+	case err == nil && fi.Size() > 0:
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+		if hasAck {
+			what := "missing"
+			if err == nil {
+				what = "empty (0 bytes)"
+			}
+			return nil, errs.New(errs.ECORRUPT, "the log %s is %s, but a log was here: %s records seq %d as acknowledged", path, what, AckPath(path), ack.Seq)
 		}
-		return nil, errs.Wrap(errs.EINTERNAL, err, "open %s", path)
+	default:
+		return nil, errs.Wrap(errs.EACCES, err, "stat %s", path)
+	}
+	var db *bolt.DB
+	if p := catch(func() { db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: opt.LockTimeout, NoSync: opt.NoSync}) }); p != nil {
+		return nil, damaged(path, p)
+	}
+	if err != nil {
+		return nil, openError(path, err)
 	}
 	e := &Engine{
-		db: db, clock: opt.Clock, log: opt.Logger, ms: fsm.New(),
+		db: db, path: path, clock: opt.Clock, log: opt.Logger, ms: fsm.New(),
 		subs: make(map[*Subscription]struct{}), cache: make(map[events.StreamID]aggregate.State),
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
-			return err
-		}
-		if err := projections.Create(tx); err != nil {
-			return err
-		}
-		k, v := tx.Bucket(bucketLog).Cursor().Last()
-		if k != nil {
-			e.lastSeq = binary.BigEndian.Uint64(k)
-			h, ok := events.HashOf(v)
-			if !ok {
-				return errs.New(errs.ECORRUPT, "log tail record %d is truncated", e.lastSeq)
-			}
-			e.lastHash = h
-		}
-		return nil
-	})
-	if err != nil {
+	if err := e.open(ack, slot, hasAck); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
 	e.head.Store(e.lastSeq)
 	return e, nil
+}
+
+// open reads the head and checks it before anything is written: a write
+// transaction would replace the newer meta page that a rollback check
+// needs.
+func (e *Engine) open(ack Ack, slot int, hasAck bool) error {
+	var checkpoint uint64
+	var atAck events.Hash
+	var ackFound, complete bool
+	err := e.guard(func() error {
+		return e.db.View(func(tx *bolt.Tx) error {
+			complete = tx.Bucket(bucketLog) != nil
+			for _, b := range projections.Buckets() {
+				complete = complete && tx.Bucket(b) != nil
+			}
+			if b := tx.Bucket(bucketLog); b != nil {
+				k, v := b.Cursor().Last()
+				if k != nil {
+					e.lastSeq = binary.BigEndian.Uint64(k)
+					h, ok := events.HashOf(v)
+					if !ok {
+						return errs.New(errs.ECORRUPT, "%s: log tail record %d is truncated", e.path, e.lastSeq)
+					}
+					e.lastHash = h
+				}
+				if ack.Seq > 0 {
+					atAck, ackFound = events.HashOf(b.Get(binary.BigEndian.AppendUint64(nil, ack.Seq)))
+				}
+			}
+			if complete {
+				checkpoint = projections.Wrap(tx).Checkpoint()
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case hasAck && ack.Seq > e.lastSeq:
+		return errs.New(errs.ECORRUPT, "%s ends at seq %d, but seq %d was acknowledged (%s): committed transactions are gone (a rolled-back meta page or a truncated file)", e.path, e.lastSeq, ack.Seq, AckPath(e.path))
+	case hasAck && ack.Seq > 0 && (!ackFound || atAck != ack.Hash):
+		return errs.New(errs.ECORRUPT, "%s: the record at seq %d is not the one acknowledged (%s): this is not the log that was written here", e.path, ack.Seq, AckPath(e.path))
+	case checkpoint > e.lastSeq:
+		return errs.New(errs.ECORRUPT, "%s ends at seq %d, but its projections were built up to seq %d: events are gone from the log", e.path, e.lastSeq, checkpoint)
+	}
+	if !complete {
+		err := e.guard(func() error {
+			return e.db.Update(func(tx *bolt.Tx) error {
+				if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
+					return err
+				}
+				return projections.Create(tx)
+			})
+		})
+		if err != nil {
+			return errs.IO(err, "initialise %s", e.path)
+		}
+	}
+	head := Ack{Seq: e.lastSeq, Hash: e.lastHash}
+	if !hasAck {
+		e.ack, err = createAck(e.path, head)
+		return err
+	}
+	if e.ack, err = openAck(e.path, slot, ack); err != nil {
+		return err
+	}
+	if ack.Seq < head.Seq {
+		return e.ack.write(head)
+	}
+	return nil
+}
+
+// guard runs fn inside the recover boundary (see catch). A panic marks
+// the engine damaged: the file is checked, and the error says what the
+// check found (ECORRUPT) or, when it finds nothing, that this is a bug
+// (EINTERNAL). No commit is attempted after it.
+func (e *Engine) guard(fn func() error) error {
+	var err error
+	p := catch(func() { err = fn() })
+	if p == nil {
+		return err
+	}
+	e.log.Error("panic inside bbolt", "path", e.path, "panic", p, "stack", string(debug.Stack()))
+	probs := checkStructure(e.db, func() (*bolt.Tx, error) { return e.db.Begin(false) })
+	if len(probs) == 0 {
+		err = &errs.Error{Code: errs.EINTERNAL, Message: fmt.Sprintf("%s: bbolt panicked (%v), but the file passes bbolt's consistency check: a bug", e.path, p)}
+	} else {
+		err = &errs.Error{Code: errs.ECORRUPT, Message: fmt.Sprintf("%s is damaged: bbolt panicked (%v); %s", e.path, p, summarize(probs))}
+	}
+	e.damage.CompareAndSwap(nil, &err)
+	return err
+}
+
+// summarize joins the first few problems of a check.
+func summarize(probs []string) string {
+	const show = 3
+	s := ""
+	for i, p := range probs[:min(show, len(probs))] {
+		if i > 0 {
+			s += "; "
+		}
+		s += p
+	}
+	if len(probs) > show {
+		s += fmt.Sprintf(" (and %d more)", len(probs)-show)
+	}
+	return s
+}
+
+// Damaged returns the error that marked the engine damaged, or nil. A
+// damaged engine commits nothing more.
+func (e *Engine) Damaged() error {
+	if p := e.damage.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // DB exposes the underlying bbolt handle for read-only inspection (tests,
@@ -159,6 +286,9 @@ func (e *Engine) Close() error {
 		}
 		e.subMu.Unlock()
 		err = e.db.Close()
+		if aerr := e.ack.close(); err == nil {
+			err = aerr
+		}
 	})
 	return err
 }
@@ -417,7 +547,12 @@ func (e *Engine) commit(batch []*request) {
 			continue
 		}
 		e.commitGroup(batch[start:i], false)
-		r.err = r.exclusive(e.db)
+		if r.err = e.Damaged(); r.err == nil {
+			r.err = e.guard(func() error { return r.exclusive(e.db) })
+		}
+		if r.err == nil {
+			e.acknowledge()
+		}
 		clear(e.cache)
 		close(r.done)
 		start = i + 1
@@ -451,39 +586,49 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 	if len(batch) == 0 {
 		return
 	}
+	if err := e.Damaged(); err != nil {
+		for _, r := range batch {
+			r.err = err
+			close(r.done)
+		}
+		return
+	}
 	seq0, hash0 := e.lastSeq, e.lastHash
 	w := &txWriter{e: e, pending: map[events.StreamID]aggregate.State{}}
-	err := e.db.Update(func(tx *bolt.Tx) error {
-		w.tx, w.ptx = tx, projections.Wrap(tx)
-		defer func() { w.tx, w.ptx = nil, nil }()
-		for i := 0; i < len(batch); i++ {
-			r := batch[i]
-			res, err := w.process(r)
-			if err != nil {
-				var se *storageError
-				if errors.As(err, &se) {
-					return se.err
+	err := e.guard(func() error {
+		return e.db.Update(func(tx *bolt.Tx) error {
+			w.tx, w.ptx = tx, projections.Wrap(tx)
+			defer func() { w.tx, w.ptx = nil, nil }()
+			for i := 0; i < len(batch); i++ {
+				r := batch[i]
+				res, err := w.process(r)
+				if err != nil {
+					var se *storageError
+					if errors.As(err, &se) {
+						return se.err
+					}
+					r.err = err
+				} else {
+					r.res = res
 				}
-				r.err = err
-			} else {
-				r.res = res
+				if late && i == len(batch)-1 && len(batch) < maxBatch {
+					batch = append(batch, e.join(maxBatch-len(batch))...)
+				}
 			}
-			if late && i == len(batch)-1 && len(batch) < maxBatch {
-				batch = append(batch, e.join(maxBatch-len(batch))...)
+			if e.lastSeq != seq0 {
+				if err := w.ptx.SetCheckpoint(e.lastSeq); err != nil {
+					return err
+				}
+				if err := e.tendReserve(tx); err != nil {
+					return err
+				}
 			}
-		}
-		if e.lastSeq != seq0 {
-			if err := w.ptx.SetCheckpoint(e.lastSeq); err != nil {
-				return err
-			}
-			if err := e.tendReserve(tx); err != nil {
-				return err
-			}
-		}
-		return nil
+			return nil
+		})
 	})
 	e.lastBatch = len(batch) // joiners included
 	if err == nil {
+		e.acknowledge()
 		e.commits.Add(1)
 		e.committedReqs.Add(uint64(len(batch)))
 		if len(e.cache)+len(w.pending) > maxCache {
@@ -495,9 +640,12 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 	} else {
 		e.lastSeq, e.lastHash = seq0, hash0
 		e.log.Error("commit failed", "err", err)
+		if ce := (*errs.Error)(nil); !errors.As(err, &ce) {
+			err = errs.IO(err, "commit")
+		}
 		for _, r := range batch {
 			if r.err == nil {
-				r.res, r.err = Result{}, errs.Wrap(errs.EINTERNAL, err, "commit")
+				r.res, r.err = Result{}, err
 			}
 		}
 	}
@@ -507,6 +655,18 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 	}
 	if e.lastSeq != seq0 {
 		e.notify()
+	}
+}
+
+// acknowledge records the head just committed in the acknowledged-head
+// file. Failing to is logged, not returned: the commit is durable, and
+// the file may lag.
+func (e *Engine) acknowledge() {
+	if e.lastSeq == e.ack.seq {
+		return
+	}
+	if err := e.ack.write(Ack{Seq: e.lastSeq, Hash: e.lastHash}); err != nil {
+		e.log.Error("record the acknowledged head", "path", AckPath(e.path), "err", err)
 	}
 }
 

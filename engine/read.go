@@ -18,7 +18,7 @@ var ErrStop = errors.New("stop reading")
 // ReadFrom calls fn for every event with seq >= from, in order, checking
 // each record's hash. Returning ErrStop from fn ends the walk cleanly.
 func (e *Engine) ReadFrom(from uint64, fn func(events.Envelope) error) error {
-	return e.db.View(func(tx *bolt.Tx) error { return walkLog(tx, from, fn) })
+	return e.guard(func() error { return e.db.View(func(tx *bolt.Tx) error { return walkLog(tx, from, fn) }) })
 }
 
 // walkLog decodes records from seq from on, checking each hash; ErrStop
@@ -73,7 +73,7 @@ func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error)
 
 // View runs fn against a consistent read-only view of the projections.
 func (e *Engine) View(fn func(v *projections.Tx) error) error {
-	return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) })
+	return e.guard(func() error { return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) }) })
 }
 
 // Subscription signals that the log head moved. Signals coalesce: a slow
@@ -153,12 +153,33 @@ func (e *Engine) Read(fn func(s Snapshot) error) error {
 // read-only (a shared lock, waiting at most timeout), checking each
 // record's hash. It never writes, so auditing a home cannot change it.
 func ReadLogFile(path string, timeout time.Duration, from uint64, fn func(events.Envelope) error) error {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := openReadOnly(path, timeout)
 	if err != nil {
-		return errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
+		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error { return walkLog(tx, from, fn) })
+	if p := catch(func() { err = db.View(func(tx *bolt.Tx) error { return walkLog(tx, from, fn) }) }); p != nil {
+		return damaged(path, p)
+	}
+	return err
+}
+
+// openReadOnly opens a bbolt file with a shared lock, waiting at most
+// timeout, inside the recover boundary.
+func openReadOnly(path string, timeout time.Duration) (*bolt.DB, error) {
+	var db *bolt.DB
+	var err error
+	// PreLoadFreelist reads the freelist here, inside the boundary, rather
+	// than in bbolt's consistency check, on a goroutine of its own.
+	if p := catch(func() {
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout, PreLoadFreelist: true})
+	}); p != nil {
+		return nil, damaged(path, p)
+	}
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	return db, nil
 }
 
 // LogFileHead returns the last seq of the log of a bbolt file that no

@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"sort"
 	"time"
@@ -49,14 +52,20 @@ func scanLog(ctx context.Context, tx *bolt.Tx, check bool, fn func(d *decoded) e
 				for i, rec := range j.recs {
 					d := &out[i]
 					d.key = j.keys[i]
-					if check {
-						d.env, d.err = events.Decode(rec)
-					} else {
-						d.env, d.err = events.DecodeUnverified(rec)
-					}
-					if d.err == nil {
-						d.hash = d.env.Hash
-						d.p, d.err = events.DecodePayload(&d.env)
+					// The record lies in the file's mapping: decode it
+					// inside the recover boundary.
+					if p := catch(func() {
+						if check {
+							d.env, d.err = events.Decode(rec)
+						} else {
+							d.env, d.err = events.DecodeUnverified(rec)
+						}
+						if d.err == nil {
+							d.hash = d.env.Hash
+							d.p, d.err = events.DecodePayload(&d.env)
+						}
+					}); p != nil {
+						d.err = errs.New(errs.ECORRUPT, "seq %d: reading the record failed (%v)", d.key, p)
 					}
 				}
 				j.out <- out
@@ -86,12 +95,25 @@ func scanLog(ctx context.Context, tx *bolt.Tx, check bool, fn func(d *decoded) e
 			j = job{}
 			return true
 		}
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			j.recs = append(j.recs, v)
-			j.keys = append(j.keys, binary.BigEndian.Uint64(k))
-			if len(j.recs) == replayChunk && !flush() {
-				return
+		// The cursor walks the file's pages on this goroutine: inside the
+		// recover boundary, with a panic handed on as the last record.
+		if p := catch(func() {
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				j.recs = append(j.recs, v)
+				j.keys = append(j.keys, binary.BigEndian.Uint64(k))
+				if len(j.recs) == replayChunk && !flush() {
+					return
+				}
 			}
+		}); p != nil {
+			j = job{}
+			out := make(chan []decoded, 1)
+			out <- []decoded{{err: errs.New(errs.ECORRUPT, "walking the log failed inside bbolt (%v)", p)}}
+			select {
+			case ordered <- out:
+			case <-stop:
+			}
+			return
 		}
 		flush()
 	}()
@@ -196,10 +218,12 @@ func (e *Engine) Rebuild(ctx context.Context) (RebuildStats, error) {
 func (e *Engine) ReplayImage(ctx context.Context, until uint64) (projections.Image, RebuildStats, error) {
 	var img projections.Image
 	var st RebuildStats
-	err := e.db.View(func(tx *bolt.Tx) error {
-		var err error
-		img, st, err = e.replayImage(ctx, tx, until)
-		return err
+	err := e.guard(func() error {
+		return e.db.View(func(tx *bolt.Tx) error {
+			var err error
+			img, st, err = e.replayImage(ctx, tx, until)
+			return err
+		})
 	})
 	return img, st, err
 }
@@ -263,7 +287,9 @@ func (r *Report) add(seq uint64, code errs.Code, format string, args ...any) {
 // Verify walks the whole log: every record's hash, the chain of prev_hash
 // links, seq continuity, stream version continuity and every transition
 // through the state machines. It then checks that the stored projections
-// equal a rebuild and runs bbolt's own consistency check.
+// equal a rebuild, that the log holds the last acknowledged head (see
+// AckPath), and the file's structure (see checkStructure). A log that
+// makes bbolt panic is reported as problems, not as an error.
 //
 // bbolt's check runs in a write transaction that is rolled back: in a
 // read transaction it is only sound when no writer commits meanwhile,
@@ -271,51 +297,113 @@ func (r *Report) add(seq uint64, code errs.Code, format string, args ...any) {
 // wait for the check (not for the log walk before it).
 func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	var rep Report
-	err := e.db.View(func(tx *bolt.Tx) error {
-		var err error
-		rep, err = verifyTx(ctx, tx, e.ms)
-		return err
-	})
-	if err != nil {
+	var err error
+	if p := catch(func() {
+		err = e.db.View(func(tx *bolt.Tx) error {
+			var err error
+			rep, err = verifyTx(ctx, tx, e.ms)
+			return err
+		})
+	}); p != nil {
+		rep.add(0, errs.ECORRUPT, "reading the log failed inside bbolt (%v)", p)
+	} else if err != nil {
 		return rep, err
 	}
-	tx, err := e.db.Begin(true)
-	if err != nil {
-		return rep, errs.Wrap(errs.EINTERNAL, err, "begin the consistency check")
+	checkAck(e.path, e.db, &rep)
+	for _, p := range checkStructure(e.db, func() (*bolt.Tx, error) { return e.db.Begin(true) }) {
+		rep.add(0, errs.ECORRUPT, "%s", p)
 	}
-	defer tx.Rollback()
-	checkStore(tx, &rep)
 	return rep, nil
 }
 
-// checkStore adds bbolt's consistency check to rep. tx must be writable
-// unless no writer can commit while it runs.
-func checkStore(tx *bolt.Tx, rep *Report) {
-	for cerr := range tx.Check() {
-		rep.add(0, errs.ECORRUPT, "bbolt check: %v", cerr)
-	}
-}
-
 // VerifyFile verifies the log of a bbolt file that no daemon holds, opened
-// read-only, so verification never changes what it checks.
+// read-only, so verification never changes what it checks. A file that is
+// missing or empty where a log was, or that bbolt cannot open, is a
+// report with that problem.
 func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	var rep Report
+	ack, _, hasAck, err := ReadAck(path)
 	if err != nil {
-		return Report{}, errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
+		if errs.CodeOf(err) != errs.ECORRUPT {
+			return rep, err
+		}
+		rep.add(0, errs.ECORRUPT, "%v", err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		if hasAck && (err == nil || errors.Is(err, fs.ErrNotExist)) {
+			rep.add(0, errs.ECORRUPT, "the log %s is missing or empty, but %s records seq %d as acknowledged", path, AckPath(path), ack.Seq)
+			return rep, nil
+		}
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return rep, errs.New(errs.ENOENT, "%s holds no cbth log", path)
+		}
+		return rep, errs.Wrap(errs.EACCES, err, "stat %s", path)
+	}
+	db, err := openReadOnly(path, timeout)
+	if err != nil {
+		if errs.CodeOf(err) != errs.ECORRUPT {
+			return rep, err
+		}
+		rep.add(0, errs.ECORRUPT, "%v", err)
+		return rep, nil
 	}
 	defer db.Close()
-	var rep Report
-	err = db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketLog) == nil {
-			return errs.New(errs.ENOENT, "%s holds no cbth log", path)
-		}
-		var err error
-		if rep, err = verifyTx(ctx, tx, fsm.New()); err == nil {
-			checkStore(tx, &rep) // read-only open: no writer exists
-		}
-		return err
-	})
-	return rep, err
+	if p := catch(func() {
+		err = db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(bucketLog) == nil {
+				return errs.New(errs.ENOENT, "%s holds no cbth log", path)
+			}
+			r, err := verifyTx(ctx, tx, fsm.New())
+			r.Problems = append(rep.Problems, r.Problems...)
+			rep = r
+			return err
+		})
+	}); p != nil {
+		rep.add(0, errs.ECORRUPT, "reading the log failed inside bbolt (%v)", p)
+	} else if err != nil {
+		return rep, err
+	}
+	checkAck(path, db, &rep)
+	// A read-only open: no writer exists, so a read transaction is sound.
+	for _, p := range checkStructure(db, func() (*bolt.Tx, error) { return db.Begin(false) }) {
+		rep.add(0, errs.ECORRUPT, "%s", p)
+	}
+	return rep, nil
+}
+
+// checkAck adds a problem when the log does not hold the acknowledged head
+// recorded beside it.
+func checkAck(path string, db *bolt.DB, rep *Report) {
+	ack, _, ok, err := ReadAck(path)
+	if err != nil {
+		rep.add(0, errs.CodeOf(err), "%v", err)
+		return
+	}
+	if !ok || ack.Seq == 0 {
+		return
+	}
+	var at events.Hash
+	var found bool
+	var head uint64
+	if p := catch(func() {
+		_ = db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketLog); b != nil {
+				if k, _ := b.Cursor().Last(); k != nil {
+					head = binary.BigEndian.Uint64(k)
+				}
+				at, found = events.HashOf(b.Get(binary.BigEndian.AppendUint64(nil, ack.Seq)))
+			}
+			return nil
+		})
+	}); p != nil {
+		return // the walk above reported it
+	}
+	switch {
+	case head < ack.Seq:
+		rep.add(ack.Seq, errs.ECORRUPT, "the log ends at seq %d, but seq %d was acknowledged (%s): committed transactions are gone", head, ack.Seq, AckPath(path))
+	case !found || at != ack.Hash:
+		rep.add(ack.Seq, errs.ECORRUPT, "the record at seq %d is not the one acknowledged (%s)", ack.Seq, AckPath(path))
+	}
 }
 
 func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error) {
@@ -326,6 +414,11 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error
 	var prevSeq uint64
 	broken := false
 	err := scanLog(ctx, tx, true, func(d *decoded) error {
+		if d.key == 0 { // the walk itself failed; nothing follows
+			add(0, errs.ECORRUPT, "%v", d.err)
+			broken = true
+			return nil
+		}
 		rep.Events++
 		if d.key != prevSeq+1 {
 			add(d.key, errs.ECORRUPT, "seq gap: %d follows %d", d.key, prevSeq)

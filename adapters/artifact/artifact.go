@@ -48,24 +48,11 @@ const tmpPrefix = ".tmp-"
 // fsynced, under its final name, before Ingest returns; the caller then
 // appends the event that records it.
 func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error) {
-	f, err := os.Open(src)
+	f, fi, err := OpenRegular(src, "result file")
 	if err != nil {
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return command.Ingested{}, errs.New(errs.ENOENT, "result file %s does not exist", src)
-		case errors.Is(err, fs.ErrPermission):
-			return command.Ingested{}, errs.New(errs.EACCES, "result file %s is not readable", src)
-		}
-		return command.Ingested{}, errs.Wrap(errs.EINVAL, err, "open result file %s", src)
+		return command.Ingested{}, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return command.Ingested{}, errs.Wrap(errs.EINVAL, err, "stat result file %s", src)
-	}
-	if !fi.Mode().IsRegular() {
-		return command.Ingested{}, errs.New(errs.EINVAL, "result file %s is not a regular file", src)
-	}
 	if fi.Size() > s.MaxBytes {
 		return command.Ingested{}, errs.New(errs.EFBIG, "result file %s is %d bytes, over the %d byte limit (max_result_bytes)", src, fi.Size(), s.MaxBytes)
 	}
@@ -73,7 +60,7 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 	// MkdirTemp creates it 0700 (home.DirMode).
 	tmp, err := os.MkdirTemp(s.Dir, tmpPrefix+"*")
 	if err != nil {
-		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "create artifact staging directory")
+		return command.Ingested{}, errs.IO(err, "create artifact staging directory")
 	}
 	committed := false
 	defer func() {
@@ -83,7 +70,7 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 	}()
 	out, err := os.OpenFile(filepath.Join(tmp, "payload"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, home.FileMode)
 	if err != nil {
-		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "create artifact payload")
+		return command.Ingested{}, errs.IO(err, "create artifact payload")
 	}
 	h := sha256.New()
 	head := make([]byte, 0, 512)
@@ -95,7 +82,7 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 		err = cerr
 	}
 	if err != nil {
-		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "copy result file %s", src)
+		return command.Ingested{}, errs.IO(err, "copy result file %s", src)
 	}
 	if n > s.MaxBytes {
 		return command.Ingested{}, errs.New(errs.EFBIG, "result file %s grew past the %d byte limit while it was copied", src, s.MaxBytes)
@@ -106,7 +93,7 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 		SourceJobID: jobID, OriginalName: filepath.Base(src), CreatedAt: now}
 	mb, _ := json.MarshalIndent(m, "", "  ")
 	if err := home.WriteFileAtomic(filepath.Join(tmp, "manifest.json"), append(mb, '\n')); err != nil {
-		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "write artifact manifest")
+		return command.Ingested{}, errs.IO(err, "write artifact manifest")
 	}
 	final := filepath.Join(s.Dir, id)
 	if err := os.Rename(tmp, final); err != nil {
@@ -119,7 +106,7 @@ func (s Store) Ingest(src, jobID string, now time.Time) (command.Ingested, error
 		committed = true
 	}
 	if err := home.SyncDir(s.Dir); err != nil {
-		return command.Ingested{}, errs.Wrap(errs.EINTERNAL, err, "sync artifact directory")
+		return command.Ingested{}, errs.IO(err, "sync artifact directory")
 	}
 	return command.Ingested{ArtifactID: id, ManagedPath: filepath.Join(final, "payload"), ManifestPath: filepath.Join(final, "manifest.json"),
 		ContentType: m.ContentType, SizeBytes: n, SHA256: sum}, nil

@@ -44,6 +44,8 @@ type Options struct {
 	Clock   engine.Clock
 	Version string
 	Log     *slog.Logger
+	// Ready, when set, is called once the daemon serves requests.
+	Ready func()
 	// Manual makes the daemon act only when asked: no timer-driven sweep
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
@@ -94,12 +96,15 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	// The lock comes first: before the log is opened and before a stale
 	// socket is removed, so two daemons can never both get that far.
-	lock, err := takeLock(h.Lock())
+	lock, err := takeLock(h)
 	if err != nil {
 		return err
 	}
 	defer lock.Close()
 
+	if err := h.CheckSocket(); err != nil {
+		return err
+	}
 	if err := os.Remove(h.Socket()); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return errs.Wrap(errs.EINTERNAL, err, "remove stale socket")
 	}
@@ -135,7 +140,7 @@ func Run(ctx context.Context, opt Options) error {
 	if err != nil {
 		cancel()
 		<-served
-		return err
+		return refuseLog(h, err)
 	}
 	defer func() {
 		// What outlives a request stops before the log closes:
@@ -155,27 +160,45 @@ func Run(ctx context.Context, opt Options) error {
 	d.touch()
 	close(ready)
 	opt.Log.Info("serving", "socket", h.Socket(), "version", opt.Version, "head", d.eng.Head())
+	if opt.Ready != nil {
+		opt.Ready()
+	}
 
 	err = d.loop(ctx)
 	cancel()
-	if serr := <-served; err == nil {
-		err = serr
+	// A request stuck in a system call (a file on a hung network mount)
+	// must not keep the daemon from stopping: after a grace period it
+	// exits without waiting, and the closed log refuses what the request
+	// would append.
+	grace := time.NewTimer(shutdownGrace)
+	defer grace.Stop()
+	select {
+	case serr := <-served:
+		if err == nil {
+			err = serr
+		}
+	case <-grace.C:
+		opt.Log.Warn("requests still running; stopping without them", "grace", shutdownGrace)
 	}
 	opt.Log.Info("stopped", "reason", err)
 	return err
 }
 
-func takeLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, home.FileMode)
+// shutdownGrace bounds how long a stopping daemon waits for requests in
+// flight.
+const shutdownGrace = 5 * time.Second
+
+func takeLock(h home.Home) (*os.File, error) {
+	f, err := h.OpenLock()
 	if err != nil {
-		return nil, errs.Wrap(errs.EACCES, err, "open %s", path)
+		return nil, err
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, ErrRunning
 		}
-		return nil, errs.Wrap(errs.EINTERNAL, err, "lock %s", path)
+		return nil, errs.Wrap(errs.EINTERNAL, err, "lock %s", h.Lock())
 	}
 	// The pid is only for people; the flock is the single-instance guard.
 	_ = f.Truncate(0)
@@ -351,6 +374,12 @@ func (d *Daemon) loop(ctx context.Context) error {
 		case <-d.kick:
 			d.schedule(ctx)
 		case <-t.C:
+			if err := d.eng.Damaged(); err != nil {
+				// Serving on would build on a file known to be damaged.
+				d.opt.Log.Error("the log is damaged; exiting", "err", err)
+				return refuseLog(d.opt.Home, err)
+			}
+			d.keepSocket(ctx)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
 				if _, due := d.sweepDue(now); due {

@@ -199,16 +199,23 @@ func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.Transiti
 	if err != nil {
 		return api.TransitionReply{}, err
 	}
-	if j.Status != "running" {
-		return api.TransitionReply{}, errs.New(errs.ESTATE, "job %s is %s; cannot complete it", a.JobID, j.Status)
+	if a.ResultFile != "" && !filepath.IsAbs(a.ResultFile) {
+		return api.TransitionReply{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
 	}
-	defer d.poke(ctx)
 	cmd := command.CompleteJob{Config: d.deliveryConfig(), JobID: a.JobID, Summary: a.ResultSummary}
-	if a.ResultFile == "" {
+	if j.Status != "running" {
+		// Only a repeat of the completion that committed can succeed
+		// now, and it stores nothing: hash the file, do not copy it.
+		if a.ResultFile != "" {
+			if cmd.ResultSHA256, err = d.artifacts.Hash(a.ResultFile); err != nil {
+				return api.TransitionReply{}, err
+			}
+		}
 		return d.transition(ctx, a.JobID, cmd)
 	}
-	if !filepath.IsAbs(a.ResultFile) {
-		return api.TransitionReply{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
+	defer d.poke(ctx)
+	if a.ResultFile == "" {
+		return d.transition(ctx, a.JobID, cmd)
 	}
 	ing, err := d.artifacts.Ingest(a.ResultFile, a.JobID, d.opt.Clock.Now())
 	if err != nil {
@@ -216,7 +223,7 @@ func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.Transiti
 	}
 	cmd.Artifact = &ing
 	rep, err := d.transition(ctx, a.JobID, cmd)
-	if err != nil {
+	if err != nil || rep.Outcome == "already_completed" {
 		// Nothing recorded it: take the copy back out.
 		_ = d.artifacts.Remove(ing.ArtifactID)
 	}

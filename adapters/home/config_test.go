@@ -72,6 +72,13 @@ max_wait_window = "250ms"
 		{name: "tail too long for the log", file: "[task]\noutput_tail = 65537\n", wantErr: "output_tail"},
 		{name: "no grace", file: "[task]\nkill_grace = \"0s\"\n", wantErr: "kill_grace"},
 		{name: "zero idle timeout", file: `idle_timeout = "0s"`, wantErr: "idle_timeout must be positive"},
+		{name: "zero sweep interval", file: "[delivery]\nsweep_interval = \"0s\"\n", wantErr: "[delivery] sweep_interval must be positive"},
+		{name: "zero redelivery window", file: "[delivery]\nredelivery_window = \"0s\"\n", wantErr: "[delivery] redelivery_window must be positive"},
+		{name: "negative retention", file: `post_close_ttl = "-1h"`, wantErr: "post_close_ttl must not be negative"},
+		{name: "empty batches", file: "[delivery]\nmax_jobs_per_batch = 0\n", wantErr: "[delivery] max_jobs_per_batch must be at least 1"},
+		{name: "no delivery attempts", file: "[delivery]\nmax_delivery_attempts = -2\n", wantErr: "[delivery] max_delivery_attempts must be at least 1"},
+		{name: "no result bytes", file: "max_result_bytes = 0\n", wantErr: "max_result_bytes must be at least 1"},
+		{name: "empty park hook", file: `park_hook = [""]`, wantErr: "park_hook names no command"},
 		{name: "bad environment", env: "soon", wantErr: "CBTH_IDLE_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

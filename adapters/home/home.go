@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -72,7 +73,7 @@ func (h Home) ArtifactDir(id string) string {
 // user is refused.
 func (h Home) Ensure() error {
 	for _, d := range []string{h.Root, h.RunDir(), h.LogDir(), h.Artifacts(), h.TempDir()} {
-		if err := EnsureDir(d); err != nil {
+		if err := ensureDir(d, d == h.RunDir()); err != nil {
 			return err
 		}
 	}
@@ -80,8 +81,14 @@ func (h Home) Ensure() error {
 }
 
 // EnsureDir creates dir (and parents) 0700, checks it is owned by this
-// user, and narrows its mode to 0700.
-func EnsureDir(dir string) error {
+// user, and narrows its mode to 0700. A symbolic link at dir is followed
+// only when this user owns it (see checkLink).
+func EnsureDir(dir string) error { return ensureDir(dir, false) }
+
+func ensureDir(dir string, strict bool) error {
+	if err := checkLink(dir, strict); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return errs.Wrap(errs.EACCES, err, "create %s", dir)
 	}
@@ -254,8 +261,8 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.IdleTimeout.Duration = d
 	}
-	if c.IdleTimeout.Duration <= 0 {
-		return c, errs.New(errs.EINVAL, "idle_timeout must be positive")
+	if err := h.checkValues(c); err != nil {
+		return c, err
 	}
 	if err := checkDelivery(c); err != nil {
 		return c, err
@@ -267,7 +274,7 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 // the flock itself, which the kernel drops the moment the daemon exits,
 // rather than the pid, which lingers while the process waits to be reaped.
 func (h Home) DaemonRunning() bool {
-	f, err := os.Open(h.Lock())
+	f, err := os.OpenFile(h.Lock(), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return false
 	}

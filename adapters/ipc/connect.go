@@ -16,8 +16,9 @@ func Absent(err error) bool {
 }
 
 // Connect dials the daemon; when nothing listens and start is non-nil it
-// calls start once (which launches a detached daemon) and waits, bounded
-// by timeout, until the socket answers.
+// calls start once (which launches a detached daemon and may wait for it)
+// and waits, bounded by timeout from before start, until the socket
+// answers.
 func Connect(ctx context.Context, socket, version string, start func() error, timeout time.Duration) (*Client, error) {
 	c, err := Dial(socket, version)
 	if err == nil {
@@ -32,10 +33,16 @@ func Connect(ctx context.Context, socket, version string, start func() error, ti
 	if start == nil {
 		return nil, errs.Wrap(errs.EHOSTDOWN, err, "the daemon is not running (auto-start is off)")
 	}
+	deadline := time.Now().Add(timeout)
 	if err := start(); err != nil {
+		// A coded error is the daemon's own reason (a bad configuration
+		// is EINVAL, a damaged log ECORRUPT, a foreign home EACCES): it
+		// is the answer, not a detail of EHOSTDOWN.
+		if ce := (*errs.Error)(nil); errors.As(err, &ce) {
+			return nil, err
+		}
 		return nil, errs.Wrap(errs.EHOSTDOWN, err, "start the daemon")
 	}
-	deadline := time.Now().Add(timeout)
 	wait := 2 * time.Millisecond
 	for {
 		c, err := Dial(socket, version)

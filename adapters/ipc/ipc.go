@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/sockfile"
@@ -109,7 +110,9 @@ func Listen(path string) (*sockfile.Listener, error) {
 // Serve accepts connections until ctx ends or ln fails.
 func (s *Server) Serve(ctx context.Context, ln *sockfile.Listener) error {
 	s.mu.Lock()
-	s.open = map[*net.UnixConn]struct{}{}
+	if s.open == nil { // a daemon whose socket file was removed serves a second listener
+		s.open = map[*net.UnixConn]struct{}{}
+	}
 	s.mu.Unlock()
 	go func() {
 		<-ctx.Done()
@@ -182,6 +185,14 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		}
 		if err != nil {
 			return // EOF or a closed connection
+		}
+		if !utf8.Valid(line) {
+			// encoding/json would read the bad bytes as U+FFFD: refuse
+			// rather than act on text the client did not send.
+			if !writeFrame(w, s.fail(0, errs.New(errs.EINVAL, "request frame is not valid UTF-8"))) {
+				return
+			}
+			continue
 		}
 		var req Request
 		if err := json.Unmarshal(bytes.TrimSpace(line), &req); err != nil {
@@ -305,6 +316,9 @@ func (c *Client) call(req *Request, args any, out any) error {
 		b, err := json.Marshal(args)
 		if err != nil {
 			return errs.Wrap(errs.EINVAL, err, "encode %s arguments", req.Op)
+		}
+		if err := checkText(req.Op, args, b); err != nil {
+			return err
 		}
 		req.Args = b
 	}

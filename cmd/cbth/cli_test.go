@@ -52,6 +52,9 @@ type homeDir struct {
 	t    *testing.T
 	root string
 	env  []string
+	// damaged marks a home whose log a test damaged on purpose: its
+	// log is not verified at the end.
+	damaged bool
 }
 
 // newHome makes a private home. When the test ends it stops the home's
@@ -67,8 +70,8 @@ func newHome(t *testing.T, extraEnv ...string) *homeDir {
 			syscall.Kill(pid, syscall.SIGKILL)
 			waitFor(t, "the killed daemon to go", 10*time.Second, func() bool { return h.pid() == 0 })
 		}
-		if _, err := os.Stat(filepath.Join(root, "cbth.db")); err != nil {
-			return // no log was ever written
+		if _, err := os.Stat(filepath.Join(root, "cbth.db")); err != nil || h.damaged {
+			return // no log was ever written, or a test damaged it
 		}
 		if r := h.run("events", "verify", "--json"); r.code != 0 {
 			t.Errorf("the home's log does not verify: exit %d\n%s%s", r.code, r.stdout, r.stderr)

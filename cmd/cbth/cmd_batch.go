@@ -158,7 +158,7 @@ func (c *WaitCmd) Run(env *Env) error {
 		return err
 	}
 	if !res.OK {
-		return errs.New(errs.ESTATE, "not every job was delivered")
+		return reported{errs.New(errs.ESTATE, "not every job was delivered")}
 	}
 	return nil
 }

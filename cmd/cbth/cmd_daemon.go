@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"golang.org/x/sys/unix"
 )
 
 // DaemonCmd groups the daemon commands.
@@ -41,14 +43,9 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 	if err := h.Ensure(); err != nil {
 		return err
 	}
-	cfg, err := h.LoadConfig(env.Getenv)
-	if err != nil {
-		return err
-	}
-	if err := home.EnsureDir(h.LogDir()); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(h.DaemonLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, home.FileMode)
+	// The log opens first, so that every reason not to start (the
+	// configuration included) is in it.
+	logFile, err := os.OpenFile(h.DaemonLog(), os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, home.FileMode)
 	if err != nil {
 		return errs.Wrap(errs.EACCES, err, "open %s", h.DaemonLog())
 	}
@@ -58,9 +55,36 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 		w = io.MultiWriter(logFile, env.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pid", os.Getpid())
+	switch err = c.run(env, h, log, logFile); {
+	case err == daemon.ErrRunning:
+		// Lost a start race or started twice: the other daemon serves.
+		log.Info("another daemon holds the lock; exiting")
+		if env.JSON {
+			return env.emit(map[string]string{"outcome": "already_running"}, nil)
+		}
+		fmt.Fprintln(env.Stderr, "cbth: a daemon is already running for", h.Root)
+		return nil
+	case err != nil:
+		log.Error("exiting", "err", err, "code", errs.CodeOf(err))
+	}
+	return err
+}
+
+func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, logFile *os.File) error {
+	cfg, err := h.LoadConfig(env.Getenv)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log}
+	if c.Quiet {
+		// A daemon started by a command reports to it through its
+		// stdout until it serves (see spawnDaemon); from then on its
+		// standard output and error, a runtime crash report included,
+		// go to its log.
+		opt.Ready = func() { redirectStdio(logFile, log) }
+	}
 	if v := env.Getenv("CBTH_TEST_CLOCK"); v != "" {
 		// A stopped clock for deterministic runs: time moves only with
 		// `cbth debug clock advance`, and nothing happens on a timer.
@@ -72,17 +96,16 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 		log.Warn("manual clock: time moves only on request", "now", t)
 	}
 	daemon.TuneGC(env.Getenv)
-	err = daemon.Run(ctx, opt)
-	if err == daemon.ErrRunning {
-		// Lost a start race or started twice: the other daemon serves.
-		log.Info("another daemon holds the lock; exiting")
-		if env.JSON {
-			return env.emit(map[string]string{"outcome": "already_running"}, nil)
+	return daemon.Run(ctx, opt)
+}
+
+// redirectStdio points descriptors 1 and 2 at f.
+func redirectStdio(f *os.File, log *slog.Logger) {
+	for _, fd := range []int{1, 2} {
+		if err := unix.Dup2(int(f.Fd()), fd); err != nil {
+			log.Error("redirect standard descriptors to the log", "fd", fd, "err", err)
 		}
-		fmt.Fprintln(env.Stderr, "cbth: a daemon is already running for", h.Root)
-		return nil
 	}
-	return err
 }
 
 // DaemonStatusCmd is `cbth daemon status`.
@@ -124,6 +147,11 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 	}
 	cl, err := ipc.Dial(h.Socket(), Version)
 	if err != nil {
+		if ipc.Absent(err) && h.DaemonRunning() {
+			// It holds the lock but cannot be reached (its socket file
+			// was removed): stop it by signal instead.
+			return c.signal(env, h)
+		}
 		if ipc.Absent(err) {
 			return env.emit(map[string]string{"outcome": "already_stopped"}, func(w io.Writer) { fmt.Fprintln(w, "no daemon is running") })
 		}
@@ -143,12 +171,33 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	return c.waitExit(env, h, p.PID)
+}
+
+func (c *DaemonStopCmd) waitExit(env *Env, h home.Home, pid int) error {
 	deadline := time.Now().Add(c.Wait)
 	for time.Now().Before(deadline) {
 		if !h.DaemonRunning() {
-			return env.emit(map[string]any{"outcome": "stopped", "pid": p.PID}, func(w io.Writer) { fmt.Fprintf(w, "daemon %d stopped\n", p.PID) })
+			return env.emit(map[string]any{"outcome": "stopped", "pid": pid}, func(w io.Writer) { fmt.Fprintf(w, "daemon %d stopped\n", pid) })
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return errs.New(errs.ETIMEDOUT, "daemon %d did not exit within %s", p.PID, c.Wait)
+	return errs.New(errs.ETIMEDOUT, "daemon %d did not exit within %s", pid, c.Wait)
+}
+
+// signal stops the lock holder with SIGTERM, which it handles as a stop
+// request. Its pid is in the lock file, written by the holder itself.
+func (c *DaemonStopCmd) signal(env *Env, h home.Home) error {
+	b, err := os.ReadFile(h.Lock())
+	if err != nil {
+		return errs.Wrap(errs.EHOSTDOWN, err, "read %s", h.Lock())
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return errs.New(errs.EHOSTDOWN, "the daemon holds %s but its socket is gone and the lock names no pid", h.Lock())
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return errs.Wrap(errs.EHOSTDOWN, err, "signal daemon %d", pid)
+	}
+	return c.waitExit(env, h, pid)
 }

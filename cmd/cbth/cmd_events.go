@@ -176,7 +176,7 @@ func (c *EventsVerifyCmd) Run(env *Env) error {
 		return err
 	}
 	if !rep.OK() {
-		return errs.New(errs.ECORRUPT, "%d problems found", len(rep.Problems))
+		return reported{errs.New(errs.ECORRUPT, "the log does not verify: %d problem(s) found", len(rep.Problems))}
 	}
 	return nil
 }
@@ -300,7 +300,7 @@ func (c *EventsDiffCmd) Run(env *Env) error {
 		return err
 	}
 	if !res.Identical {
-		return errs.New(errs.ECONFLICT, "the logs differ from seq %d", res.FirstDivergent)
+		return reported{errs.New(errs.ECONFLICT, "the logs differ from seq %d", res.FirstDivergent)}
 	}
 	return nil
 }

@@ -2,15 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"text/tabwriter"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -64,12 +62,9 @@ func (c policyFlags) read() (p command.PolicyFlags, metadata json.RawMessage, er
 		}
 	}
 	if c.MetadataFile != "" {
-		b, err := os.ReadFile(c.MetadataFile)
+		b, err := artifact.ReadRegular(c.MetadataFile, "metadata file", command.MaxMetadata)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return p, nil, errs.New(errs.ENOENT, "metadata file %s does not exist", c.MetadataFile)
-			}
-			return p, nil, errs.Wrap(errs.EINVAL, err, "read metadata file")
+			return p, nil, err
 		}
 		if !json.Valid(b) {
 			return p, nil, errs.New(errs.EINVAL, "metadata file %s is not valid JSON", c.MetadataFile)

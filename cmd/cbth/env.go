@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,12 +49,16 @@ func (e *Env) Client() (*ipc.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	timeout := e.startTimeout()
 	var start func() error
 	if e.Getenv("CBTH_NO_AUTOSTART") != "1" {
-		start = func() error { return e.spawnDaemon(h) }
+		start = func() error { return e.spawnDaemon(h, timeout) }
 	}
-	c, err := ipc.Connect(context.Background(), h.Socket(), Version, start, e.startTimeout())
+	c, err := ipc.Connect(context.Background(), h.Socket(), Version, start, timeout)
 	if err != nil {
+		if errs.CodeOf(err) == errs.EHOSTDOWN && h.DaemonRunning() {
+			return nil, errs.Wrap(errs.EHOSTDOWN, err, "a daemon holds the lock of %s but does not answer on %s (`cbth daemon stop` stops it)", h.Root, h.Socket())
+		}
 		return nil, err
 	}
 	return c, nil
@@ -70,10 +75,15 @@ func (e *Env) startTimeout() time.Duration {
 	return 10 * time.Second
 }
 
-// spawnDaemon starts `cbth daemon run` detached: its own session, no
-// inherited stdio (it logs to $CBTH_HOME/log/daemon.log). If several
-// clients race, every spawned daemon but the lock holder exits at once.
-func (e *Env) spawnDaemon(h home.Home) error {
+// spawnDaemon starts `cbth daemon run` detached (its own session, no
+// terminal; it logs to $CBTH_HOME/log/daemon.log) and waits, at most
+// timeout, until it serves or says why it cannot. Until it serves, the
+// daemon's stdout is a pipe to this process: a daemon that cannot start
+// prints its error there as JSON and exits, and one that serves points
+// its stdout at its log, which ends the pipe. So the reason a daemon did
+// not start is this command's error, at once. If several clients race,
+// every spawned daemon but the lock holder reports already_running.
+func (e *Env) spawnDaemon(h home.Home, timeout time.Duration) error {
 	if err := h.Ensure(); err != nil {
 		return err
 	}
@@ -81,14 +91,53 @@ func (e *Env) spawnDaemon(h home.Home) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "--home", h.Root, "daemon", "run", "--quiet")
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(exe, "--home", h.Root, "daemon", "run", "--quiet", "--json")
 	cmd.Env = os.Environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
 		return err
 	}
-	return cmd.Process.Release()
+	if err := cmd.Process.Release(); err != nil {
+		return err
+	}
+	report := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+		report <- b
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case b := <-report:
+		return startFailure(b)
+	case <-t.C:
+		return nil // the wait for the socket reports the timeout
+	}
+}
+
+// startFailure reads what a starting daemon printed: nothing once it
+// serves, an outcome when another daemon holds the lock, or the error it
+// stopped on.
+func startFailure(out []byte) error {
+	var doc struct {
+		Error *struct {
+			Code    errs.Code `json:"code"`
+			Message string    `json:"message"`
+		} `json:"error"`
+	}
+	if len(bytes.TrimSpace(out)) == 0 || json.Unmarshal(out, &doc) != nil || doc.Error == nil {
+		return nil
+	}
+	return &errs.Error{Code: doc.Error.Code, Message: "the daemon could not start: " + doc.Error.Message}
 }
 
 // call runs one daemon operation, starting the daemon when it is absent.

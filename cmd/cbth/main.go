@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
@@ -41,6 +42,7 @@ type CLI struct {
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
+	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
@@ -74,6 +76,10 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 		return code
 	}
 	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	if err := checkArgs(argv[1:]); err != nil {
+		env.JSON = jsonRequested(argv[1:])
+		return env.fail(err)
+	}
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("cbth"),
@@ -131,6 +137,19 @@ type exitStatus struct {
 
 func (e exitStatus) Error() string { return e.msg }
 
+// checkArgs refuses a command line with a word that is not valid UTF-8.
+// The parser would turn each stray byte into U+FFFD, as kong does, so
+// two different thread ids could become one; cbth takes text as given or
+// not at all.
+func checkArgs(args []string) error {
+	for i, a := range args {
+		if !utf8.ValidString(a) {
+			return errs.New(errs.EINVAL, "argument %d (%q) is not valid UTF-8; cbth takes text as given or not at all", i+1, a)
+		}
+	}
+	return nil
+}
+
 // jsonRequested spots --json on a command line that failed to parse, so
 // the usage error is still reported as JSON.
 func jsonRequested(args []string) bool {
@@ -142,6 +161,13 @@ func jsonRequested(args []string) bool {
 	return false
 }
 
+// reported is a failure whose result the command has already printed as
+// its one JSON document (a verify report with problems, a diff that
+// differs): stdout gets no second document for it.
+type reported struct{ error }
+
+func (r reported) Unwrap() error { return r.error }
+
 // fail reports err: a JSON error object on stdout under --json, always a
 // line on stderr, and the exit code of its stable code.
 func (e *Env) fail(err error) int {
@@ -151,7 +177,7 @@ func (e *Env) fail(err error) int {
 	if errors.As(err, &ee) {
 		msg = ee.Error()
 	}
-	if e.JSON {
+	if e.JSON && !errors.As(err, new(reported)) {
 		b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
 		fmt.Fprintln(e.Stdout, string(b))
 	}

@@ -260,6 +260,8 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("model-alias", "model", "alias", "coder", "openai/gpt-4o")
 	doc("model-rm", "model", "rm", "openai/gpt-4o")
 	doc("install", "install", "--prefix", t.TempDir())
+	out("daemon", "stop")
+	doc("home-reinit", "home", "reinit")
 	plain := newHome(t) // the demo's own daemon must not inherit the manual clock
 	r = plain.run("demo", "--json")
 	if r.code != 0 {

@@ -178,7 +178,7 @@ func (c *DaemonRestartCmd) Run(env *Env) error {
 	if err := h.Ensure(); err != nil {
 		return err
 	}
-	cl, err := ipc.Connect(context.Background(), h.Socket(), Version, func() error { return env.spawnDaemon(h) }, env.startTimeout())
+	cl, err := ipc.Connect(context.Background(), h.Socket(), Version, func() error { return env.spawnDaemon(h, env.startTimeout()) }, env.startTimeout())
 	if err != nil {
 		return err
 	}

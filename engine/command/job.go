@@ -25,8 +25,11 @@ var Targets = []string{"cli", "desktop", "debug"}
 const (
 	maxIDLen      = 256
 	maxSummaryLen = 64 << 10
-	maxMetadata   = 256 << 10
 )
+
+// MaxMetadata bounds a job's metadata; the CLI reads no more of a
+// metadata file.
+const MaxMetadata = 256 << 10
 
 // SubmitJob opens a job in state running.
 type SubmitJob struct {
@@ -61,8 +64,8 @@ func (c SubmitJob) Validate() error {
 			return err
 		}
 	}
-	if len(c.Metadata) > maxMetadata {
-		return errs.New(errs.EINVAL, "metadata is %d bytes, over the %d byte limit", len(c.Metadata), maxMetadata)
+	if len(c.Metadata) > MaxMetadata {
+		return errs.New(errs.EINVAL, "metadata is %d bytes, over the %d byte limit", len(c.Metadata), MaxMetadata)
 	}
 	if len(c.Metadata) > 0 && !json.Valid(c.Metadata) {
 		return errs.New(errs.EINVAL, "metadata is not valid JSON")
@@ -113,16 +116,29 @@ type CompleteJob struct {
 	JobID    string
 	Summary  string
 	Artifact *Ingested
+	// ResultSHA256 is the SHA-256 of the result file of a completion
+	// that finds the job no longer running (the daemon hashes the file
+	// instead of copying it): a retry of the completion that committed.
+	ResultSHA256 string
 }
 
-// Decide implements engine.Decider.
+// Decide implements engine.Decider. Completing a job again with the same
+// summary and result (a retry whose first try committed, its answer lost
+// to a crash) reports already_completed and appends nothing; any other
+// completion of a job that is not running is ESTATE.
 func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err := checkText("summary", c.Summary, true); err != nil {
 		return engine.Decision{}, err
 	}
-	j, err := runningJob(v, c.JobID, "complete")
+	j, err := job(v, c.JobID)
 	if err != nil {
 		return engine.Decision{}, err
+	}
+	if j.Status != "running" {
+		if same, err := c.committed(v, j); err != nil || same {
+			return engine.Decision{Outcome: "already_completed"}, err
+		}
+		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; cannot complete it", c.JobID, j.Status)
 	}
 	batchID, placed, err := c.Config.place(v, now, j, c.Summary, c.Artifact)
 	if err != nil {
@@ -143,7 +159,29 @@ func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	return engine.Decision{Outcome: "completed", Emits: append(emits, placed...), Value: batchID}, nil
 }
 
-// FailJob records that a running job failed.
+// committed reports whether j was completed with this command's summary
+// and result.
+func (c CompleteJob) committed(v engine.View, j *aggregate.Job) (bool, error) {
+	if j.CompletedAt.IsZero() || j.ResultSummary != c.Summary {
+		return false, nil
+	}
+	sum := c.ResultSHA256
+	if c.Artifact != nil {
+		sum = c.Artifact.SHA256
+	}
+	if j.ArtifactID == "" {
+		return sum == "", nil
+	}
+	s, err := v.State(events.KindArtifact, j.ArtifactID)
+	if err != nil {
+		return false, err
+	}
+	a, ok := s.(*aggregate.Artifact)
+	return ok && a.SHA256 == sum, nil
+}
+
+// FailJob records that a running job failed. Failing it again for the
+// same reason reports already_failed and appends nothing.
 type FailJob struct {
 	JobID  string
 	Reason string
@@ -153,6 +191,13 @@ type FailJob struct {
 func (c FailJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err := checkText("reason", c.Reason, true); err != nil {
 		return engine.Decision{}, err
+	}
+	j, err := job(v, c.JobID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if j.Status == "failed" && j.FailReason == c.Reason {
+		return engine.Decision{Outcome: "already_failed"}, nil // a retry of the failure that committed
 	}
 	if _, err := runningJob(v, c.JobID, "fail"); err != nil {
 		return engine.Decision{}, err

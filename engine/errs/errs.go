@@ -6,6 +6,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Code is a stable error name. Clients compare codes, never messages.
@@ -30,6 +31,7 @@ const (
 	ENOTSUP   Code = "ENOTSUP"   // a peer (the Codex app-server) lacks a capability cbth needs
 	EVERSION  Code = "EVERSION"  // client and daemon protocol versions differ
 	ECORRUPT  Code = "ECORRUPT"  // stored data failed verification
+	ENOSPC    Code = "ENOSPC"    // the disk (or the user's quota) is full
 	EINTERNAL Code = "EINTERNAL" // a bug or an unexpected failure
 )
 
@@ -52,7 +54,7 @@ func (c Code) ExitCode() int {
 		return ExitUsage
 	case EACCES:
 		return ExitPermission
-	case EHOSTDOWN, EAGAIN, ENOTCONF, ENOTSUP, EVERSION:
+	case EHOSTDOWN, EAGAIN, ENOTCONF, ENOTSUP, EVERSION, ENOSPC:
 		return ExitUnavailable
 	case EINTERNAL, ECORRUPT:
 		return ExitInternal
@@ -113,3 +115,14 @@ func CodeOf(err error) Code {
 
 // Sentinel returns a code-only error for errors.Is comparisons.
 func Sentinel(code Code) error { return &Error{Code: code} }
+
+// IO wraps a failed read or write of cbth's own files: ENOSPC when the
+// disk or the quota is full (the user can act on that), EINTERNAL
+// otherwise.
+func IO(err error, format string, args ...any) error {
+	code := EINTERNAL
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		code = ENOSPC
+	}
+	return Wrap(code, err, format, args...)
+}
