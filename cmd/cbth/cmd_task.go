@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -46,7 +47,7 @@ func (c *TaskRunCmd) Run(env *Env) error {
 		c.Command = c.Command[1:] // kong passes the -- that ended the flags through
 	}
 	a := api.TaskRunArgs{SubmitArgs: api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary},
-		Argv: c.Command, Env: os.Environ(), TimeoutMS: c.Timeout.Milliseconds()}
+		Argv: c.Command, Env: taskEnv(env), TimeoutMS: c.Timeout.Milliseconds()}
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return errs.New(errs.EINVAL, "no command to run: give it after --")
 	}
@@ -91,6 +92,22 @@ func (c *TaskRunCmd) Run(env *Env) error {
 		fmt.Fprintf(w, "task %s (job %s) %s: %s\n", v.TaskID, v.JobID, v.State, strings.Join(v.Argv, " "))
 		fmt.Fprintf(env.Stderr, "follow it with: cbth task logs -f %s\n", v.TaskID)
 	})
+}
+
+// taskEnv is the environment the task gets: this command's own. Text
+// crosses the socket as given or not at all, so a variable that is not
+// valid UTF-8 is left out, with a warning.
+func taskEnv(env *Env) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !utf8.ValidString(kv) {
+			name, _, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(env.Stderr, "cbth: warning: %q is not passed to the task: its value is not valid UTF-8\n", name)
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // TaskListCmd is `cbth task list`.

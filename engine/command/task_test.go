@@ -60,8 +60,10 @@ func (te taskEnv) state(k events.Kind, id string) aggregate.State {
 	return s
 }
 
-func (te taskEnv) task(id string) *aggregate.Task { return te.state(events.KindTask, id).(*aggregate.Task) }
-func (te taskEnv) job(id string) *aggregate.Job   { return te.state(events.KindJob, id).(*aggregate.Job) }
+func (te taskEnv) task(id string) *aggregate.Task {
+	return te.state(events.KindTask, id).(*aggregate.Task)
+}
+func (te taskEnv) job(id string) *aggregate.Job { return te.state(events.KindJob, id).(*aggregate.Job) }
 
 var spool = &command.Ingested{ArtifactID: "art-1", ManagedPath: "/h/artifacts/art-1/payload", ManifestPath: "/h/artifacts/art-1/manifest.json",
 	ContentType: "text/plain", SizeBytes: 3, SHA256: "00"}
