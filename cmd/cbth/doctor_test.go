@@ -77,11 +77,7 @@ func TestDoctorFreshHome(t *testing.T) {
 // runner exists.
 func TestDoctorHealthyHome(t *testing.T) {
 	h := newHome(t)
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ctxInit()
 	h.submit("T")
 	rep, r := h.doctor()
 	if r.code != 0 || !rep.OK {
@@ -106,11 +102,7 @@ func TestDoctorHealthyHome(t *testing.T) {
 // named with its fix, and doctor exits 1.
 func TestDoctorBrokenHome(t *testing.T) {
 	h := newHome(t)
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	runner := h.ctxInit()
 	h.submit("T")
 	pid := h.pid()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -158,11 +150,7 @@ func TestDoctorBrokenHome(t *testing.T) {
 // fix, and the credential is never printed when it is found.
 func TestDoctorCredentials(t *testing.T) {
 	h := newHome(t, "CBTH_PROVIDERS=", "OPENAI_API_KEY=")
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ctxInit()
 	h.ok(nil, "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")
 	rep, r := h.doctor()
 	if r.code != 1 {
@@ -183,4 +171,16 @@ func TestDoctorCredentials(t *testing.T) {
 	if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(h.run("doctor").stdout, secret) {
 		t.Error("doctor printed the credential")
 	}
+}
+
+// ctxInit makes an object tree whose objects name a runner that is this
+// cbth under the runner's name, and returns the runner's path.
+func (h *homeDir) ctxInit() string {
+	h.t.Helper()
+	runner := filepath.Join(h.t.TempDir(), "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		h.t.Fatal(err)
+	}
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	return runner
 }

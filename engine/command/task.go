@@ -418,15 +418,5 @@ func cut(s string, n int) string {
 func taskStream(id string) events.StreamID { return events.StreamID{Kind: events.KindTask, ID: id} }
 
 func task(v engine.View, id string) (*aggregate.Task, error) {
-	if err := checkID("task id", id); err != nil {
-		return nil, err
-	}
-	s, err := v.State(events.KindTask, id)
-	if err != nil {
-		return nil, err
-	}
-	if s == nil {
-		return nil, errs.New(errs.ENOENT, "no task %s", id)
-	}
-	return s.(*aggregate.Task), nil
+	return existing[*aggregate.Task](v, events.KindTask, "task", id)
 }
