@@ -257,6 +257,12 @@ func (d *Daemon) stopTask(ctx context.Context, id, reason string) (string, error
 	ts.mu.Unlock()
 	res, err := d.eng.Execute(ctx, d.taskMeta(id), command.StopTask{TaskID: id, Reason: reason})
 	if err != nil {
+		if r != nil {
+			// The stop is not recorded (the log may be closing), but the
+			// process must not outlive the reason to stop it: a later
+			// daemon fails the task closed.
+			r.p.Stop()
+		}
 		return "", err
 	}
 	if res.Outcome == "stopping" && r != nil {
@@ -342,12 +348,25 @@ func (d *Daemon) reconcileTasks(ctx context.Context) error {
 		return err
 	}
 	cfg := d.opt.Config.Task
-	for _, t := range live {
+	// What is left of every lost task is stopped at once, so start-up
+	// waits one kill_grace or two however many there are.
+	left := make([]bool, len(live))
+	var wg sync.WaitGroup
+	for i, t := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			left[i], err = task.Reap(filepath.Join(d.opt.Home.TasksDir(), t.ID, "lock"), cfg.KillGrace.Duration)
+			if err != nil {
+				d.opt.Log.Error("stop what is left of a lost task", "task", t.ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, t := range live {
 		dir := filepath.Join(d.opt.Home.TasksDir(), t.ID)
-		left, err := task.Reap(filepath.Join(dir, "lock"), cfg.KillGrace.Duration)
-		if err != nil {
-			d.opt.Log.Error("stop what is left of a lost task", "task", t.ID, "err", err)
-		}
+		left := left[i]
 		spool := filepath.Join(dir, "output")
 		tail, size, _ := task.ReadTail(spool, cfg.OutputTail)
 		out := events.TaskOutput{OutputBytes: size, SpoolBytes: size, SpoolTruncated: size >= cfg.SpoolMax,
