@@ -8,13 +8,13 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/cred"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
@@ -39,7 +39,6 @@ type Env struct {
 	Version    string
 	Proto      int
 	UID        int
-	Keychain   cred.Keychain // nil: credentials are looked for in the environment only
 
 	// status is the daemon's, when one of this protocol answered.
 	status *api.Status
@@ -304,8 +303,7 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 	if err != nil {
 		return one("", Fail, "cannot read the object tree: "+err.Error(), "check "+quote(e.CtxRoot))
 	}
-	loc := provider.Locator{LookupEnv: e.LookupEnv, Executable: func() (string, error) { return e.Executable, nil }, LookPath: lookPath(e)}
-	p, err := loc.Locate()
+	p, err := e.locator().Locate()
 	switch {
 	case err == nil:
 		return one("", OK, provider.HelperName+" at "+p, "")
@@ -316,8 +314,9 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 		"cbth install --prefix DIR puts it beside cbth; or go build -o \"$(dirname \"$(command -v cbth)\")/"+provider.HelperName+"\" ./cmd/"+provider.HelperName)
 }
 
-// checkCredentials finds each configured provider's credential, in the
-// environment or the keychain, and never shows it.
+// checkCredentials asks the provider helper, which resolves credentials
+// for every model call (the keychain client lives there, not in cbth),
+// where each configured provider's credential is. It is never shown.
 func checkCredentials(ctx context.Context, e *Env) []Finding {
 	models, err := networkModels(e.CtxRoot)
 	if err != nil {
@@ -326,6 +325,10 @@ func checkCredentials(ctx context.Context, e *Env) []Finding {
 	if len(models) == 0 {
 		return one("", OK, "no network model is configured, so no credential is needed", "")
 	}
+	helper, err := e.locator().Locate()
+	if err != nil {
+		return one("", Skip, provider.HelperName+" reads the credentials and is not installed (see the providers check)", "")
+	}
 	seen := map[string]bool{}
 	var out []Finding
 	for _, o := range models {
@@ -333,38 +336,42 @@ func checkCredentials(ctx context.Context, e *Env) []Finding {
 		if err != nil {
 			continue
 		}
-		override := ""
+		args := []string{"--check-credential", id.Provider}
 		for _, kv := range o.Defaults {
-			if kv.Key == "api_key_env" {
-				override = kv.Value
+			if kv.Key == "api_key_env" && kv.Value != "" {
+				args = append(args, kv.Value)
 			}
 		}
-		key := id.Provider + "\x00" + override
-		if seen[key] {
+		if key := strings.Join(args, "\x00"); seen[key] {
 			continue
-		}
-		seen[key] = true
-		f := Finding{ID: "credentials." + id.Provider}
-		src := cred.Source{LookupEnv: e.LookupEnv, Keychain: e.Keychain}
-		if _, err := src.APIKey(ctx, id.Provider, override); err != nil {
-			f.State, f.Detail = Fail, err.Error()
-			f.Fix = fmt.Sprintf("export %s=... where cbth runs, or store it in the keychain (service %s, account %s)",
-				cred.EnvNames(id.Provider, override)[0], cred.Service(id.Provider), cred.Account)
 		} else {
-			f.State, f.Detail = OK, "found for "+id.Provider+" in "+credSource(e, id.Provider, override)+" (not shown)"
+			seen[key] = true
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cmd := exec.CommandContext(cctx, helper, args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		cancel()
+		f := Finding{ID: "credentials." + id.Provider}
+		if err != nil {
+			f.State, f.Detail = Fail, strings.TrimSpace(stderr.String())
+			if f.Detail == "" {
+				f.Detail = err.Error()
+			}
+			f.Fix = "set the variable it names where cbth runs, or add the keychain item it names (spec/cortexfs.md, Credentials)"
+		} else {
+			f.State, f.Detail = OK, "found for "+id.Provider+" in "+strings.TrimSpace(stdout.String())+" (not shown)"
 		}
 		out = append(out, f)
 	}
 	return out
 }
 
-func credSource(e *Env, provider, override string) string {
-	for _, n := range cred.EnvNames(provider, override) {
-		if v, ok := e.LookupEnv(n); ok && strings.TrimSpace(v) != "" {
-			return "$" + n
-		}
-	}
-	return "the keychain"
+// locator finds the provider helper as a model call does: $CBTH_PROVIDERS,
+// beside this binary, on PATH.
+func (e *Env) locator() provider.Locator {
+	return provider.Locator{LookupEnv: e.LookupEnv, Executable: func() (string, error) { return e.Executable, nil }, LookPath: lookPath(e)}
 }
 
 // findBeside looks for a program beside this binary, then on PATH.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/cred"
 	"github.com/cbth-dev/cbth/adapters/doctor"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 )
@@ -25,7 +24,7 @@ func (DoctorCmd) Run(env *Env) error {
 	exe, _ := os.Executable()
 	e := &doctor.Env{Home: h, CtxRoot: cortexEnv(env).CtxRoot, Getenv: env.Getenv,
 		LookupEnv:  func(k string) (string, bool) { v := env.Getenv(k); return v, v != "" },
-		Executable: exe, Version: Version, Proto: ipc.Proto, UID: os.Getuid(), Keychain: cred.System{}}
+		Executable: exe, Version: Version, Proto: ipc.Proto, UID: os.Getuid()}
 	rep := doctor.Run(context.Background(), e, doctor.Checks())
 	err = env.emit(rep, func(w io.Writer) {
 		for _, f := range rep.Checks {

@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -146,27 +147,35 @@ func TestDoctorBrokenHome(t *testing.T) {
 	}
 }
 
-// A network model without its credential or helper: each named with its
-// fix, and the credential is never printed when it is found.
-func TestDoctorCredentials(t *testing.T) {
+// A network model: without the provider helper it fails (and the
+// credentials, which the helper reads, are skipped); with it, a missing
+// credential fails with where to put it, and a present one is found and
+// never printed.
+func TestDoctorProvidersAndCredentials(t *testing.T) {
+	helper := filepath.Join(t.TempDir(), "cbth-providers")
+	if out, err := exec.Command("go", "build", "-o", helper, "../cbth-providers").CombinedOutput(); err != nil {
+		t.Fatalf("build cbth-providers: %v\n%s", err, out)
+	}
 	h := newHome(t, "CBTH_PROVIDERS=", "OPENAI_API_KEY=")
 	h.ctxInit()
 	h.ok(nil, "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")
 	rep, r := h.doctor()
-	if r.code != 1 {
-		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	if f := rep.get("providers"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Fix, "cbth-providers") {
+		t.Errorf("without the helper: exit %d, providers = %+v", r.code, f)
 	}
-	if f := rep.get("credentials.openai"); f.State != "fail" || !strings.Contains(f.Fix, "OPENAI_API_KEY") {
-		t.Errorf("credentials.openai = %+v", f)
+	if f := rep.get("credentials"); f.State != "skip" {
+		t.Errorf("without the helper: credentials = %+v", f)
 	}
-	if f := rep.get("providers"); f.State != "fail" || !strings.Contains(f.Fix, "cbth-providers") {
-		t.Errorf("providers = %+v", f)
+	h.env = append(h.env, "CBTH_PROVIDERS="+helper)
+	rep, r = h.doctor()
+	if f := rep.get("credentials.openai"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Detail, "OPENAI_API_KEY") || f.Fix == "" {
+		t.Errorf("without a key: exit %d, credentials.openai = %+v", r.code, f)
 	}
 	const secret = "sk-test-never-printed-7f3a"
 	h.env = append(h.env, "OPENAI_API_KEY="+secret)
 	rep, r = h.doctor()
-	if f := rep.get("credentials.openai"); f.State != "ok" || !strings.Contains(f.Detail, "$OPENAI_API_KEY") {
-		t.Errorf("credentials.openai = %+v", f)
+	if f := rep.get("credentials.openai"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "$OPENAI_API_KEY") {
+		t.Errorf("with a key: exit %d, credentials.openai = %+v", r.code, f)
 	}
 	if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(h.run("doctor").stdout, secret) {
 		t.Error("doctor printed the credential")
