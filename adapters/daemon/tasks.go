@@ -441,7 +441,14 @@ func (d *Daemon) handover(ctx context.Context, a api.HandoverArgs) (api.Handover
 			}
 		}
 	}
-	d.opt.Log.Info("handing over: stopping", "tasks_stopped", rep.TasksStopped)
+	// Deliveries in flight finish and record their answers before the
+	// daemon stops: cancelling one would leave it unproven, and parked.
+	d.sched.halt()
+	limit := time.Now().Add(d.opt.Config.Delivery.DeliveryTimeout.Duration + 5*time.Second)
+	for d.sched.inFlight() > 0 && time.Now().Before(limit) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	d.opt.Log.Info("handing over: stopping", "tasks_stopped", rep.TasksStopped, "deliveries_in_flight", d.sched.inFlight())
 	d.stop()
 	return rep, nil
 }
