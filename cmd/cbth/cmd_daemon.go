@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -164,9 +163,7 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 	cl.Close()
 	if errs.CodeOf(err) == errs.EVERSION {
 		// A daemon of another protocol: it stops cleanly on SIGTERM too.
-		if p.PID, err = lockPID(h); err == nil {
-			err = syscall.Kill(p.PID, syscall.SIGTERM)
-		}
+		return c.signal(env, h)
 	}
 	if err != nil {
 		return err
@@ -188,13 +185,9 @@ func (c *DaemonStopCmd) waitExit(env *Env, h home.Home, pid int) error {
 // signal stops the lock holder with SIGTERM, which it handles as a stop
 // request. Its pid is in the lock file, written by the holder itself.
 func (c *DaemonStopCmd) signal(env *Env, h home.Home) error {
-	b, err := os.ReadFile(h.Lock())
+	pid, err := lockPID(h)
 	if err != nil {
-		return errs.Wrap(errs.EHOSTDOWN, err, "read %s", h.Lock())
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return errs.New(errs.EHOSTDOWN, "the daemon holds %s but its socket is gone and the lock names no pid", h.Lock())
+		return err
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return errs.Wrap(errs.EHOSTDOWN, err, "signal daemon %d", pid)
