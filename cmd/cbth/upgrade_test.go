@@ -34,8 +34,20 @@ var oldBuilds sync.Map // ref -> *oldBuild
 
 type oldBuild struct {
 	once sync.Once
+	dir  string
 	bin  string
 	err  error
+}
+
+// removeOldBuilds removes the old builds' sources and binaries, once every
+// test is done with them (TestMain).
+func removeOldBuilds() {
+	oldBuilds.Range(func(_, v any) bool {
+		if b := v.(*oldBuild); b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
+		return true
+	})
 }
 
 // buildAt builds cbth as it was at ref, once per test binary run.
@@ -62,6 +74,7 @@ func buildAt(t *testing.T, ref string) string {
 			b.err = err
 			return
 		}
+		b.dir = dir
 		src := filepath.Join(dir, "src")
 		if b.err = extract(root, ref, src); b.err != nil {
 			return
