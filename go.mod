@@ -6,6 +6,7 @@ require (
 	github.com/alecthomas/kong v1.17.0
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/coder/websocket v1.8.15
+	github.com/creack/pty v1.1.24
 	github.com/google/uuid v1.6.0
 	github.com/looplab/fsm v1.0.3
 	github.com/openai/openai-go/v3 v3.96.0

@@ -1,6 +1,9 @@
 package events
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // declarations lists every event kind with its aggregate and schema. Adding
 // an event kind means adding a type below and a line here.
@@ -53,10 +56,14 @@ func declarations() []declaration {
 		decl[SessionAttached](KindSession),
 		decl[SessionEpochAdvanced](KindSession),
 		decl[SessionPermissionObserved](KindSession),
+		decl[SessionPermissionDrifted](KindSession),
 		decl[SessionParked](KindSession),
 		decl[SessionUnparked](KindSession),
 		decl[SessionStale](KindSession),
 		decl[SessionRetired](KindSession),
+
+		decl[AppServerStarted](KindAppServer),
+		decl[AppServerExited](KindAppServer),
 
 		decl[CtxSessionOpened](KindCtxSession),
 		decl[CtxSessionMessage](KindCtxSession),
@@ -425,37 +432,175 @@ type InstallationStateRepaired struct {
 
 // ---- CLI managed session ----
 
-// Permissions is one snapshot of a managed session's risk profile.
-type Permissions struct {
-	AllowsApproval    bool `json:"allows_approval"`
-	AllowsNetwork     bool `json:"allows_network"`
-	AllowsWriteAccess bool `json:"allows_write_access"`
+// Allow is one permission dimension of a managed session: allowed,
+// denied, or unknown (the zero value). It is JSON true, false or null.
+// Unknown counts as allowed wherever a permission gates delivery: a
+// session is strict-safe only where every dimension is proven false.
+type Allow uint8
+
+// The values of Allow.
+const (
+	AllowUnknown Allow = iota
+	AllowFalse
+	AllowTrue
+)
+
+// AllowOf is the Allow of a known boolean.
+func AllowOf(b bool) Allow {
+	if b {
+		return AllowTrue
+	}
+	return AllowFalse
 }
 
-// SessionCreated opens a managed CLI session in state live at epoch 1.
+// Known reports whether a is true or false.
+func (a Allow) Known() bool { return a == AllowTrue || a == AllowFalse }
+
+// And is Kleene's three-valued and: false if either is false, true if
+// both are true, unknown otherwise. The effective permission of a session
+// is its startup cap and its current snapshot, so a tighter side wins.
+func (a Allow) And(b Allow) Allow {
+	switch {
+	case a == AllowFalse || b == AllowFalse:
+		return AllowFalse
+	case a == AllowTrue && b == AllowTrue:
+		return AllowTrue
+	}
+	return AllowUnknown
+}
+
+func (a Allow) String() string {
+	switch a {
+	case AllowTrue:
+		return "true"
+	case AllowFalse:
+		return "false"
+	}
+	return "unknown"
+}
+
+// MarshalJSON renders true, false or null.
+func (a Allow) MarshalJSON() ([]byte, error) {
+	switch a {
+	case AllowTrue:
+		return []byte("true"), nil
+	case AllowFalse:
+		return []byte("false"), nil
+	}
+	return []byte("null"), nil
+}
+
+// UnmarshalJSON reads true, false or null.
+func (a *Allow) UnmarshalJSON(b []byte) error {
+	switch string(b) {
+	case "true":
+		*a = AllowTrue
+	case "false":
+		*a = AllowFalse
+	case "null":
+		*a = AllowUnknown
+	default:
+		return fmt.Errorf("permission %s is not true, false or null", b)
+	}
+	return nil
+}
+
+// Permissions is one reading of a managed session's risk profile: whether
+// a turn may ask for approval, reach the network, write files.
+type Permissions struct {
+	AllowsApproval    Allow `json:"allows_approval"`
+	AllowsNetwork     Allow `json:"allows_network"`
+	AllowsWriteAccess Allow `json:"allows_write_access"`
+}
+
+// And is the per-dimension three-valued and.
+func (p Permissions) And(q Permissions) Permissions {
+	return Permissions{p.AllowsApproval.And(q.AllowsApproval), p.AllowsNetwork.And(q.AllowsNetwork), p.AllowsWriteAccess.And(q.AllowsWriteAccess)}
+}
+
+// DimensionNames are the seed's names of the three dimensions, in the
+// order of Values.
+var DimensionNames = [3]string{"approval", "network", "write_access"}
+
+// Values lists the three dimensions in DimensionNames order.
+func (p Permissions) Values() [3]Allow {
+	return [3]Allow{p.AllowsApproval, p.AllowsNetwork, p.AllowsWriteAccess}
+}
+
+// Set returns p with the dimension named name set to v.
+func (p Permissions) Set(name string, v Allow) Permissions {
+	switch name {
+	case "approval":
+		p.AllowsApproval = v
+	case "network":
+		p.AllowsNetwork = v
+	case "write_access":
+		p.AllowsWriteAccess = v
+	}
+	return p
+}
+
+// SessionProfile is the bootstrap profile `cbth cli run` was given, per
+// dimension "auto" (from the thread's own settings), "true" or "false".
+type SessionProfile struct {
+	Approval    string `json:"approval"`
+	Network     string `json:"network"`
+	WriteAccess string `json:"write_access"`
+}
+
+// SessionCreated opens a managed CLI session in state live at epoch 1,
+// bound to one Codex thread and to the app-server instance whose event
+// stream epoch 1 is. Startup holds the explicit dimensions of Profile
+// (the others unknown until the first trusted snapshot pins them).
 type SessionCreated struct {
-	BoundThreadID   string      `json:"bound_thread_id"`
-	Startup         Permissions `json:"startup"`
-	StartupSnapshot RawJSON     `json:"startup_permission_snapshot_json,omitempty"`
+	BoundThreadID     string         `json:"bound_thread_id"`
+	Mode              string         `json:"mode"` // bind_thread or new_thread
+	Profile           SessionProfile `json:"session_profile"`
+	Startup           Permissions    `json:"startup"`
+	AppServerInstance string         `json:"app_server_instance"`
+	// Replaces names the retired session this one replaces, if any.
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // SessionDetached records the foreground client leaving.
-type SessionDetached struct{}
+type SessionDetached struct {
+	Reason string `json:"reason"`
+}
 
 // SessionAttached records a foreground client reattaching.
 type SessionAttached struct{}
 
-// SessionEpochAdvanced records lost event-stream continuity.
+// SessionEpochAdvanced records lost event-stream continuity: the session's
+// epoch now numbers the stream of another app-server instance.
 type SessionEpochAdvanced struct {
-	Epoch  uint64 `json:"session_epoch"`
-	Reason string `json:"reason"`
+	Epoch             uint64 `json:"session_epoch"`
+	Reason            string `json:"reason"`
+	AppServerInstance string `json:"app_server_instance"`
 }
 
-// SessionPermissionObserved records a fresh permission snapshot.
+// SessionPermissionObserved records a permission snapshot read from the
+// thread (thread/resume) on the session's current epoch. Pinned lists the
+// dimensions this snapshot set the startup cap of: the first trusted
+// reading of each "auto" dimension.
 type SessionPermissionObserved struct {
 	Current  Permissions `json:"current"`
-	Snapshot RawJSON     `json:"last_permission_snapshot_json,omitempty"`
+	Snapshot RawJSON     `json:"last_permission_snapshot_json"`
 	Revision uint64      `json:"permission_snapshot_revision"`
+	Epoch    uint64      `json:"session_epoch"`
+	Pinned   []string    `json:"pinned,omitempty"`
+}
+
+// SessionPermissionDrifted is the audit record of a snapshot whose
+// permissions differ from the startup cap: "tightened" (current is
+// stricter), "widened" (current is looser; the cap still holds) or
+// "mixed", per the changed dimensions.
+type SessionPermissionDrifted struct {
+	Startup    Permissions `json:"startup"`
+	Current    Permissions `json:"current"`
+	Effective  Permissions `json:"effective"`
+	Direction  string      `json:"direction"`
+	Dimensions []string    `json:"dimensions"`
+	Revision   uint64      `json:"permission_snapshot_revision"`
 }
 
 // SessionParked parks a session while a manual batch is unresolved.
@@ -474,6 +619,34 @@ type SessionStale struct {
 // SessionRetired ends a managed session for good.
 type SessionRetired struct {
 	Reason string `json:"reason"`
+}
+
+// ---- the shared Codex app-server ----
+
+// AppServerStarted records one instance of the daemon-owned shared
+// app-server, once it answered initialize, with what the capability probe
+// proved of it. The stream id is the instance's nonce.
+type AppServerStarted struct {
+	PID          int       `json:"pid"`
+	StartedAt    time.Time `json:"started_at"`
+	Nonce        string    `json:"nonce"`
+	Socket       string    `json:"socket"`
+	CodexBinary  string    `json:"codex_binary"`
+	CodexHome    string    `json:"codex_home"`
+	UserAgent    string    `json:"user_agent"`
+	ProbePassed  bool      `json:"probe_passed"`
+	ProbeCode    string    `json:"probe_code,omitempty"`
+	ProbeMissing []string  `json:"probe_missing,omitempty"`
+	Probe        RawJSON   `json:"probe,omitempty"`
+}
+
+// AppServerExited records the end of an instance: it exited ("exited",
+// with its exit status), the daemon stopped it ("stopped"), or a daemon
+// starting found it recorded running by a daemon that is gone
+// ("daemon_restarted").
+type AppServerExited struct {
+	Reason string `json:"reason"`
+	Status string `json:"exit_status,omitempty"`
 }
 
 // ---- ctx session (session directories) ----
@@ -587,10 +760,13 @@ func (SessionDetached) EventType() string             { return "session.detached
 func (SessionAttached) EventType() string             { return "session.attached" }
 func (SessionEpochAdvanced) EventType() string        { return "session.epoch_advanced" }
 func (SessionPermissionObserved) EventType() string   { return "session.permission_observed" }
+func (SessionPermissionDrifted) EventType() string    { return "session.permission_drifted" }
 func (SessionParked) EventType() string               { return "session.parked" }
 func (SessionUnparked) EventType() string             { return "session.unparked" }
 func (SessionStale) EventType() string                { return "session.stale" }
 func (SessionRetired) EventType() string              { return "session.retired" }
+func (AppServerStarted) EventType() string            { return "appserver.started" }
+func (AppServerExited) EventType() string             { return "appserver.exited" }
 func (CtxSessionOpened) EventType() string            { return "ctxsession.opened" }
 func (CtxSessionMessage) EventType() string           { return "ctxsession.message" }
 func (CtxSessionEvent) EventType() string             { return "ctxsession.event" }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
+	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
@@ -72,6 +73,10 @@ type Daemon struct {
 	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
+	// codex is the Codex CLI adapter: the shared app-server, started when
+	// a CLI session first needs it, and the attached foregrounds.
+	codex    *sessions.Manager
+	codexErr error // a configuration that cannot run Codex
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
@@ -142,14 +147,20 @@ func Run(ctx context.Context, opt Options) error {
 		<-served
 		return refuseLog(h, err)
 	}
+	d.codex, d.codexErr = d.newCodex(opt)
 	defer func() {
 		// What outlives a request stops before the log closes:
-		// deliveries record their answers, hooks their runs, tasks are
-		// stopped and their ends recorded.
+		// deliveries record their answers, hooks their runs, the
+		// app-server its end, tasks are stopped and their ends recorded.
 		cancel()
 		d.stopAllTasks(context.WithoutCancel(ctx), command.StopDaemon)
 		d.sched.workers.Wait()
 		<-d.hooks.done
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := d.codex.Stop(stopCtx); err != nil {
+			opt.Log.Error("stop the codex app-server", "err", err)
+		}
+		stopCancel()
 		d.eng.Close()
 	}()
 	if err := d.startup(ctx); err != nil {
@@ -231,6 +242,11 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.reconcileTasks(ctx); err != nil {
 		return err
 	}
+	// No foreground is attached to a daemon that has just started, and no
+	// app-server it runs is up yet, whatever the log says.
+	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, command.RecoverSessions{}); err != nil {
+		return fmt.Errorf("recover sessions: %w", err)
+	}
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
 	}
@@ -278,8 +294,27 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected), "timed_out", len(total.TimedOut))
 	}
 	d.kickParkHooks(ctx, now)
+	d.settleSessions(ctx)
 	d.stopTasksOfJobs(ctx, total.TimedOut, command.StopJobTimeout)
 	return nil
+}
+
+// settleSessions parks the managed sessions whose thread got a manual
+// batch and unparks those whose manual batches closed. It reads first,
+// so it costs the writer nothing when there is nothing to do.
+func (d *Daemon) settleSessions(ctx context.Context) {
+	var todo bool
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		todo, err = command.SessionsUnsettled(s)
+		return err
+	})
+	if !todo {
+		return
+	}
+	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "settle-sessions"}, command.SettleSessions{}); err != nil {
+		d.opt.Log.Error("settle sessions", "err", err)
+	}
 }
 
 // sweepDue reports whether a deadline fell due since the last sweep: one

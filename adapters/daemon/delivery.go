@@ -120,6 +120,7 @@ func earliest(a, b time.Time) time.Time {
 func (d *Daemon) schedule(ctx context.Context) {
 	d.sched.pass.Lock()
 	defer d.sched.pass.Unlock()
+	defer d.settleSessions(ctx)
 	for pass := 0; pass < 100; pass++ {
 		if d.schedulePass(ctx) == 0 || !d.opt.Manual {
 			return

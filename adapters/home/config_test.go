@@ -131,3 +131,46 @@ func FuzzLoadConfig(f *testing.F) {
 		}
 	})
 }
+
+// codex_binary is a name or an absolute path, codex_home an absolute
+// path; "~/" means $HOME; without codex_home the daemon's CODEX_HOME, then
+// ~/.codex, is the Codex home.
+func TestCodexConfig(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	for _, tc := range []struct {
+		file, wantErr, binary, codexHome string
+	}{
+		{file: `codex_binary = "codex"`, binary: "codex", codexHome: "/u/.codex"},
+		{file: `codex_binary = "~/bin/codex"` + "\n" + `codex_home = "~/ch"`, binary: "/u/bin/codex", codexHome: "/u/ch"},
+		{file: `codex_home = "/x/../y/"`, binary: "codex", codexHome: "/y"},
+		{file: `codex_binary = "bin/codex"`, wantErr: "relative"},
+		{file: `codex_home = "ch"`, wantErr: "not an absolute path"},
+	} {
+		h := home.Home{Root: t.TempDir()}
+		if err := os.WriteFile(h.Config(), []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		getenv := env(map[string]string{"HOME": "/u"})
+		c, err := h.LoadConfig(getenv)
+		if tc.wantErr != "" {
+			if errs.CodeOf(err) != errs.EINVAL || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want EINVAL %q", tc.file, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		ch, err := c.CodexHomeDir(getenv)
+		if c.CodexBinaryName() != tc.binary || ch != tc.codexHome || err != nil {
+			t.Errorf("%s: binary %q home %q %v, want %q %q", tc.file, c.CodexBinaryName(), ch, err, tc.binary, tc.codexHome)
+		}
+	}
+	c := home.Defaults()
+	if ch, _ := c.CodexHomeDir(env(map[string]string{"HOME": "/u", "CODEX_HOME": "/env/codex"})); ch != "/env/codex" {
+		t.Errorf("the daemon's CODEX_HOME: %q", ch)
+	}
+	if _, err := c.CodexHomeDir(env(map[string]string{"CODEX_HOME": "rel"})); errs.CodeOf(err) != errs.ENOTCONF {
+		t.Errorf("a relative CODEX_HOME: %v", err)
+	}
+}

@@ -161,6 +161,9 @@ type Config struct {
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
 	Task           Task     `toml:"task"`
+	// The Codex CLI adapter (adapters/home/codex_config.go).
+	CodexBinary string `toml:"codex_binary"`
+	CodexHome   string `toml:"codex_home"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -262,6 +265,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		c.IdleTimeout.Duration = d
 	}
 	if err := h.checkValues(c); err != nil {
+		return c, err
+	}
+	if err := checkCodex(&c, getenv); err != nil {
 		return c, err
 	}
 	if err := checkDelivery(c); err != nil {

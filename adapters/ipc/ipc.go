@@ -31,10 +31,12 @@ import (
 //	2: requests and replies name every field as the job, batch and attempt
 //	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
 //	   through the typed operation table (adapters/ipc/api).
-//	3: the task operations (task.run, task.inspect, task.list, task.cancel)
-//	   and daemon.handover; ping, daemon.status and daemon.handover are
-//	   answered whatever protocol a client speaks (Server.Versionless), so
-//	   a newer client can find an older daemon idle and replace it.
+//	3: the task operations (task.run, task.inspect, task.list, task.cancel),
+//	   daemon.handover and the Codex CLI operations (cli.attach, cli.detach,
+//	   cli.session.list, cli.session.inspect); ping, daemon.status and
+//	   daemon.handover are answered whatever protocol a client speaks
+//	   (Server.Versionless), so a newer client can find an older daemon idle
+//	   and replace it.
 const Proto = 3
 
 // MaxFrame is the largest frame either side accepts, newline included.
@@ -69,7 +71,50 @@ type ErrorBody struct {
 }
 
 // Handler serves one request. The returned value is encoded as the result.
+// ctx carries the request's connection (ConnOf).
 type Handler func(ctx context.Context, req *Request) (any, error)
+
+// Conn is the daemon's side of one client connection, for operations
+// whose effect lasts as long as the connection: a foreground `cbth cli
+// run` is attached exactly while its connection is open.
+type Conn struct {
+	mu      sync.Mutex
+	onClose []func()
+	closed  bool
+}
+
+// OnClose runs f once the connection has ended (the client closed it, or
+// the daemon is stopping), after its last request was answered. On a
+// connection already ended, f runs at once.
+func (c *Conn) OnClose(f func()) {
+	c.mu.Lock()
+	if !c.closed {
+		c.onClose = append(c.onClose, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	f()
+}
+
+func (c *Conn) close() {
+	c.mu.Lock()
+	fs := c.onClose
+	c.onClose, c.closed = nil, true
+	c.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
+	}
+}
+
+type connKey struct{}
+
+// ConnOf returns the connection a request arrived on, or nil outside a
+// handler.
+func ConnOf(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
+	return c
+}
 
 // Server accepts connections from the daemon's own user only.
 type Server struct {
@@ -172,7 +217,13 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 	r := bufio.NewReader(c)
 	attached := false
+	conn := &Conn{}
+	ctx = context.WithValue(ctx, connKey{}, conn)
 	defer func() {
+		// What the connection held is let go before it stops counting as
+		// attached, so the daemon is never idle with a foreground still
+		// recorded live.
+		conn.close()
 		if attached {
 			s.attached.Add(-1)
 		}

@@ -311,3 +311,60 @@ func isSocket(fd int) bool {
 	var st syscall.Stat_t
 	return syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFSOCK
 }
+
+// What a request ties to its connection is let go once, when the
+// connection ends, while it still counts as attached (so the daemon never
+// sees itself idle with a foreground still recorded live); a registration
+// on an ended connection runs at once.
+func TestConnOnClose(t *testing.T) {
+	dir, err := os.MkdirTemp("", "ipc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "s.sock")
+	ln, err := Listen(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan int, 4)
+	var conn *Conn
+	srv := &Server{Version: "test", Log: slog.New(slog.DiscardHandler), UID: os.Getuid()}
+	srv.Handler = func(ctx context.Context, r *Request) (any, error) {
+		conn = ConnOf(ctx)
+		conn.OnClose(func() { closed <- srv.Attached() })
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	c, err := Dial(path, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.CallAttached("hold", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-closed:
+		t.Fatal("OnClose ran while the connection was open")
+	default:
+	}
+	if srv.Attached() != 1 {
+		t.Fatalf("attached %d, want 1", srv.Attached())
+	}
+	c.Close()
+	if n := <-closed; n != 1 {
+		t.Fatalf("OnClose saw %d attached connections, want 1 (its own, still counted)", n)
+	}
+	ran := false
+	conn.OnClose(func() { ran = true })
+	if !ran {
+		t.Fatal("OnClose on an ended connection did not run at once")
+	}
+	if ConnOf(context.Background()) != nil {
+		t.Fatal("a connection outside a request")
+	}
+}

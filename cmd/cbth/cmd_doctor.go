@@ -38,7 +38,9 @@ func (DoctorCmd) Run(env *Env) error {
 		return err
 	}
 	if n := rep.Failed(); n > 0 {
-		return exitStatus{code: 1, msg: fmt.Sprintf("doctor found %d problems", n)}
+		// The report is the output: no error object follows it.
+		fmt.Fprintf(env.Stderr, "cbth: doctor found %d problems\n", n)
+		return exitStatus(1)
 	}
 	return nil
 }

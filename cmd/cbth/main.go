@@ -45,6 +45,7 @@ type CLI struct {
 	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
+	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
 	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
@@ -118,24 +119,14 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 	}
 	env.JSON, env.HomeFlag = cli.JSON, cli.Home
 	if err := kctx.Run(); err != nil {
-		var xs exitStatus
-		if errors.As(err, &xs) {
-			fmt.Fprintln(stderr, "cbth:", xs.msg)
-			return xs.code
+		var st exitStatus
+		if errors.As(err, &st) {
+			return int(st) // a child's status, already reported
 		}
 		return env.fail(err)
 	}
 	return 0
 }
-
-// exitStatus ends a command that printed its own report (doctor) with a
-// non-zero status and a line on stderr, and no error object after it.
-type exitStatus struct {
-	code int
-	msg  string
-}
-
-func (e exitStatus) Error() string { return e.msg }
 
 // checkArgs refuses a command line with a word that is not valid UTF-8.
 // The parser would turn each stray byte into U+FFFD, as kong does, so

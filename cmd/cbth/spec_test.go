@@ -269,6 +269,24 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	}
 	c.doc("demo", "demo", r.stdout)
 
+	// cbth cli run and the session commands, on the fake codex (a real
+	// Codex TUI needs a terminal: TestCLIRun_RealCodex runs it).
+	cli := fakeCodexHome(t)
+	for _, step := range []struct {
+		shape string
+		args  []string
+	}{
+		{"cli-run", []string{"cli", "run", "--bind-thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8", "--session-allows-network", "false"}},
+		{"session-list", []string{"cli", "session", "list"}},
+		{"session-inspect", []string{"cli", "session", "inspect", "--thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8"}},
+	} {
+		r := cli.run(append(step.args, "--json")...)
+		if r.code != 0 {
+			t.Fatalf("cbth %v: exit %d\n%s%s", step.args, r.code, r.stdout, r.stderr)
+		}
+		c.doc(step.shape, strings.Join(step.args, " "), r.stdout)
+	}
+
 	for name := range c.shapes {
 		if !c.seen[name] {
 			t.Errorf("spec/cli.md documents shape %s, which no command printed here", name)

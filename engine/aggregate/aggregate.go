@@ -90,6 +90,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &Cursor{}
 	case events.KindCtxTree:
 		s = &CtxTree{}
+	case events.KindAppServer:
+		s = &AppServer{}
 	case events.KindTask:
 		s = &Task{}
 	default:
@@ -177,6 +179,11 @@ func Clone(s State) State {
 		return &c
 	case *Session:
 		c := *s
+		c.DriftDimensions = slices.Clone(s.DriftDimensions)
+		return &c
+	case *AppServer:
+		c := *s
+		c.ProbeMissing = slices.Clone(s.ProbeMissing)
 		return &c
 	case *CtxSession:
 		c := *s
@@ -219,6 +226,8 @@ func KindOf(s State) events.Kind {
 		return events.KindCursor
 	case *CtxTree:
 		return events.KindCtxTree
+	case *AppServer:
+		return events.KindAppServer
 	case *Task:
 		return events.KindTask
 	}

@@ -65,18 +65,26 @@ func openBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 
 // liveAttempt returns the thread's non-terminal attempt, if any.
 func liveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
-	refs := v.Lookup(index.ThreadLive, thread)
+	return unique[*aggregate.Attempt](v, index.ThreadLive, thread, events.KindAttempt, "live attempts")
+}
+
+// unique returns the one aggregate an index holds under key (nil when
+// none); more than one is corruption: the index exists to make it one.
+func unique[T aggregate.State](v engine.Reader, idx, key string, k events.Kind, what string) (T, error) {
+	var zero T
+	refs := v.Lookup(idx, key)
 	if len(refs) > 1 {
-		return nil, errs.New(errs.ECORRUPT, "thread %s has %d live attempts", thread, len(refs))
+		return zero, errs.New(errs.ECORRUPT, "%s has %d %s", key, len(refs), what)
 	}
 	if len(refs) == 0 {
-		return nil, nil
+		return zero, nil
 	}
-	s, err := v.State(events.KindAttempt, refs[0].ID)
+	s, err := v.State(k, refs[0].ID)
 	if err != nil || s == nil {
-		return nil, err
+		return zero, err
 	}
-	return s.(*aggregate.Attempt), nil
+	t, _ := s.(T)
+	return t, nil
 }
 
 // lastSend returns when the thread last had a delivery accepted.

@@ -33,6 +33,11 @@ const (
 	ECORRUPT  Code = "ECORRUPT"  // stored data failed verification
 	ENOSPC    Code = "ENOSPC"    // the disk (or the user's quota) is full
 	EINTERNAL Code = "EINTERNAL" // a bug or an unexpected failure
+
+	// The seed's refusals of a CLI managed session attach
+	// (spec/codex-cli.md, "Managed sessions").
+	SessionProfileMismatch         Code = "session_profile_mismatch"          // the requested profile differs and the old session cannot retire yet
+	SessionPendingManualResolution Code = "session_pending_manual_resolution" // a manual batch of the thread waits for an operator
 )
 
 // Exit codes of MISSION.md rule 10.

@@ -48,7 +48,7 @@ type Table struct {
 
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
-	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable,
+	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable, appServerTable,
 		taskTable}
 }
 
@@ -178,22 +178,42 @@ var installationTable = Table{
 	},
 }
 
+// A CLI managed session: live while a foreground `cbth cli run` is
+// attached, detached once it left, parked while a manual batch of its
+// thread is unresolved, stale when the thread can no longer be reached,
+// retired for good. Its epoch advances in place while it is live,
+// detached or parked; a stale session's epoch advances only when a
+// foreground reattaches it (attached, then epoch_advanced). The move
+// stale -> live by epoch_advanced and retired from parked are legal but
+// no command emits them: logs written before the session commands
+// existed use them (fixtures/logs).
 var sessionTable = Table{
 	Kind:   events.KindSession,
 	States: []string{"live", "detached", "parked", "stale", "retired"},
 	Moves: []Move{
 		{"session.created", []string{None}, "live"},
 		{"session.detached", []string{"live"}, "detached"},
-		{"session.attached", []string{"detached"}, "live"},
-		{"session.epoch_advanced", []string{"stale"}, "live"},
+		{"session.attached", []string{"detached", "stale"}, "live"},
 		{"session.parked", []string{"live", "detached", "stale"}, "parked"},
 		{"session.unparked", []string{"parked"}, "detached"},
 		{"session.stale", []string{"live", "detached"}, "stale"},
 		{"session.retired", []string{"live", "detached", "parked", "stale"}, "retired"},
+		{"session.epoch_advanced", []string{"stale"}, "live"},
 	},
 	Updates: []Update{
-		{"session.epoch_advanced", []string{"live", "detached"}},
+		{"session.epoch_advanced", []string{"live", "detached", "parked"}},
 		{"session.permission_observed", []string{"live", "detached"}},
+		{"session.permission_drifted", []string{"live", "detached"}},
+	},
+}
+
+// One instance of the shared Codex app-server: started, then exited.
+var appServerTable = Table{
+	Kind:   events.KindAppServer,
+	States: []string{"running", "exited"},
+	Moves: []Move{
+		{"appserver.started", []string{None}, "running"},
+		{"appserver.exited", []string{"running"}, "exited"},
 	},
 }
 

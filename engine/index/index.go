@@ -16,18 +16,19 @@ import (
 
 // Secondary indexes.
 const (
-	Dedupe          = "job.dedupe"     // dedupe key -> job
-	JobThread       = "job.thread"     // source thread -> its jobs
-	ThreadOpen      = "thread.open"    // thread \0 opened seq -> open batch (the thread's FIFO)
-	ThreadLive      = "thread.attempt" // thread -> its non-terminal attempt
-	ThreadSends     = "thread.sends"   // thread \0 accepted at -> attempt
-	Head            = "batch.head"     // target \0 first ready at, thread -> open head batch
-	Parked          = "batch.parked"   // "" -> open batches waiting for manual resolution
-	BatchAttempts   = "batch.attempts" // batch -> its attempts
-	Tracking        = "attempt.tracking"
-	BindingByThread = "binding.thread" // source thread -> binding
-	SessionByThread = "session.thread" // bound thread -> non-retired session
-	CtxSession      = "ctxsession.dir" // object \0 scope \0 uid \0 name -> ctx session
+	Dedupe           = "job.dedupe"     // dedupe key -> job
+	JobThread        = "job.thread"     // source thread -> its jobs
+	ThreadOpen       = "thread.open"    // thread \0 opened seq -> open batch (the thread's FIFO)
+	ThreadLive       = "thread.attempt" // thread -> its non-terminal attempt
+	ThreadSends      = "thread.sends"   // thread \0 accepted at -> attempt
+	Head             = "batch.head"     // target \0 first ready at, thread -> open head batch
+	Parked           = "batch.parked"   // "" -> open batches waiting for manual resolution
+	BatchAttempts    = "batch.attempts" // batch -> its attempts
+	Tracking         = "attempt.tracking"
+	BindingByThread  = "binding.thread"    // source thread -> binding
+	SessionByThread  = "session.thread"    // bound thread -> non-retired session
+	AppServerRunning = "appserver.running" // "" -> the running app-server instance
+	CtxSession       = "ctxsession.dir"    // object \0 scope \0 uid \0 name -> ctx session
 
 	TaskJob  = "task.job"  // job -> the task that runs it
 	TaskLive = "task.live" // "" -> tasks queued, running or stopping

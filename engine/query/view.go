@@ -267,6 +267,10 @@ func ViewOf(s aggregate.State) any {
 		return NewAttemptView(s)
 	case *aggregate.Artifact:
 		return NewArtifactView(s)
+	case *aggregate.Session:
+		return NewSessionView(s)
+	case *aggregate.AppServer:
+		return NewAppServerView(s)
 	}
 	return s
 }

@@ -141,3 +141,46 @@ func DumpLog(t testing.TB, path string) {
 	}
 	t.Logf("app-server log (%s):\n%s", path, tail(b, 4000))
 }
+
+// Connect opens an initialized connection to the app-server at socket,
+// closed when the test ends: another client of a shared app-server, as a
+// TUI would be.
+func Connect(t testing.TB, socket string) *appserver.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Guard)
+	defer cancel()
+	tr, _, err := appserver.DialUnix(ctx, socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := appserver.New(tr, appserver.Options{})
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(ctx, ClientInfo, appserver.Capabilities{ExperimentalAPI: true}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ThreadWithTurn starts a thread in cwd on c and runs one turn on it to
+// completion, so that any client of the app-server can resume it.
+func ThreadWithTurn(t testing.TB, c *appserver.Client, cwd string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Guard)
+	defer cancel()
+	th, err := c.ThreadStart(ctx, appserver.ThreadStartParams{Cwd: cwd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := c.Subscribe()
+	defer sub.Close()
+	if _, err := c.TurnStart(ctx, appserver.TurnStartParams{ThreadID: th.Thread.ID, Input: []appserver.Input{appserver.TextInput("hi")}}); err != nil {
+		t.Fatal(err)
+	}
+	for m := range sub.C() {
+		if m.Method == appserver.NoteTurnCompleted {
+			return th.Thread.ID
+		}
+	}
+	t.Fatalf("no turn/completed: %v", sub.Err())
+	return ""
+}

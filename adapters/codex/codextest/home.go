@@ -67,3 +67,38 @@ func Env(t testing.TB, home string) []string {
 	}
 	return append(env, "CODEX_HOME="+home, "HOME="+t.TempDir())
 }
+
+// TUIConfig is what a test CODEX_HOME adds so that the Codex TUI opens
+// straight on a conversation in project: the project trusted (no trust
+// prompt), the screen-reader check done, and the notices about newer
+// models already shown (the TUI asks before anything else otherwise).
+func TUIConfig(project string) string {
+	return fmt.Sprintf(`
+[projects.%q]
+trust_level = "trusted"
+
+[tui]
+screen_reader_detection_done = true
+
+[tui.model_availability_nux]
+"gpt-6.1-sol" = 1
+
+[notice.model_migrations]
+"gpt-5.5" = "gpt-6-sol"
+`, project)
+}
+
+// TUIHome is Home with TUIConfig(project) added.
+func TUIHome(t testing.TB, baseURL, project string) string {
+	t.Helper()
+	home := Home(t, baseURL)
+	f, err := os.OpenFile(filepath.Join(home, "config.toml"), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(TUIConfig(project)); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}

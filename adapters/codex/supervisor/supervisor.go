@@ -212,6 +212,9 @@ func (s *Supervisor) Env() []string {
 	return append(withoutCodexHome(s.cfg.Env), "CODEX_HOME="+s.cfg.CodexHome)
 }
 
+// Binary is the codex executable the supervisor runs.
+func (s *Supervisor) Binary() string { return s.cfg.Codex }
+
 // Socket is the path the app-server listens on.
 func (s *Supervisor) Socket() string { return filepath.Join(s.cfg.Dir, SocketName) }
 

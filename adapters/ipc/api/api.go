@@ -26,6 +26,9 @@ type Op[Req, Rep any] struct {
 	// Passive operations only look at the daemon: they do not count as
 	// activity for the idle rule.
 	Passive bool
+	// Attach makes the connection an attached integration client for as
+	// long as it stays open: the daemon stays up meanwhile.
+	Attach bool
 	// Versionless operations are served to clients of any protocol
 	// (ipc.Server.Versionless): their shapes only ever gain fields.
 	Versionless bool
@@ -34,7 +37,11 @@ type Op[Req, Rep any] struct {
 // Call runs the operation on c.
 func (o Op[Req, Rep]) Call(c *ipc.Client, req Req) (Rep, error) {
 	var rep Rep
-	err := c.Call(o.Name, req, &rep)
+	call := c.Call
+	if o.Attach {
+		call = c.CallAttached
+	}
+	err := call(o.Name, req, &rep)
 	return rep, err
 }
 
@@ -97,6 +104,14 @@ var (
 	CtxTreeLoad = Op[TreeArgs, TreeDoc]{Name: "ctx.tree.load"}
 	CtxTreeSave = Op[TreeArgs, TreeSaveReply]{Name: "ctx.tree.save"}
 
+	// The Codex CLI adapter (adapters/codex/sessions): a foreground `cbth
+	// cli run` attaches on its connection, which then holds the session
+	// live until it detaches or the connection ends.
+	CLIAttach         = Op[CLIAttachArgs, CLIAttachReply]{Name: "cli.attach", Attach: true}
+	CLIDetach         = Op[Empty, CLIDetachReply]{Name: "cli.detach"}
+	CLISessionList    = Op[SessionListArgs, []query.SessionView]{Name: "cli.session.list"}
+	CLISessionInspect = Op[SessionInspectArgs, query.SessionInspection]{Name: "cli.session.inspect"}
+
 	TaskRun     = Op[TaskRunArgs, query.TaskView]{Name: "task.run"}
 	TaskInspect = Op[TaskArgs, query.TaskView]{Name: "task.inspect"}
 	TaskList    = Op[TaskListArgs, query.TaskPage]{Name: "task.list"}
@@ -116,6 +131,7 @@ var All = []string{
 	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name,
+	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 }
 
@@ -341,6 +357,55 @@ type TreeDoc struct {
 type TreeSaveReply struct {
 	Outcome string `json:"outcome"`
 	Events  int    `json:"events"`
+}
+
+// CLIAttachArgs are cli.attach's request. Mode is "bind_thread" (with
+// BoundThreadID), "new_thread" or "exploratory" (no session, outside
+// auto-continuation). Cwd is the foreground's working directory, the
+// project a new thread runs in.
+type CLIAttachArgs struct {
+	Mode          string                `json:"mode"`
+	BoundThreadID string                `json:"bound_thread_id,omitempty"`
+	Profile       events.SessionProfile `json:"session_profile"`
+	Cwd           string                `json:"cwd"`
+}
+
+// CLIAttachReply tells the foreground how to run Codex on the shared
+// app-server: `CodexBinary --remote unix://Socket` with CODEX_HOME set to
+// CodexHome, in Cwd. Session is the bound session (null while a new
+// thread is awaited, and for an exploratory run). Warnings go to stderr.
+type CLIAttachReply struct {
+	Outcome          string               `json:"outcome"`
+	Mode             string               `json:"mode"`
+	AutoContinuation bool                 `json:"auto_continuation"`
+	Socket           string               `json:"socket"`
+	CodexBinary      string               `json:"codex_binary"`
+	CodexHome        string               `json:"codex_home"`
+	Cwd              string               `json:"cwd"`
+	Session          *query.SessionView   `json:"session"`
+	AppServer        *query.AppServerView `json:"app_server"`
+	Warnings         []string             `json:"warnings"`
+}
+
+// CLIDetachReply is cli.detach's reply: the session as the foreground
+// left it (null if none was bound) and the warnings gathered meanwhile.
+type CLIDetachReply struct {
+	Outcome  string             `json:"outcome"`
+	Session  *query.SessionView `json:"session"`
+	Warnings []string           `json:"warnings"`
+}
+
+// SessionListArgs select cli.session.list's sessions.
+type SessionListArgs struct {
+	BoundThreadID string `json:"bound_thread_id,omitempty"`
+	State         string `json:"session_state,omitempty"`
+}
+
+// SessionInspectArgs name a session, or a thread whose non-retired
+// session to show.
+type SessionInspectArgs struct {
+	ManagedSessionID string `json:"managed_session_id,omitempty"`
+	BoundThreadID    string `json:"bound_thread_id,omitempty"`
 }
 
 // TaskRunArgs are task.run's request: the job to submit and the command

@@ -7,6 +7,9 @@
 //	codex --version
 //	codex app-server generate-json-schema [--experimental] --out DIR
 //	codex app-server --listen unix://PATH
+//	codex --remote unix://PATH [ARGS...]   (a foreground: connects, initializes,
+//	                                      resumes the thread after "resume",
+//	                                      exits FAKECODEX_EXIT, default 0)
 //
 // Environment:
 //
@@ -19,6 +22,11 @@
 //	                       lists them)
 //	FAKECODEX_IGNORE_TERM  ignore SIGTERM
 //	FAKECODEX_CHILD        start a child (sleep) in its process group
+//	FAKECODEX_HOLD         a foreground stays until SIGTERM or SIGINT
+//
+// thread/resume answers for any thread but the nil UUID (which the probe
+// uses) with an idle thread in the current directory, approval policy
+// "never" and a read-only sandbox without network.
 package main
 
 import (
@@ -32,9 +40,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/coder/websocket"
 )
 
@@ -67,10 +78,47 @@ func main() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+	case len(args) >= 2 && args[0] == "--remote" && strings.HasPrefix(args[1], "unix://"):
+		if err := foreground(strings.TrimPrefix(args[1], "unix://"), args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "fakecodex:", err)
+			os.Exit(1)
+		}
+		code, _ := strconv.Atoi(os.Getenv("FAKECODEX_EXIT"))
+		os.Exit(code)
 	default:
 		fmt.Fprintf(os.Stderr, "fakecodex: unsupported arguments %q\n", args)
 		os.Exit(2)
 	}
+}
+
+// foreground stands in for the TUI on the shared app-server: it proves the
+// socket serves, and resumes the thread a bound run names.
+func foreground(sock string, args []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t, _, err := appserver.DialUnix(ctx, sock)
+	if err != nil {
+		return err
+	}
+	c := appserver.New(t, appserver.Options{})
+	defer c.Close()
+	if _, err := c.Initialize(ctx, appserver.ClientInfo{Name: "fakecodex-tui", Version: version()}, appserver.Capabilities{}); err != nil {
+		return err
+	}
+	for i, a := range args {
+		if a == "resume" && i+1 < len(args) {
+			if _, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: args[i+1]}); err != nil {
+				return err
+			}
+		}
+	}
+	if os.Getenv("FAKECODEX_HOLD") != "" {
+		fmt.Println("fakecodex: holding")
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+		<-sigs
+	}
+	return nil
 }
 
 func version() string {
@@ -172,6 +220,7 @@ func handle(w http.ResponseWriter, r *http.Request) {
 			Method string          `json:"method"`
 			Params struct {
 				ClientInfo struct{ Name string } `json:"clientInfo"`
+				ThreadID   string                `json:"threadId"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(msg, &req) != nil || req.ID == nil {
@@ -186,8 +235,15 @@ func handle(w http.ResponseWriter, r *http.Request) {
 				"userAgent":      fmt.Sprintf("%s/%s (fake; x86_64) fakecodex", req.Params.ClientInfo.Name, version()),
 				"codexHome":      os.Getenv("CODEX_HOME"),
 				"platformFamily": "unix", "platformOs": "linux"}}
-		case req.Method == "thread/resume":
+		case req.Method == "thread/resume" && req.Params.ThreadID == "00000000-0000-0000-0000-000000000000":
 			reply = fail(-32600, "no rollout found for thread id")
+		case req.Method == "thread/resume":
+			cwd, _ := os.Getwd()
+			reply = map[string]any{"result": map[string]any{
+				"thread": map[string]any{"id": req.Params.ThreadID, "sessionId": req.Params.ThreadID, "ephemeral": false,
+					"status": map[string]any{"type": "idle"}, "threadSource": "user", "cwd": cwd, "turns": []any{}},
+				"model": "fake", "modelProvider": "fake", "cwd": cwd, "approvalPolicy": "never", "approvalsReviewer": "user",
+				"sandbox": map[string]any{"type": "readOnly", "networkAccess": false}, "activePermissionProfile": nil}}
 		default:
 			reply = fail(-32600, "thread not found")
 		}

@@ -1,0 +1,59 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/cbth-dev/cbth/adapters/codex/sessions"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+)
+
+// newCodex sets up the Codex CLI adapter. It starts nothing: the shared
+// app-server starts when a `cbth cli run` first needs it, so a home that
+// never uses the CLI target never runs Codex. A configuration that cannot
+// run Codex is kept as an error for the CLI operations to return, not a
+// reason to refuse to start.
+func (d *Daemon) newCodex(opt Options) (*sessions.Manager, error) {
+	h := opt.Home
+	codexHome, err := opt.Config.CodexHomeDir(os.Getenv)
+	m := sessions.New(sessions.Config{
+		Codex: opt.Config.CodexBinaryName(), CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "codex"),
+		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), "codex-app-server.log"), Env: os.Environ(),
+		Version: opt.Version, Clock: opt.Clock, Log: opt.Log.With("component", "codex"),
+	}, d.eng)
+	return m, err
+}
+
+func (d *Daemon) codexOps(t api.Table) {
+	api.Handle(t, api.CLIAttach, func(ctx context.Context, a api.CLIAttachArgs) (api.CLIAttachReply, error) {
+		if d.codexErr != nil {
+			return api.CLIAttachReply{}, d.codexErr
+		}
+		return d.codex.Attach(ctx, ipc.ConnOf(ctx), a)
+	})
+	api.Handle(t, api.CLIDetach, func(ctx context.Context, _ api.Empty) (api.CLIDetachReply, error) {
+		return d.codex.Detach(ctx, ipc.ConnOf(ctx))
+	})
+	api.Handle(t, api.CLISessionList, func(_ context.Context, a api.SessionListArgs) (list []query.SessionView, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			list, err = query.Sessions(s, query.SessionFilter{ThreadID: a.BoundThreadID, State: a.State})
+			return err
+		})
+		return list, err
+	})
+	api.Handle(t, api.CLISessionInspect, func(_ context.Context, a api.SessionInspectArgs) (in query.SessionInspection, err error) {
+		if a.ManagedSessionID == "" && a.BoundThreadID == "" {
+			return in, errs.New(errs.EINVAL, "name a managed session or a thread")
+		}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			in, err = query.InspectSession(s, a.ManagedSessionID, a.BoundThreadID)
+			return err
+		})
+		return in, err
+	})
+}

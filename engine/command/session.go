@@ -1,0 +1,692 @@
+package command
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// CLI managed sessions and the shared app-server instances their epochs
+// number (spec/codex-cli.md, "Managed sessions"). The adapter
+// (adapters/codex/sessions) talks to Codex; these decide what it means.
+
+// How a session came to be bound to its thread.
+const (
+	ModeBindThread = "bind_thread" // `cbth cli run --bind-thread-id`
+	ModeNewThread  = "new_thread"  // `cbth cli run --new-thread`, bound from thread/started
+)
+
+// Values of a profile dimension.
+const (
+	ProfileAuto  = "auto"
+	ProfileTrue  = "true"
+	ProfileFalse = "false"
+)
+
+// Outcomes of AttachSession.
+const (
+	SessionCreatedOutcome  = "created"
+	SessionAttachedOutcome = "attached"
+	SessionReplacedOutcome = "replaced" // the old session retired, a new one created
+	SessionRefused         = "refused"
+)
+
+// Reasons an instance ended (events.AppServerExited).
+const (
+	ExitExited         = "exited"
+	ExitStopped        = "stopped"
+	ExitDaemonRestart  = "daemon_restarted"
+	ExitReplaced       = "replaced"
+	epochAppRestarted  = "app-server restarted: a new instance is a new event stream"
+	epochDaemonRestart = "daemon restarted: the event stream cannot be proven continuous"
+)
+
+// CheckProfile validates a bootstrap profile and spells an empty dimension
+// "auto".
+func CheckProfile(p events.SessionProfile) (events.SessionProfile, error) {
+	for _, v := range []*string{&p.Approval, &p.Network, &p.WriteAccess} {
+		if *v == "" {
+			*v = ProfileAuto
+		}
+		if *v != ProfileAuto && *v != ProfileTrue && *v != ProfileFalse {
+			return p, errs.New(errs.EINVAL, "a session permission is auto, true or false, not %q", *v)
+		}
+	}
+	return p, nil
+}
+
+func profileValues(p events.SessionProfile) [3]string {
+	return [3]string{p.Approval, p.Network, p.WriteAccess}
+}
+
+// startupOf is the cap a profile fixes at creation: its explicit
+// dimensions; "auto" ones stay unknown until a trusted reading pins them.
+func startupOf(p events.SessionProfile) events.Permissions {
+	var out events.Permissions
+	for i, v := range profileValues(p) {
+		if v != ProfileAuto {
+			out = out.Set(events.DimensionNames[i], events.AllowOf(v == ProfileTrue))
+		}
+	}
+	return out
+}
+
+// profileMismatch lists the dimensions where an explicit request differs
+// from a session's cap. "auto" matches any cap; an explicit value matches
+// only the same known value.
+func profileMismatch(req events.SessionProfile, s *aggregate.Session) []string {
+	var out []string
+	st := s.Startup.Values()
+	for i, v := range profileValues(req) {
+		if v == ProfileAuto {
+			continue
+		}
+		if st[i] != events.AllowOf(v == ProfileTrue) {
+			out = append(out, events.DimensionNames[i])
+		}
+	}
+	return out
+}
+
+// Reading is one permission snapshot of a thread, parsed by the adapter
+// from a thread/resume answer: Current holds what it proves (unknown where
+// it could not be parsed), Snapshot the raw fields for audit.
+type Reading struct {
+	Current  events.Permissions
+	Snapshot events.RawJSON
+}
+
+// Drift describes a reading that differs from the startup cap, for the
+// stderr warning and the audit record.
+type Drift struct {
+	Startup    events.Permissions `json:"startup"`
+	Current    events.Permissions `json:"current"`
+	Effective  events.Permissions `json:"effective"`
+	Direction  string             `json:"direction"`
+	Dimensions []string           `json:"dimensions"`
+	// Recorded says this reading appended the audit event (the drift is
+	// new or changed); an unchanged drift is reported but not recorded
+	// again.
+	Recorded bool `json:"recorded"`
+}
+
+// Warning is the drift as one line for people.
+func (d *Drift) Warning(session string) string {
+	return fmt.Sprintf("managed session %s: permissions drifted (%s: %s); startup %s, current %s, effective %s",
+		session, d.Direction, strings.Join(d.Dimensions, ", "), permString(d.Startup), permString(d.Current), permString(d.Effective))
+}
+
+func permString(p events.Permissions) string {
+	var parts []string
+	for i, v := range p.Values() {
+		parts = append(parts, events.DimensionNames[i]+"="+v.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+// driftOf compares a reading with the cap: the dimensions where both are
+// known and differ, and whether the reading is tighter, looser or both.
+func driftOf(startup, current events.Permissions) (dims []string, direction string) {
+	st, cur := startup.Values(), current.Values()
+	tighter, looser := false, false
+	for i := range st {
+		if !st[i].Known() || !cur[i].Known() || st[i] == cur[i] {
+			continue
+		}
+		dims = append(dims, events.DimensionNames[i])
+		if cur[i] == events.AllowFalse {
+			tighter = true
+		} else {
+			looser = true
+		}
+	}
+	switch {
+	case tighter && looser:
+		direction = "mixed"
+	case tighter:
+		direction = "tightened"
+	case looser:
+		direction = "widened"
+	}
+	return dims, direction
+}
+
+// Observation is what recording a reading gives the caller.
+type Observation struct {
+	SessionID string             `json:"managed_session_id"`
+	Epoch     uint64             `json:"session_epoch"`
+	Revision  uint64             `json:"permission_snapshot_revision"`
+	Startup   events.Permissions `json:"startup"`
+	Current   events.Permissions `json:"current"`
+	Effective events.Permissions `json:"effective"`
+	Pinned    []string           `json:"pinned,omitempty"`
+	Drift     *Drift             `json:"drift,omitempty"`
+}
+
+// observe returns the events recording reading r on session s (as it will
+// be once the events before them apply): the reading, the startup pins it
+// sets, and a drift audit record when the drift is new or changed.
+func observe(s *aggregate.Session, r Reading) ([]engine.Emit, Observation) {
+	startup := s.Startup
+	cur := r.Current.Values()
+	var pinned []string
+	for i, v := range profileValues(s.Profile) {
+		name := events.DimensionNames[i]
+		if v == ProfileAuto && !startup.Values()[i].Known() && cur[i].Known() {
+			startup = startup.Set(name, cur[i])
+			pinned = append(pinned, name)
+		}
+	}
+	st := sessionStream(s.ID)
+	rev := s.SnapshotRevision + 1
+	emits := []engine.Emit{{Stream: st, Payload: &events.SessionPermissionObserved{
+		Current: r.Current, Snapshot: r.Snapshot, Revision: rev, Epoch: s.Epoch, Pinned: pinned}}}
+	obs := Observation{SessionID: s.ID, Epoch: s.Epoch, Revision: rev, Startup: startup, Current: r.Current,
+		Effective: startup.And(r.Current), Pinned: pinned}
+	if dims, dir := driftOf(startup, r.Current); len(dims) > 0 {
+		obs.Drift = &Drift{Startup: startup, Current: r.Current, Effective: obs.Effective, Direction: dir, Dimensions: dims}
+		if dir != s.DriftDirection || !slices.Equal(dims, s.DriftDimensions) {
+			obs.Drift.Recorded = true
+			emits = append(emits, engine.Emit{Stream: st, Payload: &events.SessionPermissionDrifted{
+				Startup: startup, Current: r.Current, Effective: obs.Effective, Direction: dir, Dimensions: dims, Revision: rev}})
+		}
+	}
+	return emits, obs
+}
+
+func sessionStream(id string) events.StreamID {
+	return events.StreamID{Kind: events.KindSession, ID: id}
+}
+func appServerStream(nonce string) events.StreamID {
+	return events.StreamID{Kind: events.KindAppServer, ID: nonce}
+}
+
+// SessionOf returns a thread's non-retired session, or nil.
+func SessionOf(v engine.Reader, thread string) (*aggregate.Session, error) {
+	return unique[*aggregate.Session](v, index.SessionByThread, thread, events.KindSession, "non-retired sessions")
+}
+
+// RunningAppServer returns the instance recorded running, or nil.
+func RunningAppServer(v engine.Reader) (*aggregate.AppServer, error) {
+	refs := v.Lookup(index.AppServerRunning, "")
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	s, err := v.State(events.KindAppServer, refs[len(refs)-1].ID)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.(*aggregate.AppServer), nil
+}
+
+func runningInstance(v engine.Reader, nonce string) error {
+	a, err := RunningAppServer(v)
+	if err != nil {
+		return err
+	}
+	if a == nil || a.ID != nonce {
+		return errs.New(errs.ESTALE, "codex app-server instance %s is not the running one; its event stream ended", nonce)
+	}
+	return nil
+}
+
+// manualBatch returns an open batch of the thread that waits for manual
+// resolution, or "". Any target's: an operator must settle what is
+// pending on the thread before a new automatic path opens on it.
+func manualBatch(v engine.Reader, thread string) (string, error) {
+	open, err := openBatches(v, thread)
+	if err != nil {
+		return "", err
+	}
+	for _, b := range open {
+		if b.ReplayPolicy == aggregate.ReplayManual {
+			return b.ID, nil
+		}
+	}
+	return "", nil
+}
+
+// AttachResult is AttachSession's value.
+type AttachResult struct {
+	SessionID string
+	// Retired is the session a changed profile replaced.
+	Retired string
+	// Refusal is set when Outcome is SessionRefused: the stable code and
+	// why. A refusal may still append (the session parked).
+	Refusal *errs.Error
+	Obs     *Observation
+}
+
+// AttachSession is attach-or-create for a foreground `cbth cli run`: it
+// binds the thread's one non-retired session to a live foreground, or
+// creates one. Mode bind_thread comes with a Reading of the thread taken
+// on Instance; new_thread is bound from thread/started before the thread
+// can be read. Refusals, in order: a manual batch of the thread is
+// unresolved (session_pending_manual_resolution; the session parks); a
+// foreground is already attached (EBUSY, or session_profile_mismatch when
+// the profile differs too); the profile differs while the thread has a
+// delivery in flight (session_profile_mismatch). A profile that differs
+// with nothing pending retires the old session and creates a new one: a
+// session's profile is never rewritten in place. There is never a second
+// non-retired session for one thread.
+type AttachSession struct {
+	Mode     string
+	ThreadID string
+	Profile  events.SessionProfile
+	Instance string
+	Reading  *Reading
+}
+
+// Decide implements engine.Decider.
+func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if c.Mode != ModeBindThread && c.Mode != ModeNewThread {
+		return engine.Decision{}, errs.New(errs.EINVAL, "session mode %q is not %s or %s", c.Mode, ModeBindThread, ModeNewThread)
+	}
+	if err := checkID("thread id", c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	prof, err := CheckProfile(c.Profile)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if err := runningInstance(v, c.Instance); err != nil {
+		return engine.Decision{}, err
+	}
+	s, err := SessionOf(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	manual, err := manualBatch(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if manual != "" {
+		var emits []engine.Emit
+		if s != nil && s.Status != "parked" && s.Status != "live" {
+			emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionParked{BatchID: manual}})
+		}
+		return c.refuse(emits, s, errs.SessionPendingManualResolution,
+			"thread %s has batch %s waiting for manual resolution; close it (`cbth batch close-head`) before attaching", c.ThreadID, manual)
+	}
+	if s != nil && s.Status == "parked" {
+		// Parked without a manual batch: the batch was resolved since.
+		// Unpark first; the attach below then goes on from detached.
+		return c.attach(v, now, prof, s, []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionUnparked{}}}, "detached")
+	}
+	return c.attach(v, now, prof, s, nil, "")
+}
+
+func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionProfile, s *aggregate.Session, emits []engine.Emit, status string) (engine.Decision, error) {
+	if s == nil {
+		return c.create(v, prof, "", emits)
+	}
+	if status == "" {
+		status = s.Status
+	}
+	diff := profileMismatch(prof, s)
+	if status == "live" {
+		if len(diff) > 0 {
+			return c.refuse(emits, s, errs.SessionProfileMismatch,
+				"session %s of thread %s has a foreground attached and another profile (%s differ)", s.ID, c.ThreadID, strings.Join(diff, ", "))
+		}
+		return c.refuse(emits, s, errs.EBUSY, "session %s of thread %s already has a foreground `cbth cli run` attached", s.ID, c.ThreadID)
+	}
+	if len(diff) > 0 {
+		a, err := liveAttempt(v, c.ThreadID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if a != nil {
+			return c.refuse(emits, s, errs.SessionProfileMismatch,
+				"session %s of thread %s has another profile (%s differ) and attempt %s is %s; it cannot retire until that delivery is resolved",
+				s.ID, c.ThreadID, strings.Join(diff, ", "), a.ID, a.Status)
+		}
+		emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionRetired{
+			Reason: "replaced: the requested profile differs in " + strings.Join(diff, ", ")}})
+		return c.create(v, prof, s.ID, emits)
+	}
+	st := *s
+	emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionAttached{}})
+	if s.AppServerInstance != c.Instance {
+		// Every instance start advances every session's epoch, so this
+		// only guards the rule: a foreground on another stream is another
+		// epoch.
+		st.Epoch++
+		st.AppServerInstance = c.Instance
+		st.Current = events.Permissions{}
+		emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionEpochAdvanced{
+			Epoch: st.Epoch, Reason: "reattached on another app-server instance", AppServerInstance: c.Instance}})
+	}
+	res := AttachResult{SessionID: s.ID}
+	if c.Reading != nil {
+		more, obs := observe(&st, *c.Reading)
+		emits = append(emits, more...)
+		res.Obs = &obs
+	}
+	return engine.Decision{Outcome: SessionAttachedOutcome, Emits: emits, Value: res}, nil
+}
+
+func (c AttachSession) refuse(emits []engine.Emit, s *aggregate.Session, code errs.Code, format string, args ...any) (engine.Decision, error) {
+	res := AttachResult{Refusal: &errs.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
+	if s != nil {
+		res.SessionID = s.ID
+	}
+	return engine.Decision{Outcome: SessionRefused, Emits: emits, Value: res}, nil
+}
+
+func (c AttachSession) create(v engine.View, prof events.SessionProfile, replaces string, emits []engine.Emit) (engine.Decision, error) {
+	id := v.NewID()
+	created := &events.SessionCreated{BoundThreadID: c.ThreadID, Mode: c.Mode, Profile: prof, Startup: startupOf(prof),
+		AppServerInstance: c.Instance, Replaces: replaces}
+	emits = append(emits, engine.Emit{Stream: sessionStream(id), Payload: created})
+	res := AttachResult{SessionID: id, Retired: replaces}
+	if c.Reading != nil {
+		st := &aggregate.Session{BoundThreadID: c.ThreadID, Profile: prof, Startup: created.Startup, Epoch: 1, AppServerInstance: c.Instance}
+		st.ID = id
+		more, obs := observe(st, *c.Reading)
+		emits = append(emits, more...)
+		res.Obs = &obs
+	}
+	out := SessionCreatedOutcome
+	if replaces != "" {
+		out = SessionReplacedOutcome
+	}
+	return engine.Decision{Outcome: out, Emits: emits, Value: res}, nil
+}
+
+// ObservePermissions records a reading of the session's thread taken on
+// Instance, the stream the session's current epoch numbers: the current
+// permissions (valid for this epoch only), the startup pins of "auto"
+// dimensions read for the first time, and a drift audit record. The
+// adapter calls it before every automatic turn/start; its Observation's
+// Effective is what the turn may be given.
+type ObservePermissions struct {
+	SessionID string
+	Instance  string
+	Reading   Reading
+}
+
+// Decide implements engine.Decider.
+func (c ObservePermissions) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	s, err := sessionByID(v, c.SessionID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if s.Status != "live" && s.Status != "detached" {
+		return engine.Decision{}, errs.New(errs.ESTATE, "session %s is %s; its permissions are not read", s.ID, s.Status)
+	}
+	if s.AppServerInstance != c.Instance {
+		return engine.Decision{}, errs.New(errs.ESTALE, "session %s is at epoch %d on instance %s; a reading from instance %s proves nothing about it",
+			s.ID, s.Epoch, s.AppServerInstance, c.Instance)
+	}
+	emits, obs := observe(s, c.Reading)
+	return engine.Decision{Outcome: "observed", Emits: emits, Value: obs}, nil
+}
+
+func sessionByID(v engine.Reader, id string) (*aggregate.Session, error) {
+	st, err := v.State(events.KindSession, id)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := st.(*aggregate.Session)
+	if !ok {
+		return nil, errs.New(errs.ENOENT, "no managed session %s", id)
+	}
+	return s, nil
+}
+
+// DetachSession records that a session's foreground left. The live part
+// ends: detached, or parked when a manual batch of the thread is
+// unresolved, or retired when the thread never had a turn (a new thread
+// before its first turn exists nowhere and can never be resumed).
+type DetachSession struct {
+	SessionID         string
+	Reason            string
+	NeverMaterialized bool
+}
+
+// Decide implements engine.Decider.
+func (c DetachSession) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	s, err := sessionByID(v, c.SessionID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if s.Status != "live" {
+		return engine.Decision{Outcome: "already_" + s.Status}, nil
+	}
+	return detach(v, s, c.Reason, c.NeverMaterialized)
+}
+
+func detach(v engine.Reader, s *aggregate.Session, reason string, never bool) (engine.Decision, error) {
+	st := sessionStream(s.ID)
+	if never {
+		return engine.Decision{Outcome: "retired", Emits: []engine.Emit{{Stream: st, Payload: &events.SessionRetired{
+			Reason: "the new thread never had a turn, so it cannot be resumed"}}}}, nil
+	}
+	manual, err := manualBatch(v, s.BoundThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if manual != "" {
+		return engine.Decision{Outcome: "parked", Emits: []engine.Emit{{Stream: st, Payload: &events.SessionParked{BatchID: manual}}}}, nil
+	}
+	return engine.Decision{Outcome: "detached", Emits: []engine.Emit{{Stream: st, Payload: &events.SessionDetached{Reason: reason}}}}, nil
+}
+
+// MarkSessionStale records that a session's thread can no longer be
+// reached through the shared app-server (another process holds it, or it
+// is gone). Reattaching with a fresh reading makes it live again.
+type MarkSessionStale struct {
+	SessionID string
+	Reason    string
+}
+
+// Decide implements engine.Decider.
+func (c MarkSessionStale) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	s, err := sessionByID(v, c.SessionID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if s.Status != "live" && s.Status != "detached" {
+		return engine.Decision{Outcome: "already_" + s.Status}, nil
+	}
+	return engine.Decision{Outcome: "stale", Emits: []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionStale{Reason: c.Reason}}}}, nil
+}
+
+// nonRetired lists every non-retired session.
+func nonRetired(v engine.Reader) ([]*aggregate.Session, error) {
+	var out []*aggregate.Session
+	for _, r := range v.Scan(index.SessionByThread, "") {
+		s, err := sessionByID(v, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SettleSessions parks every session whose live part ended while a manual
+// batch of its thread is unresolved, and unparks every parked one whose
+// batches are all resolved. The daemon runs it after whatever may park or
+// close a batch (sweeps, deliveries, operator closes).
+type SettleSessions struct{}
+
+// Decide implements engine.Decider.
+func (SettleSessions) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	var emits []engine.Emit
+	ss, err := nonRetired(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	for _, s := range ss {
+		manual, err := manualBatch(v, s.BoundThreadID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		switch {
+		case manual != "" && (s.Status == "detached" || s.Status == "stale"):
+			emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionParked{BatchID: manual}})
+		case manual == "" && s.Status == "parked":
+			emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionUnparked{}})
+		}
+	}
+	return engine.Decision{Outcome: fmt.Sprintf("settled %d", len(emits)), Emits: emits}, nil
+}
+
+// SessionsUnsettled reports whether SettleSessions would do anything: a
+// read the daemon does before asking the writer.
+func SessionsUnsettled(v engine.Reader) (bool, error) {
+	d, err := SettleSessions{}.Decide(readOnly{v}, time.Time{})
+	return len(d.Emits) > 0, err
+}
+
+// readOnly is a View for decisions that create nothing.
+type readOnly struct{ engine.Reader }
+
+func (readOnly) NewID() string   { return "" }
+func (readOnly) NextSeq() uint64 { return 0 }
+
+// RecoverSessions runs at daemon start-up: a new daemon has no foreground
+// attached and no app-server running yet, whatever the log says the last
+// one left. Every instance recorded running ended with that daemon
+// (daemon_restarted); every live session's foreground is gone.
+type RecoverSessions struct{}
+
+// Decide implements engine.Decider.
+func (RecoverSessions) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	var emits []engine.Emit
+	for _, r := range v.Lookup(index.AppServerRunning, "") {
+		emits = append(emits, engine.Emit{Stream: appServerStream(r.ID), Payload: &events.AppServerExited{Reason: ExitDaemonRestart}})
+	}
+	ss, err := nonRetired(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	for _, s := range ss {
+		if s.Status != "live" {
+			continue
+		}
+		d, err := detach(v, s, "daemon restarted", false)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		emits = append(emits, d.Emits...)
+	}
+	return engine.Decision{Outcome: fmt.Sprintf("recovered %d", len(emits)), Emits: emits}, nil
+}
+
+// AppServerStarted records a new instance of the shared app-server and
+// advances the epoch of every non-retired session bound to another: a new
+// instance is a new event stream. Whatever an old epoch had in flight on
+// its session (a turn/start without an answer, an accepted turn being
+// observed) lost its stream: the attempt is abandoned and its batch
+// parked, in the same append, never resent.
+type AppServerStarted struct {
+	Started events.AppServerStarted
+}
+
+// Decide implements engine.Decider.
+func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	nonce := c.Started.Nonce
+	if err := checkID("app-server nonce", nonce); err != nil {
+		return engine.Decision{}, err
+	}
+	if st, err := v.State(events.KindAppServer, nonce); err != nil {
+		return engine.Decision{}, err
+	} else if st != nil {
+		return engine.Decision{Outcome: "already_recorded"}, nil
+	}
+	var emits []engine.Emit
+	for _, r := range v.Lookup(index.AppServerRunning, "") {
+		emits = append(emits, engine.Emit{Stream: appServerStream(r.ID), Payload: &events.AppServerExited{Reason: ExitReplaced}})
+	}
+	started := c.Started
+	emits = append(emits, engine.Emit{Stream: appServerStream(nonce), Payload: &started})
+	ss, err := nonRetired(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	for _, s := range ss {
+		if s.AppServerInstance == nonce || s.Status == "stale" {
+			// A stale session proves no stream; a foreground reattaching
+			// it advances its epoch then (AttachSession).
+			continue
+		}
+		reason := epochAppRestarted
+		if old, err := v.State(events.KindAppServer, s.AppServerInstance); err != nil {
+			return engine.Decision{}, err
+		} else if a, ok := old.(*aggregate.AppServer); ok && (a.ExitReason == ExitDaemonRestart || a.ExitReason == ExitStopped) {
+			// Stopped with its daemon, or left by a daemon that died.
+			reason = epochDaemonRestart
+		}
+		emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionEpochAdvanced{
+			Epoch: s.Epoch + 1, Reason: reason, AppServerInstance: nonce}})
+		lost, err := lostContinuity(v, s)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		emits = append(emits, lost...)
+	}
+	return engine.Decision{Outcome: "recorded", Emits: emits}, nil
+}
+
+// lostContinuity abandons the attempt of s's thread that waits on s's
+// current epoch (an answer, or an accepted turn's end) and parks its
+// batch: that stream is gone, and only it could have told.
+func lostContinuity(v engine.Reader, s *aggregate.Session) ([]engine.Emit, error) {
+	a, err := liveAttempt(v, s.BoundThreadID)
+	if err != nil || a == nil || a.ManagedSessionID != s.ID || a.SessionEpoch != s.Epoch {
+		return nil, err
+	}
+	var ab *events.AttemptAbandoned
+	switch {
+	case a.Status == "accept_pending":
+		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: AcceptanceUnknown}
+	case a.Tracking():
+		ab = &events.AttemptAbandoned{Reason: "session epoch advanced: the accepted turn's event stream is gone", ObservationState: "lost"}
+	default:
+		return nil, nil
+	}
+	emits := []engine.Emit{{Stream: attemptStream(a.ID), Payload: ab}}
+	bs, err := v.State(events.KindBatch, a.BatchID)
+	if err != nil {
+		return nil, err
+	}
+	if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+		emits = append(emits, park(b, "session "+s.ID+" lost continuity at epoch "+fmt.Sprint(s.Epoch), a.ID))
+	}
+	return emits, nil
+}
+
+// AppServerExited records the end of an instance. Only a running one can
+// end; anything else is "already_exited".
+type AppServerExited struct {
+	Nonce  string
+	Reason string
+	Status string
+}
+
+// Decide implements engine.Decider.
+func (c AppServerExited) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	st, err := v.State(events.KindAppServer, c.Nonce)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	a, ok := st.(*aggregate.AppServer)
+	if !ok {
+		return engine.Decision{}, errs.New(errs.ENOENT, "no app-server instance %s", c.Nonce)
+	}
+	if a.Status != "running" {
+		return engine.Decision{Outcome: "already_exited"}, nil
+	}
+	return engine.Decision{Outcome: "exited", Emits: []engine.Emit{{Stream: appServerStream(c.Nonce),
+		Payload: &events.AppServerExited{Reason: c.Reason, Status: c.Status}}}}, nil
+}
