@@ -434,3 +434,33 @@ func quote(s string) string {
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// checkCodex finds the Codex CLI the cli target runs (codex_binary, else
+// codex on PATH) and asks its version. Only the cli target needs it, so
+// its absence is a warning. The daemon proves the app-server's
+// capabilities itself when it starts it (adapters/codex/probe).
+func checkCodex(ctx context.Context, e *Env) []Finding {
+	bin := "codex"
+	if c, err := e.Home.LoadConfig(e.Getenv); err == nil && c.CodexBinary != "" {
+		bin = c.CodexBinary
+	}
+	path := bin
+	if !strings.Contains(bin, "/") {
+		p, err := lookPath(e)(bin)
+		if err != nil {
+			return one("", Warn, bin+" is not on PATH: the cli target (cbth cli run, jobs with --target cli) needs the Codex CLI",
+				"install it (npm install -g @openai/codex), or name it with codex_binary in "+quote(e.Home.Config()))
+		}
+		path = p
+	} else if !executable(bin) {
+		return one("", Fail, "codex_binary "+bin+" does not exist or is not executable", "fix codex_binary in "+quote(e.Home.Config()))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, path, "--version").Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) == 0 {
+		return one("", Fail, fmt.Sprintf("%s --version failed: %v", path, err), "reinstall the Codex CLI, or name a working one with codex_binary")
+	}
+	return one("", OK, "codex "+f[len(f)-1]+" at "+path, "")
+}

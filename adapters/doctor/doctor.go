@@ -39,9 +39,8 @@ type Check struct {
 	Run func(ctx context.Context, e *Env) []Finding
 }
 
-// Checks lists every check in the order they run. The Codex CLI target
-// adds its binary and version check here, the Desktop target its user
-// service check.
+// Checks lists every check in the order they run. A target adds its
+// own: the Desktop target its user service check here.
 func Checks() []Check {
 	return []Check{
 		{"home", checkHome},
@@ -52,6 +51,7 @@ func Checks() []Check {
 		{"ctx.runner", checkRunner},
 		{"providers", checkProviders},
 		{"credentials", checkCredentials},
+		{"codex", checkCodex},
 	}
 }
 

@@ -43,7 +43,7 @@ func (rep doctorReport) get(id string) finding {
 }
 
 // The checks every report has, in order.
-var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials"}
+var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex"}
 
 func checkIDs(t *testing.T, rep doctorReport) {
 	t.Helper()
@@ -192,4 +192,26 @@ func (h *homeDir) ctxInit() string {
 	}
 	h.ok(nil, "ctx", "init", "--runner", runner)
 	return runner
+}
+
+// The Codex CLI: missing is a warning (only the cli target needs it); a
+// codex_binary that is not there fails; a working one reports its version.
+func TestDoctorCodex(t *testing.T) {
+	h := newHome(t, "PATH=/nonexistent")
+	rep, _ := h.doctor()
+	if f := rep.get("codex"); f.State != "warn" || !strings.Contains(f.Fix, "codex_binary") {
+		t.Errorf("no codex on PATH: %+v", f)
+	}
+	os.MkdirAll(h.root, 0o700)
+	cfg := filepath.Join(h.root, "config.toml")
+	os.WriteFile(cfg, []byte("codex_binary = \"/nonexistent/codex\"\n"), 0o600)
+	if rep, r := h.doctor(); r.code != 1 || rep.get("codex").State != "fail" {
+		t.Errorf("a missing codex_binary: exit %d, %+v", r.code, rep.get("codex"))
+	}
+	fake := filepath.Join(t.TempDir(), "codex")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho codex-cli 0.169.0\n"), 0o700)
+	os.WriteFile(cfg, []byte("codex_binary = \""+fake+"\"\n"), 0o600)
+	if rep, r := h.doctor(); r.code != 0 || rep.get("codex").State != "ok" || !strings.Contains(rep.get("codex").Detail, "0.169.0") {
+		t.Errorf("a working codex: exit %d, %+v", r.code, rep.get("codex"))
+	}
 }
