@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
 )
 
 // slowPush is a cli push target whose delivery answers only when the test
@@ -85,5 +87,37 @@ func TestHandoverLetsADeliveryInFlightFinish(t *testing.T) {
 	in := next.head("P")
 	if a := in.HeadAttempt; a == nil || a.RPCState != "accepted" || in.Batch.ReplayPolicy != "automatic" {
 		t.Fatalf("after the handover: batch %+v, attempt %+v", in.Batch, in.HeadAttempt)
+	}
+}
+
+// A handover waits for attached clients (a cbth cli run foreground) to
+// leave: the daemon stops the shared app-server when it exits. A wait
+// that runs out changes nothing.
+func TestHandoverWaitsForAttachedClients(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "home")
+	h := home.Home{Root: root}
+	r := start(t, root)
+	fg, err := ipc.Dial(h.Socket(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fg.CallAttached(api.Ping.Name, api.Empty{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = api.DaemonHandover.Call(r.c, api.HandoverArgs{WaitMS: 50})
+	if code := errs.CodeOf(err); code != errs.ETIMEDOUT || !strings.Contains(err.Error(), "1 clients are attached") {
+		t.Fatalf("handover with a foreground attached: %v", err)
+	}
+	if st := call(r, api.DaemonStatus, api.Empty{}); st.HandingOver || st.AttachedClients != 1 {
+		t.Fatalf("after a handover that gave up: %+v", st)
+	}
+	fg.Close()
+	if _, err := api.DaemonHandover.Call(r.c, api.HandoverArgs{WaitMS: 10_000}); err != nil {
+		t.Fatalf("handover once the foreground left: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.DaemonRunning(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon did not exit after the handover")
+		}
 	}
 }

@@ -416,29 +416,34 @@ func (d *Daemon) handover(ctx context.Context, a api.HandoverArgs) (api.Handover
 	rep := api.HandoverReply{Outcome: "handing_over", PID: os.Getpid(), Version: d.opt.Version, Protocol: ipc.Proto}
 	if a.StopTasks {
 		rep.TasksStopped = d.stopAllTasks(ctx, command.StopHandover)
-	} else {
-		deadline := time.NewTimer(time.Duration(a.WaitMS) * time.Millisecond)
-		defer deadline.Stop()
-		for {
+	}
+	// Tasks finish; foregrounds attached to the shared Codex app-server
+	// (cbth cli run) detach: the daemon stops that app-server when it
+	// exits, so a handover under one would end the user's session.
+	deadline := time.NewTimer(time.Duration(a.WaitMS) * time.Millisecond)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ts.mu.Lock()
+		n, ended := len(ts.running)+len(ts.queue), ts.ended
+		ts.mu.Unlock()
+		attached := d.srv.Attached()
+		if n == 0 && attached == 0 {
+			break
+		}
+		select {
+		case <-ended:
+		case <-tick.C:
+		case <-deadline.C:
 			ts.mu.Lock()
-			n, ended := len(ts.running)+len(ts.queue), ts.ended
+			ts.draining, ts.halted = false, false
 			ts.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			d.opt.Log.Info("handover waits for tasks", "tasks", n)
-			select {
-			case <-ended:
-			case <-deadline.C:
-				ts.mu.Lock()
-				ts.draining = false
-				ts.mu.Unlock()
-				d.startQueued(ctx)
-				return api.HandoverReply{}, errs.New(errs.ETIMEDOUT, "%d tasks still run after %s; the daemon keeps running them. Wait longer (--wait) or stop them (--stop-tasks: their jobs fail, nothing is run twice)",
-					n, time.Duration(a.WaitMS)*time.Millisecond)
-			case <-ctx.Done():
-				return api.HandoverReply{}, ctx.Err()
-			}
+			d.startQueued(ctx)
+			return api.HandoverReply{}, errs.New(errs.ETIMEDOUT, "after %s %d tasks still run and %d clients are attached (cbth cli run); the daemon goes on as before. Wait longer (--wait), stop the tasks (--stop-tasks: their jobs fail, none is run twice), or end the attached sessions",
+				time.Duration(a.WaitMS)*time.Millisecond, n, attached)
+		case <-ctx.Done():
+			return api.HandoverReply{}, ctx.Err()
 		}
 	}
 	// Deliveries in flight finish and record their answers before the
