@@ -269,6 +269,17 @@ func (c *TaskLogsCmd) Run(env *Env) error {
 			off += int64(len(b))
 		}
 		if !live {
+			if src == "" && off == 0 && v.OutputTail != "" {
+				// The output's artifact is gone (collected after its
+				// retention): the tail in the task's record is what is left.
+				if !env.JSON {
+					fmt.Fprintf(env.Stderr, "[cbth: the task's output artifact is gone; its last %d bytes follow]\n", len(v.OutputTail))
+				}
+				if err := out([]byte(v.OutputTail), ""); err != nil {
+					return err
+				}
+				off = v.OutputBytes
+			}
 			// Past the spool cap only the tail was kept: print the part
 			// of it the spool does not hold.
 			if rest := tailBeyond(v, off); len(rest) > 0 {

@@ -383,3 +383,26 @@ func TestTaskRunRefusesBadInput(t *testing.T) {
 		t.Errorf("refused runs left tasks: %v", list)
 	}
 }
+
+// Once a failed task's output artifact is collected (after
+// min_artifact_ttl), task logs prints the tail the task's record kept.
+func TestTaskLogsAfterTheArtifactIsCollected(t *testing.T) {
+	h := newHome(t)
+	os.MkdirAll(h.root, 0o700)
+	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("min_artifact_ttl = \"0s\"\n[delivery]\nsweep_interval = \"50ms\"\n"), 0o600)
+	run := h.taskRun("T", "sh", "-c", "echo kept in the record; exit 1")
+	h.taskEnd(run.TaskID)
+	waitFor(t, "the output artifact to be collected", 30*time.Second, func() bool {
+		var v struct {
+			Artifact *struct {
+				State string `json:"state"`
+			} `json:"artifact"`
+		}
+		h.ok(&v, "task", "inspect", run.TaskID)
+		return v.Artifact != nil && v.Artifact.State == "collected"
+	})
+	r := h.run("task", "logs", run.TaskID)
+	if r.code != 0 || r.stdout != "kept in the record\n" || !strings.Contains(r.stderr, "artifact is gone") {
+		t.Errorf("task logs: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
