@@ -517,7 +517,20 @@ func (d *Daemon) status() api.Status {
 	d.mu.Lock()
 	deadline, sweep := d.lastActivity.Add(d.opt.Config.IdleTimeout.Duration), d.lastSweep
 	d.mu.Unlock()
-	run, wait := d.tasks.counts()
+	// Tasks are counted as the log has them, so a client that saw a
+	// task's end recorded never sees it still running here.
+	var run, wait int
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		live, err := query.LiveTasks(s)
+		for _, t := range live {
+			if t.Status == "queued" {
+				wait++
+			} else {
+				run++
+			}
+		}
+		return err
+	})
 	d.tasks.mu.Lock()
 	handing := d.tasks.draining
 	d.tasks.mu.Unlock()
