@@ -50,6 +50,7 @@ func declarations() []declaration {
 		decl[BindingUnbound](KindBinding),
 
 		decl[InstallationStateRepaired](KindInstallation),
+		decl[InstallationBridgeSelected](KindInstallation),
 
 		decl[SessionCreated](KindSession),
 		decl[SessionDetached](KindSession),
@@ -390,14 +391,18 @@ type Capabilities struct {
 }
 
 // BindingBound binds a Desktop source thread to a caller automation (first
-// bootstrap or operator repair).
+// bootstrap or operator repair). BridgeThreadID, when set, pins the
+// binding to that bridge thread; empty, it follows the installation's.
+// When the repair replaced the automation, ReplacedAutomation names the
+// old one's fate: OldQuiesced says whether it was proven quiesced.
 type BindingBound struct {
-	SourceThreadID     string       `json:"source_thread_id"`
-	CallerAutomationID string       `json:"caller_automation_id"`
-	BridgeThreadID     string       `json:"bridge_thread_id,omitempty"`
-	Mirror             Capabilities `json:"mirror"`
-	ReplacedAutomation bool         `json:"replaced_automation,omitempty"`
-	OldQuiesced        bool         `json:"old_automation_quiesced,omitempty"`
+	SourceThreadID       string       `json:"source_thread_id"`
+	CallerAutomationID   string       `json:"caller_automation_id"`
+	BridgeThreadID       string       `json:"bridge_thread_id,omitempty"`
+	Mirror               Capabilities `json:"mirror"`
+	ReplacedAutomation   bool         `json:"replaced_automation,omitempty"`
+	PreviousAutomationID string       `json:"previous_automation_id,omitempty"`
+	OldQuiesced          bool         `json:"old_automation_quiesced,omitempty"`
 }
 
 // BindingArmed advances armed_generation after a durable note-arm.
@@ -428,6 +433,14 @@ type InstallationStateRepaired struct {
 	State       Capabilities `json:"state"`
 	ValidatedAt time.Time    `json:"validated_at,omitzero"`
 	UpdatedBy   string       `json:"updated_by_bootstrap_or_repair"`
+}
+
+// InstallationBridgeSelected records the bridge thread the Desktop
+// snapshots are published for (bridge-preflight through the daemon). It
+// changes no capability, generation, fingerprint or validated_at.
+type InstallationBridgeSelected struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	Previous       string `json:"previous_bridge_thread_id,omitempty"`
 }
 
 // ---- CLI managed session ----
@@ -755,6 +768,7 @@ func (BindingQuiesced) EventType() string             { return "binding.quiesced
 func (BindingDegraded) EventType() string             { return "binding.degraded" }
 func (BindingUnbound) EventType() string              { return "binding.unbound" }
 func (InstallationStateRepaired) EventType() string   { return "installation.repaired" }
+func (InstallationBridgeSelected) EventType() string  { return "installation.bridge_selected" }
 func (SessionCreated) EventType() string              { return "session.created" }
 func (SessionDetached) EventType() string             { return "session.detached" }
 func (SessionAttached) EventType() string             { return "session.attached" }

@@ -51,9 +51,16 @@ type Options struct {
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
 	Manual bool
-	// Targets are the delivery targets besides the built-in debug one;
-	// each target kind at most once.
+	// Targets are the delivery targets besides the built-in debug and
+	// desktop ones; each target kind at most once. One of a built-in's
+	// kind replaces it.
 	Targets []target.Target
+	// Supervised says a service manager runs the daemon (cbth service):
+	// it never leaves on idle, so Desktop snapshots stay confirmed.
+	Supervised bool
+	// NoSync skips every fsync, the log's and the file projections'. Only
+	// tests that must not wait on the disk set it; it voids durability.
+	NoSync bool
 }
 
 // Daemon is a running daemon.
@@ -73,6 +80,7 @@ type Daemon struct {
 	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
+	desk    deskState
 	// codex is the Codex CLI adapter: the shared app-server, started when
 	// a CLI session first needs it, and the attached foregrounds.
 	codex    *sessions.Manager
@@ -127,7 +135,15 @@ func Run(ctx context.Context, opt Options) error {
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
 		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
 		tasks:     newTasks()}
-	d.targets = append([]target.Target{d.debug}, opt.Targets...)
+	if err := d.initDesktop(); err != nil {
+		return err
+	}
+	d.targets = []target.Target{d.debug, d.desk.target}
+	for _, t := range opt.Targets {
+		// A target of a built-in's kind replaces it (tests put fakes in).
+		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
+		d.targets = append(d.targets, t)
+	}
 	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 	d.table = d.ops()
 	if opt.Manual {
@@ -141,7 +157,7 @@ func Run(ctx context.Context, opt Options) error {
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
-	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log})
+	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log, NoSync: opt.NoSync})
 	if err != nil {
 		cancel()
 		<-served
@@ -253,6 +269,10 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.catchUpTrees(); err != nil {
 		return err
 	}
+	// The Desktop snapshot files are a projection: a start writes them
+	// again if they are missing or behind (the loop's first scheduling
+	// pass then prepares the heads that became ready).
+	d.publishDesktop(ctx, true)
 	// At start no ingest is in flight, so every orphan can go.
 	return d.removeOrphans(time.Time{})
 }
@@ -426,6 +446,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 					d.schedule(ctx)
 				}
 			}
+			if !d.opt.Manual {
+				d.publishDesktop(ctx, false)
+			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
 				return nil
@@ -492,7 +515,7 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 }
 
 func (d *Daemon) idle(now time.Time) bool {
-	if len(d.busy(now)) > 0 {
+	if d.opt.Supervised || len(d.busy(now)) > 0 {
 		d.touch()
 	}
 	d.mu.Lock()

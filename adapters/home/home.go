@@ -162,8 +162,9 @@ type Config struct {
 	ParkHook       []string `toml:"park_hook"`
 	Task           Task     `toml:"task"`
 	// The Codex CLI adapter (adapters/home/codex_config.go).
-	CodexBinary string `toml:"codex_binary"`
-	CodexHome   string `toml:"codex_home"`
+	CodexBinary string  `toml:"codex_binary"`
+	CodexHome   string  `toml:"codex_home"`
+	Desktop     Desktop `toml:"desktop"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -223,7 +224,8 @@ func Defaults() Config {
 			DeliveryTimeout:     Duration{30 * time.Second},
 			Workers:             16,
 		},
-		Task: TaskDefaults(),
+		Desktop: DesktopDefaults(),
+		Task:    TaskDefaults(),
 	}
 }
 

@@ -30,7 +30,8 @@ type DaemonCmd struct {
 
 // DaemonRunCmd is `cbth daemon run`.
 type DaemonRunCmd struct {
-	Quiet bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+	Quiet      bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+	Supervised bool `help:"Never exit on idle: a service manager runs this daemon (cbth service install)."`
 }
 
 // Run runs the daemon until it is stopped, signalled or idle.
@@ -76,7 +77,7 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, logFile *os.
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log}
+	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised}
 	if c.Quiet {
 		// A daemon started by a command reports to it through its
 		// stdout until it serves (see spawnDaemon); from then on its

@@ -46,6 +46,8 @@ type CLI struct {
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
+	Desktop    DesktopCmd    `cmd:"" help:"Codex Desktop: installation state, thread bindings and the bridge's helpers."`
+	Service    ServiceCmd    `cmd:"" help:"Keep the daemon running as a per-user service (systemd user unit, launchd agent)."`
 	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
@@ -81,6 +83,15 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 		env.JSON = jsonRequested(argv[1:])
 		return env.fail(err)
 	}
+	if code, ok := readerFastPath(argv[1:], env); ok {
+		return code
+	}
+	return runKong(argv, env)
+}
+
+// runKong parses the command line with kong and runs the command.
+func runKong(argv []string, env *Env) (code int) {
+	stdout, stderr := env.Stdout, env.Stderr
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("cbth"),

@@ -24,9 +24,12 @@ import (
 
 var shapeFence = regexp.MustCompile("(?s)```json shape=([a-z0-9-]+)\n(.*?)```")
 
-func loadShapes(t *testing.T) map[string]any {
+func loadShapes(t *testing.T) map[string]any { t.Helper(); return loadShapesFrom(t, "cli.md") }
+
+// loadShapesFrom reads the shapes of one spec file.
+func loadShapesFrom(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "spec", "cli.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "spec", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,10 +37,10 @@ func loadShapes(t *testing.T) map[string]any {
 	for _, m := range shapeFence.FindAllStringSubmatch(string(b), -1) {
 		var v any
 		if err := json.Unmarshal([]byte(m[2]), &v); err != nil {
-			t.Fatalf("spec/cli.md: shape %s is not JSON: %v", m[1], err)
+			t.Fatalf("spec/%s: shape %s is not JSON: %v", name, m[1], err)
 		}
 		if _, dup := shapes[m[1]]; dup {
-			t.Fatalf("spec/cli.md: shape %s twice", m[1])
+			t.Fatalf("spec/%s: shape %s twice", name, m[1])
 		}
 		shapes[m[1]] = v
 	}

@@ -175,6 +175,7 @@ var installationTable = Table{
 	},
 	Updates: []Update{
 		{"installation.repaired", []string{"configured"}},
+		{"installation.bridge_selected", []string{"configured"}},
 	},
 }
 

@@ -132,6 +132,8 @@ var All = []string{
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name,
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
+	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
+	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 }
 
