@@ -32,8 +32,8 @@ import (
 //	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
 //	   through the typed operation table (adapters/ipc/api).
 //	3: the task operations (task.run, task.inspect, task.list, task.cancel),
-//	   daemon.handover and the Codex CLI operations (cli.attach, cli.detach,
-//	   cli.session.list, cli.session.inspect); ping, daemon.status and
+//	   daemon.handover, and the Codex CLI (cli.*) and Desktop (desktop.*,
+//	   batch.skip_head) operations of that release; ping, daemon.status and
 //	   daemon.handover are answered whatever protocol a client speaks
 //	   (Server.Versionless), so a newer client can find an older daemon idle
 //	   and replace it.
