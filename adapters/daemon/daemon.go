@@ -77,6 +77,7 @@ type Daemon struct {
 	kick      chan struct{}
 	sched     scheduler
 	hooks     parkHooks
+	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
 	desk    deskState
@@ -132,7 +133,8 @@ func Run(ctx context.Context, opt Options) error {
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
 		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
-		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
+		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
+		tasks:     newTasks()}
 	if err := d.initDesktop(); err != nil {
 		return err
 	}
@@ -150,7 +152,8 @@ func Run(ctx context.Context, opt Options) error {
 		go d.parkHookLoop(ctx)
 	}
 	ready := make(chan struct{})
-	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready}
+	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready,
+		Versionless: func(op string) bool { return d.table[op].Versionless }}
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
@@ -164,8 +167,9 @@ func Run(ctx context.Context, opt Options) error {
 	defer func() {
 		// What outlives a request stops before the log closes:
 		// deliveries record their answers, hooks their runs, the
-		// app-server its end.
+		// app-server its end, tasks are stopped and their ends recorded.
 		cancel()
+		d.stopAllTasks(context.WithoutCancel(ctx), command.StopDaemon)
 		d.sched.workers.Wait()
 		<-d.hooks.done
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -251,6 +255,9 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.reconcile(ctx); err != nil {
 		return err
 	}
+	if err := d.reconcileTasks(ctx); err != nil {
+		return err
+	}
 	// No foreground is attached to a daemon that has just started, and no
 	// app-server it runs is up yet, whatever the log says.
 	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, command.RecoverSessions{}); err != nil {
@@ -308,6 +315,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 	}
 	d.kickParkHooks(ctx, now)
 	d.settleSessions(ctx)
+	d.stopTasksOfJobs(ctx, total.TimedOut, command.StopJobTimeout)
 	return nil
 }
 
@@ -482,6 +490,9 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if d.parkHooksRunning() {
 		reasons = append(reasons, "park hooks running")
 	}
+	if run, wait := d.tasks.counts(); run+wait > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d tasks running, %d queued", run, wait))
+	}
 	var tracked int
 	var latest time.Time
 	_ = d.eng.Read(func(s engine.Snapshot) error { tracked, latest = query.Tracked(s, now); return nil })
@@ -529,8 +540,26 @@ func (d *Daemon) status() api.Status {
 	d.mu.Lock()
 	deadline, sweep := d.lastActivity.Add(d.opt.Config.IdleTimeout.Duration), d.lastSweep
 	d.mu.Unlock()
+	// Tasks are counted as the log has them, so a client that saw a
+	// task's end recorded never sees it still running here.
+	var run, wait int
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		live, err := query.LiveTasks(s)
+		for _, t := range live {
+			if t.Status == "queued" {
+				wait++
+			} else {
+				run++
+			}
+		}
+		return err
+	})
+	d.tasks.mu.Lock()
+	handing := d.tasks.draining
+	d.tasks.mu.Unlock()
 	st := api.Status{
-		PID: os.Getpid(), Version: d.opt.Version, Home: d.opt.Home.Root, StartedAt: d.started,
+		PID: os.Getpid(), Version: d.opt.Version, Protocol: ipc.Proto, Home: d.opt.Home.Root,
+		RunningTasks: run, QueuedTasks: wait, HandingOver: handing, StartedAt: d.started,
 		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
 		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, Deliveries: d.sched.inFlight(),
 		IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(), IdleDeadline: deadline, BusyReasons: reasons, LastSweep: sweep,

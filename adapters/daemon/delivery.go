@@ -54,7 +54,15 @@ type scheduler struct {
 	busy    map[string]bool // threads with a delivery in flight
 	running map[string]int  // target -> workers
 	wake    time.Time
+	halted  bool // a handover: no delivery starts any more
 	workers sync.WaitGroup
+}
+
+// halt stops new deliveries from starting; those in flight go on.
+func (s *scheduler) halt() {
+	s.mu.Lock()
+	s.halted = true
+	s.mu.Unlock()
 }
 
 // claim reserves thread for a delivery by target; false if the thread has
@@ -65,7 +73,7 @@ func (s *scheduler) claim(kind, thread string, limit int) (ok, full bool) {
 	if s.busy[thread] {
 		return false, false
 	}
-	if s.running[kind] >= limit {
+	if s.running[kind] >= limit || s.halted {
 		return false, true
 	}
 	s.busy[thread] = true

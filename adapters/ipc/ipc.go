@@ -31,7 +31,13 @@ import (
 //	2: requests and replies name every field as the job, batch and attempt
 //	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
 //	   through the typed operation table (adapters/ipc/api).
-const Proto = 2
+//	3: the task operations (task.run, task.inspect, task.list, task.cancel),
+//	   daemon.handover, and the Codex CLI (cli.*) and Desktop (desktop.*,
+//	   batch.skip_head) operations of that release; ping, daemon.status and
+//	   daemon.handover are answered whatever protocol a client speaks
+//	   (Server.Versionless), so a newer client can find an older daemon idle
+//	   and replace it.
+const Proto = 3
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20
@@ -120,6 +126,9 @@ type Server struct {
 	// Ready, when set, is waited on before any request is handled, so
 	// requests that arrive during start-up wait instead of failing.
 	Ready <-chan struct{}
+	// Versionless, when set, names the operations served to a client of
+	// any protocol. Their requests and replies only ever gain fields.
+	Versionless func(op string) bool
 
 	attached atomic.Int64
 	conns    sync.WaitGroup
@@ -243,7 +252,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			}
 			continue
 		}
-		if req.Proto != Proto {
+		if req.Proto != Proto && (s.Versionless == nil || !s.Versionless(req.Op)) {
 			writeFrame(w, s.fail(req.ID, errs.New(errs.EVERSION, "protocol %d is not %d: client %s, daemon %s", req.Proto, Proto, req.Client, s.Version)))
 			return
 		}
@@ -321,8 +330,10 @@ type Client struct {
 	r       *bufio.Reader
 	version string
 	next    uint64
-	// DaemonVersion is the version the daemon reported on the last reply.
+	// DaemonVersion and DaemonProto are what the daemon reported on the
+	// last reply (refusals included).
 	DaemonVersion string
+	DaemonProto   int
 }
 
 // Dial connects to the socket at path without starting anything.
@@ -386,7 +397,7 @@ func (c *Client) call(req *Request, args any, out any) error {
 	if err := json.Unmarshal(line, &resp); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "malformed response")
 	}
-	c.DaemonVersion = resp.Daemon
+	c.DaemonVersion, c.DaemonProto = resp.Daemon, resp.Proto
 	if !resp.OK {
 		if resp.Error == nil {
 			return errs.New(errs.EINTERNAL, "daemon failed without an error")

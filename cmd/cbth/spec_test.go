@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // spec/cli.md documents every JSON shape the commands print, in fenced
@@ -213,6 +214,24 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("debug-turn", "debug", "turn", "--thread-id", "U", "--event", "started")
 	doc("debug-clock", "debug", "clock", "--advance", "1s")
 	doc("daemon-status", "daemon", "status")
+
+	r := h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sh", "-c", "echo task output")
+	c.doc("task", "task run", r.stdout)
+	var tk struct {
+		TaskID string `json:"task_id"`
+	}
+	json.Unmarshal([]byte(r.stdout), &tk)
+	waitFor(t, "the task to end", 30*time.Second, func() bool {
+		return strings.Contains(out("task", "inspect", tk.TaskID), `"state": "exited"`)
+	})
+	doc("task", "task", "inspect", tk.TaskID)
+	doc("task-list", "task", "list")
+	doc("task-logs", "task", "logs", tk.TaskID)
+	c.lines("task-log-chunk", "task logs -f", out("task", "logs", "-f", tk.TaskID))
+	r = h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sleep", "60")
+	json.Unmarshal([]byte(r.stdout), &tk)
+	doc("task-cancel", "task", "cancel", tk.TaskID)
+	doc("doctor", "doctor")
 	doc("batch-close-head", "batch", "close-head", "--source-thread-id", "U", "--reason", "operator_confirmed_delivery")
 	other := h.submitTo("debug", "V")
 	doc("job-transition", "job", "fail", "--job-id", other, "--reason", "runner lost")
@@ -223,8 +242,9 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("daemon-run", "daemon", "run", "--quiet")
 	doc("version", "version")
 
-	r := h.run("job", "query", "no-such-job", "--json")
+	r = h.run("job", "query", "no-such-job", "--json")
 	c.doc("error", "job query of an unknown job", r.stdout)
+	doc("daemon-restart", "daemon", "restart")
 
 	doc("daemon-stop", "daemon", "stop")
 	doc("daemon-stop", "daemon", "stop")

@@ -33,6 +33,9 @@ const (
 	// one armed for a generation not yet quiesced by its pause_not_before.
 	BindingByAutomation = "binding.automation"
 	BindingUnquiesced   = "binding.unquiesced"
+
+	TaskJob  = "task.job"  // job -> the task that runs it
+	TaskLive = "task.live" // "" -> tasks queued, running or stopping
 )
 
 // Deadline kinds: the work the overdue sweep does when one falls due.
