@@ -36,10 +36,13 @@ const (
 	KindCursor       Kind = "cursor"     // durable fair-ready cursor per target scope
 	KindCtxTree      Kind = "ctxtree"    // a CortexFS object tree, by root path
 	KindAppServer    Kind = "appserver"  // one instance of the shared Codex app-server, by nonce
+
+	KindTask Kind = "task" // a command the daemon runs for a job (cbth task run)
 )
 
 // Kinds lists every aggregate kind in a fixed order.
-var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer}
+var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer,
+	KindTask}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {

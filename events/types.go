@@ -50,6 +50,7 @@ func declarations() []declaration {
 		decl[BindingUnbound](KindBinding),
 
 		decl[InstallationStateRepaired](KindInstallation),
+		decl[InstallationBridgeSelected](KindInstallation),
 
 		decl[SessionCreated](KindSession),
 		decl[SessionDetached](KindSession),
@@ -77,6 +78,12 @@ func declarations() []declaration {
 		decl[CtxTreeObjectRemoved](KindCtxTree),
 		decl[CtxTreeAliasPut](KindCtxTree),
 		decl[CtxTreeAliasRemoved](KindCtxTree),
+
+		decl[TaskSubmitted](KindTask),
+		decl[TaskStarted](KindTask),
+		decl[TaskStopping](KindTask),
+		decl[TaskExited](KindTask),
+		decl[TaskLost](KindTask),
 	}
 }
 
@@ -389,14 +396,18 @@ type Capabilities struct {
 }
 
 // BindingBound binds a Desktop source thread to a caller automation (first
-// bootstrap or operator repair).
+// bootstrap or operator repair). BridgeThreadID, when set, pins the
+// binding to that bridge thread; empty, it follows the installation's.
+// When the repair replaced the automation, ReplacedAutomation names the
+// old one's fate: OldQuiesced says whether it was proven quiesced.
 type BindingBound struct {
-	SourceThreadID     string       `json:"source_thread_id"`
-	CallerAutomationID string       `json:"caller_automation_id"`
-	BridgeThreadID     string       `json:"bridge_thread_id,omitempty"`
-	Mirror             Capabilities `json:"mirror"`
-	ReplacedAutomation bool         `json:"replaced_automation,omitempty"`
-	OldQuiesced        bool         `json:"old_automation_quiesced,omitempty"`
+	SourceThreadID       string       `json:"source_thread_id"`
+	CallerAutomationID   string       `json:"caller_automation_id"`
+	BridgeThreadID       string       `json:"bridge_thread_id,omitempty"`
+	Mirror               Capabilities `json:"mirror"`
+	ReplacedAutomation   bool         `json:"replaced_automation,omitempty"`
+	PreviousAutomationID string       `json:"previous_automation_id,omitempty"`
+	OldQuiesced          bool         `json:"old_automation_quiesced,omitempty"`
 }
 
 // BindingArmed advances armed_generation after a durable note-arm.
@@ -427,6 +438,14 @@ type InstallationStateRepaired struct {
 	State       Capabilities `json:"state"`
 	ValidatedAt time.Time    `json:"validated_at,omitzero"`
 	UpdatedBy   string       `json:"updated_by_bootstrap_or_repair"`
+}
+
+// InstallationBridgeSelected records the bridge thread the Desktop
+// snapshots are published for (bridge-preflight through the daemon). It
+// changes no capability, generation, fingerprint or validated_at.
+type InstallationBridgeSelected struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	Previous       string `json:"previous_bridge_thread_id,omitempty"`
 }
 
 // ---- CLI managed session ----
@@ -754,6 +773,7 @@ func (BindingQuiesced) EventType() string             { return "binding.quiesced
 func (BindingDegraded) EventType() string             { return "binding.degraded" }
 func (BindingUnbound) EventType() string              { return "binding.unbound" }
 func (InstallationStateRepaired) EventType() string   { return "installation.repaired" }
+func (InstallationBridgeSelected) EventType() string  { return "installation.bridge_selected" }
 func (SessionCreated) EventType() string              { return "session.created" }
 func (SessionDetached) EventType() string             { return "session.detached" }
 func (SessionAttached) EventType() string             { return "session.attached" }
@@ -778,3 +798,72 @@ func (CtxTreeObjectPut) EventType() string            { return "ctxtree.object_p
 func (CtxTreeObjectRemoved) EventType() string        { return "ctxtree.object_removed" }
 func (CtxTreeAliasPut) EventType() string             { return "ctxtree.alias_put" }
 func (CtxTreeAliasRemoved) EventType() string         { return "ctxtree.alias_removed" }
+
+// ---- task (cbth task run) ----
+
+// TaskSubmitted opens a task in state queued. Its job is submitted in the
+// same append. The command's environment is never recorded: it may hold
+// secrets, and a task is never started again from the log.
+type TaskSubmitted struct {
+	JobID string   `json:"job_id"`
+	Argv  []string `json:"argv"`
+	// Path is argv[0] as the client resolved it against its PATH.
+	Path      string `json:"path"`
+	Cwd       string `json:"cwd"`
+	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+}
+
+// TaskStarted records the command running as the leader of its own
+// process group (PID is also the group id).
+type TaskStarted struct {
+	PID       int    `json:"pid"`
+	DaemonPID int    `json:"daemon_pid"`
+	SpoolPath string `json:"spool_path"`
+}
+
+// TaskStopping records that the daemon asked the task's process group to
+// stop (TERM, then KILL after the grace period) and why.
+type TaskStopping struct {
+	Reason string `json:"stop_reason"`
+	Signal string `json:"signal"`
+}
+
+// TaskOutput is what became of a task's output: how much it wrote, how
+// much of it the spool kept (the spool is capped), the tail kept inline,
+// and the artifact holding the spool.
+type TaskOutput struct {
+	OutputBytes    int64  `json:"output_bytes"`
+	SpoolBytes     int64  `json:"spool_bytes"`
+	SpoolTruncated bool   `json:"spool_truncated"`
+	Tail           string `json:"output_tail"`
+	TailTruncated  bool   `json:"output_tail_truncated"`
+	ArtifactID     string `json:"artifact_id,omitempty"`
+}
+
+// TaskExited ends a task whose process this daemon saw end (or never
+// start). Outcome is one of the TaskOutcome values of engine/command.
+type TaskExited struct {
+	Outcome    string `json:"outcome"`
+	ExitCode   int    `json:"exit_code"`
+	Signal     string `json:"signal,omitempty"`
+	Killed     bool   `json:"killed,omitempty"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms"`
+	TaskOutput
+}
+
+// TaskLost ends a task whose daemon stopped without seeing it end: it is
+// failed closed, never run again, with whatever output its spool kept.
+type TaskLost struct {
+	Reason string `json:"reason"`
+	// GroupKilled is set when processes of the task were still running
+	// and the new daemon killed them.
+	GroupKilled bool `json:"group_killed,omitempty"`
+	TaskOutput
+}
+
+func (TaskSubmitted) EventType() string { return "task.submitted" }
+func (TaskStarted) EventType() string   { return "task.started" }
+func (TaskStopping) EventType() string  { return "task.stopping" }
+func (TaskExited) EventType() string    { return "task.exited" }
+func (TaskLost) EventType() string      { return "task.lost" }

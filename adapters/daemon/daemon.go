@@ -51,9 +51,16 @@ type Options struct {
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
 	Manual bool
-	// Targets are the delivery targets besides the built-in debug one;
-	// each target kind at most once.
+	// Targets are the delivery targets besides the built-in debug and
+	// desktop ones; each target kind at most once. One of a built-in's
+	// kind replaces it.
 	Targets []target.Target
+	// Supervised says a service manager runs the daemon (cbth service):
+	// it never leaves on idle, so Desktop snapshots stay confirmed.
+	Supervised bool
+	// NoSync skips every fsync, the log's and the file projections'. Only
+	// tests that must not wait on the disk set it; it voids durability.
+	NoSync bool
 }
 
 // Daemon is a running daemon.
@@ -70,8 +77,10 @@ type Daemon struct {
 	kick      chan struct{}
 	sched     scheduler
 	hooks     parkHooks
+	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
+	desk    deskState
 	// codex is the Codex CLI adapter: the shared app-server, started when
 	// a CLI session first needs it, and the attached foregrounds.
 	codex    *sessions.Manager
@@ -124,8 +133,17 @@ func Run(ctx context.Context, opt Options) error {
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
 		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
-		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
-	d.targets = append([]target.Target{d.debug}, opt.Targets...)
+		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
+		tasks:     newTasks()}
+	if err := d.initDesktop(); err != nil {
+		return err
+	}
+	d.targets = []target.Target{d.debug, d.desk.target}
+	for _, t := range opt.Targets {
+		// A target of a built-in's kind replaces it (tests put fakes in).
+		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
+		d.targets = append(d.targets, t)
+	}
 	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 	d.table = d.ops()
 	if opt.Manual {
@@ -134,11 +152,12 @@ func Run(ctx context.Context, opt Options) error {
 		go d.parkHookLoop(ctx)
 	}
 	ready := make(chan struct{})
-	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready}
+	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready,
+		Versionless: func(op string) bool { return d.table[op].Versionless }}
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
-	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log})
+	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log, NoSync: opt.NoSync})
 	if err != nil {
 		cancel()
 		<-served
@@ -148,8 +167,9 @@ func Run(ctx context.Context, opt Options) error {
 	defer func() {
 		// What outlives a request stops before the log closes:
 		// deliveries record their answers, hooks their runs, the
-		// app-server its end.
+		// app-server its end, tasks are stopped and their ends recorded.
 		cancel()
+		d.stopAllTasks(context.WithoutCancel(ctx), command.StopDaemon)
 		d.sched.workers.Wait()
 		<-d.hooks.done
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -235,6 +255,9 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.reconcile(ctx); err != nil {
 		return err
 	}
+	if err := d.reconcileTasks(ctx); err != nil {
+		return err
+	}
 	// No foreground is attached to a daemon that has just started, and no
 	// app-server it runs is up yet, whatever the log says.
 	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, command.RecoverSessions{}); err != nil {
@@ -246,6 +269,10 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.catchUpTrees(); err != nil {
 		return err
 	}
+	// The Desktop snapshot files are a projection: a start writes them
+	// again if they are missing or behind (the loop's first scheduling
+	// pass then prepares the heads that became ready).
+	d.publishDesktop(ctx, true)
 	// At start no ingest is in flight, so every orphan can go.
 	return d.removeOrphans(time.Time{})
 }
@@ -292,6 +319,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 	}
 	d.kickParkHooks(ctx, now)
 	d.settleSessions(ctx)
+	d.stopTasksOfJobs(ctx, total.TimedOut, command.StopJobTimeout)
 	return nil
 }
 
@@ -422,6 +450,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 					d.schedule(ctx)
 				}
 			}
+			if !d.opt.Manual {
+				d.publishDesktop(ctx, false)
+			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
 				return nil
@@ -463,6 +494,9 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if d.parkHooksRunning() {
 		reasons = append(reasons, "park hooks running")
 	}
+	if run, wait := d.tasks.counts(); run+wait > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d tasks running, %d queued", run, wait))
+	}
 	var tracked int
 	var latest time.Time
 	_ = d.eng.Read(func(s engine.Snapshot) error { tracked, latest = query.Tracked(s, now); return nil })
@@ -485,7 +519,7 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 }
 
 func (d *Daemon) idle(now time.Time) bool {
-	if len(d.busy(now)) > 0 {
+	if d.opt.Supervised || len(d.busy(now)) > 0 {
 		d.touch()
 	}
 	d.mu.Lock()
@@ -513,8 +547,26 @@ func (d *Daemon) status() api.Status {
 	d.mu.Lock()
 	deadline, sweep := d.lastActivity.Add(d.opt.Config.IdleTimeout.Duration), d.lastSweep
 	d.mu.Unlock()
+	// Tasks are counted as the log has them, so a client that saw a
+	// task's end recorded never sees it still running here.
+	var run, wait int
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		live, err := query.LiveTasks(s)
+		for _, t := range live {
+			if t.Status == "queued" {
+				wait++
+			} else {
+				run++
+			}
+		}
+		return err
+	})
+	d.tasks.mu.Lock()
+	handing := d.tasks.draining
+	d.tasks.mu.Unlock()
 	st := api.Status{
-		PID: os.Getpid(), Version: d.opt.Version, Home: d.opt.Home.Root, StartedAt: d.started,
+		PID: os.Getpid(), Version: d.opt.Version, Protocol: ipc.Proto, Home: d.opt.Home.Root,
+		RunningTasks: run, QueuedTasks: wait, HandingOver: handing, StartedAt: d.started,
 		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
 		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, UndeliveredBatches: undelivered,
 		Deliveries:  d.sched.inFlight(),

@@ -55,7 +55,15 @@ type scheduler struct {
 	busy    map[string]bool // threads with a delivery in flight
 	running map[string]int  // target -> workers
 	wake    time.Time
+	halted  bool // a handover: no delivery starts any more
 	workers sync.WaitGroup
+}
+
+// halt stops new deliveries from starting; those in flight go on.
+func (s *scheduler) halt() {
+	s.mu.Lock()
+	s.halted = true
+	s.mu.Unlock()
 }
 
 // claim reserves thread for a delivery by target; false if the thread has
@@ -66,7 +74,7 @@ func (s *scheduler) claim(kind, thread string, limit int) (ok, full bool) {
 	if s.busy[thread] {
 		return false, false
 	}
-	if s.running[kind] >= limit {
+	if s.running[kind] >= limit || s.halted {
 		return false, true
 	}
 	s.busy[thread] = true
@@ -114,6 +122,7 @@ func (d *Daemon) schedule(ctx context.Context) {
 	d.sched.pass.Lock()
 	defer d.sched.pass.Unlock()
 	defer d.settleSessions(ctx)
+	defer d.publishDesktop(ctx, false)
 	for pass := 0; pass < 100; pass++ {
 		if d.schedulePass(ctx) == 0 || !d.opt.Manual {
 			return
@@ -129,11 +138,24 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 		spec := t.Spec()
 		var heads []target.Head
 		err := d.eng.Read(func(s engine.Snapshot) error {
-			threads, err := command.FairOrder(s, spec.Name)
+			refs, err := command.FairOrderHeads(s, spec.Name)
 			if err != nil {
 				return err
 			}
-			for _, th := range threads {
+			for _, ref := range refs {
+				th := ref.ThreadID
+				if spec.Kind == target.Pull {
+					// A head prepared for its pull target waits for the
+					// target's helpers: one read tells, where the core's
+					// rules would read the batch too.
+					a, err := command.LiveAttempt(s, th)
+					if err != nil {
+						return err
+					}
+					if a != nil && a.Status == "prepared" && a.BatchID == ref.BatchID {
+						continue
+					}
+				}
 				el, err := cfg.Eligible(s, now, th)
 				if err != nil {
 					return err
@@ -165,6 +187,9 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 			}
 			g := t.Gate(ctx, h)
 			if !g.OK {
+				if g.Park {
+					d.parkHead(ctx, spec.Name, h, g.Reason)
+				}
 				d.sched.release(spec.Name, h.ThreadID)
 				wake = earliest(wake, g.Retry)
 				continue
@@ -246,6 +271,21 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, thread string, ro
 			d.opt.Log.Error("record turn event", "attempt", del.AttemptID, "event", ev, "err", err)
 			return
 		}
+	}
+}
+
+// parkHead moves a head its target can never take automatically to
+// manual resolution (target.Gate's Park).
+func (d *Daemon) parkHead(ctx context.Context, kind string, h target.Head, reason string) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: "park:" + h.BatchID},
+		command.ParkHead{ThreadID: h.ThreadID, BatchID: h.BatchID, Reason: reason})
+	if err != nil {
+		d.opt.Log.Error("park head", "target", kind, "thread", h.ThreadID, "batch", h.BatchID, "err", err)
+		return
+	}
+	if res.Outcome == "parked" {
+		d.opt.Log.Warn("head parked by its target", "target", kind, "thread", h.ThreadID, "batch", h.BatchID, "reason", reason)
+		d.kickParkHooks(ctx, d.opt.Clock.Now())
 	}
 }
 
@@ -365,12 +405,16 @@ func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string 
 	if t == nil {
 		return "waiting for a " + b.TargetKind + " target (none runs in this daemon yet)"
 	}
+	prepared := t.Spec().Kind == target.Pull && el.Attempt != nil && el.Attempt.Status == "prepared" && el.Attempt.BatchID == b.ID
 	g := t.Gate(ctx, target.Head{ThreadID: thread, BatchID: b.ID, Generation: b.Generation, Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})
 	if !g.OK {
 		if !g.Retry.IsZero() {
 			return g.Reason + " until " + g.Retry.Format(time.RFC3339)
 		}
 		return g.Reason
+	}
+	if prepared {
+		return "prepared: offered to its target (" + b.TargetKind + ") to move on"
 	}
 	return "eligible"
 }

@@ -19,7 +19,7 @@ import (
 func (d *Daemon) ops() api.Table {
 	t := api.Table{}
 	api.Handle(t, api.Ping, func(context.Context, api.Empty) (api.PingReply, error) {
-		return api.PingReply{PID: os.Getpid(), Version: d.opt.Version}, nil
+		return api.PingReply{PID: os.Getpid(), Version: d.opt.Version, Protocol: ipc.Proto}, nil
 	})
 	api.Handle(t, api.DaemonStatus, func(context.Context, api.Empty) (api.Status, error) { return d.status(), nil })
 	api.Handle(t, api.DaemonStop, func(context.Context, api.Empty) (api.Outcome, error) {
@@ -35,7 +35,11 @@ func (d *Daemon) ops() api.Table {
 	})
 	api.Handle(t, api.JobCancel, func(ctx context.Context, a api.JobArgs) (api.TransitionReply, error) {
 		defer d.poke(ctx)
-		return d.transition(ctx, a.JobID, command.CancelJob{Config: d.deliveryConfig(), JobID: a.JobID, Reason: a.Reason})
+		rep, err := d.transition(ctx, a.JobID, command.CancelJob{Config: d.deliveryConfig(), JobID: a.JobID, Reason: a.Reason})
+		if err == nil && rep.Outcome == "cancelled" {
+			d.stopTasksOfJobs(ctx, []string{a.JobID}, command.StopJobCancelled)
+		}
+		return rep, err
 	})
 	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error { v, err = query.Job(s, a.JobID); return err })
@@ -104,6 +108,37 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
 	d.codexOps(t)
+	d.desktopOps(t)
+
+	api.Handle(t, api.TaskRun, d.runTask)
+	api.Handle(t, api.TaskInspect, func(_ context.Context, a api.TaskArgs) (query.TaskView, error) { return d.taskView(a.TaskID) })
+	api.Handle(t, api.TaskList, func(_ context.Context, a api.TaskListArgs) (p query.TaskPage, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			p, err = query.Tasks(s, query.TaskFilter{State: a.State, After: a.After, Limit: a.Limit})
+			return err
+		})
+		return p, err
+	})
+	api.Handle(t, api.TaskCancel, func(ctx context.Context, a api.TaskArgs) (api.TaskCancelReply, error) {
+		if _, err := d.taskView(a.TaskID); err != nil {
+			return api.TaskCancelReply{}, err
+		}
+		out, err := d.stopTask(ctx, a.TaskID, command.StopCancel)
+		if err != nil {
+			return api.TaskCancelReply{}, err
+		}
+		if out == "stopping" || out == "already_stopping" {
+			// Reply with the task's end: TERM, then KILL after
+			// kill_grace, bounds it.
+			d.waitTaskEnd(ctx, a.TaskID, 3*d.opt.Config.Task.KillGrace.Duration+10*time.Second)
+			if out == "stopping" {
+				out = command.TaskCancelled
+			}
+		}
+		v, err := d.taskView(a.TaskID)
+		return api.TaskCancelReply{Outcome: out, Task: v}, err
+	})
+	api.Handle(t, api.DaemonHandover, d.handover)
 	return t
 }
 

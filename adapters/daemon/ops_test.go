@@ -62,6 +62,20 @@ var replyBounds = map[string]string{
 	api.CLIDetach.Name:         "one session, and the warnings of one attach",
 	api.CLISessionList.Name:    "paged (query.PageBytes)",
 	api.CLISessionInspect.Name: "one session and app-server",
+
+	api.DesktopInstallation.Name:       "one installation",
+	api.DesktopInstallationRepair.Name: "one installation, and the ids of the bindings one repair degraded (36 bytes each)",
+	api.DesktopBindingRepair.Name:      "one binding",
+	api.DesktopBindingUnbind.Name:      "one binding",
+	api.DesktopBindingList.Name:        "paged (query.PageBytes)",
+	api.DesktopPreflight.Name:          "small",
+	api.BatchSkipHead.Name:             "small",
+
+	api.TaskRun.Name:        "one task: its argv came in one request, its tail is at most [task] output_tail",
+	api.TaskInspect.Name:    "one task",
+	api.TaskList.Name:       "paged (query.PageBytes)",
+	api.TaskCancel.Name:     "one task",
+	api.DaemonHandover.Name: "small",
 }
 
 func TestEveryReplyIsBounded(t *testing.T) {

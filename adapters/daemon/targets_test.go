@@ -94,12 +94,20 @@ func config() home.Config {
 // start runs a daemon on root until the test ends.
 func start(t *testing.T, root string, targets ...target.Target) *running {
 	t.Helper()
+	return startWith(t, root, nil, targets...)
+}
+
+// startWith is start with the options changed by adjust first.
+func startWith(t *testing.T, root string, adjust func(*daemon.Options), targets ...target.Target) *running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- daemon.Run(ctx, daemon.Options{Home: home.Home{Root: root}, Config: config(), Clock: engine.NewManualClock(t0),
-			Manual: true, Version: "test", Log: slog.New(slog.DiscardHandler), Targets: targets})
-	}()
+	opt := daemon.Options{Home: home.Home{Root: root}, Config: config(), Clock: engine.NewManualClock(t0),
+		Manual: true, Version: "test", Log: slog.New(slog.DiscardHandler), Targets: targets}
+	if adjust != nil {
+		adjust(&opt)
+	}
+	go func() { done <- daemon.Run(ctx, opt) }()
 	var c *ipc.Client
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -57,6 +57,20 @@ max_wait_window = "250ms"
 		{name: "bad duration", file: `idle_timeout = "ten minutes"`, wantErr: "idle_timeout"},
 		{name: "wrong type", file: `max_result_bytes = "big"`, wantErr: "max_result_bytes"},
 		{name: "not TOML", file: "idle_timeout = \n", wantErr: "config.toml"},
+		{name: "task bounds read", file: "[task]\nmax_running = 2\noutput_tail = 100\nspool_max = 1000\nkill_grace = \"1s\"\n", check: func(t *testing.T, c home.Config) {
+			if c.Task != (home.Task{MaxRunning: 2, OutputTail: 100, SpoolMax: 1000, KillGrace: home.Duration{Duration: time.Second}}) {
+				t.Errorf("[task] = %+v", c.Task)
+			}
+		}},
+		{name: "the default spool cap gives way to max_result_bytes", file: "max_result_bytes = 1024\n", check: func(t *testing.T, c home.Config) {
+			if c.Task.SpoolMax != 1024 {
+				t.Errorf("spool_max = %d, want 1024", c.Task.SpoolMax)
+			}
+		}},
+		{name: "spool cap over max_result_bytes", file: "max_result_bytes = 1024\n[task]\nspool_max = 2048\n", wantErr: "spool_max"},
+		{name: "no task may run", file: "[task]\nmax_running = 0\n", wantErr: "max_running"},
+		{name: "tail too long for the log", file: "[task]\noutput_tail = 65537\n", wantErr: "output_tail"},
+		{name: "no grace", file: "[task]\nkill_grace = \"0s\"\n", wantErr: "kill_grace"},
 		{name: "zero idle timeout", file: `idle_timeout = "0s"`, wantErr: "idle_timeout must be positive"},
 		{name: "zero sweep interval", file: "[delivery]\nsweep_interval = \"0s\"\n", wantErr: "[delivery] sweep_interval must be positive"},
 		{name: "zero redelivery window", file: "[delivery]\nredelivery_window = \"0s\"\n", wantErr: "[delivery] redelivery_window must be positive"},

@@ -18,5 +18,5 @@ func checkDelivery(c Config) error {
 	if c.JobTimeout.Duration < 0 {
 		return errs.New(errs.EINVAL, "job_timeout must not be negative (0 turns it off)")
 	}
-	return nil
+	return checkDesktop(c)
 }

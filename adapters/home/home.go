@@ -63,6 +63,7 @@ func (h Home) Inbox() string     { return filepath.Join(h.Root, "inbox") }
 func (h Home) DebugDir() string  { return filepath.Join(h.Root, "debug") }
 func (h Home) CtxRoot() string   { return filepath.Join(h.Root, "ctx") }
 func (h Home) TempDir() string   { return filepath.Join(h.Root, "tmp") }
+func (h Home) TasksDir() string  { return filepath.Join(h.Root, "tasks") }
 func (h Home) ArtifactDir(id string) string {
 	return filepath.Join(h.Root, "artifacts", id)
 }
@@ -159,9 +160,11 @@ type Config struct {
 	JobTimeout     Duration `toml:"job_timeout"`
 	Delivery       Delivery `toml:"delivery"`
 	ParkHook       []string `toml:"park_hook"`
+	Task           Task     `toml:"task"`
 	// The Codex CLI adapter (adapters/home/codex_config.go).
-	CodexBinary string `toml:"codex_binary"`
-	CodexHome   string `toml:"codex_home"`
+	CodexBinary string  `toml:"codex_binary"`
+	CodexHome   string  `toml:"codex_home"`
+	Desktop     Desktop `toml:"desktop"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -228,6 +231,8 @@ func Defaults() Config {
 			DeliveryTimeout:       Duration{30 * time.Second},
 			Workers:               16,
 		},
+		Desktop: DesktopDefaults(),
+		Task:    TaskDefaults(),
 	}
 }
 
@@ -274,7 +279,10 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 	if err := checkCodex(&c, getenv); err != nil {
 		return c, err
 	}
-	return c, checkDelivery(c)
+	if err := checkDelivery(c); err != nil {
+		return c, err
+	}
+	return c, h.checkTask(&c)
 }
 
 // DaemonRunning reports whether a daemon holds this home's lock. It probes

@@ -31,10 +31,16 @@ import (
 //	2: requests and replies name every field as the job, batch and attempt
 //	   views do (target_kind, source_thread_id, task_summary, batch_id, …),
 //	   through the typed operation table (adapters/ipc/api).
-//	3: listings page: wait's and cli.session.list's replies are pages
-//	   (next), batch.list's cursor is a batch id; a client of 2 would list
+//	3: the task operations (task.run, task.inspect, task.list, task.cancel),
+//	   daemon.handover, and the Codex CLI (cli.*) and Desktop (desktop.*,
+//	   batch.skip_head) operations of that release; ping, daemon.status and
+//	   daemon.handover are answered whatever protocol a client speaks
+//	   (Server.Versionless), so a newer client can find an older daemon idle
+//	   and replace it.
+//	4: listings page: wait's and cli.session.list's replies are pages
+//	   (next), batch.list's cursor is a batch id; a client of 3 would list
 //	   only a first page, or misread the cursor.
-const Proto = 3
+const Proto = 4
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20
@@ -127,6 +133,9 @@ type Server struct {
 	// Ready, when set, is waited on before any request is handled, so
 	// requests that arrive during start-up wait instead of failing.
 	Ready <-chan struct{}
+	// Versionless, when set, names the operations served to a client of
+	// any protocol. Their requests and replies only ever gain fields.
+	Versionless func(op string) bool
 
 	attached atomic.Int64
 	conns    sync.WaitGroup
@@ -250,7 +259,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			}
 			continue
 		}
-		if req.Proto != Proto {
+		if req.Proto != Proto && (s.Versionless == nil || !s.Versionless(req.Op)) {
 			writeFrame(w, s.fail(req.ID, errs.New(errs.EVERSION, "protocol %d is not %d: client %s, daemon %s", req.Proto, Proto, req.Client, s.Version)))
 			return
 		}
@@ -342,8 +351,10 @@ type Client struct {
 	r       *bufio.Reader
 	version string
 	next    uint64
-	// DaemonVersion is the version the daemon reported on the last reply.
+	// DaemonVersion and DaemonProto are what the daemon reported on the
+	// last reply (refusals included).
 	DaemonVersion string
+	DaemonProto   int
 }
 
 // Dial connects to the socket at path without starting anything.
@@ -407,7 +418,7 @@ func (c *Client) call(req *Request, args any, out any) error {
 	if err := json.Unmarshal(line, &resp); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "malformed response")
 	}
-	c.DaemonVersion = resp.Daemon
+	c.DaemonVersion, c.DaemonProto = resp.Daemon, resp.Proto
 	if !resp.OK {
 		if resp.Error == nil {
 			return errs.New(errs.EINTERNAL, "daemon failed without an error")

@@ -6,12 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -39,8 +39,9 @@ func serveAs(t *testing.T, uid int) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := &Server{Version: "test", Log: slog.New(slog.DiscardHandler), UID: uid,
+		Versionless: func(op string) bool { return op == "hello" },
 		Handler: func(ctx context.Context, r *Request) (any, error) {
-			if r.Op == "echo" {
+			if r.Op == "echo" || r.Op == "hello" {
 				return map[string]int{"args": len(r.Args)}, nil
 			}
 			return nil, errs.New(errs.EINVAL, "unknown op %q", r.Op)
@@ -56,7 +57,7 @@ func serveAs(t *testing.T, uid int) string {
 func TestFrameLimit(t *testing.T) {
 	path := serve(t)
 	frame := func(total int) []byte {
-		head := proto + `"id":1,"op":"echo","args":"`
+		head := fmt.Sprintf(`{"proto":%d,"id":1,"op":"echo","args":"`, Proto)
 		tail := `"}` + "\n"
 		return []byte(head + strings.Repeat("x", total-len(head)-len(tail)) + tail)
 	}
@@ -114,13 +115,18 @@ func TestBadFramesAndVersion(t *testing.T) {
 	if resp := send(`{not json`); resp.Error == nil || resp.Error.Code != errs.EINVAL {
 		t.Fatalf("malformed frame: %+v", resp)
 	}
-	if resp := send(proto + `"id":2,"op":"nope"}`); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
+	if resp := send(fmt.Sprintf(`{"proto":%d,"id":2,"op":"nope"}`, Proto)); resp.Error == nil || resp.Error.Code != errs.EINVAL || resp.ID != 2 {
 		t.Fatalf("unknown op: %+v", resp)
 	}
-	if resp := send(proto + `"id":3,"op":"echo","future_field":true}`); !resp.OK || resp.Daemon != "test" {
+	if resp := send(fmt.Sprintf(`{"proto":%d,"id":3,"op":"echo","future_field":true}`, Proto)); !resp.OK || resp.Daemon != "test" {
 		t.Fatalf("unknown field not ignored: %+v", resp)
 	}
-	if resp := send(`{"proto":99,"id":4,"op":"echo"}`); resp.Error == nil || resp.Error.Code != errs.EVERSION {
+	// A versionless operation is served to a client of another protocol;
+	// the reply carries the daemon's protocol and version.
+	if resp := send(`{"proto":99,"id":4,"op":"hello"}`); !resp.OK || resp.Proto != Proto || resp.Daemon != "test" {
+		t.Fatalf("versionless op refused to another protocol: %+v", resp)
+	}
+	if resp := send(`{"proto":99,"id":5,"op":"echo"}`); resp.Error == nil || resp.Error.Code != errs.EVERSION || resp.Proto != Proto {
 		t.Fatalf("protocol mismatch: %+v", resp)
 	}
 }
@@ -280,7 +286,7 @@ func hangupChild() int {
 	if !isSocket(1) {
 		return 3
 	}
-	if _, err := c.Write([]byte(proto + `"id":1,"op":"big"}` + "\n")); err != nil {
+	if _, err := c.Write([]byte(fmt.Sprintf(`{"proto":%d,"id":1,"op":"big"}`, Proto) + "\n")); err != nil {
 		return 1
 	}
 	if !<-onStdio {
@@ -362,6 +368,3 @@ func TestConnOnClose(t *testing.T) {
 		t.Fatal("a connection outside a request")
 	}
 }
-
-// proto opens a request frame of this protocol.
-var proto = `{"proto":` + strconv.Itoa(Proto) + `,`

@@ -62,6 +62,10 @@ type Gate struct {
 	OK     bool
 	Reason string
 	Retry  time.Time
+	// Park, with OK false, says the target can never take this head
+	// automatically (a Desktop batch that needs an artifact read or is not
+	// low-risk): the scheduler moves it to manual resolution, with Reason.
+	Park bool
 	// Route: the rpc kind and delivery mode (empty: the Spec's), and the
 	// managed session and epoch whose stream will report the turn.
 	Route command.Route

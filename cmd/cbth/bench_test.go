@@ -53,7 +53,7 @@ func BenchmarkSubmitRoundTrip(b *testing.B) {
 	for range b.N {
 		var fl, cl []time.Duration
 		for i := 0; i < n; i++ {
-			line := fmt.Sprintf(`{"proto":%d,"client":"0.1.0","id":1,"op":"job.submit","args":{"target_kind":"cli","source_thread_id":"t","task_kind":"k","task_summary":"floor %d"}}`, ipc.Proto, i)
+			line := fmt.Sprintf(`{"proto":%d,"client":"bench","id":1,"op":"job.submit","args":{"target_kind":"cli","source_thread_id":"t","task_kind":"k","task_summary":"floor %d"}}`, ipc.Proto, i)
 			fl = append(fl, run(floor, sock, line))
 			cl = append(cl, run(static, "job", "submit", "--target", "cli", "--thread-id", "t", "--task-kind", "k", "--summary", fmt.Sprintf("cli %d", i), "--json"))
 		}

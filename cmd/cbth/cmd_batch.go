@@ -19,6 +19,7 @@ type BatchCmd struct {
 	InspectHead BatchInspectHeadCmd `cmd:"" help:"Show a thread's head batch, its attempts and why it is or is not being delivered."`
 	Inspect     BatchInspectCmd     `cmd:"" help:"Show any batch by id, closed ones included, with its recovery envelope."`
 	List        BatchListCmd        `cmd:"" help:"List batches."`
+	SkipHead    BatchSkipHeadCmd    `cmd:"" help:"Move a thread's head behind every other ready head in the fair order (the batch stays open)."`
 }
 
 // BatchCloseHeadCmd is `cbth batch close-head`.

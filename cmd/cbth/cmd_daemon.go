@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,14 +22,16 @@ import (
 
 // DaemonCmd groups the daemon commands.
 type DaemonCmd struct {
-	Run    DaemonRunCmd    `cmd:"" help:"Run the daemon in the foreground (other commands start it on demand)."`
-	Status DaemonStatusCmd `cmd:"" help:"Show the daemon's pid, version, uptime, log head, active jobs and idle deadline."`
-	Stop   DaemonStopCmd   `cmd:"" help:"Ask the running daemon to stop."`
+	Run     DaemonRunCmd     `cmd:"" help:"Run the daemon in the foreground (other commands start it on demand)."`
+	Status  DaemonStatusCmd  `cmd:"" help:"Show the daemon's pid, version, uptime, log head, active jobs and idle deadline."`
+	Stop    DaemonStopCmd    `cmd:"" help:"Ask the running daemon to stop (running tasks are stopped; their jobs fail)."`
+	Restart DaemonRestartCmd `cmd:"" help:"Hand the home over to a daemon of this binary, without losing work (after an upgrade)."`
 }
 
 // DaemonRunCmd is `cbth daemon run`.
 type DaemonRunCmd struct {
-	Quiet bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+	Quiet      bool `help:"Log only to $CBTH_HOME/log/daemon.log, not to stderr."`
+	Supervised bool `help:"Never exit on idle: a service manager runs this daemon (cbth service install)."`
 }
 
 // Run runs the daemon until it is stopped, signalled or idle.
@@ -76,7 +77,7 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, logFile *os.
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log}
+	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised}
 	if c.Quiet {
 		// A daemon started by a command reports to it through its
 		// stdout until it serves (see spawnDaemon); from then on its
@@ -157,12 +158,14 @@ func (c *DaemonStopCmd) Run(env *Env) error {
 		return errs.Wrap(errs.EHOSTDOWN, err, "connect")
 	}
 	p, err := api.Ping.Call(cl, api.Empty{})
-	if err != nil {
-		cl.Close()
-		return err
+	if err == nil {
+		_, err = api.DaemonStop.Call(cl, api.Empty{})
 	}
-	_, err = api.DaemonStop.Call(cl, api.Empty{})
 	cl.Close()
+	if errs.CodeOf(err) == errs.EVERSION {
+		// A daemon of another protocol: it stops cleanly on SIGTERM too.
+		return c.signal(env, h)
+	}
 	if err != nil {
 		return err
 	}
@@ -183,13 +186,9 @@ func (c *DaemonStopCmd) waitExit(env *Env, h home.Home, pid int) error {
 // signal stops the lock holder with SIGTERM, which it handles as a stop
 // request. Its pid is in the lock file, written by the holder itself.
 func (c *DaemonStopCmd) signal(env *Env, h home.Home) error {
-	b, err := os.ReadFile(h.Lock())
+	pid, err := lockPID(h)
 	if err != nil {
-		return errs.Wrap(errs.EHOSTDOWN, err, "read %s", h.Lock())
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return errs.New(errs.EHOSTDOWN, "the daemon holds %s but its socket is gone and the lock names no pid", h.Lock())
+		return err
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return errs.Wrap(errs.EHOSTDOWN, err, "signal daemon %d", pid)

@@ -27,45 +27,59 @@ type JobCmd struct {
 
 // JobSubmitCmd is `cbth job submit`.
 type JobSubmitCmd struct {
-	Target                      string `help:"Where the result is delivered: cli, desktop or debug." required:"" placeholder:"cli|desktop|debug"`
-	ThreadID                    string `help:"The conversation thread the result goes back to." required:"" name:"thread-id"`
-	TaskKind                    string `help:"What kind of task this is (free-form, e.g. ci, review)." required:"" name:"task-kind"`
-	Summary                     string `help:"One line that says what the job is." required:""`
+	Target    string `help:"Where the result is delivered: cli, desktop or debug." required:"" placeholder:"cli|desktop|debug"`
+	ThreadID  string `help:"The conversation thread the result goes back to." required:"" name:"thread-id"`
+	TaskKind  string `help:"What kind of task this is (free-form, e.g. ci, review)." required:"" name:"task-kind"`
+	Summary   string `help:"One line that says what the job is." required:""`
+	DedupeKey string `help:"Submitting the same key again returns the original job." name:"dedupe-key"`
+	policyFlags
+}
+
+// policyFlags are the metadata and delivery-policy flags of a job, shared
+// by job submit and task run.
+type policyFlags struct {
 	MetadataFile                string `help:"JSON file with extra metadata; may hold a delivery_policy object." name:"metadata-file" type:"path"`
-	DedupeKey                   string `help:"Submitting the same key again returns the original job." name:"dedupe-key"`
 	DeliveryReadOnly            string `help:"The delivery only reads (default false)." name:"delivery-read-only" placeholder:"true|false"`
 	DeliveryRequiresApproval    string `help:"The delivery needs approval (default true)." name:"delivery-requires-approval" placeholder:"true|false"`
 	DeliveryRequiresNetwork     string `help:"The delivery needs network access (default true)." name:"delivery-requires-network" placeholder:"true|false"`
 	DeliveryRequiresWriteAccess string `help:"The delivery needs write access (default true)." name:"delivery-requires-write-access" placeholder:"true|false"`
 }
 
-// Run submits the job.
-func (c *JobSubmitCmd) Run(env *Env) error {
-	a := api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary, DedupeKey: c.DedupeKey}
-	var err error
+// read parses the policy flags and reads the metadata file.
+func (c policyFlags) read() (p command.PolicyFlags, metadata json.RawMessage, err error) {
 	for _, f := range []struct {
 		name string
 		v    string
 		dst  **bool
 	}{
-		{"delivery-read-only", c.DeliveryReadOnly, &a.Policy.ReadOnly},
-		{"delivery-requires-approval", c.DeliveryRequiresApproval, &a.Policy.RequiresApproval},
-		{"delivery-requires-network", c.DeliveryRequiresNetwork, &a.Policy.RequiresNetwork},
-		{"delivery-requires-write-access", c.DeliveryRequiresWriteAccess, &a.Policy.RequiresWriteAccess},
+		{"delivery-read-only", c.DeliveryReadOnly, &p.ReadOnly},
+		{"delivery-requires-approval", c.DeliveryRequiresApproval, &p.RequiresApproval},
+		{"delivery-requires-network", c.DeliveryRequiresNetwork, &p.RequiresNetwork},
+		{"delivery-requires-write-access", c.DeliveryRequiresWriteAccess, &p.RequiresWriteAccess},
 	} {
 		if *f.dst, err = boolFlag(f.name, f.v); err != nil {
-			return err
+			return p, nil, err
 		}
 	}
 	if c.MetadataFile != "" {
 		b, err := artifact.ReadRegular(c.MetadataFile, "metadata file", command.MaxMetadata)
 		if err != nil {
-			return err
+			return p, nil, err
 		}
 		if !json.Valid(b) {
-			return errs.New(errs.EINVAL, "metadata file %s is not valid JSON", c.MetadataFile)
+			return p, nil, errs.New(errs.EINVAL, "metadata file %s is not valid JSON", c.MetadataFile)
 		}
-		a.Metadata = b
+		metadata = b
+	}
+	return p, metadata, nil
+}
+
+// Run submits the job.
+func (c *JobSubmitCmd) Run(env *Env) error {
+	a := api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary, DedupeKey: c.DedupeKey}
+	var err error
+	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {
+		return err
 	}
 	res, err := call(env, api.JobSubmit, a)
 	if err != nil {

@@ -49,12 +49,7 @@ func (e *Env) Client() (*ipc.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout := 10 * time.Second
-	if v := e.Getenv("CBTH_START_TIMEOUT"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			timeout = d
-		}
-	}
+	timeout := e.startTimeout()
 	var start func() error
 	if e.Getenv("CBTH_NO_AUTOSTART") != "1" {
 		start = func() error { return e.spawnDaemon(h, timeout) }
@@ -67,6 +62,17 @@ func (e *Env) Client() (*ipc.Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// startTimeout bounds the wait for a starting daemon: CBTH_START_TIMEOUT,
+// else 10 s.
+func (e *Env) startTimeout() time.Duration {
+	if v := e.Getenv("CBTH_START_TIMEOUT"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			return d
+		}
+	}
+	return 10 * time.Second
 }
 
 // spawnDaemon starts `cbth daemon run` detached (its own session, no
@@ -134,20 +140,45 @@ func startFailure(out []byte) error {
 	return &errs.Error{Code: doc.Error.Code, Message: "the daemon could not start: " + doc.Error.Message}
 }
 
-// call runs one daemon operation, starting the daemon when it is absent,
-// and warns once if the daemon's version differs from this client's.
+// call runs one daemon operation, starting the daemon when it is absent.
+// A daemon of another protocol refuses it: an older idle one is replaced
+// and the call made again, otherwise the error names the command to run.
+// A daemon of this protocol but an older version serves it, and is then
+// replaced if idle, else warned about.
 func call[Req, Rep any](e *Env, op api.Op[Req, Rep], req Req) (Rep, error) {
+	rep, c, err := callOnce(e, op, req)
+	if c == nil {
+		return rep, err
+	}
+	dv, dp := c.DaemonVersion, c.DaemonProto
+	if errs.CodeOf(err) == errs.EVERSION {
+		if !e.replaceIfIdleOlder(dv, dp) {
+			return rep, versionError(dv, dp)
+		}
+		rep, _, err = callOnce(e, op, req)
+		return rep, err
+	}
+	if dv != "" && dv != Version && !op.Passive && !e.replaceIfIdleOlder(dv, dp) {
+		hint := restartHint
+		if !olderThan(dv) {
+			hint = "use the newer cbth binary"
+		}
+		fmt.Fprintf(e.Stderr, "cbth: warning: the daemon runs cbth %s, this client is %s; %s\n", dv, Version, hint)
+	}
+	return rep, err
+}
+
+// callOnce makes one call on a fresh connection, which it closes; the
+// client is returned for what the daemon reported (nil if none was made).
+func callOnce[Req, Rep any](e *Env, op api.Op[Req, Rep], req Req) (Rep, *ipc.Client, error) {
 	c, err := e.Client()
 	if err != nil {
 		var zero Rep
-		return zero, err
+		return zero, nil, err
 	}
 	defer c.Close()
 	rep, err := op.Call(c, req)
-	if c.DaemonVersion != "" && c.DaemonVersion != Version {
-		fmt.Fprintf(e.Stderr, "cbth: warning: the daemon runs version %s, this client is %s; restart it with `cbth daemon stop`\n", c.DaemonVersion, Version)
-	}
-	return rep, err
+	return rep, c, err
 }
 
 // emit prints v as one JSON document under --json, else runs human.

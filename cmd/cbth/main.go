@@ -18,8 +18,10 @@ import (
 	"github.com/willabides/kongplete"
 )
 
-// Version is the cbth release. The socket handshake compares it.
-const Version = "0.1.0"
+// Version is the cbth release. The socket handshake reports it; a client
+// replaces an older idle daemon. A variable so a build can stamp it
+// (-ldflags "-X main.Version=...").
+var Version = "0.2.0"
 
 // Globals are the flags every command takes.
 type Globals struct {
@@ -36,6 +38,7 @@ type CLI struct {
 	Demo       DemoCmd       `cmd:"" help:"Run the main job end to end in a private temporary home and show what happened."`
 	Daemon     DaemonCmd     `cmd:"" help:"Run, inspect or stop the daemon."`
 	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
+	Task       TaskCmd       `cmd:"" help:"Have the daemon run a command for a job: its exit completes or fails the job."`
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
@@ -43,6 +46,9 @@ type CLI struct {
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
+	Desktop    DesktopCmd    `cmd:"" help:"Codex Desktop: installation state, thread bindings and the bridge's helpers."`
+	Service    ServiceCmd    `cmd:"" help:"Keep the daemon running as a per-user service (systemd user unit, launchd agent)."`
+	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
 	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`
@@ -77,6 +83,12 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 		env.JSON = jsonRequested(argv[1:])
 		return env.fail(err)
 	}
+	return runKong(argv, env)
+}
+
+// runKong parses the command line with kong and runs the command.
+func runKong(argv []string, env *Env) (code int) {
+	stdout, stderr := env.Stdout, env.Stderr
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("cbth"),

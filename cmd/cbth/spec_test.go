@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // spec/cli.md documents every JSON shape the commands print, in fenced
@@ -23,9 +24,12 @@ import (
 
 var shapeFence = regexp.MustCompile("(?s)```json shape=([a-z0-9-]+)\n(.*?)```")
 
-func loadShapes(t *testing.T) map[string]any {
+func loadShapes(t *testing.T) map[string]any { t.Helper(); return loadShapesFrom(t, "cli.md") }
+
+// loadShapesFrom reads the shapes of one spec file.
+func loadShapesFrom(t *testing.T, name string) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "spec", "cli.md"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "spec", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +37,10 @@ func loadShapes(t *testing.T) map[string]any {
 	for _, m := range shapeFence.FindAllStringSubmatch(string(b), -1) {
 		var v any
 		if err := json.Unmarshal([]byte(m[2]), &v); err != nil {
-			t.Fatalf("spec/cli.md: shape %s is not JSON: %v", m[1], err)
+			t.Fatalf("spec/%s: shape %s is not JSON: %v", name, m[1], err)
 		}
 		if _, dup := shapes[m[1]]; dup {
-			t.Fatalf("spec/cli.md: shape %s twice", m[1])
+			t.Fatalf("spec/%s: shape %s twice", name, m[1])
 		}
 		shapes[m[1]] = v
 	}
@@ -210,6 +214,24 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("debug-turn", "debug", "turn", "--thread-id", "U", "--event", "started")
 	doc("debug-clock", "debug", "clock", "--advance", "1s")
 	doc("daemon-status", "daemon", "status")
+
+	r := h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sh", "-c", "echo task output")
+	c.doc("task", "task run", r.stdout)
+	var tk struct {
+		TaskID string `json:"task_id"`
+	}
+	json.Unmarshal([]byte(r.stdout), &tk)
+	waitFor(t, "the task to end", 30*time.Second, func() bool {
+		return strings.Contains(out("task", "inspect", tk.TaskID), `"state": "exited"`)
+	})
+	doc("task", "task", "inspect", tk.TaskID)
+	doc("task-list", "task", "list")
+	doc("task-logs", "task", "logs", tk.TaskID)
+	c.lines("task-log-chunk", "task logs -f", out("task", "logs", "-f", tk.TaskID))
+	r = h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sleep", "60")
+	json.Unmarshal([]byte(r.stdout), &tk)
+	doc("task-cancel", "task", "cancel", tk.TaskID)
+	doc("doctor", "doctor")
 	doc("batch-close-head", "batch", "close-head", "--source-thread-id", "U", "--reason", "operator_confirmed_delivery")
 	other := h.submitTo("debug", "V")
 	doc("job-transition", "job", "fail", "--job-id", other, "--reason", "runner lost")
@@ -220,8 +242,9 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("daemon-run", "daemon", "run", "--quiet")
 	doc("version", "version")
 
-	r := h.run("job", "query", "no-such-job", "--json")
+	r = h.run("job", "query", "no-such-job", "--json")
 	c.doc("error", "job query of an unknown job", r.stdout)
+	doc("daemon-restart", "daemon", "restart")
 
 	doc("daemon-stop", "daemon", "stop")
 	doc("daemon-stop", "daemon", "stop")

@@ -92,6 +92,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &CtxTree{}
 	case events.KindAppServer:
 		s = &AppServer{}
+	case events.KindTask:
+		s = &Task{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -193,6 +195,10 @@ func Clone(s State) State {
 		c := *s
 		c.Objects, c.Aliases = slices.Clone(s.Objects), slices.Clone(s.Aliases)
 		return &c
+	case *Task:
+		c := *s
+		c.Argv = slices.Clone(s.Argv)
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -222,6 +228,8 @@ func KindOf(s State) events.Kind {
 		return events.KindCtxTree
 	case *AppServer:
 		return events.KindAppServer
+	case *Task:
+		return events.KindTask
 	}
 	return ""
 }

@@ -440,6 +440,8 @@ func (a *Artifact) Deadlines() []Deadline {
 }
 
 // Binding binds a Desktop source thread to its caller heartbeat automation.
+// BridgeThreadID, when set, pins it to one bridge thread; empty, it is
+// served by whichever bridge the installation publishes for.
 type Binding struct {
 	Header
 	SourceThreadID            string              `json:"source_thread_id"`
@@ -460,6 +462,14 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 	case *events.BindingBound:
 		b.SourceThreadID, b.CallerAutomationID, b.BridgeThreadID = p.SourceThreadID, p.CallerAutomationID, p.BridgeThreadID
 		b.Mirror, b.DegradedReason, b.LastVerifiedAt = p.Mirror, "", e.RecordedAt
+		b.AutomationDeletedOnUnbind = false
+		if p.ReplacedAutomation {
+			// The armed generation belonged to the old automation, whose
+			// late wakes can only hit superseded generations: the new one
+			// starts unarmed.
+			b.ArmedGeneration, b.ArmedGenerationQuiesced = 0, time.Time{}
+			b.PauseNotBefore, b.PauseDeadline = time.Time{}, time.Time{}
+		}
 	case *events.BindingArmed:
 		b.ArmedGeneration, b.ArmedGenerationQuiesced = p.Generation, time.Time{}
 		b.PauseNotBefore, b.PauseDeadline = p.PauseNotBefore, p.PauseDeadline
@@ -475,6 +485,12 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 	}
 }
 
+// Unquiesced reports whether the binding's caller heartbeat was armed for
+// a generation that is not yet proven paused, deleted or quiesced.
+func (b *Binding) Unquiesced() bool {
+	return b.ArmedGeneration > 0 && b.ArmedGenerationQuiesced.IsZero()
+}
+
 // Deadlines implements Deadliner.
 func (b *Binding) Deadlines() []Deadline {
 	if b.Status == "bound" && !b.PauseDeadline.IsZero() {
@@ -483,22 +499,38 @@ func (b *Binding) Deadlines() []Deadline {
 	return nil
 }
 
-// Indexes implements Indexer.
+// Indexes implements Indexer: every binding by its thread; a bound or
+// degraded one by its caller automation (an automation serves one thread);
+// one whose armed generation is not yet quiesced by its pause_not_before,
+// for the pause-due snapshot.
 func (b *Binding) Indexes() []IndexEntry {
-	return []IndexEntry{{index.BindingByThread, b.SourceThreadID}}
+	out := []IndexEntry{{index.BindingByThread, b.SourceThreadID}}
+	if b.Status == "bound" || b.Status == "degraded" {
+		out = append(out, IndexEntry{index.BindingByAutomation, b.CallerAutomationID})
+		if b.Unquiesced() {
+			out = append(out, IndexEntry{index.BindingUnquiesced, index.Time(b.PauseNotBefore)})
+		}
+	}
+	return out
 }
 
-// Installation is the singleton Desktop installation state.
+// Installation is the singleton Desktop installation state: the
+// capability conclusions (written only by repair) and the bridge thread
+// the snapshots are published for (written by bridge-preflight).
 type Installation struct {
 	Header
 	events.Capabilities
-	ValidatedAt time.Time `json:"validated_at,omitzero"`
-	UpdatedBy   string    `json:"updated_by_bootstrap_or_repair"`
+	ValidatedAt    time.Time `json:"validated_at,omitzero"`
+	UpdatedBy      string    `json:"updated_by_bootstrap_or_repair"`
+	BridgeThreadID string    `json:"bridge_thread_id,omitempty"`
 }
 
 func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
-	if p, ok := p.(*events.InstallationStateRepaired); ok {
+	switch p := p.(type) {
+	case *events.InstallationStateRepaired:
 		i.Capabilities, i.ValidatedAt, i.UpdatedBy = p.State, p.ValidatedAt, p.UpdatedBy
+	case *events.InstallationBridgeSelected:
+		i.BridgeThreadID = p.BridgeThreadID
 	}
 }
 

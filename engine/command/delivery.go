@@ -214,7 +214,11 @@ func (c DeliveryConfig) closeBatch(v engine.View, now time.Time, b *aggregate.Ba
 				break
 			}
 		}
-		emits = append(emits, engine.Emit{Stream: cursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
+		scope, err := cursorScope(v, b)
+		if err != nil {
+			return nil, err
+		}
+		emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
 	}
 	return emits, nil
 }
@@ -283,23 +287,8 @@ func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) 
 		el.Reason, el.Wake = reason, wake
 		return el, nil
 	}
-	if !b.IsHead {
-		return no("head not promoted", time.Time{})
-	}
-	if b.ReplayPolicy != aggregate.ReplayAutomatic {
-		return no("manual resolution only", time.Time{})
-	}
-	if b.Status == "queued" && now.Before(b.MergeUntil) && len(b.JobIDs) < c.MaxJobsPerBatch && b.InlinePayloadBytes < c.MaxTotalBytes {
-		return no("merge window open", b.MergeUntil)
-	}
-	if now.Before(b.NextDeliveryNotBefore) {
-		return no("minimum send interval", b.NextDeliveryNotBefore)
-	}
-	if now.Before(b.EligibleAfter) {
-		return no("backing off after a reject", b.EligibleAfter)
-	}
-	if b.DeliveryAttemptCount >= b.MaxDeliveryAttempts && b.MaxDeliveryAttempts > 0 {
-		return no("attempt budget spent", time.Time{})
+	if reason, wake := c.BatchHold(b, now); reason != "" {
+		return no(reason, wake)
 	}
 	a, err := liveAttempt(v, thread)
 	if err != nil {
@@ -321,6 +310,27 @@ func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) 
 	}
 	el.OK = true
 	return el, nil
+}
+
+// BatchHold is the part of Eligible that looks at the head batch alone:
+// why it may not get a fresh delivery now ("" if nothing holds it) and
+// when that may change, if known.
+func (c DeliveryConfig) BatchHold(b *aggregate.Batch, now time.Time) (reason string, wake time.Time) {
+	switch {
+	case !b.IsHead:
+		return "head not promoted", time.Time{}
+	case b.ReplayPolicy != aggregate.ReplayAutomatic:
+		return "manual resolution only", time.Time{}
+	case b.Status == "queued" && now.Before(b.MergeUntil) && len(b.JobIDs) < c.MaxJobsPerBatch && b.InlinePayloadBytes < c.MaxTotalBytes:
+		return "merge window open", b.MergeUntil
+	case now.Before(b.NextDeliveryNotBefore):
+		return "minimum send interval", b.NextDeliveryNotBefore
+	case now.Before(b.EligibleAfter):
+		return "backing off after a reject", b.EligibleAfter
+	case b.DeliveryAttemptCount >= b.MaxDeliveryAttempts && b.MaxDeliveryAttempts > 0:
+		return "attempt budget spent", time.Time{}
+	}
+	return "", time.Time{}
 }
 
 // ---- delivery commands ----

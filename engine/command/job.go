@@ -263,17 +263,24 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }
 
 func job(v engine.View, id string) (*aggregate.Job, error) {
-	if err := checkID("job id", id); err != nil {
-		return nil, err
+	return existing[*aggregate.Job](v, events.KindJob, "job", id)
+}
+
+// existing returns the aggregate of kind k named id: EINVAL for a bad id,
+// ENOENT when there is none.
+func existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
+	var zero T
+	if err := checkID(what+" id", id); err != nil {
+		return zero, err
 	}
-	s, err := v.State(events.KindJob, id)
+	s, err := v.State(k, id)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	if s == nil {
-		return nil, errs.New(errs.ENOENT, "no job %s", id)
+		return zero, errs.New(errs.ENOENT, "no %s %s", what, id)
 	}
-	return s.(*aggregate.Job), nil
+	return s.(T), nil
 }
 
 func runningJob(v engine.View, id, verb string) (*aggregate.Job, error) {

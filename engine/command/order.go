@@ -12,15 +12,42 @@ import (
 // start just after the target's durable cursor: the thread served last
 // goes last. It reads only.
 func FairOrder(r engine.Reader, target string) ([]string, error) {
-	type head struct{ key, thread string }
+	heads, err := fairOrder(r, target, target)
+	return threadsOf(heads), err
+}
+
+// HeadRef is a head batch in the fair order: its thread and id.
+type HeadRef struct {
+	ThreadID string
+	BatchID  string
+}
+
+// FairOrderHeads is FairOrder with each thread's head batch id.
+func FairOrderHeads(r engine.Reader, target string) ([]HeadRef, error) {
+	return fairOrder(r, target, target)
+}
+
+func threadsOf(heads []HeadRef) []string {
+	out := make([]string, len(heads))
+	for i, h := range heads {
+		out[i] = h.ThreadID
+	}
+	return out
+}
+
+func fairOrder(r engine.Reader, target, scope string) ([]HeadRef, error) {
+	type head struct {
+		key string
+		ref HeadRef
+	}
 	var heads []head
 	for _, ref := range r.Scan(index.Head, index.HeadPrefix(target)) {
 		if _, th, ok := index.ParseHead(ref.Key, target); ok {
-			heads = append(heads, head{key: ref.Key, thread: th})
+			heads = append(heads, head{key: ref.Key, ref: HeadRef{ThreadID: th, BatchID: ref.ID}})
 		}
 	}
 	var cursorKey string
-	s, err := r.State(events.KindCursor, target)
+	s, err := r.State(events.KindCursor, scope)
 	if err != nil {
 		return nil, err
 	}
@@ -32,9 +59,9 @@ func FairOrder(r engine.Reader, target string) ([]string, error) {
 	for split < len(heads) && heads[split].key <= cursorKey {
 		split++
 	}
-	out := make([]string, 0, len(heads))
+	out := make([]HeadRef, 0, len(heads))
 	for _, h := range append(heads[split:], heads[:split]...) {
-		out = append(out, h.thread)
+		out = append(out, h.ref)
 	}
 	return out, nil
 }

@@ -48,7 +48,8 @@ type Table struct {
 
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
-	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable, appServerTable}
+	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable, appServerTable,
+		taskTable}
 }
 
 var jobTable = Table{
@@ -174,6 +175,7 @@ var installationTable = Table{
 	},
 	Updates: []Update{
 		{"installation.repaired", []string{"configured"}},
+		{"installation.bridge_selected", []string{"configured"}},
 	},
 }
 
@@ -229,6 +231,25 @@ var ctxSessionTable = Table{
 	Updates: []Update{
 		{"ctxsession.message", []string{"active", "idle"}},
 		{"ctxsession.event", []string{"active", "idle", "done", "error"}},
+	},
+}
+
+// A task is the daemon running one job's command (cbth task run). It is
+// not one of the seed's aggregates: the job keeps the seed's four states,
+// and the process supervision lives beside it. A task ends exactly once:
+// exited when its daemon saw the process end (or never start), lost when
+// a later daemon found it unfinished and failed it closed.
+var taskLive = []string{"queued", "running", "stopping"}
+
+var taskTable = Table{
+	Kind:   events.KindTask,
+	States: []string{"queued", "running", "stopping", "exited", "lost"},
+	Moves: []Move{
+		{"task.submitted", []string{None}, "queued"},
+		{"task.started", []string{"queued"}, "running"},
+		{"task.stopping", []string{"running"}, "stopping"},
+		{"task.exited", taskLive, "exited"},
+		{"task.lost", taskLive, "lost"},
 	},
 }
 

@@ -29,6 +29,13 @@ const (
 	SessionByThread  = "session.thread"    // bound thread -> non-retired session
 	AppServerRunning = "appserver.running" // "" -> the running app-server instance
 	CtxSession       = "ctxsession.dir"    // object \0 scope \0 uid \0 name -> ctx session
+	// Desktop: a bound or degraded binding by its caller automation, and
+	// one armed for a generation not yet quiesced by its pause_not_before.
+	BindingByAutomation = "binding.automation"
+	BindingUnquiesced   = "binding.unquiesced"
+
+	TaskJob  = "task.job"  // job -> the task that runs it
+	TaskLive = "task.live" // "" -> tasks queued, running or stopping
 )
 
 // Deadline kinds: the work the overdue sweep does when one falls due.

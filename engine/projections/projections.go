@@ -42,7 +42,9 @@ var (
 //	2: jobs indexed by thread; attempts tracking a turn indexed; the
 //	   deadline index holds only work the sweep does (scheduler wake-ups
 //	   left it); running jobs have a job.timeout deadline.
-const Version = 2
+//	3: Desktop bindings indexed by caller automation and, while armed
+//	   and not quiesced, by pause_not_before.
+const Version = 3
 
 // countKey names a counter in p.meta. The bucket stays small enough to be
 // stored inline in the root page, which every commit rewrites anyway.

@@ -67,7 +67,9 @@ func jobView(s engine.Reader, j *aggregate.Job) (JobView, error) {
 			return JobView{}, err
 		}
 	}
-	return NewJobView(j, a, b), nil
+	v := NewJobView(j, a, b)
+	v.TaskID = TaskOfJob(s, j.ID)
+	return v, nil
 }
 
 // JobFilter selects jobs for Jobs.

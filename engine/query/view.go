@@ -44,8 +44,11 @@ type JobView struct {
 	Artifact       *ArtifactView         `json:"artifact"`
 	// Batch is where the job's result went: the batch it joined when it
 	// became ready, with that batch's state and close reason.
-	Batch   *BatchRef `json:"batch"`
-	Version uint64    `json:"version"`
+	Batch *BatchRef `json:"batch"`
+	// TaskID names the task that runs the job's command, for a job
+	// submitted by cbth task run.
+	TaskID  string `json:"task_id,omitempty"`
+	Version uint64 `json:"version"`
 }
 
 // BatchRef is a batch as seen from one of its jobs.

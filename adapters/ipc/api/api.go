@@ -29,6 +29,9 @@ type Op[Req, Rep any] struct {
 	// Attach makes the connection an attached integration client for as
 	// long as it stays open: the daemon stays up meanwhile.
 	Attach bool
+	// Versionless operations are served to clients of any protocol
+	// (ipc.Server.Versionless): their shapes only ever gain fields.
+	Versionless bool
 }
 
 // Call runs the operation on c.
@@ -44,8 +47,9 @@ func (o Op[Req, Rep]) Call(c *ipc.Client, req Req) (Rep, error) {
 
 // Handler serves one operation from its encoded request.
 type Handler struct {
-	Passive bool
-	serve   func(ctx context.Context, args json.RawMessage) (any, error)
+	Passive     bool
+	Versionless bool
+	serve       func(ctx context.Context, args json.RawMessage) (any, error)
 }
 
 // Serve decodes the request and runs the operation.
@@ -58,7 +62,7 @@ type Table map[string]Handler
 
 // Handle registers fn as o's handler in t.
 func Handle[Req, Rep any](t Table, o Op[Req, Rep], fn func(context.Context, Req) (Rep, error)) {
-	t[o.Name] = Handler{Passive: o.Passive, serve: func(ctx context.Context, args json.RawMessage) (any, error) {
+	t[o.Name] = Handler{Passive: o.Passive, Versionless: o.Versionless, serve: func(ctx context.Context, args json.RawMessage) (any, error) {
 		var req Req
 		if len(args) > 0 {
 			if err := json.Unmarshal(args, &req); err != nil {
@@ -71,8 +75,8 @@ func Handle[Req, Rep any](t Table, o Op[Req, Rep], fn func(context.Context, Req)
 
 // The operations.
 var (
-	Ping         = Op[Empty, PingReply]{Name: "ping", Passive: true}
-	DaemonStatus = Op[Empty, Status]{Name: "daemon.status", Passive: true}
+	Ping         = Op[Empty, PingReply]{Name: "ping", Passive: true, Versionless: true}
+	DaemonStatus = Op[Empty, Status]{Name: "daemon.status", Passive: true, Versionless: true}
 	DaemonStop   = Op[Empty, Outcome]{Name: "daemon.stop"}
 
 	JobSubmit   = Op[SubmitArgs, SubmitReply]{Name: "job.submit"}
@@ -107,6 +111,16 @@ var (
 	CLIDetach         = Op[Empty, CLIDetachReply]{Name: "cli.detach"}
 	CLISessionList    = Op[SessionListArgs, query.SessionPage]{Name: "cli.session.list"}
 	CLISessionInspect = Op[SessionInspectArgs, query.SessionInspection]{Name: "cli.session.inspect"}
+
+	TaskRun     = Op[TaskRunArgs, query.TaskView]{Name: "task.run"}
+	TaskInspect = Op[TaskArgs, query.TaskView]{Name: "task.inspect"}
+	TaskList    = Op[TaskListArgs, query.TaskPage]{Name: "task.list"}
+	TaskCancel  = Op[TaskArgs, TaskCancelReply]{Name: "task.cancel"}
+
+	// DaemonHandover, like Ping and DaemonStatus, is answered whatever
+	// protocol the client speaks (ipc.Versionless): a newer client uses
+	// them to find an older daemon idle and replace it.
+	DaemonHandover = Op[HandoverArgs, HandoverReply]{Name: "daemon.handover", Versionless: true}
 )
 
 // All names every operation, for the test that the daemon serves each.
@@ -118,6 +132,9 @@ var All = []string{
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name,
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
+	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
+	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
+	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 }
 
 // Empty is the request of operations that take none.
@@ -130,14 +147,16 @@ type Outcome struct {
 
 // PingReply is ping's reply.
 type PingReply struct {
-	PID     int    `json:"pid"`
-	Version string `json:"version"`
+	PID      int    `json:"pid"`
+	Version  string `json:"version"`
+	Protocol int    `json:"protocol"`
 }
 
 // Status is daemon.status's reply.
 type Status struct {
 	PID             int       `json:"pid"`
 	Version         string    `json:"version"`
+	Protocol        int       `json:"protocol"`
 	Home            string    `json:"home"`
 	StartedAt       time.Time `json:"started_at"`
 	UptimeSeconds   float64   `json:"uptime_seconds"`
@@ -149,13 +168,17 @@ type Status struct {
 	ParkedBatches   int       `json:"parked_batches"`
 	// UndeliveredBatches counts the batches cbth ever closed with their
 	// result never confirmed delivered (command.UndeliveredReasons).
-	UndeliveredBatches int                 `json:"closed_undelivered_batches"`
-	Deliveries         int                 `json:"deliveries_in_flight"`
-	IdleTimeout        string              `json:"idle_timeout"`
-	IdleDeadline       time.Time           `json:"idle_deadline"`
-	BusyReasons        []string            `json:"busy_reasons"`
-	NextDue            *time.Time          `json:"next_due"`
-	LastSweep          command.SweepResult `json:"last_sweep"`
+	UndeliveredBatches int `json:"closed_undelivered_batches"`
+	Deliveries         int `json:"deliveries_in_flight"`
+	RunningTasks       int `json:"running_tasks"`
+	QueuedTasks        int `json:"queued_tasks"`
+	// HandingOver is set while a handover waits for running tasks.
+	HandingOver  bool                `json:"handing_over"`
+	IdleTimeout  string              `json:"idle_timeout"`
+	IdleDeadline time.Time           `json:"idle_deadline"`
+	BusyReasons  []string            `json:"busy_reasons"`
+	NextDue      *time.Time          `json:"next_due"`
+	LastSweep    command.SweepResult `json:"last_sweep"`
 }
 
 // SubmitArgs are job.submit's request.
@@ -394,4 +417,52 @@ type SessionListArgs struct {
 type SessionInspectArgs struct {
 	ManagedSessionID string `json:"managed_session_id,omitempty"`
 	BoundThreadID    string `json:"bound_thread_id,omitempty"`
+}
+
+// TaskRunArgs are task.run's request: the job to submit and the command
+// to run for it. Env is the client's environment, given to the command
+// and kept only in the daemon's memory, never in the log.
+type TaskRunArgs struct {
+	SubmitArgs
+	Argv      []string `json:"argv"`
+	Path      string   `json:"path"`
+	Cwd       string   `json:"cwd"`
+	Env       []string `json:"env"`
+	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+}
+
+// TaskArgs name one task.
+type TaskArgs struct {
+	TaskID string `json:"task_id"`
+}
+
+// TaskListArgs select a page of task.list.
+type TaskListArgs struct {
+	State string `json:"state,omitempty"`
+	After string `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// TaskCancelReply is task.cancel's reply.
+type TaskCancelReply struct {
+	Outcome string         `json:"outcome"`
+	Task    query.TaskView `json:"task"`
+}
+
+// HandoverArgs ask the daemon to hand over to a new one: refuse new
+// tasks, wait up to WaitMS for running ones (or stop them with
+// StopTasks), then stop serving and exit.
+type HandoverArgs struct {
+	WaitMS    int64 `json:"wait_ms"`
+	StopTasks bool  `json:"stop_tasks,omitempty"`
+}
+
+// HandoverReply is daemon.handover's reply, sent just before the daemon
+// stops serving.
+type HandoverReply struct {
+	Outcome      string `json:"outcome"`
+	PID          int    `json:"pid"`
+	Version      string `json:"version"`
+	Protocol     int    `json:"protocol"`
+	TasksStopped int    `json:"tasks_stopped"`
 }

@@ -1,0 +1,250 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/desktop"
+	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// deskState is the daemon's Codex Desktop side: the pull target, the
+// snapshot publisher and the fingerprints this cbth observes.
+type deskState struct {
+	target *desktop.Target
+	pub    *desktop.Publisher
+	fps    desktop.Fingerprints
+
+	mu      sync.Mutex // one publication at a time
+	builder *desktop.Builder
+}
+
+func (d *Daemon) initDesktop() error {
+	fps, err := desktop.ObserveFingerprints(d.opt.Version)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "observe the Desktop validation fingerprint")
+	}
+	c := d.opt.Config.Desktop
+	d.desk = deskState{
+		fps:     fps,
+		builder: &desktop.Builder{Config: d.deliveryConfig(), Fingerprints: fps},
+		target: &desktop.Target{Now: d.opt.Clock.Now, Fingerprints: fps,
+			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
+		pub: &desktop.Publisher{Dir: d.opt.Home.Inbox(), Interval: c.SnapshotInterval.Duration,
+			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration, NoSync: d.opt.NoSync,
+			Log: d.opt.Log.With("projection", "desktop")},
+	}
+	return nil
+}
+
+// publishDesktop brings the Desktop snapshot files up to date with the
+// log: at once when nothing changed since the last publication (the same
+// log head, nothing fallen due, confirmed within snapshot_interval);
+// otherwise it builds the content and publishes a new revision if it
+// differs. confirm rewrites the manifest's published_at regardless.
+func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publication, error) {
+	d.desk.mu.Lock()
+	defer d.desk.mu.Unlock()
+	now := d.opt.Clock.Now()
+	head := d.eng.Head()
+	if !confirm && d.desk.pub.Current(head, now) {
+		return desktop.Publication{Outcome: "unchanged"}, nil
+	}
+	c, ok, err := d.buildDesktop(now)
+	if err == nil && !ok {
+		return desktop.Publication{Outcome: "none"}, nil
+	}
+	var p desktop.Publication
+	if err == nil {
+		p, err = d.desk.pub.Publish(c, head, now, confirm)
+	}
+	if err != nil {
+		d.opt.Log.Error("publish the Desktop snapshot", "err", err)
+		return p, err
+	}
+	if p.Outcome == "published" {
+		d.opt.Log.Info("desktop snapshot published", "revision", p.Manifest.SnapshotRevision, "bridge", c.Bridge,
+			"ready", len(c.Ready), "arm_pending", len(c.ArmPending), "pause_due", len(c.PauseDue), "log_seq", head)
+	}
+	return p, nil
+}
+
+// errMoved says the log moved between reading its new events and the
+// snapshot: the changes do not reach the snapshot's checkpoint.
+var errMoved = errors.New("the log moved")
+
+// buildDesktop builds the publication content, reading again only the
+// threads the events since the last build touched; when the log keeps
+// moving under it, from scratch.
+func (d *Daemon) buildDesktop(now time.Time) (c desktop.Content, ok bool, err error) {
+	b := d.desk.builder
+	for try := 0; try < 3 && b.Since() > 0; try++ {
+		ch := &desktop.Changes{Since: b.Since(), Upto: b.Since()}
+		if err := d.eng.ReadFrom(ch.Since+1, func(env events.Envelope) error {
+			ch.Streams, ch.Upto = append(ch.Streams, env.Stream), env.Seq
+			return nil
+		}); err != nil {
+			return c, false, err
+		}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			if s.Checkpoint() != ch.Upto {
+				return errMoved
+			}
+			c, ok, err = b.Build(s, now, ch)
+			return err
+		})
+		if !errors.Is(err, errMoved) {
+			return c, ok, err
+		}
+	}
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		c, ok, err = b.Build(s, now, nil)
+		return err
+	})
+	return c, ok, err
+}
+
+// installationView renders the installation state for a cbth observing
+// fps (by transport; the daemon's own when nil).
+func (d *Daemon) installationView(s engine.Reader, fps map[string]string) (query.InstallationView, error) {
+	inst, err := command.Installation(s)
+	if err != nil {
+		return query.InstallationView{}, err
+	}
+	if fps == nil {
+		fps = d.desk.fps
+	}
+	transport := command.TransportDirect
+	if inst != nil {
+		transport = inst.ReadTransport
+	}
+	observed := fps[transport]
+	return query.NewInstallationView(inst, observed, filepath.Join(d.opt.Home.Inbox(), inbox.ManifestName)), nil
+}
+
+func (d *Daemon) desktopOps(t api.Table) {
+	api.Handle(t, api.DesktopInstallation, func(_ context.Context, a api.InstallationArgs) (v query.InstallationView, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error { v, err = d.installationView(s, a.Fingerprints); return err })
+		return v, err
+	})
+	api.Handle(t, api.DesktopInstallationRepair, d.repairInstallation)
+	api.Handle(t, api.DesktopBindingRepair, d.repairBinding)
+	api.Handle(t, api.DesktopBindingUnbind, d.unbind)
+	api.Handle(t, api.DesktopBindingList, func(_ context.Context, a api.BindingListArgs) (p query.BindingPage, err error) {
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			p, err = query.Bindings(s, query.BindingFilter{State: a.State, After: a.After, Limit: a.Limit})
+			return err
+		})
+		return p, err
+	})
+	api.Handle(t, api.DesktopPreflight, d.preflight)
+	api.Handle(t, api.BatchSkipHead, func(ctx context.Context, a api.ThreadArgs) (api.SkipHeadReply, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
+			command.SkipHead{ThreadID: a.SourceThreadID})
+		if err != nil {
+			return api.SkipHeadReply{}, err
+		}
+		d.poke(ctx)
+		id, _ := res.Value.(string)
+		return api.SkipHeadReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, BatchID: id}, nil
+	})
+}
+
+func (d *Daemon) repairInstallation(ctx context.Context, a api.InstallationRepairArgs) (api.InstallationRepairReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
+		command.RepairInstallation{ReadTransport: a.ReadTransport, ReadCap: a.ReadTransportCapability,
+			ArtifactCap: a.ArtifactReadCapability, WritebackCap: a.WritebackCapability, Fingerprint: a.Fingerprint})
+	if err != nil {
+		return api.InstallationRepairReply{}, err
+	}
+	d.poke(ctx)
+	rep := api.InstallationRepairReply{Outcome: res.Outcome, DegradedBindings: []string{}}
+	if v, ok := res.Value.(command.InstallationRepair); ok && v.Degraded != nil {
+		rep.DegradedBindings = v.Degraded
+	}
+	fps := map[string]string{a.ReadTransport: a.Fingerprint}
+	err = d.eng.Read(func(s engine.Snapshot) error { rep.InstallationView, err = d.installationView(s, fps); return err })
+	return rep, err
+}
+
+func (d *Daemon) repairBinding(ctx context.Context, a api.BindingRepairArgs) (api.BindingRepairReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
+		command.RepairBinding{ThreadID: a.SourceThreadID, AutomationID: a.CallerAutomationID, BridgeThreadID: a.BridgeThreadID})
+	if err != nil {
+		return api.BindingRepairReply{}, err
+	}
+	d.poke(ctx)
+	v, _ := res.Value.(command.BindingRepair)
+	rep := api.BindingRepairReply{Outcome: res.Outcome, ReplacedAutomation: v.ReplacedAutomation,
+		PreviousAutomationID: v.PreviousAutomationID, OldAutomationQuiesced: v.OldQuiesced,
+		ForcedFreshAttempt: v.ForcedFreshAttempt, SupersededAttemptID: v.SupersededAttemptID}
+	rep.BindingView, err = d.bindingView(a.SourceThreadID)
+	return rep, err
+}
+
+func (d *Daemon) unbind(ctx context.Context, a api.BindingUnbindArgs) (api.BindingUnbindReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-unbind:" + a.SourceThreadID},
+		command.UnbindBinding{ThreadID: a.SourceThreadID, DeleteAutomation: a.DeleteAutomation})
+	if err != nil {
+		return api.BindingUnbindReply{}, err
+	}
+	d.poke(ctx)
+	rep := api.BindingUnbindReply{Outcome: res.Outcome}
+	rep.BindingView, err = d.bindingView(a.SourceThreadID)
+	return rep, err
+}
+
+// bindingView renders a thread's binding (zero when it has none).
+func (d *Daemon) bindingView(thread string) (v query.BindingView, err error) {
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		b, err := command.BindingOf(s, thread)
+		if err != nil || b == nil {
+			return err
+		}
+		inst, err := command.Installation(s)
+		v = query.NewBindingView(b, inst)
+		return err
+	})
+	return v, err
+}
+
+// preflight is bridge-preflight through the daemon: it selects the bridge
+// thread, runs the overdue sweep (auto-close, artifact GC, the binding
+// reconcile), prepares the eligible Desktop heads and publishes, then
+// answers where the manifest is.
+func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.PreflightReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "preflight:" + a.BridgeThreadID},
+		command.SelectBridge{BridgeThreadID: a.BridgeThreadID})
+	if err != nil {
+		return api.PreflightReply{}, err
+	}
+	if res.Outcome == "selected" {
+		d.opt.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
+	}
+	if err := d.sweep(ctx, "preflight"); err != nil {
+		return api.PreflightReply{}, err
+	}
+	d.schedule(ctx)
+	p, err := d.publishDesktop(ctx, true)
+	if err != nil {
+		return api.PreflightReply{}, err
+	}
+	rep := api.PreflightReply{Source: "daemon", Outcome: p.Outcome, BridgeThreadID: a.BridgeThreadID,
+		SnapshotManifestPath: p.ManifestPath, SnapshotRevision: p.Manifest.SnapshotRevision,
+		PublishedAt: p.Manifest.PublishedAt, FreshUntil: p.Manifest.FreshUntil}
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		v, err := d.installationView(s, a.Fingerprints)
+		rep.ReadTransport, rep.ReadTransportGeneration, rep.AutomaticContinuation = v.ReadTransport, v.ReadTransportGeneration, v.AutomaticContinuation
+		return err
+	})
+	return rep, err
+}

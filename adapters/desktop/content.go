@@ -1,0 +1,412 @@
+// Package desktop is the Codex Desktop delivery target, part 1: a pull
+// target whose heads the scheduler only prepares, and the daemon-side
+// publisher of the snapshots the Desktop bridge reads (package inbox is
+// their format and the sandbox-safe reader). spec/desktop.md is the
+// contract.
+package desktop
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/target"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Fingerprints holds what the daemon's own cbth observes, per transport.
+type Fingerprints map[string]string
+
+// ObserveFingerprints computes the running cbth's fingerprint for each
+// read transport.
+func ObserveFingerprints(version string) (Fingerprints, error) {
+	fp := Fingerprints{}
+	for _, t := range command.ReadTransports {
+		f, err := inbox.Observe(version, t)
+		if err != nil {
+			return nil, err
+		}
+		fp[t] = f
+	}
+	return fp, nil
+}
+
+// Target is the Desktop pull target. Its gate is command.DesktopGate on
+// the daemon's current state.
+type Target struct {
+	// Read runs fn on a consistent snapshot of the daemon's state.
+	Read         func(fn func(engine.Snapshot) error) error
+	Now          func() time.Time
+	Fingerprints Fingerprints
+}
+
+// Spec implements target.Target.
+func (t *Target) Spec() target.Spec {
+	return target.Spec{Name: command.TargetDesktop, Kind: target.Pull, DeliveryMode: command.ModeDesktop}
+}
+
+// Gate implements target.Target.
+func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
+	var g target.Gate
+	err := t.Read(func(s engine.Snapshot) error {
+		st, err := s.State(events.KindBatch, h.BatchID)
+		if err != nil {
+			return err
+		}
+		b, ok := st.(*aggregate.Batch)
+		if !ok {
+			g.Reason = "no batch " + h.BatchID
+			return nil
+		}
+		r, err := command.DesktopGate(s, t.Now(), b, t.observed(s))
+		g.OK, g.Park, g.Reason, g.Retry = r.OK, r.Park, r.Reason, r.Wake
+		return err
+	})
+	if err != nil {
+		return target.Gate{Reason: "desktop gate: " + err.Error()}
+	}
+	return g
+}
+
+// observed is the daemon's fingerprint for the installation's transport.
+func (t *Target) observed(r engine.Reader) string {
+	inst, err := command.Installation(r)
+	if err != nil || inst == nil {
+		return ""
+	}
+	return t.Fingerprints[inst.ReadTransport]
+}
+
+// Content is one publication's substance: everything but its revision
+// and times. Two publications with equal Content share a revision.
+type Content struct {
+	Bridge       string
+	Ready        []inbox.ReadyEntry
+	ArmPending   []inbox.ArmPendingEntry
+	PauseDue     []inbox.PauseDueEntry
+	Bindings     []inbox.BindingEntry
+	Installation inbox.InstallationState
+	// ValidUntil is the earliest time at which the passage of time alone
+	// could change the content (a back-off ending, a pause window
+	// opening); zero if none.
+	ValidUntil time.Time `json:"-"`
+	// Version numbers the contents a Builder produced: equal (and
+	// non-zero) only when nothing in them can differ, so the publisher
+	// need not encode them to compare.
+	Version uint64 `json:"-"`
+}
+
+// Build computes the content of a publication for the installation's
+// bridge thread at now, from scratch. ok is false when there is nothing
+// to publish: no installation state, or no bridge thread selected yet.
+// It reads only.
+func Build(s engine.Snapshot, cfg command.DeliveryConfig, now time.Time, fps Fingerprints) (c Content, ok bool, err error) {
+	b := &Builder{Config: cfg, Fingerprints: fps}
+	c, ok, err = b.Build(s, now, nil)
+	c.Version = 0 // one build: nothing to compare with
+	return c, ok, err
+}
+
+// Changes are the streams the log appended to after Since, up to and
+// including seq Upto.
+type Changes struct {
+	Since, Upto uint64
+	Streams     []events.StreamID
+}
+
+// Builder builds publication contents incrementally. It keeps each
+// Desktop thread's part of the content (its ready or arm-pending entry
+// and binding) and, given the streams appended to since its last build,
+// reads again only the threads whose attempt, batch or binding changed:
+// a publication after one event costs a few reads, not one per thread. A
+// change of the installation state, a time a part was waiting for, or
+// changes it cannot place make it build from scratch.
+type Builder struct {
+	Config       command.DeliveryConfig
+	Fingerprints Fingerprints
+
+	head    uint64 // the log seq the parts reflect; 0 for none
+	instVer uint64 // the installation state's version then
+	bridge  string
+	valid   time.Time // the earliest wake of a part, zero for none
+	parts   map[string]part
+	owner   map[events.StreamID]string // attempt, batch and binding streams -> thread
+
+	version  uint64   // of the last content assembled
+	last     *Content // that content
+	lastSeq  []string // the threads of its ready and arm-pending entries, in order
+	rebuilds bool     // this build read some thread again or started over
+}
+
+// part is one thread's share of the content.
+type part struct {
+	ready      *inbox.ReadyEntry
+	armPending *inbox.ArmPendingEntry
+	binding    *aggregate.Binding
+	wake       time.Time
+}
+
+// Since returns the log seq the builder's parts reflect (0: none), from
+// which the caller collects the Changes of the next build.
+func (b *Builder) Since() uint64 { return b.head }
+
+// Build computes the content at now from snapshot s. With ch (the
+// streams appended to since Since, up to s's checkpoint) it reads only
+// the threads they touch; with ch nil it starts over.
+func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Content, ok bool, err error) {
+	inst, err := command.Installation(s)
+	if err != nil || inst == nil || inst.BridgeThreadID == "" {
+		b.head, b.last = 0, nil
+		return c, false, err
+	}
+	c.Bridge = inst.BridgeThreadID
+	observed := b.Fingerprints[inst.ReadTransport]
+	c.Installation = inbox.InstallationState{
+		ReadTransport: inst.ReadTransport, ReadTransportGeneration: inst.ReadTransportGeneration,
+		ReadTransportCapability: inst.ReadTransportCapability, ArtifactReadCapability: inst.ArtifactReadCapability,
+		WritebackCapability: inst.WritebackCapability, ValidationFingerprint: inst.ValidationFingerprint,
+		UpdatedByBootstrapOrRepair: inst.UpdatedBy, ObservedValidationFingerprint: observed,
+		AutomaticContinuation: inst.ReadTransportCapability == command.CapValidated &&
+			inst.WritebackCapability == command.CapValidated && observed == inst.ValidationFingerprint,
+	}
+	if !inst.ValidatedAt.IsZero() {
+		at := inst.ValidatedAt
+		c.Installation.ValidatedAt = &at
+	}
+	threads, err := command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope(c.Bridge))
+	if err != nil {
+		b.head = 0
+		return c, false, err
+	}
+	incremental := ch != nil && b.head != 0 && ch.Since == b.head && inst.Version == b.instVer && inst.BridgeThreadID == b.bridge &&
+		(b.valid.IsZero() || now.Before(b.valid)) && len(b.owner) < 4*(len(threads)+1024)
+	b.rebuilds = !incremental
+	if incremental {
+		dirty := map[string]bool{}
+		for _, sid := range ch.Streams {
+			switch sid.Kind {
+			case events.KindAttempt, events.KindBatch, events.KindBinding:
+				th, known := b.owner[sid]
+				if !known {
+					if th, err = threadOf(s, sid); err != nil {
+						b.head = 0
+						return c, false, err
+					}
+					b.owner[sid] = th
+				}
+				if th != "" {
+					dirty[th] = true
+				}
+			}
+		}
+		b.rebuilds = len(dirty) > 0
+		for th := range dirty {
+			if err := b.place(s, now, th, inst, observed); err != nil {
+				b.head = 0
+				return c, false, err
+			}
+		}
+	} else {
+		b.parts, b.owner = map[string]part{}, map[events.StreamID]string{}
+		for _, th := range threads {
+			if err := b.place(s, now, th, inst, observed); err != nil {
+				b.head = 0
+				return c, false, err
+			}
+		}
+	}
+	b.head, b.instVer, b.bridge = s.Checkpoint(), inst.Version, inst.BridgeThreadID
+	if ch != nil && ch.Upto > b.head {
+		b.head = ch.Upto
+	}
+
+	wake := func(t time.Time) {
+		if !t.IsZero() && t.After(now) && (c.ValidUntil.IsZero() || t.Before(c.ValidUntil)) {
+			c.ValidUntil = t
+		}
+	}
+	bindings := map[string]*aggregate.Binding{}
+	var seq []string
+	for _, th := range threads {
+		p, ok := b.parts[th]
+		if !ok {
+			continue
+		}
+		wake(p.wake)
+		switch {
+		case p.ready != nil:
+			c.Ready = append(c.Ready, *p.ready)
+			bindings[th] = p.binding
+			seq = append(seq, th)
+		case p.armPending != nil:
+			c.ArmPending = append(c.ArmPending, *p.armPending)
+			bindings[th] = p.binding
+			seq = append(seq, th)
+		}
+	}
+	b.valid = c.ValidUntil
+
+	// Bindings armed for a generation not yet quiesced are few: read
+	// afresh every time.
+	for _, r := range s.Scan(index.BindingUnquiesced, "") {
+		st, err := s.State(events.KindBinding, r.ID)
+		if err != nil {
+			return c, false, err
+		}
+		bd, ok := st.(*aggregate.Binding)
+		if !ok || !bd.Unquiesced() || !command.ServesBridge(bd, c.Bridge) {
+			continue
+		}
+		if now.Before(bd.PauseNotBefore) {
+			wake(bd.PauseNotBefore)
+			continue
+		}
+		wake(bd.PauseDeadline)
+		bindings[bd.SourceThreadID] = bd
+		c.PauseDue = append(c.PauseDue, inbox.PauseDueEntry{SourceThreadID: bd.SourceThreadID, BindingID: bd.ID,
+			BindingState: bd.Status, CallerAutomationID: bd.CallerAutomationID, ArmedGeneration: bd.ArmedGeneration,
+			PauseNotBefore: bd.PauseNotBefore, PauseDeadline: bd.PauseDeadline,
+			Overdue: !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline)})
+	}
+	// The bridge's reconciliation handles every binding past its pause
+	// deadline first.
+	slices.SortStableFunc(c.PauseDue, func(a, b inbox.PauseDueEntry) int {
+		if a.Overdue != b.Overdue {
+			if a.Overdue {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.PauseDeadline.Compare(b.PauseDeadline), cmp.Compare(a.SourceThreadID, b.SourceThreadID))
+	})
+
+	// Nothing read again, the same threads in the same order, the same
+	// pause-due bindings: the content is the last one, already assembled.
+	if !b.rebuilds && b.last != nil && slices.Equal(seq, b.lastSeq) && slices.Equal(c.PauseDue, b.last.PauseDue) {
+		last := *b.last
+		last.ValidUntil = c.ValidUntil
+		return last, true, nil
+	}
+	for th, bd := range bindings {
+		e := inbox.BindingEntry{SourceThreadID: th, BindingID: bd.ID, BindingState: bd.Status,
+			CallerAutomationID: bd.CallerAutomationID, BridgeThreadID: bd.BridgeThreadID,
+			ReadTransport: bd.Mirror.ReadTransport, ReadTransportGeneration: bd.Mirror.ReadTransportGeneration,
+			ValidationFingerprint: bd.Mirror.ValidationFingerprint, ArmedGeneration: bd.ArmedGeneration}
+		if !bd.ArmedGenerationQuiesced.IsZero() {
+			at := bd.ArmedGenerationQuiesced
+			e.ArmedGenerationQuiescedAt = &at
+		}
+		c.Bindings = append(c.Bindings, e)
+	}
+	// The bindings of the ready threads first, in the ready order, so a
+	// claim finds the first ready thread's binding first; the rest by
+	// thread.
+	rank := make(map[string]int, len(c.Ready))
+	for i, e := range c.Ready {
+		rank[e.SourceThreadID] = i
+	}
+	slices.SortFunc(c.Bindings, func(a, b inbox.BindingEntry) int {
+		ra, oka := rank[a.SourceThreadID]
+		rb, okb := rank[b.SourceThreadID]
+		switch {
+		case oka && okb:
+			return cmp.Compare(ra, rb)
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.SourceThreadID, b.SourceThreadID)
+	})
+	b.version++
+	c.Version, b.lastSeq = b.version, seq
+	b.last = &c
+	return c, true, nil
+}
+
+// place reads one thread again and keeps its part: a ready entry when
+// its head's attempt is prepared and every gate lets it through, an
+// arm-pending entry when the bridge marked its attempt arm_pending, or
+// none. Each state is read once; this runs for every changed thread.
+func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggregate.Installation, observed string) error {
+	delete(b.parts, th)
+	a, err := liveAttempt(s, th)
+	if err != nil || a == nil {
+		return err
+	}
+	b.owner[events.StreamID{Kind: events.KindAttempt, ID: a.ID}] = th
+	if a.Status != "prepared" && a.Status != "arm_pending" {
+		return nil
+	}
+	bd, err := command.BindingOf(s, th)
+	if err != nil || bd == nil {
+		return err
+	}
+	b.owner[events.StreamID{Kind: events.KindBinding, ID: bd.ID}] = th
+	if !command.ServesBridge(bd, inst.BridgeThreadID) {
+		return nil
+	}
+	st, err := s.State(events.KindBatch, a.BatchID)
+	if err != nil {
+		return err
+	}
+	bt, ok := st.(*aggregate.Batch)
+	if !ok || bt.TargetKind != command.TargetDesktop || !bt.Open() || bt.HeadAttemptID != a.ID {
+		return nil
+	}
+	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th
+	if a.Status == "arm_pending" {
+		b.parts[th] = part{binding: bd, armPending: &inbox.ArmPendingEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
+			Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, CallerAutomationID: bd.CallerAutomationID,
+			BridgeRequestID: a.BridgeRequestID, ArmPendingSince: a.ArmPendingSince, ArmPendingDeadline: a.ArmPendingDeadline,
+			BridgeArmLeaseDeadline: a.BridgeArmLeaseDeadline}}
+		return nil
+	}
+	if reason, at := b.Config.BatchHold(bt, now); reason != "" {
+		b.parts[th] = part{wake: at}
+		return nil
+	}
+	g := command.DesktopGateOf(now, bt, bd, inst, observed)
+	if !g.OK {
+		b.parts[th] = part{wake: g.Wake}
+		return nil
+	}
+	b.parts[th] = part{binding: bd, wake: g.Wake, ready: &inbox.ReadyEntry{SourceThreadID: th, BatchID: a.BatchID,
+		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, SnapshotPath: inbox.ByThreadPath(th),
+		RequiresArtifactRead: bt.RequiresArtifactRead}}
+	return nil
+}
+
+// threadOf returns the thread of an attempt, batch or binding stream.
+func threadOf(s engine.Reader, sid events.StreamID) (string, error) {
+	st, err := s.State(sid.Kind, sid.ID)
+	switch v := st.(type) {
+	case *aggregate.Attempt:
+		return v.SourceThreadID, err
+	case *aggregate.Batch:
+		return v.SourceThreadID, err
+	case *aggregate.Binding:
+		return v.SourceThreadID, err
+	}
+	return "", err
+}
+
+// liveAttempt returns the thread's non-terminal attempt, if any.
+func liveAttempt(s engine.Reader, thread string) (*aggregate.Attempt, error) {
+	refs := s.Lookup(index.ThreadLive, thread)
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	st, err := s.State(events.KindAttempt, refs[0].ID)
+	if a, ok := st.(*aggregate.Attempt); ok {
+		return a, err
+	}
+	return nil, err
+}

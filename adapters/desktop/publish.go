@@ -1,0 +1,343 @@
+package desktop
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Publisher writes the Desktop snapshots: a file projection of the log
+// with its own checkpoint, the manifest. A publication writes a new
+// revision's files into snapshots/<revision>/ (each through a temp file,
+// fsynced and renamed, the directory fsynced), then replaces the manifest
+// the same way, last. Files of a revision never change afterwards. An
+// unchanged log (and nothing fallen due) reuses the revision; a superseded
+// revision is removed once it has been superseded for Retention, so a
+// reader that read the manifest just before can still read its files.
+//
+// The publisher keeps its checkpoint only in the manifest and in memory:
+// after a restart, or with the inbox deleted, the first publication
+// writes everything again.
+type Publisher struct {
+	Dir string // $CBTH_HOME/inbox
+	// MaxAge is how long a manifest counts as fresh after the daemon last
+	// confirmed it (fresh_until); Interval how often the daemon confirms.
+	MaxAge, Interval, Retention time.Duration
+	Log                         *slog.Logger
+	// NoSync skips the fsyncs: for tests that must not wait on the disk.
+	NoSync bool
+
+	mu  sync.Mutex
+	cur published
+	// superseded records when each older revision stopped being current.
+	superseded map[uint64]time.Time
+	loaded     bool
+	maxRev     uint64
+	latestInst []byte // the installation state last written beside the manifest
+}
+
+// published is the revision in force and what it was built from.
+type published struct {
+	manifest inbox.Manifest
+	hash     [32]byte
+	head     uint64    // the log head its content reflects
+	valid    time.Time // content.ValidUntil
+	version  uint64    // content.Version
+}
+
+// Publication is the outcome of Publish.
+type Publication struct {
+	// Outcome is "published" (a new revision), "confirmed" (the manifest
+	// rewritten with a new published_at), "unchanged" (nothing written)
+	// or "none" (nothing to publish: no installation or bridge yet).
+	Outcome      string
+	Manifest     inbox.Manifest
+	ManifestPath string
+}
+
+// Current reports whether a publication at log head and now would find
+// nothing to do: the same head, nothing fallen due, the manifest
+// confirmed within Interval. The daemon calls it before building.
+func (p *Publisher) Current(head uint64, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.cur
+	return c.manifest.SnapshotRevision > 0 && c.head == head && (c.valid.IsZero() || now.Before(c.valid)) &&
+		now.Before(c.manifest.PublishedAt.Add(p.Interval))
+}
+
+// Publish publishes content built at log head and now. confirm rewrites
+// the manifest with published_at = now even when the content is that of
+// the revision in force (bridge-preflight and the periodic confirmation).
+func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool) (Publication, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.loaded {
+		if err := p.load(); err != nil {
+			return Publication{}, err
+		}
+	}
+	cur := &p.cur
+	if c.Version != 0 && c.Version == cur.version && c.Bridge == cur.manifest.BridgeThreadID && p.intact() {
+		// The builder says nothing changed since the content in force.
+		return p.same(c, head, now, confirm, cur.hash)
+	}
+	// Each part is encoded once: for the comparison with the revision in
+	// force and, if it differs, for the files.
+	var parts [5][]byte
+	for i, v := range []any{nonNil(c.Ready), nonNil(c.ArmPending), nonNil(c.PauseDue), nonNil(c.Bindings), c.Installation} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode snapshot content")
+		}
+		parts[i] = b
+	}
+	h := sha256.New()
+	h.Write([]byte(c.Bridge))
+	for _, b := range parts {
+		h.Write([]byte{0})
+		h.Write(b)
+	}
+	var hash [32]byte
+	h.Sum(hash[:0])
+	if cur.manifest.SnapshotRevision > 0 && cur.hash == hash && p.intact() {
+		return p.same(c, head, now, confirm, hash)
+	}
+
+	rev := p.maxRev + 1
+	hdr := func(kind string) inbox.Header {
+		return inbox.Header{SchemaVersion: inbox.SchemaVersion, Kind: kind, SnapshotRevision: rev, BridgeThreadID: c.Bridge, CreatedAt: now}
+	}
+	files := inbox.RevisionFiles(rev)
+	type doc struct {
+		inbox.Header
+		Entries json.RawMessage `json:"entries"`
+	}
+	inst := c.Installation
+	inst.Header = hdr(inbox.KindInstallation)
+	docs := []struct {
+		rel string
+		v   any
+	}{
+		{files.ReadyThreads, doc{hdr(inbox.KindReadyThreads), parts[0]}},
+		{files.ArmPendingBindings, doc{hdr(inbox.KindArmPending), parts[1]}},
+		{files.PauseDueBindings, doc{hdr(inbox.KindPauseDue), parts[2]}},
+		{files.Bindings, doc{hdr(inbox.KindBindings), parts[3]}},
+		{files.InstallationState, inst},
+	}
+	dir := filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))
+	if err := home.EnsureDir(dir); err != nil {
+		return Publication{}, err
+	}
+	var instFile []byte
+	for _, d := range docs {
+		b, err := json.Marshal(d.v)
+		if err != nil {
+			return Publication{}, errs.Wrap(errs.EINTERNAL, err, "encode %s", d.rel)
+		}
+		b = append(b, '\n')
+		instFile = b // the last one
+		if err := p.writeFile(filepath.Join(p.Dir, d.rel), b); err != nil {
+			return Publication{}, err
+		}
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := p.syncDir(d); err != nil {
+			return Publication{}, err
+		}
+	}
+	m := inbox.Manifest{Header: hdr(inbox.KindManifest), PublishedAt: now, FreshUntil: now.Add(p.MaxAge), LogSeq: head, Files: files}
+	if err := p.writeManifest(m); err != nil {
+		return Publication{}, err
+	}
+	// The latest installation state beside the manifest is a convenience
+	// for people, written when it changed; readers trust the revision's
+	// copy.
+	if latest := filepath.Join(p.Dir, inbox.LatestInstallationName); !bytes.Equal(parts[4], p.latestInst) || !exists(latest) {
+		if err := p.writeAtomic(latest, instFile); err != nil {
+			p.Log.Warn("write the latest installation state copy", "err", err)
+		} else {
+			p.latestInst = parts[4]
+		}
+	}
+	if old := cur.manifest.SnapshotRevision; old > 0 {
+		p.superseded[old] = now
+	}
+	*cur = published{manifest: m, hash: hash, head: head, valid: c.ValidUntil, version: c.Version}
+	p.maxRev = rev
+	p.prune(now)
+	return p.result("published"), nil
+}
+
+// same keeps the revision in force for content c equal to its own:
+// nothing written, unless confirm or snapshot_interval asks for a new
+// published_at in the manifest.
+func (p *Publisher) same(c Content, head uint64, now time.Time, confirm bool, hash [32]byte) (Publication, error) {
+	cur := &p.cur
+	cur.head, cur.valid, cur.version, cur.hash = head, c.ValidUntil, c.Version, hash
+	if !confirm && now.Before(cur.manifest.PublishedAt.Add(p.Interval)) {
+		return p.result("unchanged"), nil
+	}
+	m := cur.manifest
+	m.PublishedAt, m.FreshUntil, m.LogSeq = now, now.Add(p.MaxAge), head
+	if err := p.writeManifest(m); err != nil {
+		return Publication{}, err
+	}
+	cur.manifest = m
+	return p.result("confirmed"), nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (p *Publisher) result(outcome string) Publication {
+	return Publication{Outcome: outcome, Manifest: p.cur.manifest, ManifestPath: filepath.Join(p.Dir, inbox.ManifestName)}
+}
+
+// load finds where the last daemon left off: the manifest in force and the
+// highest revision ever written, so a revision number is never reused. A
+// revision left behind counts as superseded now.
+func (p *Publisher) load() error {
+	p.superseded = map[uint64]time.Time{}
+	if err := home.EnsureDir(filepath.Join(p.Dir, inbox.SnapshotsDir)); err != nil {
+		return err
+	}
+	var m inbox.Manifest
+	if b, err := os.ReadFile(filepath.Join(p.Dir, inbox.ManifestName)); err == nil && json.Unmarshal(b, &m) == nil {
+		p.maxRev = m.SnapshotRevision
+	}
+	for _, rev := range p.revisions() {
+		p.maxRev = max(p.maxRev, rev)
+	}
+	p.loaded = true
+	return nil
+}
+
+// revisions lists the revision directories present.
+func (p *Publisher) revisions() []uint64 {
+	ents, err := os.ReadDir(filepath.Join(p.Dir, inbox.SnapshotsDir))
+	if err != nil {
+		return nil
+	}
+	var out []uint64
+	for _, e := range ents {
+		if rev, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && e.IsDir() {
+			out = append(out, rev)
+		}
+	}
+	return out
+}
+
+// intact reports whether the revision in force is still on disk (someone
+// may have deleted the inbox under a running daemon).
+func (p *Publisher) intact() bool {
+	f := p.cur.manifest.Files
+	for _, rel := range []string{inbox.ManifestName, f.ReadyThreads, f.ArmPendingBindings, f.PauseDueBindings, f.Bindings, f.InstallationState} {
+		if _, err := os.Lstat(filepath.Join(p.Dir, rel)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Publisher) writeManifest(m inbox.Manifest) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "encode the manifest")
+	}
+	return p.writeAtomic(filepath.Join(p.Dir, inbox.ManifestName), append(b, '\n'))
+}
+
+// prune removes revisions superseded for longer than Retention, and any
+// directory left by a publication that never reached its manifest.
+func (p *Publisher) prune(now time.Time) {
+	cur := p.cur.manifest.SnapshotRevision
+	for _, rev := range p.revisions() {
+		if rev == cur {
+			continue
+		}
+		at, ok := p.superseded[rev]
+		if !ok {
+			p.superseded[rev], at = now, now
+		}
+		if now.Sub(at) < p.Retention {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))); err != nil {
+			p.Log.Warn("prune snapshot revision", "revision", rev, "err", err)
+			continue
+		}
+		delete(p.superseded, rev)
+	}
+}
+
+// writeAtomic replaces path with data, durably: the file through a
+// temp file, then its directory.
+func (p *Publisher) writeAtomic(path string, data []byte) error {
+	if err := p.writeFile(path, data); err != nil {
+		return err
+	}
+	return p.syncDir(filepath.Dir(path))
+}
+
+func (p *Publisher) syncDir(dir string) error {
+	if p.NoSync {
+		return nil
+	}
+	if err := home.SyncDir(dir); err != nil {
+		return errs.IO(err, "sync %s", dir)
+	}
+	return nil
+}
+
+// writeFile writes data to path through a 0600 temp file in the same
+// directory: write, fsync, rename. The caller fsyncs the directory once
+// for all its files.
+func (p *Publisher) writeFile(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return errs.IO(err, "write %s", path)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Chmod(home.FileMode); err != nil {
+		f.Close()
+		return errs.IO(err, "write %s", path)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return errs.IO(err, "write %s", path)
+	}
+	if !p.NoSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return errs.IO(err, "sync %s", path)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return errs.IO(err, "close %s", path)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errs.IO(err, "rename %s", path)
+	}
+	return nil
+}

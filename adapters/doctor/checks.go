@@ -1,0 +1,466 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Env is what the checks look at.
+type Env struct {
+	Home      home.Home
+	CtxRoot   string
+	Getenv    func(string) string
+	LookupEnv func(string) (string, bool)
+	// Executable is this binary: the runner and the provider helper are
+	// looked for beside it first.
+	Executable string
+	Version    string
+	Proto      int
+	UID        int
+
+	// status is the daemon's, when one of this protocol answered.
+	status *api.Status
+}
+
+func checkHome(_ context.Context, e *Env) []Finding {
+	root := e.Home.Root
+	fi, err := os.Lstat(root)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return one("", OK, root+" does not exist yet: the first cbth command creates it, private to you (0700)", "")
+	case err != nil:
+		return one("", Fail, err.Error(), "check that "+root+" is readable by you")
+	case !fi.IsDir():
+		return one("", Fail, root+" is not a directory", "move it away; cbth creates its home as a directory")
+	}
+	if uid, ok := owner(fi); ok && uid != e.UID {
+		return one("", Fail, fmt.Sprintf("%s is owned by uid %d, not by you (uid %d): cbth refuses a home another user controls", root, uid, e.UID),
+			"use a home of your own: set CBTH_HOME, or move "+root+" away")
+	}
+	if p := fi.Mode().Perm(); p != home.DirMode {
+		return one("", Fail, fmt.Sprintf("%s has mode %04o; it must be 0700 so no other user can reach the log, socket or results", root, p),
+			"chmod 700 "+quote(root))
+	}
+	return one("", OK, root+" is a directory private to you (0700)", "")
+}
+
+// checkPermissions walks the home: nothing in it may be open to group or
+// others, and everything must be yours.
+func checkPermissions(ctx context.Context, e *Env) []Finding {
+	root := e.Home.Root
+	if _, err := os.Lstat(root); err != nil {
+		return one("", Skip, "no home yet", "")
+	}
+	var open, foreign []string
+	n := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			open = append(open, p+" (unreadable: "+err.Error()+")")
+			return nil
+		}
+		if n++; n > 200_000 || ctx.Err() != nil {
+			return filepath.SkipAll
+		}
+		if p == root || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if uid, ok := owner(fi); ok && uid != e.UID {
+			foreign = append(foreign, fmt.Sprintf("%s (uid %d)", p, uid))
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			open = append(open, fmt.Sprintf("%s (%04o)", p, fi.Mode().Perm()))
+		}
+		return nil
+	})
+	if err != nil {
+		return one("", Fail, err.Error(), "check that "+root+" is readable by you")
+	}
+	var out []Finding
+	if len(foreign) > 0 {
+		out = append(out, Finding{State: Fail, Detail: fmt.Sprintf("%d entries belong to another user: %s", len(foreign), list(foreign)),
+			Fix: "chown -R $(id -u) " + quote(root) + " (as root), or remove them"})
+	}
+	if len(open) > 0 {
+		out = append(out, Finding{State: Fail, Detail: fmt.Sprintf("%d entries are open to group or others: %s", len(open), list(open)),
+			Fix: "chmod -R go-rwx " + quote(root)})
+	}
+	if out == nil {
+		out = one("", OK, fmt.Sprintf("%d entries, all yours and private", n-1), "")
+	}
+	return out
+}
+
+func checkConfig(_ context.Context, e *Env) []Finding {
+	path := e.Home.Config()
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return one("", OK, "no config.toml: the built-in defaults apply", "")
+	}
+	if _, err := e.Home.LoadConfig(e.Getenv); err != nil {
+		return one("", Fail, err.Error(), "edit "+quote(path)+" (the keys are in README.md and spec/cli.md); the daemon will not start until it loads")
+	}
+	return one("", OK, path+" loads", "")
+}
+
+// checkDaemon tells a live daemon from a dead one: the lock is held for
+// exactly as long as the daemon lives, the socket file may outlive it.
+func checkDaemon(_ context.Context, e *Env) []Finding {
+	h := e.Home
+	_, serr := os.Lstat(h.Socket())
+	if !h.DaemonRunning() {
+		if serr == nil {
+			return one("", Fail, "a socket is left at "+h.Socket()+" but no daemon holds the home: the daemon died without stopping (crashed or killed)",
+				"cbth daemon restart: a new daemon replaces the socket, replays the log and fails closed any task the dead one left running")
+		}
+		return one("", OK, "not running; the first cbth command starts it", "")
+	}
+	c, err := ipc.Dial(h.Socket(), e.Version)
+	if err != nil {
+		return one("", Fail, fmt.Sprintf("a daemon holds the home but does not answer on %s: %v", h.Socket(), err),
+			"cbth daemon restart (it signals the daemon and starts a new one)")
+	}
+	defer c.Close()
+	st, err := api.DaemonStatus.Call(c, api.Empty{})
+	if err != nil {
+		if errs.CodeOf(err) == errs.EVERSION {
+			return one("", Fail, fmt.Sprintf("the daemon is cbth %s (protocol %d); this cbth is %s (protocol %d) and cannot use it", c.DaemonVersion, c.DaemonProto, e.Version, e.Proto),
+				"cbth daemon restart: hands the home over to this version without losing work")
+		}
+		return one("", Fail, "the daemon does not answer its status: "+err.Error(), "cbth daemon restart")
+	}
+	detail := fmt.Sprintf("pid %d, cbth %s (protocol %d), up %s, log head seq %d, projections %d behind, %d tasks running",
+		st.PID, st.Version, st.Protocol, (time.Duration(st.UptimeSeconds) * time.Second).String(), st.LogHeadSeq, st.ProjectionLag, st.RunningTasks)
+	if st.Protocol != e.Proto {
+		return one("", Fail, detail+"; this cbth speaks protocol "+fmt.Sprint(e.Proto), "cbth daemon restart")
+	}
+	e.status = &st
+	if st.Version != e.Version {
+		return one("", Warn, detail+"; this cbth is "+e.Version, "cbth daemon restart, to run this version's daemon")
+	}
+	return one("", OK, detail, "")
+}
+
+// checkLog verifies the log: through the daemon when one of this
+// protocol runs, else by opening the file read-only.
+func checkLog(ctx context.Context, e *Env) []Finding {
+	db := e.Home.DB()
+	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+		return one("", OK, "no log yet", "")
+	}
+	var rep engine.Report
+	var err error
+	switch {
+	case e.status != nil:
+		var c *ipc.Client
+		if c, err = ipc.Dial(e.Home.Socket(), e.Version); err == nil {
+			rep, err = api.EventsVerify.Call(c, api.Empty{})
+			c.Close()
+		}
+	case e.Home.DaemonRunning():
+		return one("", Skip, "a daemon holds the log but cannot be asked to verify it (see the daemon check)", "")
+	default:
+		rep, err = engine.VerifyFile(ctx, db, 2*time.Second)
+	}
+	if err != nil {
+		return one("", Fail, "cannot verify the log: "+err.Error(), "cbth events verify, for the full error; see spec/engine.md")
+	}
+	if !rep.OK() {
+		p := rep.Problems[0]
+		return one("", Fail, fmt.Sprintf("%d problems in %d events; the first: seq %d %s %s", len(rep.Problems), rep.Events, p.Seq, p.Code, p.Message),
+			"cbth events verify lists them all; spec/engine.md says what each means")
+	}
+	return one("", OK, fmt.Sprintf("%d events, head seq %d: hash chain, transitions and projections verify", rep.Events, rep.Head), "")
+}
+
+// checkRunner checks the CortexFS runner: present where cbth looks for it,
+// and named by every object's #! line as an executable file.
+func checkRunner(ctx context.Context, e *Env) []Finding {
+	const install = "cbth install --prefix ~/.local (cbth, ctx and " + runner.ProgramName + " in ~/.local/bin)"
+	run := findBeside(e, runner.ProgramName)
+	objs, bad, err := shebangs(ctx, e.CtxRoot)
+	switch {
+	case err != nil:
+		return one("", Fail, "cannot read the object tree "+e.CtxRoot+": "+err.Error(), "check "+quote(e.CtxRoot))
+	case len(bad) > 0:
+		paths := slices.Sorted(maps.Keys(bad))
+		return one("", Fail, fmt.Sprintf("%d of %d objects in %s name a runner in their #! line that is missing or not executable: %s",
+			sum(bad), objs, e.CtxRoot, strings.Join(paths, ", ")),
+			install+"; or rewrite the objects' #! lines with cbth ctx init --runner PATH")
+	case objs == 0 && run == "":
+		return one("", Warn, "no "+runner.ProgramName+" beside cbth or on PATH, and no object tree yet", install)
+	case objs == 0:
+		return one("", OK, "runner "+run+"; no object tree yet (cbth ctx init creates it)", "")
+	}
+	return one("", OK, fmt.Sprintf("%d objects in %s, each naming an executable runner", objs, e.CtxRoot), "")
+}
+
+// shebangs reads the #! line of every object file of a tree: how many
+// there are, and how many name each runner that cannot run.
+func shebangs(ctx context.Context, root string) (int, map[string]int, error) {
+	bad := map[string]int{}
+	n := 0
+	for _, kind := range []string{object.KindModel, object.KindAgent, object.KindTool} {
+		dir := filepath.Join(root, kind)
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					return nil
+				}
+				return err
+			}
+			if ctx.Err() != nil {
+				return filepath.SkipAll
+			}
+			if d.IsDir() && strings.HasSuffix(d.Name(), ".d") {
+				return filepath.SkipDir
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			line, err := firstLine(p)
+			if err != nil || !strings.HasPrefix(line, "#!") {
+				return nil
+			}
+			n++
+			if f := strings.Fields(line[2:]); len(f) == 0 || !executable(f[0]) {
+				bad[strings.Join(f, " ")]++
+			}
+			return nil
+		})
+		if err != nil {
+			return n, bad, err
+		}
+	}
+	return n, bad, nil
+}
+
+func firstLine(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 512)
+	line, err := r.ReadString('\n')
+	if err != nil && line == "" {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// networkModels lists the tree's models that run through a network
+// driver, and the credential each one's provider is read from.
+func networkModels(root string) ([]object.Object, error) {
+	if _, err := os.Stat(filepath.Join(root, object.KindModel)); errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	set, err := tree.Load(root)
+	if err != nil {
+		return nil, err
+	}
+	var out []object.Object
+	for _, o := range set.Objects {
+		if o.Kind != object.KindModel {
+			continue
+		}
+		for _, list := range o.Driver {
+			if slices.ContainsFunc(list, func(d string) bool { return slices.Contains(provider.Names, d) }) {
+				out = append(out, o)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func checkProviders(_ context.Context, e *Env) []Finding {
+	models, err := networkModels(e.CtxRoot)
+	if err != nil {
+		return one("", Fail, "cannot read the object tree: "+err.Error(), "check "+quote(e.CtxRoot))
+	}
+	p, err := e.locator().Locate()
+	switch {
+	case err == nil:
+		return one("", OK, provider.HelperName+" at "+p, "")
+	case len(models) == 0:
+		return one("", OK, provider.HelperName+" is not installed; only network models need it, and none is configured", "")
+	}
+	return one("", Fail, fmt.Sprintf("%d network models are configured but %v", len(models), err),
+		"cbth install --prefix DIR puts it beside cbth; or go build -o \"$(dirname \"$(command -v cbth)\")/"+provider.HelperName+"\" ./cmd/"+provider.HelperName)
+}
+
+// checkCredentials asks the provider helper, which resolves credentials
+// for every model call (the keychain client lives there, not in cbth),
+// where each configured provider's credential is. It is never shown.
+func checkCredentials(ctx context.Context, e *Env) []Finding {
+	models, err := networkModels(e.CtxRoot)
+	if err != nil {
+		return one("", Skip, "cannot read the object tree: "+err.Error(), "")
+	}
+	if len(models) == 0 {
+		return one("", OK, "no network model is configured, so no credential is needed", "")
+	}
+	helper, err := e.locator().Locate()
+	if err != nil {
+		return one("", Skip, provider.HelperName+" reads the credentials and is not installed (see the providers check)", "")
+	}
+	seen := map[string]bool{}
+	var out []Finding
+	for _, o := range models {
+		id, err := name.ParseModel(o.Path)
+		if err != nil {
+			continue
+		}
+		args := []string{"--check-credential", id.Provider}
+		for _, kv := range o.Defaults {
+			if kv.Key == "api_key_env" && kv.Value != "" {
+				args = append(args, kv.Value)
+			}
+		}
+		if key := strings.Join(args, "\x00"); seen[key] {
+			continue
+		} else {
+			seen[key] = true
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cmd := exec.CommandContext(cctx, helper, args...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err = cmd.Run()
+		cancel()
+		f := Finding{ID: "credentials." + id.Provider}
+		if err != nil {
+			f.State, f.Detail = Fail, strings.TrimSpace(stderr.String())
+			if f.Detail == "" {
+				f.Detail = err.Error()
+			}
+			f.Fix = "set the variable it names where cbth runs, or add the keychain item it names (spec/cortexfs.md, Credentials)"
+		} else {
+			f.State, f.Detail = OK, "found for "+id.Provider+" in "+strings.TrimSpace(stdout.String())+" (not shown)"
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// locator finds the provider helper as a model call does: $CBTH_PROVIDERS,
+// beside this binary, on PATH.
+func (e *Env) locator() provider.Locator {
+	return provider.Locator{LookupEnv: e.LookupEnv, Executable: func() (string, error) { return e.Executable, nil }, LookPath: lookPath(e)}
+}
+
+// findBeside looks for a program beside this binary, then on PATH.
+func findBeside(e *Env, prog string) string {
+	if e.Executable != "" {
+		if p := filepath.Join(filepath.Dir(e.Executable), prog); executable(p) {
+			return p
+		}
+	}
+	if p, err := lookPath(e)(prog); err == nil {
+		return p
+	}
+	return ""
+}
+
+// lookPath searches the PATH of e's environment.
+func lookPath(e *Env) func(string) (string, error) {
+	return func(prog string) (string, error) {
+		for _, dir := range filepath.SplitList(e.Getenv("PATH")) {
+			if p := filepath.Join(dir, prog); dir != "" && executable(p) {
+				return p, nil
+			}
+		}
+		return "", fs.ErrNotExist
+	}
+}
+
+func executable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+func owner(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+func list(items []string) string {
+	if len(items) > 5 {
+		return strings.Join(items[:5], ", ") + fmt.Sprintf(" and %d more", len(items)-5)
+	}
+	return strings.Join(items, ", ")
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// quote quotes a path for a shell command line.
+func quote(s string) string {
+	if !strings.ContainsAny(s, " \t\n'\"\\$`;&|<>()*?[]{}~#!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkCodex finds the Codex CLI the cli target runs (codex_binary, else
+// codex on PATH) and asks its version. Only the cli target needs it, so
+// its absence is a warning. The daemon proves the app-server's
+// capabilities itself when it starts it (adapters/codex/probe).
+func checkCodex(ctx context.Context, e *Env) []Finding {
+	bin := "codex"
+	if c, err := e.Home.LoadConfig(e.Getenv); err == nil && c.CodexBinary != "" {
+		bin = c.CodexBinary
+	}
+	path := bin
+	if !strings.Contains(bin, "/") {
+		p, err := lookPath(e)(bin)
+		if err != nil {
+			return one("", Warn, bin+" is not on PATH: the cli target (cbth cli run, jobs with --target cli) needs the Codex CLI",
+				"install it (npm install -g @openai/codex), or name it with codex_binary in "+quote(e.Home.Config()))
+		}
+		path = p
+	} else if !executable(bin) {
+		return one("", Fail, "codex_binary "+bin+" does not exist or is not executable", "fix codex_binary in "+quote(e.Home.Config()))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, path, "--version").Output()
+	f := strings.Fields(string(out))
+	if err != nil || len(f) == 0 {
+		return one("", Fail, fmt.Sprintf("%s --version failed: %v", path, err), "reinstall the Codex CLI, or name a working one with codex_binary")
+	}
+	return one("", OK, "codex "+f[len(f)-1]+" at "+path, "")
+}

@@ -1,0 +1,322 @@
+// Package task runs the commands of `cbth task run` for the daemon. Each
+// command leads its own process group; its stdout and stderr go through
+// one pipe into a capped spool file and an in-memory tail; stopping it
+// sends TERM to the group, then KILL after a grace period.
+//
+// Every process of a task inherits a lock file as descriptor 3, locked
+// by the daemon before the start. The lock is held for as long as any of
+// them lives, whatever becomes of the daemon, so a later daemon can tell
+// for certain whether a task it finds unfinished left processes behind,
+// and kill that group without risking a reused process id (Reap).
+package task
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// Spec is one command to run.
+type Spec struct {
+	Path string   // the program, absolute
+	Argv []string // argv[0] first
+	Dir  string
+	Env  []string
+	// Spool is the file the output is written to (created 0600, must
+	// not exist), Lock the task's lock file.
+	Spool, Lock string
+	SpoolMax    int64 // bytes kept in the spool; later output is counted only
+	TailMax     int   // bytes of the latest output kept in memory
+	Grace       time.Duration
+}
+
+// Output is what became of a task's output.
+type Output struct {
+	Bytes         int64 // everything the command wrote
+	Spooled       int64 // the part the spool kept (the first SpoolMax bytes)
+	Truncated     bool  // Bytes > Spooled
+	Tail          []byte
+	TailTruncated bool // the tail is not the whole output
+}
+
+// Exit is how a task's process ended.
+type Exit struct {
+	Code     int    // -1 when a signal ended it
+	Signal   string // "TERM", "KILL", ... when a signal ended it
+	Killed   bool   // Stop had to send KILL after the grace period
+	Duration time.Duration
+	Output   Output
+}
+
+// Process is a running task.
+type Process struct {
+	spec    Spec
+	cmd     *exec.Cmd
+	pid     int
+	lock    *os.File
+	out     *capture
+	started time.Time
+
+	done     chan struct{} // closed when Wait's result is ready
+	exit     Exit
+	stopOnce sync.Once
+	mu       sync.Mutex
+	killed   bool
+	exited   bool
+}
+
+// Start starts the command. On error nothing is left running and the
+// spool and lock files are removed.
+func Start(s Spec) (p *Process, err error) {
+	lock, err := os.OpenFile(s.Lock, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create lock: %w", err)
+	}
+	spool, err := os.OpenFile(s.Spool, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		lock.Close()
+		os.Remove(s.Lock)
+		return nil, fmt.Errorf("create spool: %w", err)
+	}
+	r, w, err := os.Pipe()
+	defer func() {
+		if err != nil {
+			r.Close()
+			w.Close()
+			spool.Close()
+			lock.Close()
+			os.Remove(s.Spool)
+			os.Remove(s.Lock)
+		}
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("pipe: %w", err)
+	}
+	if err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", s.Lock, err)
+	}
+	cmd := &exec.Cmd{Path: s.Path, Args: s.Argv, Dir: s.Dir, Env: s.Env, Stdout: w, Stderr: w,
+		ExtraFiles: []*os.File{lock}, SysProcAttr: groupAttr()}
+	if err = cmd.Start(); err != nil {
+		return nil, err
+	}
+	w.Close() // the children hold the write end; EOF comes when they are all gone
+	// The pid in the lock file is for a later daemon (Reap): the group
+	// to kill if the lock is still held.
+	_, _ = lock.WriteAt([]byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0)
+	p = &Process{spec: s, cmd: cmd, pid: cmd.Process.Pid, lock: lock, started: time.Now(), done: make(chan struct{}),
+		out: &capture{spool: spool, max: s.SpoolMax, tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax}}
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = io.Copy(p.out, r)
+	}()
+	go p.wait(r, drained)
+	return p, nil
+}
+
+// PID is the command's process id, which is also its process group id.
+func (p *Process) PID() int { return p.pid }
+
+// Done is closed when the task has ended and Wait returns at once.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Wait waits until the task has ended and its output is captured.
+func (p *Process) Wait() Exit {
+	<-p.done
+	return p.exit
+}
+
+// wait reaps the leader, then waits for the output pipe to close: other
+// processes of the group may still hold it. Those that outlive the
+// leader by a grace period are stopped like the task itself, and a
+// process that left the group cannot hold the spool open for ever: the
+// pipe is closed after a last grace period.
+func (p *Process) wait(r *os.File, drained <-chan struct{}) {
+	err := p.cmd.Wait()
+	p.mu.Lock()
+	p.exited = true
+	killed := p.killed
+	p.mu.Unlock()
+	x := Exit{Code: -1, Killed: killed, Duration: time.Since(p.started)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		x.Code = 0
+	case errors.As(err, &ee):
+		x.Code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			x.Code, x.Signal = -1, strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")
+		}
+	}
+	g := p.spec.Grace
+	select {
+	case <-drained:
+	case <-time.After(g):
+		_ = signalGroup(p.pid, syscall.SIGTERM)
+		select {
+		case <-drained:
+		case <-time.After(g):
+			_ = signalGroup(p.pid, syscall.SIGKILL)
+			select {
+			case <-drained:
+			case <-time.After(g):
+				r.Close()
+				<-drained
+			}
+		}
+	}
+	r.Close()
+	x.Output = p.out.close()
+	p.lock.Close()
+	os.Remove(p.spec.Lock)
+	p.exit = x
+	close(p.done)
+}
+
+// Stop sends TERM to the task's process group and, if the leader has not
+// exited after the grace period, KILL. It returns at once; only the
+// first call signals.
+func (p *Process) Stop() {
+	p.stopOnce.Do(func() {
+		_ = signalGroup(p.pid, syscall.SIGTERM)
+		go func() {
+			select {
+			case <-p.done:
+			case <-time.After(p.spec.Grace):
+				p.mu.Lock()
+				if !p.exited {
+					p.killed = true
+					_ = signalGroup(p.pid, syscall.SIGKILL)
+				}
+				p.mu.Unlock()
+			}
+		}()
+	})
+}
+
+// groupAttr makes the command the leader of a new process group, so one
+// signal reaches every process it starts (unless one moves itself out).
+func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// capture writes the output to the spool up to its cap and keeps the
+// latest tailMax bytes.
+type capture struct {
+	spool   *os.File
+	max     int64
+	n       int64
+	spooled int64
+	werr    error
+	tail    []byte
+	tailMax int
+}
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.n += int64(len(b))
+	if room := c.max - c.spooled; room > 0 && c.werr == nil {
+		w := b
+		if int64(len(w)) > room {
+			w = w[:room]
+		}
+		n, err := c.spool.Write(w)
+		c.spooled += int64(n)
+		// A full disk ends the spool, never the task: the output is
+		// still counted and its tail kept.
+		c.werr = err
+	}
+	if c.tailMax > 0 {
+		if len(b) >= c.tailMax {
+			c.tail = append(c.tail[:0], b[len(b)-c.tailMax:]...)
+		} else {
+			if over := len(c.tail) + len(b) - c.tailMax; over > 0 {
+				c.tail = append(c.tail[:0], c.tail[over:]...)
+			}
+			c.tail = append(c.tail, b...)
+		}
+	}
+	return len(b), nil
+}
+
+func (c *capture) close() Output {
+	_ = c.spool.Sync()
+	c.spool.Close()
+	return Output{Bytes: c.n, Spooled: c.spooled, Truncated: c.n > c.spooled, Tail: c.tail, TailTruncated: c.n > int64(len(c.tail))}
+}
+
+// TailText renders an output tail as text for the log: the bytes cut to
+// a character boundary at the start and invalid UTF-8 replaced, so the
+// recorded text never changes when re-encoded.
+func TailText(b []byte) string {
+	i := 0
+	for i < len(b) && i < utf8.UTFMax && !utf8.RuneStart(b[i]) {
+		i++
+	}
+	return strings.ToValidUTF8(string(b[i:]), "\uFFFD")
+}
+
+// ReadTail returns the last n bytes of a spool file and its size.
+func ReadTail(path string, n int64) ([]byte, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	size := fi.Size()
+	from := max(size-n, 0)
+	b := make([]byte, size-from)
+	_, err = f.ReadAt(b, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, size, err
+	}
+	return b, size, nil
+}
+
+// Reap ends what is left of a task whose daemon died: if any process of
+// the task still holds its lock file, its process group gets TERM, then
+// KILL after the grace period. It reports whether processes were left.
+// A missing lock file means the task never started.
+func Reap(lockPath string, grace time.Duration) (left bool, err error) {
+	f, err := os.OpenFile(lockPath, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	free := func() bool { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil }
+	if free() {
+		return false, nil
+	}
+	b := make([]byte, 32)
+	n, _ := f.ReadAt(b, 0)
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	if err != nil || pgid <= 1 {
+		return true, fmt.Errorf("lock %s is held but names no process group", lockPath)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		_ = signalGroup(pgid, sig)
+		for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if free() {
+				return true, nil
+			}
+		}
+	}
+	// A process that left the group and kept descriptor 3 open still
+	// holds it; nothing more can be done for it here.
+	return true, fmt.Errorf("processes of the task still hold %s after KILL", lockPath)
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+)
+
+// DesktopCmd groups the Codex Desktop commands (spec/desktop.md): the
+// operator's installation-state and binding repairs, and the helpers a
+// Desktop bridge heartbeat runs. bridge-preflight, list-arm-pending,
+// list-pause-due and claim-next-ready work inside the heartbeat's sandbox:
+// the last three only ever read the published files (cmd_desktop_read.go).
+type DesktopCmd struct {
+	InstallationState DesktopInstallationCmd   `cmd:"" name:"installation-state" help:"Show or repair the Desktop installation state (transport and capabilities)."`
+	Binding           DesktopBindingCmd        `cmd:"" help:"Bind Desktop threads to their caller heartbeat automations."`
+	BridgePreflight   DesktopPreflightCmd      `cmd:"" name:"bridge-preflight" help:"Every bridge wake: sweep and publish through the daemon, or in a sandbox check the published snapshot is fresh."`
+	ListArmPending    DesktopListArmPendingCmd `cmd:"" name:"list-arm-pending" help:"Read the published arm-pending bindings (sandbox-safe: reads files only)."`
+	ListPauseDue      DesktopListPauseDueCmd   `cmd:"" name:"list-pause-due" help:"Read the published pause-due bindings (sandbox-safe: reads files only)."`
+	ClaimNextReady    DesktopClaimNextReadyCmd `cmd:"" name:"claim-next-ready" help:"Peek at the next ready thread in fair order (sandbox-safe: reads files only, reserves nothing)."`
+}
+
+// DesktopInstallationCmd is `cbth desktop installation-state`.
+type DesktopInstallationCmd struct {
+	Show   DesktopInstallationShowCmd   `cmd:"" default:"1" hidden:"" help:"Show the installation state."`
+	Repair DesktopInstallationRepairCmd `cmd:"" help:"Set the read transport and the capabilities a live validation proved (the only writer)."`
+}
+
+// DesktopInstallationShowCmd is `cbth desktop installation-state`.
+type DesktopInstallationShowCmd struct{}
+
+// observedFingerprints are this cbth's validation fingerprints, by read
+// transport.
+func observedFingerprints() (map[string]string, error) {
+	fps := map[string]string{}
+	for _, t := range command.ReadTransports {
+		fp, err := inbox.Observe(Version, t)
+		if err != nil {
+			return nil, errs.Wrap(errs.EINTERNAL, err, "observe this cbth's validation fingerprint")
+		}
+		fps[t] = fp
+	}
+	return fps, nil
+}
+
+// Run shows the state.
+func (c *DesktopInstallationShowCmd) Run(env *Env) error {
+	fps, err := observedFingerprints()
+	if err != nil {
+		return err
+	}
+	v, err := call(env, api.DesktopInstallation, api.InstallationArgs{Fingerprints: fps})
+	if err != nil {
+		return err
+	}
+	return env.emit(v, func(w io.Writer) { printInstallation(w, "", v) })
+}
+
+func printInstallation(w io.Writer, outcome string, v query.InstallationView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if outcome != "" {
+		fmt.Fprintf(tw, "outcome\t%s\n", outcome)
+	}
+	if !v.Configured {
+		fmt.Fprintf(tw, "installation\tnot set up (cbth desktop installation-state repair --read-transport direct_file_read)\n")
+	}
+	fmt.Fprintf(tw, "read transport\t%s, generation %d\n", v.ReadTransport, v.ReadTransportGeneration)
+	fmt.Fprintf(tw, "capabilities\tread %s, artifact read %s, writeback %s\n", v.ReadTransportCapability, v.ArtifactReadCapability, v.WritebackCapability)
+	fmt.Fprintf(tw, "fingerprint\t%s (this cbth: %s, match %t)\n", v.ValidationFingerprint, v.ObservedFingerprint, v.FingerprintMatch)
+	if v.ValidatedAt != nil {
+		fmt.Fprintf(tw, "validated at\t%s\n", v.ValidatedAt.Local().Format(time.RFC3339))
+	}
+	fmt.Fprintf(tw, "bridge thread\t%s\n", v.BridgeThreadID)
+	fmt.Fprintf(tw, "automatic continuation\t%t\n", v.AutomaticContinuation)
+	fmt.Fprintf(tw, "manifest\t%s\n", v.SnapshotManifestPath)
+	tw.Flush()
+}
+
+// DesktopInstallationRepairCmd is `cbth desktop installation-state repair`.
+type DesktopInstallationRepairCmd struct {
+	ReadTransport           string `help:"direct_file_read or helper_cli_read." required:"" enum:"direct_file_read,helper_cli_read" name:"read-transport"`
+	ReadTransportCapability string `help:"unknown, validated or unavailable (left out: unknown)." enum:",unknown,validated,unavailable" default:"" name:"read-transport-capability"`
+	ArtifactReadCapability  string `help:"unknown, validated or unavailable (left out: unknown)." enum:",unknown,validated,unavailable" default:"" name:"artifact-read-capability"`
+	WritebackCapability     string `help:"unknown, validated or unavailable (left out: unknown)." enum:",unknown,validated,unavailable" default:"" name:"writeback-capability"`
+}
+
+// Run repairs.
+func (c *DesktopInstallationRepairCmd) Run(env *Env) error {
+	fp, err := inbox.Observe(Version, c.ReadTransport)
+	if err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "observe this cbth's validation fingerprint")
+	}
+	res, err := call(env, api.DesktopInstallationRepair, api.InstallationRepairArgs{ReadTransport: c.ReadTransport,
+		ReadTransportCapability: c.ReadTransportCapability, ArtifactReadCapability: c.ArtifactReadCapability,
+		WritebackCapability: c.WritebackCapability, Fingerprint: fp})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		printInstallation(w, res.Outcome, res.InstallationView)
+		if len(res.DegradedBindings) > 0 {
+			fmt.Fprintf(w, "%d bindings degraded (cbth desktop binding repair each)\n", len(res.DegradedBindings))
+		}
+	})
+}
+
+// DesktopBindingCmd groups the binding commands.
+type DesktopBindingCmd struct {
+	Repair DesktopBindingRepairCmd `cmd:"" help:"Bind a thread to its caller automation, or repair a degraded binding."`
+	Unbind DesktopBindingUnbindCmd `cmd:"" help:"Unbind a thread: it is never armed again until bound."`
+	List   DesktopBindingListCmd   `cmd:"" help:"List bindings."`
+}
+
+// DesktopBindingRepairCmd is `cbth desktop binding repair`.
+type DesktopBindingRepairCmd struct {
+	SourceThreadID     string `help:"The Desktop thread." required:"" name:"source-thread-id"`
+	CallerAutomationID string `help:"Its caller heartbeat automation." required:"" name:"caller-automation-id"`
+	BridgeThreadID     string `help:"Pin the binding to this bridge thread (default: whichever bridge the installation publishes for)." name:"bridge-thread-id"`
+}
+
+// Run repairs.
+func (c *DesktopBindingRepairCmd) Run(env *Env) error {
+	res, err := call(env, api.DesktopBindingRepair, api.BindingRepairArgs{SourceThreadID: c.SourceThreadID,
+		CallerAutomationID: c.CallerAutomationID, BridgeThreadID: c.BridgeThreadID})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "thread %s: %s to %s (%s)\n", c.SourceThreadID, res.Outcome, res.CallerAutomationID, res.BindingState)
+		fmt.Fprintf(w, "capabilities: read %s, artifact read %s, writeback %s\n", res.ReadTransportCapability, res.ArtifactReadCapability, res.WritebackCapability)
+		if res.ReplacedAutomation {
+			fmt.Fprintf(w, "replaced %s (proven quiesced: %t)\n", res.PreviousAutomationID, res.OldAutomationQuiesced)
+		}
+		if res.ForcedFreshAttempt {
+			fmt.Fprintln(w, "automatic delivery goes on with a fresh attempt and generation")
+		}
+	})
+}
+
+// DesktopBindingUnbindCmd is `cbth desktop binding unbind`.
+type DesktopBindingUnbindCmd struct {
+	SourceThreadID   string `help:"The Desktop thread." required:"" name:"source-thread-id"`
+	DeleteAutomation string `help:"true if the caller automation is (to be) deleted, false if it stays." required:"" enum:"true,false" name:"delete-automation"`
+}
+
+// Run unbinds.
+func (c *DesktopBindingUnbindCmd) Run(env *Env) error {
+	res, err := call(env, api.DesktopBindingUnbind, api.BindingUnbindArgs{SourceThreadID: c.SourceThreadID, DeleteAutomation: c.DeleteAutomation == "true"})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "thread %s: %s\n", c.SourceThreadID, res.Outcome) })
+}
+
+// DesktopBindingListCmd is `cbth desktop binding list`.
+type DesktopBindingListCmd struct {
+	State string `help:"unbound, bound or degraded." enum:",unbound,bound,degraded" default:""`
+	Paging
+}
+
+// Run lists.
+func (c *DesktopBindingListCmd) Run(env *Env) error {
+	list, err := allPages(c.Paging, func(after string, limit int) ([]query.BindingView, string, error) {
+		page, err := call(env, api.DesktopBindingList, api.BindingListArgs{State: c.State, After: after, Limit: limit})
+		return page.Bindings, page.Next, err
+	})
+	if err != nil {
+		return err
+	}
+	return env.emit(list, func(w io.Writer) {
+		if len(list) == 0 {
+			fmt.Fprintln(w, "no bindings")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "THREAD\tSTATE\tAUTOMATION\tBRIDGE\tGENERATION\tMIRROR")
+		for _, b := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%t\n", b.SourceThreadID, b.BindingState, b.CallerAutomationID, b.BridgeThreadID, b.ReadTransportGeneration, b.MirrorMatches)
+		}
+		tw.Flush()
+	})
+}
+
+// BatchSkipHeadCmd is `cbth batch skip-head`: the operator's explicit
+// skip, one of the moves of the durable fair-ready cursor.
+type BatchSkipHeadCmd struct {
+	SourceThreadID string `help:"The thread." required:"" name:"source-thread-id"`
+}
+
+// Run skips.
+func (c *BatchSkipHeadCmd) Run(env *Env) error {
+	res, err := call(env, api.BatchSkipHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "thread %s: %s %s\n", c.SourceThreadID, res.Outcome, res.BatchID) })
+}

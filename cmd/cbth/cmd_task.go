@@ -1,0 +1,340 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+)
+
+// TaskCmd groups the task runner: the daemon runs a command for a job
+// and reports its end as the job's outcome.
+type TaskCmd struct {
+	Run     TaskRunCmd     `cmd:"" help:"Submit a job and have the daemon run a command for it; its exit completes or fails the job."`
+	List    TaskListCmd    `cmd:"" help:"List tasks."`
+	Inspect TaskInspectCmd `cmd:"" help:"Show one task: its command, state, exit status and output tail."`
+	Cancel  TaskCancelCmd  `cmd:"" help:"Stop a task (TERM, then KILL after kill_grace); its job is cancelled."`
+	Logs    TaskLogsCmd    `cmd:"" help:"Print a task's output; -f follows it until the task ends."`
+}
+
+// TaskRunCmd is `cbth task run`.
+type TaskRunCmd struct {
+	Target   string        `help:"Where the result is delivered: cli, desktop or debug." required:"" placeholder:"cli|desktop|debug"`
+	ThreadID string        `help:"The conversation thread the result goes back to." required:"" name:"thread-id"`
+	TaskKind string        `help:"What kind of task this is (free-form)." name:"task-kind" default:"task"`
+	Summary  string        `help:"One line that says what the job is (default: the command line)."`
+	Timeout  time.Duration `help:"Stop the command after this long (TERM, then KILL after kill_grace); 0 for none." default:"0s"`
+	Cwd      string        `help:"Directory to run the command in (default: the current one)." type:"path"`
+	policyFlags
+	Command []string `arg:"" passthrough:"partial" help:"The command and its arguments, after --." name:"command"`
+}
+
+// Run submits the task.
+func (c *TaskRunCmd) Run(env *Env) error {
+	if len(c.Command) > 0 && c.Command[0] == "--" {
+		c.Command = c.Command[1:] // kong passes the -- that ended the flags through
+	}
+	a := api.TaskRunArgs{SubmitArgs: api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary},
+		Argv: c.Command, Env: taskEnv(env), TimeoutMS: c.Timeout.Milliseconds()}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		return errs.New(errs.EINVAL, "no command to run: give it after --")
+	}
+	if c.Timeout < 0 {
+		return errs.New(errs.EINVAL, "--timeout must not be negative")
+	}
+	var err error
+	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {
+		return err
+	}
+	if a.Cwd = c.Cwd; a.Cwd == "" {
+		if a.Cwd, err = os.Getwd(); err != nil {
+			return errs.Wrap(errs.EINVAL, err, "current directory")
+		}
+	}
+	if fi, err := os.Stat(a.Cwd); err != nil || !fi.IsDir() {
+		return errs.New(errs.ENOENT, "the working directory %s does not exist", a.Cwd)
+	}
+	// The command is found as the user's shell would find it: on this
+	// client's PATH, or relative to the working directory.
+	name := c.Command[0]
+	if !strings.Contains(name, "/") {
+		if name, err = exec.LookPath(name); err != nil {
+			return errs.New(errs.ENOENT, "%s: command not found on PATH", c.Command[0])
+		}
+	}
+	if !filepath.IsAbs(name) {
+		name = filepath.Join(a.Cwd, name)
+	}
+	if fi, err := os.Stat(name); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return errs.New(errs.ENOENT, "%s is not an executable file", name)
+	}
+	a.Path = name
+	if a.TaskSummary == "" {
+		a.TaskSummary = strings.Join(c.Command, " ")
+	}
+	v, err := call(env, api.TaskRun, a)
+	if err != nil {
+		return err
+	}
+	return env.emit(v, func(w io.Writer) {
+		fmt.Fprintf(w, "task %s (job %s) %s: %s\n", v.TaskID, v.JobID, v.State, strings.Join(v.Argv, " "))
+		fmt.Fprintf(env.Stderr, "follow it with: cbth task logs -f %s\n", v.TaskID)
+	})
+}
+
+// taskEnv is the environment the task gets: this command's own. Text
+// crosses the socket as given or not at all, so a variable that is not
+// valid UTF-8 is left out, with a warning.
+func taskEnv(env *Env) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !utf8.ValidString(kv) {
+			name, _, _ := strings.Cut(kv, "=")
+			fmt.Fprintf(env.Stderr, "cbth: warning: %q is not passed to the task: its value is not valid UTF-8\n", name)
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// TaskListCmd is `cbth task list`.
+type TaskListCmd struct {
+	State string `help:"Only tasks in this state (live: queued, running or stopping)." enum:",queued,running,stopping,exited,lost,live" default:""`
+	Paging
+}
+
+// Run lists tasks.
+func (c *TaskListCmd) Run(env *Env) error {
+	list, err := allPages(c.Paging, func(after string, limit int) ([]query.TaskRow, string, error) {
+		page, err := call(env, api.TaskList, api.TaskListArgs{State: c.State, After: after, Limit: limit})
+		return page.Tasks, page.Next, err
+	})
+	if err != nil {
+		return err
+	}
+	return env.emit(list, func(w io.Writer) {
+		if len(list) == 0 {
+			fmt.Fprintln(w, "no tasks")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tSTATE\tOUTCOME\tEXIT\tJOB\tCREATED\tCOMMAND")
+		for _, r := range list {
+			exit := "-"
+			if r.ExitCode != nil {
+				exit = fmt.Sprint(*r.ExitCode)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.TaskID, r.State, r.Outcome, exit, r.JobID, r.CreatedAt.Local().Format("01-02 15:04:05"), r.Command)
+		}
+		tw.Flush()
+	})
+}
+
+// TaskInspectCmd is `cbth task inspect`.
+type TaskInspectCmd struct {
+	TaskID string `arg:"" help:"The task." name:"task_id"`
+}
+
+// Run prints the task.
+func (c *TaskInspectCmd) Run(env *Env) error {
+	v, err := call(env, api.TaskInspect, api.TaskArgs{TaskID: c.TaskID})
+	if err != nil {
+		return err
+	}
+	return env.emit(v, func(w io.Writer) { printTask(w, v) })
+}
+
+func printTask(w io.Writer, v query.TaskView) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "task\t%s\n", v.TaskID)
+	fmt.Fprintf(tw, "job\t%s (%s)\n", v.JobID, v.Job.Status)
+	fmt.Fprintf(tw, "state\t%s\n", v.State)
+	fmt.Fprintf(tw, "command\t%s\n", strings.Join(v.Argv, " "))
+	fmt.Fprintf(tw, "cwd\t%s\n", v.Cwd)
+	if v.PID > 0 {
+		fmt.Fprintf(tw, "pid\t%d\n", v.PID)
+	}
+	if v.Outcome != "" {
+		how := v.Outcome
+		switch {
+		case v.ExitCode != nil:
+			how += fmt.Sprintf(", exit status %d", *v.ExitCode)
+		case v.Signal != "":
+			how += ", signal " + v.Signal
+		}
+		fmt.Fprintf(tw, "outcome\t%s after %s\n", how, time.Duration(v.DurationMS)*time.Millisecond)
+	}
+	for _, l := range []struct{ k, v string }{{"stopped", v.StopReason}, {"error", v.Error}, {"lost", v.LostReason},
+		{"job result", v.Job.ResultSummary}, {"job failed", v.Job.FailReason}, {"job cancelled", v.Job.CancelReason}} {
+		if l.v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", l.k, l.v)
+		}
+	}
+	fmt.Fprintf(tw, "output\t%d bytes (%d spooled%s)\n", v.OutputBytes, v.SpoolBytes, map[bool]string{true: ", over the spool cap"}[v.SpoolTruncated])
+	if v.Artifact != nil {
+		fmt.Fprintf(tw, "artifact\t%s (%s)\n", v.Artifact.ArtifactID, v.Artifact.ManagedPath)
+	}
+	tw.Flush()
+	if v.OutputTail != "" {
+		fmt.Fprintf(w, "--- output tail ---\n%s", v.OutputTail)
+		if !strings.HasSuffix(v.OutputTail, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+// TaskCancelCmd is `cbth task cancel`.
+type TaskCancelCmd struct {
+	TaskID string `arg:"" help:"The task." name:"task_id"`
+}
+
+// Run cancels the task and waits until its end is recorded.
+func (c *TaskCancelCmd) Run(env *Env) error {
+	rep, err := call(env, api.TaskCancel, api.TaskArgs{TaskID: c.TaskID})
+	if err != nil {
+		return err
+	}
+	return env.emit(rep, func(w io.Writer) {
+		fmt.Fprintf(w, "task %s %s (%s)\n", rep.Task.TaskID, rep.Task.State, rep.Outcome)
+	})
+}
+
+// TaskLogsCmd is `cbth task logs`.
+type TaskLogsCmd struct {
+	TaskID string `arg:"" help:"The task." name:"task_id"`
+	Follow bool   `short:"f" help:"Keep printing output as it comes until the task ends."`
+}
+
+// logChunk is one line of `task logs -f --json`.
+type logChunk struct {
+	TaskID string `json:"task_id"`
+	Offset int64  `json:"offset"`
+	Data   string `json:"data"`
+	State  string `json:"state"`
+}
+
+// Run prints the output. It reads the files itself (the spool while the
+// task runs, its artifact after): they are this user's, and output can
+// be far larger than a socket frame.
+func (c *TaskLogsCmd) Run(env *Env) error {
+	var off int64
+	var all []byte
+	out := func(b []byte, state string) error {
+		if len(b) == 0 && state == "" {
+			return nil
+		}
+		switch {
+		case env.JSON && c.Follow:
+			return json.NewEncoder(env.Stdout).Encode(logChunk{TaskID: c.TaskID, Offset: off, Data: strings.ToValidUTF8(string(b), "\uFFFD"), State: state})
+		case env.JSON:
+			all = append(all, b...)
+			return nil
+		}
+		_, err := env.Stdout.Write(b)
+		return err
+	}
+	for {
+		v, err := call(env, api.TaskInspect, api.TaskArgs{TaskID: c.TaskID})
+		if err != nil {
+			return err
+		}
+		live := v.State == "queued" || v.State == "running" || v.State == "stopping"
+		src := v.SpoolPath
+		if !live {
+			src = ""
+			if v.Artifact != nil && v.Artifact.State == "stored" {
+				src = v.Artifact.ManagedPath
+			}
+		}
+		if src != "" {
+			b, err := readFrom(src, off)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return errs.Wrap(errs.EINTERNAL, err, "read the task's output")
+			}
+			if err := out(b, ""); err != nil {
+				return err
+			}
+			off += int64(len(b))
+		}
+		if !live {
+			if src == "" && off == 0 && v.OutputTail != "" {
+				// The output's artifact is gone (collected after its
+				// retention): the tail in the task's record is what is left.
+				if !env.JSON {
+					fmt.Fprintf(env.Stderr, "[cbth: the task's output artifact is gone; its last %d bytes follow]\n", len(v.OutputTail))
+				}
+				if err := out([]byte(v.OutputTail), ""); err != nil {
+					return err
+				}
+				off = v.OutputBytes
+			}
+			// Past the spool cap only the tail was kept: print the part
+			// of it the spool does not hold.
+			if rest := tailBeyond(v, off); len(rest) > 0 {
+				note := fmt.Sprintf("\n[cbth: %d bytes of output over the spool cap were not kept; the last %d follow]\n", v.OutputBytes-off-int64(len(rest)), len(rest))
+				if !env.JSON {
+					fmt.Fprint(env.Stderr, note)
+				}
+				if err := out([]byte(rest), ""); err != nil {
+					return err
+				}
+				off += int64(len(rest))
+			}
+			if env.JSON && !c.Follow {
+				return env.emit(map[string]any{"task_id": v.TaskID, "state": v.State, "output": strings.ToValidUTF8(string(all), "\uFFFD"),
+					"output_bytes": v.OutputBytes, "spool_bytes": v.SpoolBytes, "spool_truncated": v.SpoolTruncated}, nil)
+			}
+			return out(nil, v.State)
+		}
+		if !c.Follow {
+			if env.JSON {
+				return env.emit(map[string]any{"task_id": v.TaskID, "state": v.State, "output": strings.ToValidUTF8(string(all), "\uFFFD"),
+					"output_bytes": off, "spool_bytes": off, "spool_truncated": false}, nil)
+			}
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readFrom reads a file from offset to its current end.
+func readFrom(path string, off int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+// tailBeyond is the part of an ended task's output tail that lies past
+// the first printed bytes: the tail ends where the output ended.
+func tailBeyond(v query.TaskView, printed int64) string {
+	if !v.SpoolTruncated || v.OutputTail == "" {
+		return ""
+	}
+	tailStart := v.OutputBytes - int64(len(v.OutputTail))
+	if skip := printed - tailStart; skip > 0 {
+		if skip >= int64(len(v.OutputTail)) {
+			return ""
+		}
+		return v.OutputTail[skip:]
+	}
+	return v.OutputTail
+}

@@ -1,0 +1,220 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/ipc"
+)
+
+type finding struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix"`
+}
+
+type doctorReport struct {
+	OK     bool      `json:"ok"`
+	Checks []finding `json:"checks"`
+}
+
+func (h *homeDir) doctor() (doctorReport, result) {
+	h.t.Helper()
+	r := h.run("doctor", "--json")
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		h.t.Fatalf("doctor --json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	return rep, r
+}
+
+func (rep doctorReport) get(id string) finding {
+	for _, f := range rep.Checks {
+		if f.ID == id {
+			return f
+		}
+	}
+	return finding{}
+}
+
+// The checks every report has, in order.
+var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex"}
+
+func checkIDs(t *testing.T, rep doctorReport) {
+	t.Helper()
+	var got []string
+	for _, f := range rep.Checks {
+		got = append(got, f.ID)
+	}
+	if strings.Join(got, " ") != strings.Join(doctorIDs, " ") {
+		t.Errorf("checks %v, want %v", got, doctorIDs)
+	}
+}
+
+// A fresh home: nothing is wrong, and doctor creates nothing.
+func TestDoctorFreshHome(t *testing.T) {
+	h := newHome(t)
+	rep, r := h.doctor()
+	if r.code != 0 || !rep.OK {
+		t.Fatalf("fresh home: exit %d\n%s", r.code, r.stdout)
+	}
+	checkIDs(t, rep)
+	for _, f := range rep.Checks {
+		if f.State == "fail" {
+			t.Errorf("%s failed on a fresh home: %s", f.ID, f.Detail)
+		}
+	}
+	if _, err := os.Stat(h.root); !os.IsNotExist(err) {
+		t.Errorf("doctor created the home: %v", err)
+	}
+}
+
+// A healthy home with a running daemon, a log and an object tree whose
+// runner exists.
+func TestDoctorHealthyHome(t *testing.T) {
+	h := newHome(t)
+	h.ctxInit()
+	h.submit("T")
+	rep, r := h.doctor()
+	if r.code != 0 || !rep.OK {
+		t.Fatalf("healthy home: exit %d\n%s", r.code, r.stdout)
+	}
+	checkIDs(t, rep)
+	for id, want := range map[string]string{"home": "ok", "home.permissions": "ok", "daemon": "ok", "log": "ok", "ctx.runner": "ok"} {
+		if f := rep.get(id); f.State != want {
+			t.Errorf("%s = %+v, want %s", id, f, want)
+		}
+	}
+	if d := rep.get("daemon").Detail; !strings.Contains(d, fmt.Sprintf("protocol %d", ipc.Proto)) {
+		t.Errorf("daemon detail %q", d)
+	}
+	if d := rep.get("log").Detail; !strings.Contains(d, "verify") {
+		t.Errorf("log detail %q", d)
+	}
+}
+
+// A broken home: a wrong mode, a private file opened up, an object tree
+// whose runner is gone and the socket of a daemon that died. Each is
+// named with its fix, and doctor exits 1.
+func TestDoctorBrokenHome(t *testing.T) {
+	h := newHome(t)
+	runner := h.ctxInit()
+	h.submit("T")
+	pid := h.pid()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return h.pid() == 0 })
+	os.Remove(runner)
+	os.Chmod(h.root, 0o755)
+	os.Chmod(filepath.Join(h.root, "cbth.db"), 0o644)
+
+	rep, r := h.doctor()
+	if r.code != 1 || rep.OK || !strings.Contains(r.stderr, "doctor found") {
+		t.Fatalf("broken home: exit %d ok=%v\n%s", r.code, rep.OK, r.stderr)
+	}
+	checkIDs(t, rep)
+	for _, tc := range []struct{ id, detail, fix string }{
+		{"home", "mode 0755", "chmod 700 " + h.root},
+		{"home.permissions", "cbth.db (0644)", "chmod -R go-rwx " + h.root},
+		{"daemon", "socket is left", "cbth daemon restart"},
+		{"ctx.runner", runner, "cbth ctx init --runner"},
+	} {
+		f := rep.get(tc.id)
+		if f.State != "fail" || !strings.Contains(f.Detail, tc.detail) || !strings.Contains(f.Fix, tc.fix) {
+			t.Errorf("%s = %+v, want fail naming %q with fix %q", tc.id, f, tc.detail, tc.fix)
+		}
+	}
+	// Without --json, every problem and fix is printed for people.
+	r = h.run("doctor")
+	if r.code != 1 || strings.Count(r.stdout, "FAIL") != 4 || strings.Count(r.stdout, "fix: ") < 4 {
+		t.Errorf("doctor for people: exit %d\n%s", r.code, r.stdout)
+	}
+	// Following the fixes makes the home healthy again.
+	os.Chmod(h.root, 0o700)
+	os.Chmod(filepath.Join(h.root, "cbth.db"), 0o600)
+	h.ok(nil, "daemon", "restart")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		t.Fatal(err)
+	}
+	if rep, r := h.doctor(); r.code != 0 || !rep.OK {
+		t.Errorf("after the fixes: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+// A network model: without the provider helper it fails (and the
+// credentials, which the helper reads, are skipped); with it, a missing
+// credential fails with where to put it, and a present one is found and
+// never printed.
+func TestDoctorProvidersAndCredentials(t *testing.T) {
+	helper := filepath.Join(t.TempDir(), "cbth-providers")
+	if out, err := exec.Command("go", "build", "-o", helper, "../cbth-providers").CombinedOutput(); err != nil {
+		t.Fatalf("build cbth-providers: %v\n%s", err, out)
+	}
+	h := newHome(t, "CBTH_PROVIDERS=", "OPENAI_API_KEY=")
+	h.ctxInit()
+	h.ok(nil, "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")
+	rep, r := h.doctor()
+	if f := rep.get("providers"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Fix, "cbth-providers") {
+		t.Errorf("without the helper: exit %d, providers = %+v", r.code, f)
+	}
+	if f := rep.get("credentials"); f.State != "skip" {
+		t.Errorf("without the helper: credentials = %+v", f)
+	}
+	h.env = append(h.env, "CBTH_PROVIDERS="+helper)
+	rep, r = h.doctor()
+	if f := rep.get("credentials.openai"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Detail, "OPENAI_API_KEY") || f.Fix == "" {
+		t.Errorf("without a key: exit %d, credentials.openai = %+v", r.code, f)
+	}
+	const secret = "sk-test-never-printed-7f3a"
+	h.env = append(h.env, "OPENAI_API_KEY="+secret)
+	rep, r = h.doctor()
+	if f := rep.get("credentials.openai"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "$OPENAI_API_KEY") {
+		t.Errorf("with a key: exit %d, credentials.openai = %+v", r.code, f)
+	}
+	if strings.Contains(r.stdout+r.stderr, secret) || strings.Contains(h.run("doctor").stdout, secret) {
+		t.Error("doctor printed the credential")
+	}
+}
+
+// ctxInit makes an object tree whose objects name a runner that is this
+// cbth under the runner's name, and returns the runner's path.
+func (h *homeDir) ctxInit() string {
+	h.t.Helper()
+	runner := filepath.Join(h.t.TempDir(), "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		h.t.Fatal(err)
+	}
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	return runner
+}
+
+// The Codex CLI: missing is a warning (only the cli target needs it); a
+// codex_binary that is not there fails; a working one reports its version.
+func TestDoctorCodex(t *testing.T) {
+	h := newHome(t, "PATH=/nonexistent")
+	rep, _ := h.doctor()
+	if f := rep.get("codex"); f.State != "warn" || !strings.Contains(f.Fix, "codex_binary") {
+		t.Errorf("no codex on PATH: %+v", f)
+	}
+	os.MkdirAll(h.root, 0o700)
+	cfg := filepath.Join(h.root, "config.toml")
+	os.WriteFile(cfg, []byte("codex_binary = \"/nonexistent/codex\"\n"), 0o600)
+	if rep, r := h.doctor(); r.code != 1 || rep.get("codex").State != "fail" {
+		t.Errorf("a missing codex_binary: exit %d, %+v", r.code, rep.get("codex"))
+	}
+	fake := filepath.Join(t.TempDir(), "codex")
+	os.WriteFile(fake, []byte("#!/bin/sh\necho codex-cli 0.169.0\n"), 0o700)
+	os.WriteFile(cfg, []byte("codex_binary = \""+fake+"\"\n"), 0o600)
+	if rep, r := h.doctor(); r.code != 0 || rep.get("codex").State != "ok" || !strings.Contains(rep.get("codex").Detail, "0.169.0") {
+		t.Errorf("a working codex: exit %d, %+v", r.code, rep.get("codex"))
+	}
+}

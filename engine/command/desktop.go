@@ -1,0 +1,533 @@
+package command
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// The Codex Desktop adapter's commands, part 1: the installation state,
+// thread bindings, the bridge the snapshots are published for, and the
+// gate that decides which Desktop heads are ready. spec/desktop.md states
+// every rule with its test.
+
+// Desktop names.
+const (
+	TargetDesktop  = "desktop" // the target_kind of Desktop jobs
+	InstallationID = "desktop" // the installation aggregate's one id
+
+	TransportDirect = "direct_file_read"
+	TransportHelper = "helper_cli_read"
+
+	CapUnknown     = "unknown"
+	CapValidated   = "validated"
+	CapUnavailable = "unavailable"
+
+	// UpdatedByRepair is what updated_by_bootstrap_or_repair records for
+	// installation-state repair, the only writer of capabilities.
+	UpdatedByRepair = "repair"
+)
+
+// ReadTransports and CapabilityStates list the enums.
+var (
+	ReadTransports   = []string{TransportDirect, TransportHelper}
+	CapabilityStates = []string{CapUnknown, CapValidated, CapUnavailable}
+)
+
+func installationStream() events.StreamID {
+	return events.StreamID{Kind: events.KindInstallation, ID: InstallationID}
+}
+func bindingStream(id string) events.StreamID {
+	return events.StreamID{Kind: events.KindBinding, ID: id}
+}
+
+// Installation returns the Desktop installation state, nil before the
+// first repair.
+func Installation(v engine.Reader) (*aggregate.Installation, error) {
+	s, err := v.State(events.KindInstallation, InstallationID)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.(*aggregate.Installation), nil
+}
+
+// BindingOf returns a thread's binding, nil if it never had one.
+func BindingOf(v engine.Reader, thread string) (*aggregate.Binding, error) {
+	refs := v.Lookup(index.BindingByThread, thread)
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	if len(refs) > 1 {
+		return nil, errs.New(errs.ECORRUPT, "thread %s has %d bindings", thread, len(refs))
+	}
+	s, err := v.State(events.KindBinding, refs[0].ID)
+	if err != nil || s == nil {
+		return nil, err
+	}
+	return s.(*aggregate.Binding), nil
+}
+
+// requireInstallation returns the installation state, ESTATE before the
+// first repair.
+func requireInstallation(v engine.Reader) (*aggregate.Installation, error) {
+	inst, err := Installation(v)
+	if err == nil && inst == nil {
+		err = errs.New(errs.ESTATE, "no Desktop installation state yet: run `cbth desktop installation-state repair --read-transport direct_file_read` first")
+	}
+	return inst, err
+}
+
+// MirrorMatches reports whether a binding's mirror is the installation's
+// current transport, generation and fingerprint: the installation-wide
+// state the binding was made under is still the one in force.
+func MirrorMatches(b *aggregate.Binding, inst *aggregate.Installation) bool {
+	m, c := b.Mirror, inst.Capabilities
+	return m.ReadTransport == c.ReadTransport && m.ReadTransportGeneration == c.ReadTransportGeneration &&
+		m.ValidationFingerprint == c.ValidationFingerprint
+}
+
+// ServesBridge reports whether a binding is served by the bridge thread
+// the installation publishes for: it is not pinned to another one.
+func ServesBridge(b *aggregate.Binding, bridge string) bool {
+	return bridge != "" && (b.BridgeThreadID == "" || b.BridgeThreadID == bridge)
+}
+
+// DesktopCursorScope is the fair-ready cursor of a bridge thread: the
+// Desktop ready order is kept per bridge.
+func DesktopCursorScope(bridge string) string { return TargetDesktop + "/" + bridge }
+
+// cursorScope is the cursor a close of b advances: its target's, or for
+// a Desktop batch, that of the bridge serving its thread.
+func cursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
+	if b.TargetKind != TargetDesktop {
+		return b.TargetKind, nil
+	}
+	inst, err := Installation(v)
+	if err != nil || inst == nil || inst.BridgeThreadID == "" {
+		return b.TargetKind, err
+	}
+	bd, err := BindingOf(v, b.SourceThreadID)
+	if err != nil {
+		return "", err
+	}
+	if bd != nil && bd.BridgeThreadID != "" {
+		return DesktopCursorScope(bd.BridgeThreadID), nil
+	}
+	return DesktopCursorScope(inst.BridgeThreadID), nil
+}
+
+// abandonLive returns the event that abandons the thread's live attempt,
+// if it has one.
+func abandonLive(v engine.Reader, thread, reason string) ([]engine.Emit, string, error) {
+	a, err := liveAttempt(v, thread)
+	if err != nil || a == nil {
+		return nil, "", err
+	}
+	return []engine.Emit{{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: reason}}}, a.ID, nil
+}
+
+// ---- installation state ----
+
+// RepairInstallation is `cbth desktop installation-state repair`, the only
+// writer of the installation-wide transport and capability conclusions.
+// A capability left out ("") is written unknown. Parameters that change
+// nothing append nothing (outcome "unchanged": no generation bump,
+// validated_at kept); a real change bumps read_transport_generation and,
+// in the same append, degrades every bound binding whose mirror no longer
+// matches and abandons its live attempt.
+type RepairInstallation struct {
+	ReadTransport string
+	ReadCap       string
+	ArtifactCap   string
+	WritebackCap  string
+	// Fingerprint is the validation fingerprint the repairing cbth
+	// observes for ReadTransport (adapters/desktop.Fingerprint).
+	Fingerprint string
+}
+
+// InstallationRepair is RepairInstallation's value.
+type InstallationRepair struct {
+	State    aggregate.Installation
+	Degraded []string // threads whose binding went degraded
+}
+
+// Decide implements engine.Decider.
+func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if !slices.Contains(ReadTransports, c.ReadTransport) {
+		return engine.Decision{}, errs.New(errs.EINVAL, "read transport %q is not one of %s", c.ReadTransport, strings.Join(ReadTransports, ", "))
+	}
+	caps := []*string{&c.ReadCap, &c.ArtifactCap, &c.WritebackCap}
+	for i, name := range []string{"read transport capability", "artifact read capability", "writeback capability"} {
+		if *caps[i] == "" {
+			*caps[i] = CapUnknown
+		}
+		if !slices.Contains(CapabilityStates, *caps[i]) {
+			return engine.Decision{}, errs.New(errs.EINVAL, "%s %q is not one of %s", name, *caps[i], strings.Join(CapabilityStates, ", "))
+		}
+	}
+	if err := checkID("validation fingerprint", c.Fingerprint); err != nil {
+		return engine.Decision{}, err
+	}
+	cur, err := Installation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	want := events.Capabilities{ReadTransport: c.ReadTransport, ReadTransportCapability: c.ReadCap,
+		ArtifactReadCapability: c.ArtifactCap, WritebackCapability: c.WritebackCap, ValidationFingerprint: c.Fingerprint}
+	if cur != nil {
+		want.ReadTransportGeneration = cur.ReadTransportGeneration
+		if cur.Capabilities == want {
+			return engine.Decision{Outcome: "unchanged", Value: InstallationRepair{State: *cur}}, nil
+		}
+	}
+	want.ReadTransportGeneration++
+	ev := &events.InstallationStateRepaired{State: want, UpdatedBy: UpdatedByRepair}
+	if want.ReadTransportCapability == CapValidated || want.ArtifactReadCapability == CapValidated || want.WritebackCapability == CapValidated {
+		ev.ValidatedAt = now
+	}
+	emits := []engine.Emit{{Stream: installationStream(), Payload: ev}}
+	next := aggregate.Installation{Capabilities: want, ValidatedAt: ev.ValidatedAt, UpdatedBy: UpdatedByRepair}
+	var degraded []string
+	for _, r := range v.Scan(index.BindingByThread, "") {
+		s, err := v.State(events.KindBinding, r.ID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		b, ok := s.(*aggregate.Binding)
+		if !ok || b.Status != "bound" || MirrorMatches(b, &next) {
+			continue
+		}
+		reason := "installation state repaired: read_transport_generation " + itoa(want.ReadTransportGeneration) + " no longer matches the binding's mirror"
+		emits = append(emits, engine.Emit{Stream: bindingStream(b.ID), Payload: &events.BindingDegraded{Reason: reason}})
+		ab, _, err := abandonLive(v, b.SourceThreadID, "binding degraded: "+reason)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		emits = append(emits, ab...)
+		degraded = append(degraded, b.SourceThreadID)
+	}
+	if cur != nil {
+		next.BridgeThreadID = cur.BridgeThreadID
+	}
+	return engine.Decision{Outcome: "repaired", Emits: emits, Value: InstallationRepair{State: next, Degraded: degraded}}, nil
+}
+
+func itoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		if n /= 10; n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// SelectBridge records the bridge thread the snapshots are published for
+// (bridge-preflight through the daemon). Outcomes "selected", "unchanged".
+type SelectBridge struct{ BridgeThreadID string }
+
+// Decide implements engine.Decider.
+func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if inst.BridgeThreadID == c.BridgeThreadID {
+		return engine.Decision{Outcome: "unchanged"}, nil
+	}
+	return engine.Decision{Outcome: "selected", Emits: []engine.Emit{{Stream: installationStream(),
+		Payload: &events.InstallationBridgeSelected{BridgeThreadID: c.BridgeThreadID, Previous: inst.BridgeThreadID}}}}, nil
+}
+
+// ---- bindings ----
+
+// RepairBinding is `cbth desktop binding repair`: it binds a thread to its
+// caller automation (or repairs a degraded or unbound binding), mirroring
+// the installation state, which it never writes. An automation serves one
+// thread. When the repair replaces the automation, or the old one's armed
+// generation is not proven quiesced, the thread's live attempt is
+// superseded so automatic delivery goes on with a fresh attempt and
+// generation. A repair that would change nothing appends nothing.
+type RepairBinding struct {
+	ThreadID       string
+	AutomationID   string
+	BridgeThreadID string // optional pin
+}
+
+// BindingRepair is RepairBinding's value.
+type BindingRepair struct {
+	BindingID            string
+	ReplacedAutomation   bool
+	PreviousAutomationID string
+	OldQuiesced          bool
+	ForcedFreshAttempt   bool
+	SupersededAttemptID  string
+}
+
+// Decide implements engine.Decider.
+func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("source thread id", c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	if err := checkID("caller automation id", c.AutomationID); err != nil {
+		return engine.Decision{}, err
+	}
+	if c.BridgeThreadID != "" {
+		if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+			return engine.Decision{}, err
+		}
+	}
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	for _, r := range v.Lookup(index.BindingByAutomation, c.AutomationID) {
+		s, err := v.State(events.KindBinding, r.ID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if o, ok := s.(*aggregate.Binding); ok && o.SourceThreadID != c.ThreadID {
+			return engine.Decision{}, errs.New(errs.EEXIST, "caller automation %s is bound to thread %s (unbind it there first)", c.AutomationID, o.SourceThreadID)
+		}
+	}
+	b, err := BindingOf(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	res := BindingRepair{OldQuiesced: true}
+	id := v.NewID()
+	if b != nil {
+		id = b.ID
+		if b.Status == "bound" && b.CallerAutomationID == c.AutomationID && b.BridgeThreadID == c.BridgeThreadID && b.Mirror == inst.Capabilities {
+			res.BindingID = b.ID
+			return engine.Decision{Outcome: "unchanged", Value: res}, nil
+		}
+		res.ReplacedAutomation = b.CallerAutomationID != c.AutomationID
+		if res.ReplacedAutomation {
+			res.PreviousAutomationID = b.CallerAutomationID
+		}
+		res.OldQuiesced = !b.Unquiesced()
+	}
+	res.BindingID = id
+	emits := []engine.Emit{{Stream: bindingStream(id), Payload: &events.BindingBound{SourceThreadID: c.ThreadID,
+		CallerAutomationID: c.AutomationID, BridgeThreadID: c.BridgeThreadID, Mirror: inst.Capabilities,
+		ReplacedAutomation: res.ReplacedAutomation, PreviousAutomationID: res.PreviousAutomationID, OldQuiesced: res.OldQuiesced}}}
+	if res.ReplacedAutomation || !res.OldQuiesced {
+		res.ForcedFreshAttempt = true
+		a, err := liveAttempt(v, c.ThreadID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if a != nil {
+			res.SupersededAttemptID = a.ID
+			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{
+				Reason: "binding repaired: the caller automation was replaced or its armed generation is not proven quiesced"}})
+		}
+	}
+	return engine.Decision{Outcome: "bound", Emits: emits, Value: res}, nil
+}
+
+// UnbindBinding is `cbth desktop binding unbind`. The thread may go on
+// submitting jobs; it is never armed again until bound. Its live attempt
+// is abandoned, so a late wake of it is stale. DeleteAutomation records
+// whether the operator deletes the caller automation (cbth cannot).
+type UnbindBinding struct {
+	ThreadID         string
+	DeleteAutomation bool
+}
+
+// Decide implements engine.Decider.
+func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("source thread id", c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	b, err := BindingOf(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if b == nil {
+		return engine.Decision{}, errs.New(errs.ENOENT, "thread %s has no Desktop binding", c.ThreadID)
+	}
+	if b.Status == "unbound" {
+		return engine.Decision{Outcome: "already_unbound", Value: b.ID}, nil
+	}
+	emits := []engine.Emit{{Stream: bindingStream(b.ID), Payload: &events.BindingUnbound{DeleteAutomation: c.DeleteAutomation}}}
+	ab, _, err := abandonLive(v, c.ThreadID, "binding unbound")
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	return engine.Decision{Outcome: "unbound", Emits: append(emits, ab...), Value: b.ID}, nil
+}
+
+// ---- the Desktop gate ----
+
+// DesktopReadiness is the Desktop gate's answer for one head batch.
+type DesktopReadiness struct {
+	OK bool
+	// Park says the batch can never take the automatic caller path (it
+	// needs an artifact read, or its delivery policy is not read-only
+	// and low-risk): it goes to manual resolution.
+	Park   bool
+	Reason string
+	// Wake is when the answer may change without a new event, if known.
+	Wake         time.Time
+	Binding      *aggregate.Binding
+	Installation *aggregate.Installation
+}
+
+// LowRisk reports whether a delivery policy is read-only and low-risk:
+// no approval, network or write access needed. Desktop v1 continues only
+// such batches automatically.
+func LowRisk(p events.DeliveryPolicy) bool {
+	return p.ReadOnly && !p.RequiresApproval && !p.RequiresNetwork && !p.RequiresWriteAccess
+}
+
+// DesktopGate decides whether a Desktop head batch may be prepared and
+// offered to the bridge now, beyond the core's own rules (Eligible):
+// the thread bound, to the bridge the installation publishes for, its
+// mirror current, the installation's read and writeback capabilities
+// validated under the fingerprint the running cbth observes
+// (observedFingerprint), the previous armed generation quiesced, no
+// pause deadline overdue. It reads only.
+func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFingerprint string) (DesktopReadiness, error) {
+	inst, err := Installation(v)
+	if err != nil {
+		return DesktopReadiness{}, err
+	}
+	bd, err := BindingOf(v, b.SourceThreadID)
+	if err != nil {
+		return DesktopReadiness{}, err
+	}
+	return DesktopGateOf(now, b, bd, inst, observedFingerprint), nil
+}
+
+// DesktopGateOf is DesktopGate on states already read: the thread's
+// binding and the installation (either nil when absent).
+func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, inst *aggregate.Installation, observedFingerprint string) DesktopReadiness {
+	r := DesktopReadiness{Binding: bd, Installation: inst}
+	no := func(reason string) DesktopReadiness { r.Reason = reason; return r }
+	if b.RequiresArtifactRead {
+		r.Park = true
+		return no("requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)")
+	}
+	if !LowRisk(b.Policy) {
+		r.Park = true
+		return no("delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator")
+	}
+	switch {
+	case inst == nil:
+		return no("no Desktop installation state (cbth desktop installation-state repair)")
+	case bd == nil || bd.Status == "unbound":
+		return no("thread not bound to a caller automation (cbth desktop binding repair)")
+	case bd.Status == "degraded":
+		return no("binding degraded: " + bd.DegradedReason)
+	case inst.BridgeThreadID == "":
+		return no("no bridge thread has run bridge-preflight through the daemon yet")
+	case !ServesBridge(bd, inst.BridgeThreadID):
+		return no("binding pinned to bridge thread " + bd.BridgeThreadID + "; snapshots are published for " + inst.BridgeThreadID)
+	case !MirrorMatches(bd, inst):
+		return no("binding mirror does not match the installation state (cbth desktop binding repair)")
+	case inst.ReadTransportCapability != CapValidated:
+		return no("read_transport_capability is " + inst.ReadTransportCapability)
+	case inst.WritebackCapability != CapValidated:
+		return no("writeback_capability is " + inst.WritebackCapability)
+	case observedFingerprint != inst.ValidationFingerprint:
+		return no("the running cbth's validation fingerprint differs from the validated one (cbth desktop installation-state repair)")
+	case bd.Unquiesced():
+		return no("armed generation " + itoa(bd.ArmedGeneration) + " not yet proven quiesced")
+	case !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline):
+		return no("pause_deadline passed")
+	}
+	r.OK = true
+	if !bd.PauseDeadline.IsZero() {
+		r.Wake = bd.PauseDeadline
+	}
+	return r
+}
+
+// ---- parking a head a target can never take ----
+
+// ParkHead moves a thread's head batch to manual resolution because its
+// target can never deliver it automatically (target.Gate's Park), and
+// abandons its live attempt. It acts only while BatchID is still the
+// automatic head: outcomes "parked", "unchanged".
+type ParkHead struct {
+	ThreadID string
+	BatchID  string
+	Reason   string
+}
+
+// Decide implements engine.Decider.
+func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	open, err := openBatches(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if len(open) == 0 || open[0].ID != c.BatchID || !open[0].IsHead || open[0].ReplayPolicy != aggregate.ReplayAutomatic {
+		return engine.Decision{Outcome: "unchanged"}, nil
+	}
+	b := open[0]
+	var emits []engine.Emit
+	attemptID := ""
+	if a, err := liveAttempt(v, c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	} else if a != nil && a.BatchID == b.ID {
+		attemptID = a.ID
+		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "parked: " + c.Reason}})
+	}
+	emits = append(emits, park(b, c.Reason, attemptID))
+	return engine.Decision{Outcome: "parked", Emits: emits, Value: b.ID}, nil
+}
+
+// ---- the ready order per bridge ----
+
+// FairOrderScoped is FairOrder with the cursor of scope instead of the
+// target's own: the Desktop ready order of one bridge thread.
+func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
+	heads, err := fairOrder(r, target, scope)
+	return threadsOf(heads), err
+}
+
+// LiveAttempt returns the thread's non-terminal attempt, nil if none.
+func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
+	return liveAttempt(v, thread)
+}
+
+// SkipHead is an explicit skip of a thread's head in the fair-ready
+// order: the cursor of the head's scope (its target's, or for a Desktop
+// head its bridge's) moves past it, so every other ready head of that
+// scope comes first; the batch stays open and untouched. Outcomes
+// "skipped", "no_head".
+type SkipHead struct{ ThreadID string }
+
+// Decide implements engine.Decider.
+func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("source thread id", c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	open, err := openBatches(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if len(open) == 0 || !open[0].IsHead {
+		return engine.Decision{Outcome: "no_head"}, nil
+	}
+	b := open[0]
+	scope, err := cursorScope(v, b)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	return engine.Decision{Outcome: "skipped", Value: b.ID, Emits: []engine.Emit{{Stream: cursorStream(scope),
+		Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "skipped"}}}}, nil
+}

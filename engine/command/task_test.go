@@ -1,0 +1,203 @@
+package command_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+type taskEnv struct {
+	t *testing.T
+	e *engine.Engine
+}
+
+func newTaskEnv(t *testing.T) taskEnv {
+	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	return taskEnv{t, enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})}
+}
+
+func (te taskEnv) exec(d engine.Decider) (engine.Result, error) {
+	return te.e.Execute(context.Background(), engine.Meta{Actor: events.ActorAdapter}, d)
+}
+
+func (te taskEnv) must(d engine.Decider) engine.Result {
+	te.t.Helper()
+	res, err := te.exec(d)
+	if err != nil {
+		te.t.Fatal(err)
+	}
+	return res
+}
+
+func (te taskEnv) submit() command.TaskRef {
+	te.t.Helper()
+	res := te.must(command.SubmitTask{
+		Job:  command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "task", Summary: "run it", Policy: events.FailClosedPolicy},
+		Argv: []string{"sh", "-c", "echo hi"}, Path: "/bin/sh", Cwd: "/tmp", Timeout: time.Second,
+	})
+	return res.Value.(command.TaskRef)
+}
+
+func (te taskEnv) state(k events.Kind, id string) aggregate.State {
+	te.t.Helper()
+	var s aggregate.State
+	if err := te.e.Read(func(r engine.Snapshot) error {
+		var err error
+		s, err = r.State(k, id)
+		return err
+	}); err != nil {
+		te.t.Fatal(err)
+	}
+	return s
+}
+
+func (te taskEnv) task(id string) *aggregate.Task {
+	return te.state(events.KindTask, id).(*aggregate.Task)
+}
+func (te taskEnv) job(id string) *aggregate.Job { return te.state(events.KindJob, id).(*aggregate.Job) }
+
+var spool = &command.Ingested{ArtifactID: "art-1", ManagedPath: "/h/artifacts/art-1/payload", ManifestPath: "/h/artifacts/art-1/manifest.json",
+	ContentType: "text/plain", SizeBytes: 3, SHA256: "00"}
+
+// A task and its job are submitted together; the task records the
+// command and never the environment.
+func TestSubmitTaskAppendsJobAndTask(t *testing.T) {
+	te := newTaskEnv(t)
+	ref := te.submit()
+	tk, j := te.task(ref.TaskID), te.job(ref.JobID)
+	if tk.Status != "queued" || tk.JobID != ref.JobID || tk.Path != "/bin/sh" || tk.TimeoutMS != 1000 {
+		t.Errorf("task = %+v", tk)
+	}
+	if j.Status != "running" || j.TaskSummary != "run it" || tk.FirstSeq != j.FirstSeq+1 {
+		t.Errorf("job = %+v (task at seq %d)", j, tk.FirstSeq)
+	}
+	for _, bad := range []command.SubmitTask{
+		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Path: "/bin/sh", Cwd: "/tmp"},
+		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Argv: []string{"sh"}, Path: "sh", Cwd: "/tmp"},
+		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Argv: []string{"sh"}, Path: "/bin/sh", Cwd: "rel"},
+		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Argv: []string{"a\x00b"}, Path: "/bin/sh", Cwd: "/tmp"},
+		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", DedupeKey: "d"}, Argv: []string{"sh"}, Path: "/bin/sh", Cwd: "/tmp"},
+		{Job: command.SubmitJob{Target: "nowhere", ThreadID: "T", TaskKind: "k", Summary: "s"}, Argv: []string{"sh"}, Path: "/bin/sh", Cwd: "/tmp"},
+	} {
+		if _, err := te.exec(bad); errs.CodeOf(err) != errs.EINVAL {
+			t.Errorf("%+v: %v, want EINVAL", bad, err)
+		}
+	}
+}
+
+// How a task ended decides its outcome and its job's state.
+func TestFinishTaskSettlesTheJob(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stop    string
+		exit    command.TaskExit
+		outcome string
+		job     string
+		text    string
+	}{
+		{"exit 0", "", command.TaskExit{ExitCode: 0}, command.TaskSucceeded, "ready", "exited 0"},
+		{"exit 3", "", command.TaskExit{ExitCode: 3}, command.TaskFailed, "failed", "status 3"},
+		{"killed by someone", "", command.TaskExit{ExitCode: -1, Signal: "KILL"}, command.TaskFailed, "failed", "signal KILL"},
+		{"timeout", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskTimedOut, "failed", "timed out"},
+		{"timeout needing KILL", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "KILL", Killed: true}, command.TaskTimedOut, "failed", "then KILL"},
+		{"cancel", command.StopCancel, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskCancelled, "cancelled", "cancelled"},
+		{"a stop that raced a clean exit", command.StopCancel, command.TaskExit{ExitCode: 0}, command.TaskCancelled, "cancelled", "cancelled"},
+		{"daemon stop", command.StopDaemon, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, "failed", "daemon stopped"},
+		{"handover", command.StopHandover, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, "failed", "--stop-tasks"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			te := newTaskEnv(t)
+			ref := te.submit()
+			te.must(command.StartTask{TaskID: ref.TaskID, PID: 42, DaemonPID: 7, SpoolPath: "/h/tasks/x/output"})
+			if tc.stop != "" {
+				te.must(command.StopTask{TaskID: ref.TaskID, Reason: tc.stop})
+			}
+			res := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit, Artifact: spool,
+				Output: events.TaskOutput{OutputBytes: 3, SpoolBytes: 3, Tail: "hi\n"}})
+			tk, j := te.task(ref.TaskID), te.job(ref.JobID)
+			if res.Outcome != tc.outcome || tk.Status != "exited" || tk.Outcome != tc.outcome || tk.ArtifactID != "art-1" {
+				t.Fatalf("outcome %s, task %+v", res.Outcome, tk)
+			}
+			text := j.ResultSummary + j.FailReason + j.CancelReason
+			if j.Status != tc.job || !strings.Contains(text, tc.text) || !strings.Contains(text, "last output: hi") {
+				t.Errorf("job %s %q, want %s with %q and the output", j.Status, text, tc.job, tc.text)
+			}
+			// The output is kept as an artifact either way; only a
+			// completed job's result is referenced by its batch.
+			a := te.state(events.KindArtifact, "art-1").(*aggregate.Artifact)
+			if a.SourceJobID != ref.JobID || (len(a.OpenBatchIDs) > 0) != (tc.job == "ready") {
+				t.Errorf("artifact %+v", a)
+			}
+			if again := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit}); again.Outcome != "already_exited" || len(again.Events) != 0 {
+				t.Errorf("a second finish: %s, %d events", again.Outcome, len(again.Events))
+			}
+		})
+	}
+}
+
+// A queued task ends without starting only for a stop reason or a
+// failed start.
+func TestFinishQueuedTask(t *testing.T) {
+	te := newTaskEnv(t)
+	ref := te.submit()
+	if _, err := te.exec(command.FinishTask{Config: cfg, TaskID: ref.TaskID}); errs.CodeOf(err) != errs.ESTATE {
+		t.Fatalf("finish of a queued task without a reason: %v", err)
+	}
+	if _, err := te.exec(command.StopTask{TaskID: ref.TaskID, Reason: command.StopCancel}); errs.CodeOf(err) != errs.ESTATE {
+		t.Fatalf("stop of a queued task: %v", err)
+	}
+	res := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Unstarted: command.StopCancel})
+	if res.Outcome != command.TaskCancelled || te.job(ref.JobID).Status != "cancelled" || !strings.Contains(te.job(ref.JobID).CancelReason, "before") {
+		t.Errorf("queued cancel: %s, job %+v", res.Outcome, te.job(ref.JobID))
+	}
+	ref = te.submit()
+	res = te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: command.TaskExit{ExitCode: -1, Error: "permission denied"}})
+	if res.Outcome != command.TaskStartFailed || !strings.Contains(te.job(ref.JobID).FailReason, "permission denied") {
+		t.Errorf("start failure: %s, job %+v", res.Outcome, te.job(ref.JobID))
+	}
+}
+
+// A job settled before its task ended keeps its state; the task still
+// records its end and its output.
+func TestFinishTaskOfASettledJob(t *testing.T) {
+	te := newTaskEnv(t)
+	ref := te.submit()
+	te.must(command.StartTask{TaskID: ref.TaskID, PID: 42})
+	te.must(command.CancelJob{Config: cfg, JobID: ref.JobID, Reason: "by hand"})
+	te.must(command.StopTask{TaskID: ref.TaskID, Reason: command.StopJobCancelled})
+	te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: command.TaskExit{ExitCode: 0}, Artifact: spool})
+	if j := te.job(ref.JobID); j.Status != "cancelled" || j.CancelReason != "by hand" {
+		t.Errorf("job = %+v", j)
+	}
+	if tk := te.task(ref.TaskID); tk.Outcome != command.TaskCancelled || tk.ArtifactID != "art-1" {
+		t.Errorf("task = %+v", tk)
+	}
+}
+
+// A lost task fails its job closed with the reason and the output.
+func TestLoseTask(t *testing.T) {
+	te := newTaskEnv(t)
+	ref := te.submit()
+	te.must(command.StartTask{TaskID: ref.TaskID, PID: 42})
+	te.must(command.LoseTask{Config: cfg, TaskID: ref.TaskID, Reason: "the daemon died", GroupKilled: true, Artifact: spool,
+		Output: events.TaskOutput{OutputBytes: 8, SpoolBytes: 8, Tail: "partial\n"}})
+	tk, j := te.task(ref.TaskID), te.job(ref.JobID)
+	if tk.Status != "lost" || !tk.GroupKill || tk.Tail != "partial\n" || tk.ArtifactID != "art-1" {
+		t.Errorf("task = %+v", tk)
+	}
+	if j.Status != "failed" || j.FailReason != "the daemon died; last output: partial" {
+		t.Errorf("job = %+v", j)
+	}
+	if _, err := te.exec(command.StartTask{TaskID: ref.TaskID, PID: 43}); errs.CodeOf(err) != errs.ESTATE {
+		t.Errorf("a lost task started again: %v", err)
+	}
+}

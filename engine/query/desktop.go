@@ -1,0 +1,143 @@
+package query
+
+import (
+	"errors"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// InstallationView is the Desktop installation state as the commands
+// print it: the seed's fields, the bridge thread the snapshots are
+// published for, and what the asking cbth observes. Configured is false
+// before the first repair (everything else is then the default: no
+// transport, generation 0, capabilities unknown).
+type InstallationView struct {
+	Configured              bool       `json:"configured"`
+	ReadTransport           string     `json:"read_transport"`
+	ReadTransportGeneration uint64     `json:"read_transport_generation"`
+	ReadTransportCapability string     `json:"read_transport_capability"`
+	ArtifactReadCapability  string     `json:"artifact_read_capability"`
+	WritebackCapability     string     `json:"writeback_capability"`
+	ValidationFingerprint   string     `json:"validation_fingerprint"`
+	ValidatedAt             *time.Time `json:"validated_at"`
+	UpdatedBy               string     `json:"updated_by_bootstrap_or_repair"`
+	BridgeThreadID          string     `json:"bridge_thread_id"`
+	// ObservedFingerprint is the fingerprint the asking cbth has for the
+	// installation's transport; when it differs from the stored one,
+	// nothing counts as validated (AutomaticContinuation false).
+	ObservedFingerprint   string `json:"observed_validation_fingerprint"`
+	FingerprintMatch      bool   `json:"fingerprint_match"`
+	AutomaticContinuation bool   `json:"automatic_continuation"`
+	SnapshotManifestPath  string `json:"snapshot_manifest_path"`
+}
+
+// NewInstallationView renders the installation state (nil before the
+// first repair) for a cbth observing fingerprint observed.
+func NewInstallationView(inst *aggregate.Installation, observed, manifest string) InstallationView {
+	v := InstallationView{ReadTransportCapability: command.CapUnknown, ArtifactReadCapability: command.CapUnknown,
+		WritebackCapability: command.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest}
+	if inst == nil {
+		return v
+	}
+	c := inst.Capabilities
+	v.Configured = true
+	v.ReadTransport, v.ReadTransportGeneration = c.ReadTransport, c.ReadTransportGeneration
+	v.ReadTransportCapability, v.ArtifactReadCapability, v.WritebackCapability = c.ReadTransportCapability, c.ArtifactReadCapability, c.WritebackCapability
+	v.ValidationFingerprint, v.ValidatedAt, v.UpdatedBy = c.ValidationFingerprint, opt(inst.ValidatedAt), inst.UpdatedBy
+	v.BridgeThreadID = inst.BridgeThreadID
+	v.FingerprintMatch = observed == c.ValidationFingerprint
+	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == command.CapValidated && c.WritebackCapability == command.CapValidated
+	return v
+}
+
+// BindingView is a Desktop thread binding with every seed field. The
+// capabilities are the binding's mirror of the installation state it was
+// made under; MirrorMatches says whether that is still the one in force.
+type BindingView struct {
+	BindingID                 string     `json:"binding_id"`
+	SourceThreadID            string     `json:"source_thread_id"`
+	BindingState              string     `json:"binding_state"`
+	CallerAutomationID        string     `json:"caller_automation_id"`
+	ArmedGeneration           *uint64    `json:"armed_generation"`
+	ArmedGenerationQuiescedAt *time.Time `json:"armed_generation_quiesced_at"`
+	PauseNotBefore            *time.Time `json:"pause_not_before"`
+	PauseDeadline             *time.Time `json:"pause_deadline"`
+	BridgeThreadID            string     `json:"bridge_thread_id"`
+	ReadTransport             string     `json:"read_transport"`
+	ReadTransportGeneration   uint64     `json:"read_transport_generation"`
+	ReadTransportCapability   string     `json:"read_transport_capability"`
+	ArtifactReadCapability    string     `json:"artifact_read_capability"`
+	WritebackCapability       string     `json:"writeback_capability"`
+	ValidationFingerprint     string     `json:"validation_fingerprint"`
+	MirrorMatches             bool       `json:"mirror_matches"`
+	DegradedReason            string     `json:"degraded_reason"`
+	AutomationDeletedOnUnbind bool       `json:"automation_deleted_on_unbind"`
+	CreatedAt                 time.Time  `json:"created_at"`
+	UpdatedAt                 time.Time  `json:"updated_at"`
+	LastVerifiedAt            *time.Time `json:"last_verified_at"`
+	Version                   uint64     `json:"version"`
+}
+
+// NewBindingView renders a binding against the installation in force
+// (nil before any).
+func NewBindingView(b *aggregate.Binding, inst *aggregate.Installation) BindingView {
+	m := b.Mirror
+	v := BindingView{BindingID: b.ID, SourceThreadID: b.SourceThreadID, BindingState: b.Status,
+		CallerAutomationID: b.CallerAutomationID, ArmedGenerationQuiescedAt: opt(b.ArmedGenerationQuiesced),
+		PauseNotBefore: opt(b.PauseNotBefore), PauseDeadline: opt(b.PauseDeadline), BridgeThreadID: b.BridgeThreadID,
+		ReadTransport: m.ReadTransport, ReadTransportGeneration: m.ReadTransportGeneration,
+		ReadTransportCapability: m.ReadTransportCapability, ArtifactReadCapability: m.ArtifactReadCapability,
+		WritebackCapability: m.WritebackCapability, ValidationFingerprint: m.ValidationFingerprint,
+		MirrorMatches: inst != nil && command.MirrorMatches(b, inst), DegradedReason: b.DegradedReason,
+		AutomationDeletedOnUnbind: b.AutomationDeletedOnUnbind, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
+		LastVerifiedAt: opt(b.LastVerifiedAt), Version: b.Version}
+	if b.ArmedGeneration > 0 {
+		g := b.ArmedGeneration
+		v.ArmedGeneration = &g
+	}
+	return v
+}
+
+// BindingFilter selects a page of bindings.
+type BindingFilter struct {
+	State string // unbound, bound, degraded; "" for all
+	After string // binding id cursor
+	Limit int
+}
+
+// BindingPage is one page of bindings in binding id order.
+type BindingPage struct {
+	Bindings []BindingView `json:"bindings"`
+	Next     string        `json:"next,omitempty"`
+}
+
+// Bindings lists Desktop bindings in id (creation) order, one page (see
+// PageBytes) at a time.
+func Bindings(s engine.Snapshot, f BindingFilter) (BindingPage, error) {
+	inst, err := command.Installation(s)
+	if err != nil {
+		return BindingPage{}, err
+	}
+	p := newPager[BindingView](f.Limit)
+	var page BindingPage
+	err = s.ForEachAfter(events.KindBinding, f.After, func(st aggregate.State) error {
+		b := st.(*aggregate.Binding)
+		if f.State != "" && b.Status != f.State {
+			return nil
+		}
+		if !p.add(NewBindingView(b, inst)) {
+			page.Next = p.items[len(p.items)-1].BindingID
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		err = nil
+	}
+	page.Bindings = p.items
+	return page, err
+}
