@@ -109,6 +109,7 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
 	d.codexOps(t)
 	d.desktopOps(t)
+	d.desktopWritebackOps(t)
 
 	api.Handle(t, api.TaskRun, d.runTask)
 	api.Handle(t, api.TaskInspect, func(_ context.Context, a api.TaskArgs) (query.TaskView, error) { return d.taskView(a.TaskID) })

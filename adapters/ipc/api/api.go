@@ -134,6 +134,7 @@ var All = []string{
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
 	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
+	DesktopNoteArmPending.Name, DesktopNoteArm.Name, DesktopNotePaused.Name, DesktopNoteBoundaryCrossed.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 }
 

@@ -120,3 +120,99 @@ type PreflightReply struct {
 	AutomaticContinuation bool   `json:"automatic_continuation"`
 	FallbackReason        string `json:"fallback_reason,omitempty"`
 }
+
+// The Desktop writeback operations (spec/desktop.md, part 2). Each
+// refusal is an error with a stable code and appends nothing.
+var (
+	DesktopNoteArmPending      = Op[ArmArgs, ArmPendingReply]{Name: "desktop.note_arm_pending"}
+	DesktopNoteArm             = Op[ArmArgs, ArmReply]{Name: "desktop.note_arm"}
+	DesktopNotePaused          = Op[PausedArgs, PausedReply]{Name: "desktop.note_paused"}
+	DesktopNoteBoundaryCrossed = Op[BoundaryArgs, BoundaryReply]{Name: "desktop.note_boundary_crossed"}
+)
+
+// ArmArgs are note-arm-pending's and note-arm's request (the lease only
+// for note-arm).
+type ArmArgs struct {
+	SourceThreadID   string `json:"source_thread_id"`
+	AttemptID        string `json:"attempt_id"`
+	Generation       uint64 `json:"generation"`
+	BridgeRequestID  string `json:"bridge_request_id"`
+	BridgeArmLeaseID string `json:"bridge_arm_lease_id,omitempty"`
+}
+
+// ArmPendingReply is note-arm-pending's answer ("arm_pending" or
+// "already_pending"): the bridge arm lease to hand to note-arm.
+type ArmPendingReply struct {
+	Outcome                string    `json:"outcome"`
+	SourceThreadID         string    `json:"source_thread_id"`
+	AttemptID              string    `json:"attempt_id"`
+	Generation             uint64    `json:"generation"`
+	BridgeRequestID        string    `json:"bridge_request_id"`
+	BridgeArmLeaseID       string    `json:"bridge_arm_lease_id"`
+	BridgeArmLeaseDeadline time.Time `json:"bridge_arm_lease_deadline"`
+	ArmPendingSince        time.Time `json:"arm_pending_since"`
+	ArmPendingDeadline     time.Time `json:"arm_pending_deadline"`
+}
+
+// ArmReply is note-arm's answer ("armed" or "already_armed").
+type ArmReply struct {
+	Outcome              string    `json:"outcome"`
+	SourceThreadID       string    `json:"source_thread_id"`
+	AttemptID            string    `json:"attempt_id"`
+	Generation           uint64    `json:"generation"`
+	ArmedGeneration      uint64    `json:"armed_generation"`
+	CooldownUntil        time.Time `json:"cooldown_until"`
+	PauseNotBefore       time.Time `json:"pause_not_before"`
+	PauseDeadline        time.Time `json:"pause_deadline"`
+	DeliveryAttemptCount int       `json:"delivery_attempt_count"`
+}
+
+// PausedArgs are note-paused's request.
+type PausedArgs struct {
+	SourceThreadID  string `json:"source_thread_id"`
+	Generation      uint64 `json:"generation"`
+	BridgeRequestID string `json:"bridge_request_id"`
+}
+
+// PausedReply is note-paused's answer: "quiesced", "already_quiesced" or
+// "arm_abandoned".
+type PausedReply struct {
+	Outcome        string `json:"outcome"`
+	SourceThreadID string `json:"source_thread_id"`
+	Generation     uint64 `json:"generation"`
+}
+
+// BoundaryArgs are note-boundary-crossed's request, with the fingerprints
+// the calling cbth observes.
+type BoundaryArgs struct {
+	SourceThreadID           string            `json:"source_thread_id"`
+	BatchID                  string            `json:"batch_id"`
+	AttemptID                string            `json:"attempt_id"`
+	Generation               uint64            `json:"generation"`
+	ExpectedSnapshotRevision uint64            `json:"expected_snapshot_revision"`
+	Fingerprints             map[string]string `json:"observed_validation_fingerprints,omitempty"`
+}
+
+// Continuation is the inline continuation a fresh crossing hands over:
+// the batch's summary (one line per job), its jobs and artifacts.
+type Continuation struct {
+	Summary     string   `json:"summary"`
+	JobIDs      []string `json:"job_ids"`
+	ArtifactIDs []string `json:"artifact_ids"`
+}
+
+// BoundaryReply is a fresh note-boundary-crossed success ("crossed"): the
+// echoed tokens, which the caller compares with its prompt's, and the
+// inline continuation.
+type BoundaryReply struct {
+	Outcome                   string       `json:"outcome"`
+	SourceThreadID            string       `json:"source_thread_id"`
+	BatchID                   string       `json:"batch_id"`
+	AttemptID                 string       `json:"attempt_id"`
+	Generation                uint64       `json:"generation"`
+	SnapshotRevision          uint64       `json:"snapshot_revision"`
+	ContinuationBoundaryState string       `json:"continuation_boundary_state"`
+	ReplayPolicy              string       `json:"replay_policy"`
+	CloseReason               string       `json:"close_reason"`
+	Continuation              Continuation `json:"continuation"`
+}

@@ -1,0 +1,205 @@
+package main_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+)
+
+// Codex Desktop, part 2, through the real binary: the bridge's arm CAS,
+// the pause proof and the caller's note-boundary-crossed.
+
+type armPending struct {
+	Outcome  string `json:"outcome"`
+	Lease    string `json:"bridge_arm_lease_id"`
+	Deadline string `json:"arm_pending_deadline"`
+}
+
+type armed struct {
+	Outcome        string    `json:"outcome"`
+	ArmedGen       uint64    `json:"armed_generation"`
+	Count          int       `json:"delivery_attempt_count"`
+	PauseNotBefore time.Time `json:"pause_not_before"`
+	PauseDeadline  time.Time `json:"pause_deadline"`
+}
+
+type crossed struct {
+	Outcome      string `json:"outcome"`
+	Thread       string `json:"source_thread_id"`
+	BatchID      string `json:"batch_id"`
+	AttemptID    string `json:"attempt_id"`
+	Generation   uint64 `json:"generation"`
+	Revision     uint64 `json:"snapshot_revision"`
+	Boundary     string `json:"continuation_boundary_state"`
+	Replay       string `json:"replay_policy"`
+	CloseReason  string `json:"close_reason"`
+	Continuation struct {
+		Summary string   `json:"summary"`
+		JobIDs  []string `json:"job_ids"`
+	} `json:"continuation"`
+}
+
+func tokenArgs(r *inbox.ReadyEntry, request string) []string {
+	return []string{"--source-thread-id", r.SourceThreadID, "--attempt-id", r.AttemptID,
+		"--generation", strconv.FormatUint(r.Generation, 10), "--bridge-request-id", request}
+}
+
+func crossArgs(r *inbox.ReadyEntry) []string {
+	return []string{"desktop", "note-boundary-crossed", "--source-thread-id", r.SourceThreadID, "--batch-id", r.BatchID,
+		"--attempt-id", r.AttemptID, "--generation", strconv.FormatUint(r.Generation, 10),
+		"--expected-snapshot-revision", strconv.FormatUint(r.SnapshotRevision, 10)}
+}
+
+// The whole v1 flow for one batch, with every refusal of the two arm
+// helpers and of note-boundary-crossed appending nothing.
+func TestDesktop_ArmCASAndBoundary(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop("S")
+	c := h.claim()
+	r := c.Ready
+	if r == nil {
+		t.Fatalf("nothing ready: %+v", c)
+	}
+	// A caller woken before any arm: transient, nothing appended.
+	head := h.head()
+	h.fails(time.Minute, crossArgs(r)...).want(t, "transient_not_ready", 1)
+
+	// note-arm-pending: once; the same request id gets the same lease.
+	var p1, p2 armPending
+	h.ok(&p1, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)
+	if p1.Outcome != "arm_pending" || p1.Lease == "" {
+		t.Fatalf("note-arm-pending: %+v", p1)
+	}
+	afterPending := h.head()
+	if afterPending != head+1 {
+		t.Fatalf("note-arm-pending appended %d events, want 1", afterPending-head)
+	}
+	h.ok(&p2, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)
+	if p2.Outcome != "already_pending" || p2.Lease != p1.Lease {
+		t.Fatalf("retry: %+v, want the same lease %s", p2, p1.Lease)
+	}
+	// Another bridge request: busy, and the lease never in its answer.
+	f := h.fails(time.Minute, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-2")...)...)
+	f.want(t, "EBUSY", 1, "lease_held")
+	if strings.Contains(f.Message, p1.Lease) || strings.Contains(f.Stderr, p1.Lease) {
+		t.Fatalf("the busy answer leaks the lease: %+v", f)
+	}
+	// Stale tokens: another generation, another attempt.
+	stale := *r
+	stale.Generation++
+	h.fails(time.Minute, append([]string{"desktop", "note-arm-pending"}, tokenArgs(&stale, "wake-1")...)...).want(t, "ESTALE", 1)
+	stale = *r
+	stale.AttemptID = "01a1fd8c-0000-7000-8000-000000000000"
+	h.fails(time.Minute, append([]string{"desktop", "note-arm"}, append(tokenArgs(&stale, "wake-1"), "--bridge-arm-lease-id", p1.Lease)...)...).want(t, "ESTALE", 1)
+	// note-arm with another request id or lease: stale.
+	h.fails(time.Minute, append([]string{"desktop", "note-arm"}, append(tokenArgs(r, "wake-2"), "--bridge-arm-lease-id", p1.Lease)...)...).want(t, "ESTALE", 1)
+	h.fails(time.Minute, append([]string{"desktop", "note-arm"}, append(tokenArgs(r, "wake-1"), "--bridge-arm-lease-id", "not-the-lease")...)...).want(t, "ESTALE", 1)
+	// The caller woken while arm_pending: transient.
+	h.fails(time.Minute, crossArgs(r)...).want(t, "transient_not_ready", 1)
+	if got := h.head(); got != afterPending {
+		t.Fatalf("refusals appended %d events", got-afterPending)
+	}
+
+	// note-arm: once; counts once; a retry is already_armed.
+	var a1, a2 armed
+	h.ok(&a1, append([]string{"desktop", "note-arm"}, append(tokenArgs(r, "wake-1"), "--bridge-arm-lease-id", p1.Lease)...)...)
+	if a1.Outcome != "armed" || a1.Count != 1 || a1.ArmedGen != r.Generation {
+		t.Fatalf("note-arm: %+v", a1)
+	}
+	now, _ := time.Parse(time.RFC3339, testClock)
+	if a1.PauseNotBefore.Sub(now) < 90*time.Second || a1.PauseDeadline.Sub(a1.PauseNotBefore) < 90*time.Second {
+		t.Fatalf("pause window %s .. %s after an arm at %s", a1.PauseNotBefore, a1.PauseDeadline, now)
+	}
+	armedHead := h.head()
+	h.ok(&a2, append([]string{"desktop", "note-arm"}, append(tokenArgs(r, "wake-1"), "--bridge-arm-lease-id", p1.Lease)...)...)
+	if a2.Outcome != "already_armed" || a2.Count != 1 || h.head() != armedHead {
+		t.Fatalf("retry: %+v, head %d -> %d", a2, armedHead, h.head())
+	}
+	var bd struct {
+		ArmedGeneration uint64  `json:"armed_generation"`
+		Quiesced        *string `json:"armed_generation_quiesced_at"`
+	}
+	var list []json.RawMessage
+	h.ok(&list, "desktop", "binding", "list")
+	json.Unmarshal(list[0], &bd)
+	if bd.ArmedGeneration != r.Generation || bd.Quiesced != nil {
+		t.Fatalf("binding after the arm: %+v", bd)
+	}
+
+	// note-boundary-crossed: every token checked before any write.
+	for name, mut := range map[string]func(e *inbox.ReadyEntry){
+		"revision":   func(e *inbox.ReadyEntry) { e.SnapshotRevision++ },
+		"generation": func(e *inbox.ReadyEntry) { e.Generation++ },
+		"batch":      func(e *inbox.ReadyEntry) { e.BatchID = "01a1fd8c-0000-7000-8000-000000000000" },
+		"attempt":    func(e *inbox.ReadyEntry) { e.AttemptID = "01a1fd8c-0000-7000-8000-000000000000" },
+	} {
+		e := *r
+		mut(&e)
+		f := h.fails(time.Minute, crossArgs(&e)...)
+		if f.Code != "stale_or_superseded" {
+			t.Fatalf("%s mismatch: %+v", name, f)
+		}
+	}
+	if got := h.head(); got != armedHead {
+		t.Fatalf("stale crossings appended %d events", got-armedHead)
+	}
+	var x crossed
+	h.ok(&x, crossArgs(r)...)
+	if x.Outcome != "crossed" || x.Thread != r.SourceThreadID || x.BatchID != r.BatchID || x.AttemptID != r.AttemptID ||
+		x.Generation != r.Generation || x.Revision != r.SnapshotRevision || x.Boundary != "crossed_unacknowledged" ||
+		x.Replay != "manual_resolution_only" || x.CloseReason != "handoff_recorded" || !strings.Contains(x.Continuation.Summary, "CI is green") {
+		t.Fatalf("crossing: %+v", x)
+	}
+	crossedHead := h.head()
+	// A second crossing (a lost response retried): never a second
+	// authorization.
+	h.fails(time.Minute, crossArgs(r)...).want(t, "already_crossed_or_handoff_recorded", 1, "cbth batch inspect --batch-id")
+	if h.head() != crossedHead {
+		t.Fatal("a second crossing appended")
+	}
+	// The operator recovers the lost answer by batch id.
+	var in struct {
+		Batch struct {
+			CloseReason string `json:"close_reason"`
+			Boundary    string `json:"continuation_boundary_state"`
+			Replay      string `json:"replay_policy"`
+		} `json:"batch"`
+		Envelope *struct {
+			BatchID   string    `json:"batch_id"`
+			AttemptID string    `json:"attempt_id"`
+			Summary   string    `json:"inline_payload_summary"`
+			Retention time.Time `json:"retention_until"`
+		} `json:"boundary_recovery_envelope"`
+	}
+	h.ok(&in, "batch", "inspect", "--batch-id", r.BatchID)
+	if in.Batch.CloseReason != "handoff_recorded" || in.Batch.Boundary != "crossed_unacknowledged" || in.Batch.Replay != "manual_resolution_only" ||
+		in.Envelope == nil || in.Envelope.AttemptID != r.AttemptID || in.Envelope.Summary != x.Continuation.Summary ||
+		in.Envelope.Retention.Sub(now) < 72*time.Hour {
+		t.Fatalf("inspect after the handoff: %+v %+v", in.Batch, in.Envelope)
+	}
+	// The FIFO moved on: the thread's next batch is offered (once the
+	// armed generation is proven paused).
+	h.desktopJob("S")
+	if got := h.claim(); got.Ready != nil {
+		t.Fatalf("offered while generation %d is not proven paused: %+v", r.Generation, got.Ready)
+	}
+	h.fails(time.Minute, "desktop", "note-paused", "--source-thread-id", "S", "--generation", strconv.FormatUint(r.Generation, 10),
+		"--bridge-request-id", "wake-3").want(t, "EAGAIN", 69, "pause_too_early")
+	h.advance("91s")
+	var paused struct{ Outcome string }
+	h.ok(&paused, "desktop", "note-paused", "--source-thread-id", "S", "--generation", strconv.FormatUint(r.Generation, 10), "--bridge-request-id", "wake-3")
+	if paused.Outcome != "quiesced" {
+		t.Fatalf("note-paused: %+v", paused)
+	}
+	h.preflight()
+	next := h.claim().Ready
+	if next == nil || next.BatchID == r.BatchID {
+		t.Fatalf("the next batch is not offered: %+v", next)
+	}
+	// An older generation's pause is a no-op.
+	h.fails(time.Minute, "desktop", "note-paused", "--source-thread-id", "S", "--generation", "0", "--bridge-request-id", "wake-4").want(t, "ESTALE", 1)
+}
