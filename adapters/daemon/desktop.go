@@ -26,6 +26,8 @@ type deskState struct {
 
 	mu      sync.Mutex // one publication at a time
 	builder *desktop.Builder
+
+	relay relayState
 }
 
 func (d *Daemon) initDesktop() error {
@@ -230,6 +232,7 @@ func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 	if res.Outcome == "selected" {
 		d.opt.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
 	}
+	d.scanRelay(ctx)
 	if err := d.sweep(ctx, "preflight"); err != nil {
 		return api.PreflightReply{}, err
 	}

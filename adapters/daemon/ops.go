@@ -110,6 +110,7 @@ func (d *Daemon) ops() api.Table {
 	d.codexOps(t)
 	d.desktopOps(t)
 	d.desktopWritebackOps(t)
+	d.relayOps(t)
 
 	api.Handle(t, api.TaskRun, d.runTask)
 	api.Handle(t, api.TaskInspect, func(_ context.Context, a api.TaskArgs) (query.TaskView, error) { return d.taskView(a.TaskID) })

@@ -74,6 +74,9 @@ var replyBounds = map[string]string{
 	api.DesktopNoteArm.Name:             "small",
 	api.DesktopNotePaused.Name:          "small",
 	api.DesktopNoteBoundaryCrossed.Name: "one batch's summary ([delivery] max_total_bytes) and ids",
+	api.DesktopRelayMarkerIssue.Name:    "small",
+	api.DesktopRelayScannerBind.Name:    "small",
+	api.DesktopRelayConsume.Name:        "the results of the envelopes carrying one marker: a marker is consumed once, later copies are its re-emissions (bounded by the file, maxTranscript)",
 
 	api.TaskRun.Name:        "one task: its argv came in one request, its tail is at most [task] output_tail",
 	api.TaskInspect.Name:    "one task",

@@ -29,6 +29,7 @@ type DesktopCmd struct {
 	NoteArm             DesktopNoteArmCmd             `cmd:"" name:"note-arm" help:"Bridge: the caller heartbeat is armed (arm_pending -> cooldown; counts the attempt once)."`
 	NotePaused          DesktopNotePausedCmd          `cmd:"" name:"note-paused" help:"Bridge: the caller heartbeat of a generation is verified paused or quiesced."`
 	NoteBoundaryCrossed DesktopNoteBoundaryCrossedCmd `cmd:"" name:"note-boundary-crossed" help:"Caller: cross the continuation boundary once and receive the inline continuation."`
+	Relay               DesktopRelayCmd               `cmd:"" help:"The transcript relay: markers, the rollout scanner, one-shot consumption."`
 }
 
 // DesktopInstallationCmd is `cbth desktop installation-state`.

@@ -216,3 +216,73 @@ type BoundaryReply struct {
 	CloseReason               string       `json:"close_reason"`
 	Continuation              Continuation `json:"continuation"`
 }
+
+// The transcript relay's operations.
+var (
+	DesktopRelayMarkerIssue = Op[MarkerIssueArgs, MarkerIssueReply]{Name: "desktop.relay.marker_issue"}
+	DesktopRelayScannerBind = Op[ScannerBindArgs, ScannerBindReply]{Name: "desktop.relay.scanner_bind"}
+	DesktopRelayConsume     = Op[ConsumeArgs, ConsumeReply]{Name: "desktop.relay.consume_transcript"}
+)
+
+// MarkerIssueArgs are relay marker issue's request.
+type MarkerIssueArgs struct {
+	BridgeThreadID  string `json:"bridge_thread_id"`
+	Kind            string `json:"kind"`
+	SourceThreadID  string `json:"source_thread_id"`
+	AttemptID       string `json:"attempt_id"`
+	Generation      uint64 `json:"generation"`
+	BridgeRequestID string `json:"bridge_request_id"`
+}
+
+// MarkerIssueReply is the issued marker ("issued" or "already_issued")
+// and the exact line the heartbeat prints.
+type MarkerIssueReply struct {
+	Outcome   string    `json:"outcome"`
+	Marker    string    `json:"marker"`
+	Kind      string    `json:"kind"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Line      string    `json:"line"`
+}
+
+// ScannerBindArgs are relay scanner bind's request.
+type ScannerBindArgs struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	RolloutPath    string `json:"rollout_path"`
+}
+
+// ScannerBindReply is the scanner binding ("bound" or "unchanged").
+type ScannerBindReply struct {
+	Outcome         string `json:"outcome"`
+	BridgeThreadID  string `json:"bridge_thread_id"`
+	RolloutPath     string `json:"rollout_path"`
+	Device          uint64 `json:"device"`
+	Inode           uint64 `json:"inode"`
+	BindingRevision uint64 `json:"binding_revision"`
+}
+
+// ConsumeArgs are relay consume-transcript's request.
+type ConsumeArgs struct {
+	RolloutPath string `json:"rollout_path"`
+	Marker      string `json:"marker"`
+}
+
+// ConsumeResult is what became of one envelope carrying the marker.
+type ConsumeResult struct {
+	Line           int64  `json:"line"`
+	Kind           string `json:"kind"`
+	Outcome        string `json:"outcome"`
+	Applied        string `json:"applied,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+	EnvelopeSHA256 string `json:"envelope_sha256"`
+}
+
+// ConsumeReply is consume-transcript's answer: "consumed" when one
+// envelope applied its CAS, else the first envelope's outcome, or
+// "not_found" when no tool output carries the marker.
+type ConsumeReply struct {
+	Outcome     string          `json:"outcome"`
+	RolloutPath string          `json:"rollout_path"`
+	Marker      string          `json:"marker"`
+	LinesRead   int64           `json:"lines_read"`
+	Results     []ConsumeResult `json:"results"`
+}
