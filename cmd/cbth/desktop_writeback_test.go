@@ -203,3 +203,134 @@ func TestDesktop_ArmCASAndBoundary(t *testing.T) {
 	// An older generation's pause is a no-op.
 	h.fails(time.Minute, "desktop", "note-paused", "--source-thread-id", "S", "--generation", "0", "--bridge-request-id", "wake-4").want(t, "ESTALE", 1)
 }
+
+// armReady arms the ready entry through the two helpers, as a bridge
+// wake does around its automation_update.
+func (h *homeDir) armReady(r *inbox.ReadyEntry, request string) armed {
+	h.t.Helper()
+	var p armPending
+	h.ok(&p, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, request)...)...)
+	var a armed
+	h.ok(&a, append([]string{"desktop", "note-arm"}, append(tokenArgs(r, request), "--bridge-arm-lease-id", p.Lease)...)...)
+	return a
+}
+
+type batchState struct {
+	Batch struct {
+		Replay      string `json:"replay_policy"`
+		Reason      string `json:"replay_policy_reason"`
+		CloseReason string `json:"close_reason"`
+		Count       int    `json:"delivery_attempt_count"`
+	} `json:"batch"`
+	Head *struct {
+		State string `json:"state"`
+	} `json:"head_attempt"`
+}
+
+func (h *homeDir) bindingState(thread string) (state, reason string) {
+	h.t.Helper()
+	var list []struct {
+		Thread string `json:"source_thread_id"`
+		State  string `json:"binding_state"`
+		Reason string `json:"degraded_reason"`
+	}
+	h.ok(&list, "desktop", "binding", "list")
+	for _, b := range list {
+		if b.Thread == thread {
+			return b.State, b.Reason
+		}
+	}
+	return "", ""
+}
+
+// The arm_pending reconcile settles an unfinished arm in exactly one of
+// the seed's three ways: armed (note-arm came), abandoned with the batch
+// still automatic (the bridge proved the heartbeat paused), or, with no
+// proof by arm_pending_deadline, abandoned + manual_resolution_only +
+// binding degraded; a repair then gives a fresh generation.
+func TestDesktop_ArmPendingReconcile(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop("P", "N")
+	// Proven paused: abandoned, the batch stays automatic and is offered
+	// again with a fresh generation.
+	var p armPending
+	c := h.claim().Ready
+	for c.SourceThreadID != "P" {
+		h.ok(nil, "batch", "skip-head", "--source-thread-id", c.SourceThreadID)
+		h.preflight()
+		c = h.claim().Ready
+	}
+	h.ok(&p, append([]string{"desktop", "note-arm-pending"}, tokenArgs(c, "wake-p")...)...)
+	var paused struct{ Outcome string }
+	h.ok(&paused, "desktop", "note-paused", "--source-thread-id", "P", "--generation", "1", "--bridge-request-id", "wake-p")
+	if paused.Outcome != "arm_abandoned" {
+		t.Fatalf("paused proof: %+v", paused)
+	}
+	var in batchState
+	h.ok(&in, "batch", "inspect-head", "--source-thread-id", "P")
+	if in.Batch.Replay != "automatic" || in.Batch.Count != 0 {
+		t.Fatalf("after the paused proof: %+v", in.Batch)
+	}
+	// No proof by the deadline: the default outcome.
+	var n *inbox.ReadyEntry
+	for range 3 {
+		h.preflight()
+		if n = h.claim().Ready; n != nil && n.SourceThreadID == "N" {
+			break
+		}
+		h.ok(nil, "batch", "skip-head", "--source-thread-id", n.SourceThreadID)
+	}
+	if n == nil || n.SourceThreadID != "N" {
+		t.Fatalf("N never offered: %+v", n)
+	}
+	h.ok(&p, append([]string{"desktop", "note-arm-pending"}, tokenArgs(n, "wake-n")...)...)
+	h.advance("6m") // past arm_pending_deadline (arm_lease 5m)
+	h.ok(&in, "batch", "inspect-head", "--source-thread-id", "N")
+	if in.Batch.Replay != "manual_resolution_only" || !strings.Contains(in.Batch.Reason, "arm_pending_deadline") {
+		t.Fatalf("after the deadline: %+v", in.Batch)
+	}
+	if st, why := h.bindingState("N"); st != "degraded" || !strings.Contains(why, "arm_pending_deadline") {
+		t.Fatalf("binding after the deadline: %s %s", st, why)
+	}
+	// A late note-arm finds the attempt settled: stale.
+	h.fails(time.Minute, append([]string{"desktop", "note-arm"}, append(tokenArgs(n, "wake-n"), "--bridge-arm-lease-id", p.Lease)...)...).want(t, "ESTALE", 1)
+}
+
+// A generation armed and never proven paused by its pause_deadline
+// degrades the binding; the live attempt is abandoned; the head stays
+// open for the operator; a binding repair brings a fresh generation.
+func TestDesktop_PauseDeadlineDegradesThenRepair(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop("S")
+	r := h.claim().Ready
+	a := h.armReady(r, "wake-1")
+	if a.Outcome != "armed" {
+		t.Fatalf("arm: %+v", a)
+	}
+	h.advance("3m1s") // past pause_deadline (90s + 90s)
+	if st, why := h.bindingState("S"); st != "degraded" || !strings.Contains(why, "pause_deadline") {
+		t.Fatalf("binding after the pause deadline: %s %s", st, why)
+	}
+	var in batchState
+	h.ok(&in, "batch", "inspect-head", "--source-thread-id", "S")
+	if in.Batch.CloseReason != "" || in.Head == nil || in.Head.State != "abandoned" {
+		t.Fatalf("head after the degrade: %+v %+v", in.Batch, in.Head)
+	}
+	// The caller's late wake: the binding is no longer valid.
+	f := h.fails(time.Minute, crossArgs(r)...)
+	if f.Code != "stale_or_superseded" && f.Code != "binding_or_capability_invalid" {
+		t.Fatalf("a wake after the degrade: %+v", f)
+	}
+	h.bind("S", "automation-S")
+	h.preflight()
+	if got := h.claim().Ready; got != nil {
+		t.Fatalf("offered while generation %d is not proven paused: %+v", r.Generation, got)
+	}
+	var paused struct{ Outcome string }
+	h.ok(&paused, "desktop", "note-paused", "--source-thread-id", "S", "--generation", "1", "--bridge-request-id", "wake-2")
+	h.preflight()
+	fresh := h.claim().Ready
+	if fresh == nil || fresh.BatchID != r.BatchID || fresh.Generation <= r.Generation {
+		t.Fatalf("after the repair: %+v (was %+v)", fresh, r)
+	}
+}

@@ -514,6 +514,10 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 		b.SourceThreadID, b.CallerAutomationID, b.BridgeThreadID = p.SourceThreadID, p.CallerAutomationID, p.BridgeThreadID
 		b.Mirror, b.DegradedReason, b.LastVerifiedAt = p.Mirror, "", e.RecordedAt
 		b.AutomationDeletedOnUnbind = false
+		// The repairing operator takes the pause over: a deadline that
+		// passed would degrade the repaired binding at once. The armed
+		// generation still needs its pause proven before a fresh arm.
+		b.PauseDeadline = time.Time{}
 		if p.ReplacedAutomation {
 			// The armed generation belonged to the old automation, whose
 			// late wakes can only hit superseded generations: the new one
