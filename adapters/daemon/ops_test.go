@@ -75,6 +75,8 @@ var replyBounds = map[string]string{
 	api.DesktopNotePaused.Name:          "small",
 	api.DesktopNoteBoundaryCrossed.Name: "one batch's summary ([delivery] max_total_bytes) and ids",
 	api.DesktopRelayMarkerIssue.Name:    "small",
+	api.DesktopReadArtifact.Name:        "one chunk of at most api.MaxArtifactChunk bytes",
+	api.DesktopRevokeLease.Name:         "small",
 	api.DesktopRelayScannerBind.Name:    "small",
 	api.DesktopRelayConsume.Name:        "the results of the envelopes carrying one marker: a marker is consumed once, later copies are its re-emissions (bounded by the file, maxTranscript)",
 

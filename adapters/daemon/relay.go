@@ -11,11 +11,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/desktop/relay"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -88,6 +91,12 @@ func (d *Daemon) relayOps(t api.Table) {
 			Device: b.Device, Inode: b.Inode, BindingRevision: b.Revision}, nil
 	})
 	api.Handle(t, api.DesktopRelayConsume, d.consumeTranscript)
+	api.Handle(t, api.DesktopReadArtifact, d.readArtifact)
+	api.Handle(t, api.DesktopRevokeLease, func(ctx context.Context, a api.ArtifactLeaseArgs) (api.Outcome, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease-revoke:" + a.ArtifactID},
+			command.RevokeRecoveryLease{ArtifactID: a.ArtifactID})
+		return api.Outcome{Outcome: res.Outcome}, err
+	})
 }
 
 func (d *Daemon) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.MarkerIssueReply, error) {
@@ -255,4 +264,70 @@ func (rs *relayState) lastScanned() time.Time {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return rs.lastScan
+}
+
+// recoveryLeases issues (or, rotate, replaces) the recovery leases of the
+// inspected batch's artifacts too large to be inline.
+func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) ([]query.RecoveryLeaseView, error) {
+	limit := d.opt.Config.Delivery.InlinePayloadLimit
+	large := false
+	for _, a := range in.Artifacts {
+		large = large || a.SizeBytes > limit
+	}
+	if !large {
+		return nil, nil
+	}
+	ids := make([]string, len(in.Batch.ArtifactIDs))
+	for i := range ids {
+		var b [20]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, errs.Wrap(errs.EINTERNAL, err, "draw a lease id")
+		}
+		ids[i] = "arl-" + hex.EncodeToString(b[:])
+	}
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease:" + in.Batch.BatchID},
+		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: d.opt.Config.Desktop.RecoveryLease.Duration,
+			Rotate: rotate, LeaseIDs: ids})
+	if err != nil {
+		return nil, err
+	}
+	var out []query.RecoveryLeaseView
+	for _, l := range res.Value.([]command.RecoveryLease) {
+		out = append(out, query.RecoveryLeaseView{ArtifactID: l.ArtifactID, LeaseID: l.LeaseID, Deadline: l.Deadline})
+	}
+	return out, nil
+}
+
+// readArtifact returns one chunk of an artifact under its recovery lease.
+func (d *Daemon) readArtifact(_ context.Context, a api.ReadArtifactArgs) (api.ReadArtifactReply, error) {
+	if a.Offset < 0 || a.MaxBytes <= 0 {
+		return api.ReadArtifactReply{}, errs.New(errs.EINVAL, "offset must be at least 0 and max bytes at least 1")
+	}
+	if a.MaxBytes > api.MaxArtifactChunk {
+		a.MaxBytes = api.MaxArtifactChunk
+	}
+	var art *aggregate.Artifact
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		st, err := s.State(events.KindArtifact, a.ArtifactID)
+		art, _ = st.(*aggregate.Artifact)
+		return err
+	}); err != nil {
+		return api.ReadArtifactReply{}, err
+	}
+	if why := command.LeaseValid(art, a.LeaseID, d.opt.Clock.Now()); why != "" {
+		return api.ReadArtifactReply{}, errs.New(errs.ESTALE, "artifact read lease: %s", why)
+	}
+	f, _, err := artifact.OpenRegular(art.ManagedPath, "artifact")
+	if err != nil {
+		return api.ReadArtifactReply{}, err
+	}
+	defer f.Close()
+	buf := make([]byte, a.MaxBytes)
+	n, err := f.ReadAt(buf, a.Offset)
+	if err != nil && err != io.EOF {
+		return api.ReadArtifactReply{}, errs.IO(err, "read artifact %s", art.ID)
+	}
+	next := a.Offset + int64(n)
+	return api.ReadArtifactReply{ArtifactID: art.ID, Offset: a.Offset, Bytes: n, Data: buf[:n], NextOffset: next,
+		EOF: next >= art.SizeBytes, SizeBytes: art.SizeBytes, SHA256: art.SHA256}, nil
 }

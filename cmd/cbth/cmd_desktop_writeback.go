@@ -123,3 +123,37 @@ func (c *DesktopNoteBoundaryCrossedCmd) Run(env *Env) error {
 			res.Generation, res.SnapshotRevision, res.Continuation.Summary)
 	})
 }
+
+// DesktopReadArtifactCmd is `cbth desktop read-artifact`: operator
+// recovery of a large artifact, by chunks, under the recovery lease
+// `cbth batch inspect --batch-id` issued. Never a path to read.
+type DesktopReadArtifactCmd struct {
+	ArtifactID          string `help:"The artifact." required:"" name:"artifact-id"`
+	ArtifactReadLeaseID string `help:"Its lease (.artifact_recovery_leases[].artifact_recovery_lease_id of batch inspect)." required:"" name:"artifact-read-lease-id"`
+	Offset              int64  `help:"Where the chunk starts." default:"0"`
+	MaxBytes            int64  `help:"The chunk's size, at most 1 MiB." default:"65536" name:"max-bytes"`
+}
+
+// Run reads one chunk; without --json it writes the raw bytes.
+func (c *DesktopReadArtifactCmd) Run(env *Env) error {
+	res, err := call(env, api.DesktopReadArtifact, api.ReadArtifactArgs{ArtifactID: c.ArtifactID, LeaseID: c.ArtifactReadLeaseID,
+		Offset: c.Offset, MaxBytes: c.MaxBytes})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { w.Write(res.Data) })
+}
+
+// DesktopRevokeArtifactLeaseCmd is `cbth desktop revoke-artifact-lease`.
+type DesktopRevokeArtifactLeaseCmd struct {
+	ArtifactID string `help:"The artifact whose recovery lease ends now." required:"" name:"artifact-id"`
+}
+
+// Run revokes.
+func (c *DesktopRevokeArtifactLeaseCmd) Run(env *Env) error {
+	res, err := call(env, api.DesktopRevokeLease, api.ArtifactLeaseArgs{ArtifactID: c.ArtifactID})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "artifact %s: %s\n", c.ArtifactID, res.Outcome) })
+}

@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -333,4 +335,97 @@ func TestDesktop_PauseDeadlineDegradesThenRepair(t *testing.T) {
 	if fresh == nil || fresh.BatchID != r.BatchID || fresh.Generation <= r.Generation {
 		t.Fatalf("after the repair: %+v (was %+v)", fresh, r)
 	}
+}
+
+type leaseInspection struct {
+	Leases []struct {
+		ArtifactID string `json:"artifact_id"`
+		LeaseID    string `json:"artifact_recovery_lease_id"`
+	} `json:"artifact_recovery_leases"`
+}
+
+// A batch that needs an artifact read never takes the caller path; the
+// operator recovers it: inspect --batch-id issues a recovery lease,
+// read-artifact returns the bytes by chunks under it (never a path), and
+// a lease ends when rotated, revoked or expired.
+func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop()
+	h.bind("big", "automation-big")
+	want := make([]byte, 150<<10)
+	for i := range want {
+		want[i] = byte(i * 7)
+	}
+	res := filepath.Join(t.TempDir(), "result.bin")
+	if err := os.WriteFile(res, want, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	h.ok(&sub, "job", "submit", "--target", "desktop", "--thread-id", "big", "--task-kind", "ci", "--summary", "s",
+		"--delivery-read-only", "true", "--delivery-requires-approval", "false", "--delivery-requires-network", "false", "--delivery-requires-write-access", "false")
+	h.ok(nil, "job", "complete", "--job-id", sub.JobID, "--summary", "big result", "--result-file", res)
+	var q struct {
+		BatchID string `json:"batch_id"`
+	}
+	var jv struct {
+		Batch *struct {
+			BatchID string `json:"batch_id"`
+		}
+	}
+	h.ok(&jv, "job", "query", sub.JobID)
+	if jv.Batch == nil {
+		t.Fatal("the job joined no batch")
+	}
+	q.BatchID = jv.Batch.BatchID
+	var in leaseInspection
+	h.ok(&in, "batch", "inspect", "--batch-id", q.BatchID)
+	if len(in.Leases) != 1 || in.Leases[0].LeaseID == "" {
+		t.Fatalf("no recovery lease: %+v", in)
+	}
+	l := in.Leases[0]
+	head := h.head()
+	var again leaseInspection
+	h.ok(&again, "batch", "inspect", "--batch-id", q.BatchID)
+	if again.Leases[0].LeaseID != l.LeaseID || h.head() != head {
+		t.Fatal("a second inspect issued another lease")
+	}
+	read := func(lease string) []byte {
+		var got []byte
+		for off := int64(0); ; {
+			var chunk struct {
+				Data []byte `json:"data_base64"`
+				Next int64  `json:"next_offset"`
+				EOF  bool   `json:"eof"`
+			}
+			h.ok(&chunk, "desktop", "read-artifact", "--artifact-id", l.ArtifactID, "--artifact-read-lease-id", lease,
+				"--offset", strconv.FormatInt(off, 10), "--max-bytes", "65536")
+			got, off = append(got, chunk.Data...), chunk.Next
+			if chunk.EOF {
+				return got
+			}
+		}
+	}
+	if got := read(l.LeaseID); string(got) != string(want) {
+		t.Fatalf("read %d bytes, not the artifact's %d", len(got), len(want))
+	}
+	readFails := func(lease string) {
+		t.Helper()
+		h.fails(time.Minute, "desktop", "read-artifact", "--artifact-id", l.ArtifactID, "--artifact-read-lease-id", lease,
+			"--offset", "0", "--max-bytes", "10").want(t, "ESTALE", 1)
+	}
+	readFails("arl-guessed")
+	var rot leaseInspection
+	h.ok(&rot, "batch", "inspect", "--batch-id", q.BatchID, "--rotate-artifact-leases")
+	if rot.Leases[0].LeaseID == l.LeaseID {
+		t.Fatal("rotation kept the lease")
+	}
+	readFails(l.LeaseID)
+	read(rot.Leases[0].LeaseID)
+	h.ok(nil, "desktop", "revoke-artifact-lease", "--artifact-id", l.ArtifactID)
+	readFails(rot.Leases[0].LeaseID)
+	h.ok(&in, "batch", "inspect", "--batch-id", q.BatchID)
+	h.advance("16m") // past recovery_lease (15m)
+	readFails(in.Leases[0].LeaseID)
 }

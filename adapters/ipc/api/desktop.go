@@ -286,3 +286,38 @@ type ConsumeReply struct {
 	LinesRead   int64           `json:"lines_read"`
 	Results     []ConsumeResult `json:"results"`
 }
+
+// Operator recovery of large artifacts.
+var (
+	DesktopReadArtifact = Op[ReadArtifactArgs, ReadArtifactReply]{Name: "desktop.read_artifact"}
+	DesktopRevokeLease  = Op[ArtifactLeaseArgs, Outcome]{Name: "desktop.artifact_lease.revoke"}
+)
+
+// ReadArtifactArgs are read-artifact's request.
+type ReadArtifactArgs struct {
+	ArtifactID string `json:"artifact_id"`
+	LeaseID    string `json:"artifact_read_lease_id"`
+	Offset     int64  `json:"offset"`
+	MaxBytes   int64  `json:"max_bytes"`
+}
+
+// MaxArtifactChunk bounds one read-artifact chunk.
+const MaxArtifactChunk = 1 << 20
+
+// ReadArtifactReply is one chunk: base64 data, where the next chunk
+// starts, and whether this one reached the end.
+type ReadArtifactReply struct {
+	ArtifactID string `json:"artifact_id"`
+	Offset     int64  `json:"offset"`
+	Bytes      int    `json:"bytes"`
+	Data       []byte `json:"data_base64"`
+	NextOffset int64  `json:"next_offset"`
+	EOF        bool   `json:"eof"`
+	SizeBytes  int64  `json:"size_bytes"`
+	SHA256     string `json:"sha256"`
+}
+
+// ArtifactLeaseArgs name an artifact.
+type ArtifactLeaseArgs struct {
+	ArtifactID string `json:"artifact_id"`
+}
