@@ -52,3 +52,9 @@ soak:
     go test -run '^$' -fuzz FuzzParseRequest -fuzztime 30s ./adapters/cortexfs/socket/
     go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
     go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/
+    just desktop-random
+
+# The seeded randomized Desktop writeback run at full length (go test runs
+# 300 steps).
+desktop-random seed="0":
+    go test -count=1 -run 'TestDesktopWritebackRandomized' -v ./engine/command/ -args -desktop-steps=1000 -seed={{seed}}

@@ -204,6 +204,21 @@ func TestDesktop_ArmCASAndBoundary(t *testing.T) {
 	}
 	// An older generation's pause is a no-op.
 	h.fails(time.Minute, "desktop", "note-paused", "--source-thread-id", "S", "--generation", "0", "--bridge-request-id", "wake-4").want(t, "ESTALE", 1)
+	// The envelope is kept until its retention (closed + post_close_ttl
+	// here), then collected by the batch.recovery_gc sweep.
+	h.advance("71h")
+	h.ok(&in, "batch", "inspect", "--batch-id", r.BatchID)
+	if in.Envelope == nil {
+		t.Fatal("the envelope went before its retention")
+	}
+	h.advance("2h")
+	var gone struct {
+		Envelope *json.RawMessage `json:"boundary_recovery_envelope"`
+	}
+	h.ok(&gone, "batch", "inspect", "--batch-id", r.BatchID)
+	if gone.Envelope != nil {
+		t.Fatalf("the envelope outlived its retention: %s", *gone.Envelope)
+	}
 }
 
 // armReady arms the ready entry through the two helpers, as a bridge
