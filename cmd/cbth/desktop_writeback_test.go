@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -443,4 +444,35 @@ func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
 	h.ok(&in, "batch", "inspect", "--batch-id", q.BatchID)
 	h.advance("16m") // past recovery_lease (15m)
 	readFails(in.Leases[0].LeaseID)
+}
+
+// The caller path stays off unless the binding and the installation are
+// still the validated ones: a caller cbth from another place, or an
+// installation repaired since the arm, gets binding_or_capability_invalid
+// and nothing is appended.
+func TestDesktop_CrossingNeedsValidatedCapabilities(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop("S")
+	r := h.claim().Ready
+	h.armReady(r, "wake-1")
+	moved := filepath.Join(t.TempDir(), "elsewhere", "cbth")
+	if err := os.MkdirAll(filepath.Dir(moved), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(cbthBin); err != nil || os.WriteFile(moved, b, 0o700) != nil {
+		t.Fatalf("copy the binary: %v", err)
+	}
+	head := h.head()
+	c := exec.Command(moved, append(crossArgs(r), "--json")...)
+	c.Env = append(os.Environ(), h.env...)
+	out, err := c.Output()
+	if err == nil || !strings.Contains(string(out), `"binding_or_capability_invalid"`) {
+		t.Fatalf("a caller from another place: %v\n%s", err, out)
+	}
+	h.repair("--read-transport", "direct_file_read", "--read-transport-capability", "validated", "--writeback-capability", "unavailable")
+	afterRepair := h.head()
+	h.fails(time.Minute, crossArgs(r)...).want(t, "binding_or_capability_invalid", 1)
+	if afterRepair != head+3 || h.head() != afterRepair {
+		t.Fatalf("refused crossings appended: head %d, %d after the repair, %d now", head, afterRepair, h.head())
+	}
 }

@@ -83,7 +83,7 @@ func (c NoteBoundaryCrossed) Decide(v engine.View, now time.Time) (engine.Decisi
 
 // gate checks every precondition, in the order of the classes a caller
 // acts on: the batch's own fate first (crossed before, superseded), then
-// whether the wake is early, then the binding and installation.
+// the binding and installation, then whether the wake is early.
 func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate.Attempt, error) {
 	stale := func(format string, args ...any) error { return errs.New(errs.StaleOrSuperseded, format, args...) }
 	invalid := func(format string, args ...any) error {
@@ -115,6 +115,30 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	if b.ReplayPolicy != aggregate.ReplayAutomatic {
 		return nil, nil, stale("batch %s is %s: %s", b.ID, b.ReplayPolicy, b.ReplayPolicyReason)
 	}
+	bd, err := BindingOf(v, c.ThreadID)
+	if err != nil {
+		return nil, nil, err
+	}
+	inst, err := Installation(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case bd == nil || bd.Status != "bound":
+		return nil, nil, invalid("thread %s is not bound (%s)", c.ThreadID, bindingWhy(bd))
+	case inst == nil:
+		return nil, nil, invalid("no Desktop installation state")
+	case bd.Mirror.ReadTransportGeneration != inst.ReadTransportGeneration || bd.Mirror.ReadTransport != inst.ReadTransport:
+		return nil, nil, invalid("the binding's mirror is read transport generation %d, the installation's %d", bd.Mirror.ReadTransportGeneration, inst.ReadTransportGeneration)
+	case bd.Mirror.ValidationFingerprint != inst.ValidationFingerprint:
+		return nil, nil, invalid("the binding's validation fingerprint is not the installation's")
+	case inst.ReadTransportCapability != CapValidated:
+		return nil, nil, invalid("read_transport_capability is %s", inst.ReadTransportCapability)
+	case inst.WritebackCapability != CapValidated:
+		return nil, nil, invalid("writeback_capability is %s", inst.WritebackCapability)
+	case observed(c.Fingerprints, inst) != inst.ValidationFingerprint:
+		return nil, nil, invalid("the running cbth's validation fingerprint is not the validated one")
+	}
 	s, err := v.State(events.KindAttempt, c.AttemptID)
 	if err != nil {
 		return nil, nil, err
@@ -130,33 +154,20 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	default:
 		return nil, nil, stale("attempt %s is %s", a.ID, a.Status)
 	}
-	bd, err := BindingOf(v, c.ThreadID)
-	if err != nil {
-		return nil, nil, err
-	}
-	inst, err := Installation(v)
-	if err != nil {
-		return nil, nil, err
-	}
-	switch {
-	case bd == nil || bd.Status != "bound":
-		return nil, nil, invalid("thread %s is not bound", c.ThreadID)
-	case bd.ArmedGeneration != c.Generation:
+	if bd.ArmedGeneration != c.Generation {
 		return nil, nil, stale("the binding is armed for generation %d, not %d", bd.ArmedGeneration, c.Generation)
-	case inst == nil:
-		return nil, nil, invalid("no Desktop installation state")
-	case bd.Mirror.ReadTransportGeneration != inst.ReadTransportGeneration || bd.Mirror.ReadTransport != inst.ReadTransport:
-		return nil, nil, invalid("the binding's mirror is read transport generation %d, the installation's %d", bd.Mirror.ReadTransportGeneration, inst.ReadTransportGeneration)
-	case bd.Mirror.ValidationFingerprint != inst.ValidationFingerprint:
-		return nil, nil, invalid("the binding's validation fingerprint is not the installation's")
-	case inst.ReadTransportCapability != CapValidated:
-		return nil, nil, invalid("read_transport_capability is %s", inst.ReadTransportCapability)
-	case inst.WritebackCapability != CapValidated:
-		return nil, nil, invalid("writeback_capability is %s", inst.WritebackCapability)
-	case observed(c.Fingerprints, inst) != inst.ValidationFingerprint:
-		return nil, nil, invalid("the running cbth's validation fingerprint is not the validated one")
 	}
 	return b, a, nil
+}
+
+func bindingWhy(bd *aggregate.Binding) string {
+	if bd == nil {
+		return "no binding"
+	}
+	if bd.DegradedReason != "" && bd.Status == "degraded" {
+		return "degraded: " + bd.DegradedReason
+	}
+	return bd.Status
 }
 
 // envelope builds the boundary recovery envelope of b closing now. The
