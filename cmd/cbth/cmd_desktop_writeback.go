@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
@@ -101,7 +102,16 @@ func (c *DesktopNoteBoundaryCrossedCmd) Run(env *Env) error {
 		Generation: c.Generation, ExpectedSnapshotRevision: c.ExpectedSnapshotRevision, Fingerprints: fps}
 	// Not call: a version mismatch or a replaced daemon must not send the
 	// request twice, and every failure must land in one of the classes.
-	client, err := env.Client()
+	// As bridge-preflight: inside a heartbeat's sandbox the socket and
+	// the start-up lock are refused, and nothing is tried beyond them.
+	h, err := env.Home()
+	if err != nil {
+		return err
+	}
+	client, err := ipc.Dial(h.Socket(), Version)
+	if err != nil && ipc.Absent(err) && mayStart(h) {
+		client, err = env.Client()
+	}
 	if err != nil {
 		// Nothing was sent: positive proof that nothing crossed.
 		return errs.Wrap(errs.TransientNotReady, err, "the daemon could not be reached, nothing was sent")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/internal/desktopsim"
 )
 
 // Codex Desktop, part 2, through the real binary: the bridge's arm CAS,
@@ -474,5 +475,38 @@ func TestDesktop_CrossingNeedsValidatedCapabilities(t *testing.T) {
 	h.fails(time.Minute, crossArgs(r)...).want(t, "binding_or_capability_invalid", 1)
 	if afterRepair != head+3 || h.head() != afterRepair {
 		t.Fatalf("refused crossings appended: head %d, %d after the repair, %d now", head, afterRepair, h.head())
+	}
+}
+
+// A caller heartbeat inside the (emulated) Desktop sandbox cannot reach
+// the daemon: note-boundary-crossed tries the socket and the start-up
+// lock once each, is refused, and answers transient_not_ready with
+// nothing sent; the batch stays as it was.
+func TestDesktop_CallerInTheSandboxSendsNothing(t *testing.T) {
+	if err := desktopsim.Tools(); err != nil {
+		t.Fatal(err)
+	}
+	h := liveDesktopHome(t, "snapshot_interval = \"1s\"\nsnapshot_max_age = \"3s\"\n")
+	h.readyDesktop("S")
+	waitFor(t, "the thread offered", 10*time.Second, func() bool { return len(h.readyThreads()) == 1 })
+	r := h.claim().Ready
+	h.armReady(r, "wake-1")
+	head := h.head()
+	sim := &desktopsim.Bridge{Bin: cbthBin, Home: h.root, ThreadID: bridge, Sandbox: desktopsim.Sandbox{Home: h.root, Dir: t.TempDir()}}
+	var out any
+	res, err := sim.Helper(&out, sim.PreflightAllow(), crossArgs(r)[1:]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code == 0 || !strings.Contains(res.Stdout, `"transient_not_ready"`) || !strings.Contains(res.Stdout, "nothing was sent") {
+		t.Fatalf("a sandboxed caller: %s", res)
+	}
+	if h.head() != head {
+		t.Fatal("a sandboxed caller changed the log")
+	}
+	var in batchState
+	h.ok(&in, "batch", "inspect-head", "--source-thread-id", "S")
+	if in.Batch.CloseReason != "" || in.Head == nil || in.Head.State != "cooldown" {
+		t.Fatalf("the batch after a sandboxed caller: %+v %+v", in.Batch, in.Head)
 	}
 }
