@@ -172,10 +172,20 @@ func Read(r io.Reader, offset, line, end int64, lim Limits) (found []Found, next
 	if lim.Bytes > 0 && max > lim.Bytes {
 		max = lim.Bytes
 	}
-	br := bufio.NewReader(io.LimitReader(r, max))
+	br := bufio.NewReaderSize(io.LimitReader(r, max), 64<<10)
 	records := 0
 	for lim.Records <= 0 || records < lim.Records {
-		b, err := br.ReadBytes('\n')
+		// ReadSlice reads in place; only a line longer than the buffer
+		// is copied together.
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long := append([]byte(nil), b...)
+			for err == bufio.ErrBufferFull {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
 		if err == io.EOF {
 			break // an incomplete line (or none): the next read
 		}
