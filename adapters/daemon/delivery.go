@@ -352,7 +352,7 @@ func (s sink) Observe(ctx context.Context, ev target.TurnEvent) (string, error) 
 func (d *Daemon) startTargets(ctx context.Context) error {
 	for _, t := range d.targets {
 		if s, ok := t.(target.Starter); ok {
-			if err := s.Start(ctx, target.Host{Sink: sink{d}, Log: d.opt.Log.With("target", t.Spec().Name)}); err != nil {
+			if err := s.Start(ctx, target.Host{Sink: sink{d}, Log: d.opt.Log.With("target", t.Spec().Name), Wake: func() { d.poke(ctx) }}); err != nil {
 				return fmt.Errorf("start target %s: %w", t.Spec().Name, err)
 			}
 		}

@@ -160,6 +160,9 @@ type Sink interface {
 type Host struct {
 	Sink Sink
 	Log  *slog.Logger
+	// Wake asks the scheduler for a pass soon: something its gate held a
+	// head back for has changed outside the log (a thread became idle).
+	Wake func()
 }
 
 // Starter is a target with a lifetime: a long-lived connection, a

@@ -1,11 +1,15 @@
 package main_test
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 )
 
@@ -27,11 +31,11 @@ settle_delay = "1s"
 
 // newDeliveryRig is a codex rig whose threads run strict-safe (no
 // approval, no network, read-only), the only permissions the default
-// gate delivers into; codex, when not empty, replaces the pinned binary
-// (the fault proxy).
-func newDeliveryRig(t *testing.T, extra string) *codexRig {
+// gate delivers into. top goes before the config's sections, cli into
+// its [cli] section.
+func newDeliveryRig(t *testing.T, top, cli string) *codexRig {
 	t.Helper()
-	r := newCodexRig(t, deliveryConfig+extra)
+	r := newCodexRig(t, top+deliveryConfig+cli)
 	r.codexTop(`approval_policy = "never"` + "\n" + `sandbox_mode = "read-only"` + "\n")
 	return r
 }
@@ -135,7 +139,7 @@ func parked(in cliHead) bool          { return in.Batch.Replay == "manual_resolu
 // (the prompt and the model's answer), the batch closes delivered, and
 // the head attempt carries every CLI field of the seed.
 func TestCLIDelivery_Delivered(t *testing.T) {
-	r := newDeliveryRig(t, "")
+	r := newDeliveryRig(t, "", "")
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[mark:d1] the CI run passed")
 	in := r.waitBatch(thread, "the batch to close delivered", closedDelivered)
@@ -154,6 +158,169 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	tm.waitText("ECHO:["+h.Marker+"]", codextest.Guard) // the TUI shows the continuation and its answer (the screen capture loses the spaces the TUI moves the cursor over)
 	if !strings.Contains(tm.screen(), "[mark:d1] the CI run passed") {
 		t.Fatalf("the TUI does not show the job's summary:\n%s", tail(tm.screen(), 3000))
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// appServer connects a client of the test's own to the home's shared
+// app-server (as another TUI would be).
+func (r *codexRig) appServer() *appserver.Client {
+	r.t.Helper()
+	return codextest.Connect(r.t, filepath.Join(r.root, "run", "codex", "codex.sock"))
+}
+
+const continuation = "cbth: background job results"
+
+// The user's own turn is running: the delivery waits (no attempt, the gate
+// says why), then goes once the thread is idle.
+func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
+	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
+	r.complete(thread, "[mark:w1] done while the user worked")
+	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "a turn runs on the thread") })
+	if in.Head != nil || r.model.Count(continuation) != 0 {
+		t.Fatalf("delivered into a running turn: head %+v, %d model calls", in.Head, r.model.Count(continuation))
+	}
+	r.model.Release() // the user's turn ends; the thread goes idle
+	in = r.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// The delivered turn is interrupted: parked for manual resolution, never
+// resent; the head attempt says why.
+func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[fake:hang] [mark:i1] a result whose turn will be interrupted")
+	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
+	c := r.appServer()
+	ctx, cancel := context.WithTimeout(context.Background(), codextest.Guard)
+	defer cancel()
+	if err := c.TurnInterrupt(ctx, appserver.TurnInterruptParams{ThreadID: thread, TurnID: in.Head.TurnID}); err != nil {
+		t.Fatal(err)
+	}
+	in = r.waitBatch(thread, "the batch to park", parked)
+	if in.Head.State != "abandoned" || in.Head.LastTurnEvent == nil || *in.Head.LastTurnEvent != "turn_interrupted" || in.Batch.State == "closed" {
+		t.Fatalf("interrupted delivery: batch %+v head %+v", in.Batch, in.Head)
+	}
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// The model hangs past the observation deadline: the attempt expires and
+// the batch parks (a short observation_window; the idle timeout under it).
+func TestCLIDelivery_ObservationDeadlineExpires(t *testing.T) {
+	r := newDeliveryRig(t, "idle_timeout = \"2s\"\n", "observation_window = \"3s\"\n")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[fake:hang] [mark:e1] a result whose turn never ends")
+	in := r.waitBatch(thread, "the batch to park", parked)
+	if in.Head.ObservationState != "expired" || in.Head.State != "abandoned" || in.Head.TurnID == "" {
+		t.Fatalf("expired delivery: batch %+v head %+v", in.Batch, in.Head)
+	}
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// The app-server is killed mid-turn: the epoch advances, the accepted
+// attempt is abandoned and its batch parked; the model saw the marker once
+// (no resend on the new instance).
+func TestCLIDelivery_AppServerKilledMidTurn(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[fake:hang] [mark:k1] a result whose app-server dies")
+	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
+	started := r.events("appserver.started")
+	if err := syscall.Kill(int(started[len(started)-1].Payload["pid"].(float64)), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	in = r.waitBatch(thread, "the batch to park", parked)
+	if in.Head.State != "abandoned" || in.Head.SessionEpoch != 1 || r.session(thread).Epoch != 2 {
+		t.Fatalf("after kill -9: batch %+v head %+v session %+v", in.Batch, in.Head, r.session(thread))
+	}
+	r.model.Release()
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	tm.quit()
+}
+
+// The thread's permissions widen (network) between two deliveries: the
+// first goes, the second is left to the operator with the reason, and the
+// drift is recorded as an audit event.
+func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[mark:p1] first result")
+	r.waitBatch(thread, "the first batch to close delivered", closedDelivered)
+
+	// Another client of the app-server runs a turn that gives the thread
+	// network access (turn/start settings persist for later turns).
+	c := r.appServer()
+	ctx, cancel := context.WithTimeout(context.Background(), codextest.Guard)
+	defer cancel()
+	if _, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TurnStart(ctx, appserver.TurnStartParams{ThreadID: thread, Input: []appserver.Input{appserver.TextInput("[mark:widen] go online")},
+		SandboxPolicy: json.RawMessage(`{"type":"readOnly","networkAccess":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the widening turn to end", codextest.Guard, func() bool {
+		if r.model.Count("[mark:widen]") != 1 {
+			return false
+		}
+		th, err := c.ThreadRead(ctx, appserver.ThreadReadParams{ThreadID: thread})
+		return err == nil && th.Status.Type == appserver.ThreadIdle
+	})
+
+	r.complete(thread, "[mark:p2] second result")
+	var second cliHead
+	waitFor(t, "the second batch to go to the operator", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 2 {
+			return false
+		}
+		r.ok(&second, "batch", "inspect", "--batch-id", bs[1].ID)
+		return second.Batch.Replay == "manual_resolution_only"
+	})
+	if r.model.Count("[mark:p2]") != 0 || second.Head != nil {
+		t.Fatalf("the second batch was delivered: %+v", second)
+	}
+	var reason struct {
+		Batch struct {
+			Reason string `json:"replay_policy_reason"`
+		} `json:"batch"`
+	}
+	r.ok(&reason, "batch", "inspect", "--batch-id", second.Batch.ID)
+	if !strings.Contains(reason.Batch.Reason, "wider than the session's startup cap") {
+		t.Fatalf("parked for %q", reason.Batch.Reason)
+	}
+	drift := r.events("session.permission_drifted")
+	if len(drift) != 1 || drift[0].Payload["direction"] != "widened" {
+		t.Fatalf("drift audit events %+v", drift)
 	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)

@@ -55,6 +55,7 @@ type Target struct {
 
 	mu       sync.Mutex
 	sink     target.Sink
+	wake     func()
 	prepared map[string]prep   // thread -> what Prepare acquired for Deliver
 	tracks   map[string]*track // thread -> the delivery whose turn is followed
 	queue    chan target.TurnEvent
@@ -103,7 +104,7 @@ func (t *Target) Spec() target.Spec {
 // order.
 func (t *Target) Start(ctx context.Context, h target.Host) error {
 	t.mu.Lock()
-	t.sink = h.Sink
+	t.sink, t.wake = h.Sink, h.Wake
 	if h.Log != nil {
 		t.log = h.Log
 	}
@@ -156,6 +157,20 @@ func terminalEvent(ev string) bool { return ev != "turn_started" }
 // core once its acceptance is durable; before its id is known they are
 // kept by thread.
 func (t *Target) Notification(instance string, msg appserver.Message) {
+	if msg.Method == appserver.NoteThreadStatusChanged {
+		// A thread that became idle may take the delivery its gate held
+		// back while its own turn ran.
+		var n appserver.ThreadStatusChangedNote
+		if json.Unmarshal(msg.Params, &n) == nil && n.Status.Type == appserver.ThreadIdle {
+			t.mu.Lock()
+			wake := t.wake
+			t.mu.Unlock()
+			if wake != nil {
+				go wake()
+			}
+		}
+		return
+	}
 	if msg.Method != appserver.NoteTurnStarted && msg.Method != appserver.NoteTurnCompleted {
 		return
 	}
