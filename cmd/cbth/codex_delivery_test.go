@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,6 +322,49 @@ func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
 	drift := r.events("session.permission_drifted")
 	if len(drift) != 1 || drift[0].Payload["direction"] != "widened" {
 		t.Fatalf("drift audit events %+v", drift)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// Faults on the app-server's socket (faultcodex in front of the real
+// Codex): a turn/start answered -32001 (overloaded) is a proven reject,
+// retried after the back-off without counting an attempt; a turn/start
+// whose answer is lost is proven accepted through its marker, exactly one
+// turn carrying it, and the model got it once.
+func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
+	r := newDeliveryRig(t, "", "acceptance_timeout = \"3s\"\n")
+	r.codex = codextest.FaultCodex(t, r.codex)
+	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n%s", r.codex, r.codexHome, deliveryConfig+"acceptance_timeout = \"3s\"\n")
+	if err := os.WriteFile(filepath.Join(r.root, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	thread, tm := r.foreground("[mark:earlier]")
+
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "error", Code: -32001, Message: "Server overloaded; retry later.", Count: 1})
+	r.complete(thread, "[mark:f1] first result")
+	in := r.waitBatch(thread, "the first batch to close delivered", closedDelivered)
+	if in.Batch.Count != 1 || in.Head.Rejected != 1 || r.model.Count(in.Head.Marker) != 1 || r.model.Count("[mark:f1]") != 1 {
+		t.Fatalf("after -32001: batch %+v head %+v; the model saw the batch %d times", in.Batch, in.Head, r.model.Count("[mark:f1]"))
+	}
+
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_response", Count: 1})
+	r.complete(thread, "[mark:f2] second result")
+	var second cliHead
+	waitFor(t, "the second batch to close delivered", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 2 {
+			return false
+		}
+		r.ok(&second, "batch", "inspect", "--batch-id", bs[1].ID)
+		return closedDelivered(second)
+	})
+	if second.Batch.Count != 1 || second.Head.Rejected != 0 || second.Head.TurnID == "" || r.model.Count(second.Head.Marker) != 1 {
+		t.Fatalf("after a lost answer: batch %+v head %+v; the model saw the marker %d times", second.Batch, second.Head, r.model.Count(second.Head.Marker))
+	}
+	if got := codextest.FaultsApplied(r.codex); len(got) != 2 {
+		t.Fatalf("faults applied: %q, want the -32001 answer and one dropped answer", got)
 	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
