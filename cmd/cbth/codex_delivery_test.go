@@ -206,6 +206,21 @@ func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {
 	r.complete(thread, "[fake:hang] [mark:i1] a result whose turn will be interrupted")
 	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
 	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
+	// inspect-head shows every CLI field of the seed while the turn is
+	// observed.
+	var raw struct {
+		Head map[string]any `json:"head_attempt"`
+	}
+	r.ok(&raw, "batch", "inspect-head", "--source-thread-id", thread)
+	for _, k := range []string{"delivery_turn_id", "managed_session_id", "session_epoch", "delivery_observation_state",
+		"delivery_observation_deadline", "delivery_accepted_at", "last_observed_turn_event", "last_observed_turn_event_at"} {
+		if v, ok := raw.Head[k]; !ok || v == nil {
+			t.Errorf("inspect-head: %s is %v", k, v)
+		}
+	}
+	if raw.Head["delivery_observation_state"] != "tracking" || raw.Head["managed_session_id"] != r.session(thread).ID {
+		t.Errorf("inspect-head while tracking: %v", raw.Head)
+	}
 	c := r.appServer()
 	ctx, cancel := context.WithTimeout(context.Background(), codextest.Guard)
 	defer cancel()
