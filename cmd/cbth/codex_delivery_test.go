@@ -160,6 +160,16 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	if !strings.Contains(tm.screen(), "[mark:d1] the CI run passed") {
 		t.Fatalf("the TUI does not show the job's summary:\n%s", tail(tm.screen(), 3000))
 	}
+	if path := os.Getenv("CBTH_TUI_CAPTURE"); path != "" {
+		// The README's terminal capture: CBTH_TUI_CAPTURE=FILE go test
+		// ./cmd/cbth -run TestCLIDelivery_Delivered
+		tm.mu.Lock()
+		raw := tm.out.Bytes()
+		tm.mu.Unlock()
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
 	}
