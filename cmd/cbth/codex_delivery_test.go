@@ -359,12 +359,7 @@ func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
 // whose answer is lost is proven accepted through its marker, exactly one
 // turn carrying it, and the model got it once.
 func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
-	r := newDeliveryRig(t, "", "acceptance_timeout = \"3s\"\n")
-	r.codex = codextest.FaultCodex(t, r.codex)
-	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n%s", r.codex, r.codexHome, deliveryConfig+"acceptance_timeout = \"3s\"\n")
-	if err := os.WriteFile(filepath.Join(r.root, "config.toml"), []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r := newFaultRig(t, "acceptance_timeout = \"3s\"\n")
 	thread, tm := r.foreground("[mark:earlier]")
 
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "error", Code: -32001, Message: "Server overloaded; retry later.", Count: 1})
@@ -394,4 +389,17 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
 	}
+}
+
+// newFaultRig is a delivery rig whose codex is faultcodex in front of the
+// pinned binary.
+func newFaultRig(t *testing.T, cli string) *codexRig {
+	t.Helper()
+	r := newDeliveryRig(t, "", cli)
+	r.codex = codextest.FaultCodex(t, r.codex)
+	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n%s", r.codex, r.codexHome, deliveryConfig+cli)
+	if err := os.WriteFile(filepath.Join(r.root, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -9,6 +9,7 @@
 package codextest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -229,11 +230,11 @@ func SetFaults(t testing.TB, exe string, faults ...Fault) {
 }
 
 // FaultsApplied returns the lines faultcodex at exe logged, one per fault
-// applied.
+// applied (or request traced).
 func FaultsApplied(exe string) []string {
 	b, err := os.ReadFile(exe + ".faults.log")
-	if err != nil {
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
-	return strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(b)), " ", "_"))
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }

@@ -14,7 +14,8 @@
 //	{"method":"turn/start","action":"drop_response","count":1}
 //
 // "error" answers the request with that JSON-RPC error and never forwards
-// it; "drop_response" forwards it and drops the server's answer. A rule
+// it; "drop_response" forwards it and drops the server's answer; "trace"
+// forwards it and logs "trace METHOD UNIXNANO THREADID" as it arrives. A rule
 // applies count times (its count is written back decremented). Every
 // fault applied is appended as a line to EXE.faults.log.
 package main
@@ -247,6 +248,14 @@ func (f *faults) serve(ctx context.Context, c *websocket.Conn, real string) {
 						return
 					}
 					continue
+				case "trace":
+					var q struct {
+						Params struct {
+							ThreadID string `json:"threadId"`
+						} `json:"params"`
+					}
+					json.Unmarshal(b, &q)
+					f.note("trace %s %d %s", m.Method, time.Now().UnixNano(), q.Params.ThreadID)
 				case "drop_response":
 					mu.Lock()
 					dropped[string(m.ID)] = true
