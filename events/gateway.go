@@ -40,19 +40,22 @@ type GatewayEnvelopeRecorded struct {
 	RetryCount  int       `json:"retry_count,omitempty"`
 	RemoteMode  string    `json:"remote_mode,omitempty"`
 	StatusCode  string    `json:"status_code,omitempty"`
+	ErrorCode   string    `json:"error_code,omitempty"`
+	ReasonCode  string    `json:"reason_code,omitempty"`
 	// PayloadBytes and PayloadSHA256 identify the payload without
 	// keeping it.
 	PayloadBytes  int    `json:"payload_bytes"`
 	PayloadSHA256 string `json:"payload_sha256"`
 	// Outcome is routed, recorded (valid, delivered nowhere), refused
-	// (valid but not routable: ErrorCode and ReasonCode say why; its seq
-	// stays unused) or failed (the destination failed).
-	Outcome    string `json:"outcome"`
-	ErrorCode  string `json:"error_code,omitempty"`
-	ReasonCode string `json:"reason_code,omitempty"`
-	Route      string `json:"route,omitempty"`
-	RouteKind  string `json:"route_target,omitempty"`
-	JobID      string `json:"job_id,omitempty"`
+	// (valid but not routable; its seq stays unused) or failed (the
+	// destination failed). OutcomeCode (a stable error code) and
+	// OutcomeReason say why it was refused or failed.
+	Outcome       string `json:"outcome"`
+	OutcomeCode   string `json:"outcome_code,omitempty"`
+	OutcomeReason string `json:"outcome_reason,omitempty"`
+	Route         string `json:"route,omitempty"`
+	RouteKind     string `json:"route_target,omitempty"`
+	JobID         string `json:"job_id,omitempty"`
 	// OutFirst..OutLast are the seqs of the envelopes sent back on the
 	// stream for it (the destination's frames and the acknowledgement),
 	// with their total size and a hash over them.

@@ -54,13 +54,18 @@ func fromFrame(ev stream.Event, route string) (envelope.Envelope, bool) {
 }
 
 // ackPayload says where the stream stands after an inbound envelope.
-func ackPayload(in envelope.Envelope, outcome, jobID string, st *aggregate.GatewayStream) json.RawMessage {
+func ackPayload(in envelope.Envelope, outcome, jobID string, st *aggregate.GatewayStream, extra ...map[string]any) json.RawMessage {
 	m := map[string]any{"ack_seq": in.Seq, "outcome": outcome, "resume_cursor": strconv.FormatUint(st.Cursor(), 10), "high_seq": st.HighSeq}
 	if jobID != "" {
 		m["job_id"] = jobID
 	}
 	if len(st.Missing) > 0 {
 		m["missing"] = st.Missing
+	}
+	for _, x := range extra {
+		for k, v := range x {
+			m[k] = v
+		}
 	}
 	return raw(m)
 }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,23 +314,23 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 	}
 	rec := events.GatewayEnvelopeRecorded{ChannelType: in.ChannelType, SessionID: in.SessionID, Seq: in.Seq, Type: in.EventType,
 		Target: in.Target, SentAt: in.Timestamp, WorkspaceID: in.WorkspaceID, AgentID: in.AgentID, MessageID: in.MessageID,
-		DedupKey: in.DedupKey, RetryCount: in.RetryCount, RemoteMode: in.RemoteMode, StatusCode: in.StatusCode,
+		DedupKey: in.DedupKey, RetryCount: in.RetryCount, RemoteMode: in.RemoteMode, StatusCode: in.StatusCode, ErrorCode: in.ErrorCode, ReasonCode: in.ReasonCode,
 		PayloadBytes: len(in.Payload), PayloadSHA256: sha(in.Payload), Outcome: command.GatewayRecorded}
-	if _, _, err := command.ModeAfter(st.RemoteMode, &rec, in.ReasonCode); err != nil {
-		rec.Outcome, rec.ErrorCode, rec.ReasonCode = command.GatewayRefused, string(errs.EINVAL), ReasonMode
+	if _, _, err := command.ModeAfter(st.RemoteMode, &rec); err != nil {
+		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonMode
 	}
 	text := ""
 	if rec.Outcome != command.GatewayRefused && in.ChannelType == envelope.ChannelDialog && in.EventType == envelope.EventMessage {
 		switch {
 		case in.WorkspaceID == "" || in.AgentID == "":
-			rec.Outcome, rec.ErrorCode, rec.ReasonCode = command.GatewayRefused, string(errs.EINVAL), ReasonRoutingKey
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonRoutingKey
 		case rt == nil:
-			rec.Outcome, rec.ErrorCode, rec.ReasonCode = command.GatewayRefused, string(errs.ENOENT), ReasonNoRoute
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.ENOENT), ReasonNoRoute
 		default:
 			rec.Route, rec.RouteKind = rt.To, rt.Target
 			var ok bool
 			if text, ok = payloadText(in.Payload); !ok {
-				rec.Outcome, rec.ErrorCode, rec.ReasonCode = command.GatewayRefused, string(errs.EINVAL), ReasonPayloadText
+				rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonPayloadText
 			}
 		}
 	}
@@ -352,7 +353,7 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 	// The ack's own bytes are not known before it is written, so the
 	// record's size and hash cover what came before it.
 	rec.OutBytes, rec.OutSHA256 = a.bytes, hex.EncodeToString(a.h.Sum(nil))
-	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, command.RecordEnvelope{StreamID: in.StreamID, Rec: rec, ReasonCode: in.ReasonCode})
+	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, command.RecordEnvelope{StreamID: in.StreamID, Rec: rec})
 	if err != nil {
 		return a.send(failure(in, errs.CodeOf(err), "", "record: "+err.Error()))
 	}
@@ -366,8 +367,9 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		return nil
 	})
 	if rec.Outcome == command.GatewayRefused || rec.Outcome == command.GatewayFailed {
-		f := failure(in, errs.Code(rec.ErrorCode), rec.ReasonCode, rec.Outcome)
-		f.Payload = ackPayload(in, rec.Outcome, rec.JobID, st)
+		f := failure(in, errs.Code(rec.OutcomeCode), rec.OutcomeReason, rec.Outcome)
+		f.ResumeCursor, f.Payload = strconv.FormatUint(st.Cursor(), 10), ackPayload(in, rec.Outcome, rec.JobID, st, map[string]any{
+			"code": rec.OutcomeCode, "reason": rec.OutcomeReason})
 		return a.send(f)
 	}
 	out := ack(in, rec.Outcome, rec.JobID, st)
@@ -411,7 +413,7 @@ func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, t
 		case werr != nil:
 			a.w = nil // the client is gone; what it missed it resends
 		case err != nil:
-			rec.Outcome, rec.ErrorCode, rec.ReasonCode = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
 			if g.Log != nil {
 				g.Log.Warn("gateway: agent turn failed", "route", rt.To, "stream", in.StreamID, "seq", in.Seq, "err", err)
 			}
@@ -422,7 +424,7 @@ func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, t
 		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, command.RouteThreadPrefix), TargetKind: rt.Target,
 			StreamID: in.StreamID, Seq: in.Seq, CorrelationID: in.CorrelationID, Text: text})
 		if err != nil {
-			rec.Outcome, rec.ErrorCode, rec.ReasonCode = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
 			return
 		}
 		rec.Outcome, rec.JobID = command.GatewayRouted, id

@@ -134,7 +134,8 @@ func (c RemoveRoute) Decide(v engine.View, now time.Time) (engine.Decision, erro
 // terminal_fallback, with the envelope's reason code, else its error
 // code, else ide_primary_error; otherwise the envelope's mode. A
 // downgrade the client states itself must give its reason code.
-func ModeAfter(cur string, rec *events.GatewayEnvelopeRecorded, reason string) (to, why string, err error) {
+func ModeAfter(cur string, rec *events.GatewayEnvelopeRecorded) (to, why string, err error) {
+	reason := rec.ReasonCode
 	if rec.ChannelType != "ssh_remote" {
 		return cur, "", nil
 	}
@@ -160,8 +161,6 @@ func ModeAfter(cur string, rec *events.GatewayEnvelopeRecorded, reason string) (
 type RecordEnvelope struct {
 	StreamID string
 	Rec      events.GatewayEnvelopeRecorded
-	// ReasonCode is the envelope's reason_code, for a mode change.
-	ReasonCode string
 }
 
 // Decide implements engine.Decider.
@@ -192,7 +191,7 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if rec.Seq > st.HighSeq+1 {
 		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.GatewayGapReported{From: st.HighSeq + 1, To: rec.Seq - 1}})
 	}
-	to, why, err := ModeAfter(st.RemoteMode, &rec, c.ReasonCode)
+	to, why, err := ModeAfter(st.RemoteMode, &rec)
 	if err != nil {
 		return engine.Decision{}, err
 	}
