@@ -79,8 +79,8 @@ func TestCwdEscapes(t *testing.T) {
 		{"/work/./out", errs.EACCES, ""},
 		{"/work/sub/up2", "", "/work/sub/up2"}, // ../.. from work/sub is the root: inside
 		{"/work/out/../work", errs.ENOENT, ""}, // ".." is lexical: /work/work
-		{outside, errs.ENOENT, ""},        // the host path of the secret dir, read inside the root
-		{root + "/work", errs.ENOENT, ""}, // the host path of the root itself, likewise
+		{outside, errs.ENOENT, ""},             // the host path of the secret dir, read inside the root
+		{root + "/work", errs.ENOENT, ""},      // the host path of the root itself, likewise
 		{"/etc", errs.ENOENT, ""},
 		{"/nope", errs.ENOENT, ""},
 		{"/work/file", errs.EINVAL, ""},
