@@ -104,9 +104,9 @@ type sess struct {
 	label string // as clients name it
 	scope string
 	store session.Store
-	mu   sync.Mutex
-	seq  uint64
-	subs map[*conn]bool
+	mu    sync.Mutex
+	seq   uint64
+	subs  map[*conn]bool
 	// msgRuns maps client message ids to their run: a retried send
 	// finds its run here instead of starting a second one.
 	msgRuns map[string]string
