@@ -41,6 +41,10 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 		if len(args) >= 1 && strings.HasPrefix(args[0], "model/") {
 			return ctxChat(args), true
 		}
+		// `ctx history|latest|session ...` are `cbth ctx ...`.
+		if len(args) >= 1 && (args[0] == "history" || args[0] == "latest" || args[0] == "session") {
+			return run(append([]string{"cbth", "ctx"}, args...), os.Stdout, os.Stderr), true
+		}
 		// `ctx agent/<name> [session]` is the same on an agent's socket.
 		if len(args) >= 1 && len(args) <= 2 && strings.HasPrefix(args[0], "agent/") {
 			nm := strings.TrimPrefix(args[0], "agent/")

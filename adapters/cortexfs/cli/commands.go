@@ -24,7 +24,10 @@ import (
 
 // CtxCmd groups the ctx tree verbs.
 type CtxCmd struct {
-	Init CtxInitCmd `cmd:"" help:"Create the object tree with the built-in debug/echo model."`
+	Init    CtxInitCmd `cmd:"" help:"Create the object tree with the built-in debug/echo model."`
+	History HistoryCmd `cmd:"" help:"Print a session's conversation (messages.jsonl) of an agent or model."`
+	Latest  LatestCmd  `cmd:"" help:"Print a session's latest answer (latest.md)."`
+	Session SessionCmd `cmd:"" help:"List and show an agent's or model's sessions."`
 }
 
 // CtxInitCmd is `ctx init`.
