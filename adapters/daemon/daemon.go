@@ -166,6 +166,7 @@ func Run(ctx context.Context, opt Options) error {
 		return refuseLog(h, err)
 	}
 	d.codex, d.codexErr = d.newCodex(opt)
+	d.addCLITarget()
 	defer func() {
 		// What outlives a request stops before the log closes:
 		// deliveries record their answers, hooks their runs, the

@@ -165,6 +165,7 @@ type Config struct {
 	// The Codex CLI adapter (adapters/home/codex_config.go).
 	CodexBinary string  `toml:"codex_binary"`
 	CodexHome   string  `toml:"codex_home"`
+	CLI         CLI     `toml:"cli"`
 	Desktop     Desktop `toml:"desktop"`
 }
 
@@ -234,6 +235,7 @@ func Defaults() Config {
 		},
 		Desktop: DesktopDefaults(),
 		Task:    TaskDefaults(),
+		CLI:     CLIDefaults(),
 	}
 }
 
@@ -281,6 +283,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := checkDelivery(c); err != nil {
+		return c, err
+	}
+	if err := checkCLI(c); err != nil {
 		return c, err
 	}
 	return c, h.checkTask(&c)
