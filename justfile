@@ -54,3 +54,4 @@ soak:
     go test -run '^$' -fuzz FuzzParseRequest -fuzztime 30s ./adapters/cortexfs/socket/
     go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
     go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/
+    go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/gateway/envelope/
