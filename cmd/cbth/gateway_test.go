@@ -290,8 +290,16 @@ func TestGatewaySequenceGapsDedupResume(t *testing.T) {
 	if e := last(nk); e.ErrorCode != "EINVAL" || e.ReasonCode != "routing_key" {
 		t.Fatalf("no routing key: %+v", nk)
 	}
+	// A destination that fails: recorded as failed, seq left unused so
+	// the message can be sent again.
+	h.ok(nil, "gateway", "route", "add", "--workspace", "w3", "--agent", "gone", "--to", "ctx:agent/gone", "--target", "ctx")
+	fl := h.gwSend(69, "--stream-id", "st-3", "--seq", "6", "--session-id", "s", "--workspace", "w3", "--agent", "gone",
+		"--correlation-id", "conv-3", "--text", "hi")
+	if e := last(fl); e.ErrorCode != "EHOSTDOWN" || e.ReasonCode != "destination" || e.Payload.Outcome != "failed" {
+		t.Fatalf("dead destination: %+v", fl)
+	}
 	if e := last(status(6)); e.StatusCode != "recorded" {
-		t.Fatalf("seq 6 after refusals: %+v", e)
+		t.Fatalf("seq 6 after refusals and a failure: %+v", e)
 	}
 }
 

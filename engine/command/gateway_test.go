@@ -29,7 +29,7 @@ func gwStream(t *testing.T, e *engine.Engine, id string) *aggregate.GatewayStrea
 
 // Seqs past the high mark open a gap, reported once; a seq in a gap
 // fills it; a seq received already is a duplicate that appends nothing;
-// a refused envelope leaves its seq unused.
+// a refused or failed envelope leaves its seq unused.
 func TestRecordEnvelopeSequence(t *testing.T) {
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{NoSync: true})
 	ctx := context.Background()
@@ -56,8 +56,9 @@ func TestRecordEnvelopeSequence(t *testing.T) {
 		t.Fatalf("duplicate: %+v", res)
 	}
 	rec(2, command.GatewayRefused)
+	rec(2, command.GatewayFailed)
 	if st := gwStream(t, e, "s"); st.Seen(2) {
-		t.Fatal("a refused envelope used its seq")
+		t.Fatal("a refused or failed envelope used its seq")
 	}
 	rec(2, command.GatewayRecorded)
 	rec(4, command.GatewayRecorded)
