@@ -140,7 +140,8 @@ func Run(ctx context.Context, opt Options) error {
 	if err := d.initDesktop(); err != nil {
 		return err
 	}
-	d.targets = []target.Target{d.debug, d.desk.target}
+	d.sockets.Sessions, d.sockets.Jobs = sessionLog{d}, daemonJobs{d}
+	d.targets = []target.Target{d.debug, d.desk.target, d.ctxTarget()}
 	for _, t := range opt.Targets {
 		// A target of a built-in's kind replaces it (tests put fakes in).
 		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
@@ -272,6 +273,11 @@ func (d *Daemon) startup(ctx context.Context) error {
 		return fmt.Errorf("recover sessions: %w", err)
 	}
 	if err := d.sweep(ctx, "startup"); err != nil {
+		return err
+	}
+	// Session directories before the trees: serving the sockets starts
+	// with the trees, and a session is projected before it is served.
+	if err := d.catchUpSessions(); err != nil {
 		return err
 	}
 	if err := d.catchUpTrees(); err != nil {
