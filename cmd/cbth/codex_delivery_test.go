@@ -403,3 +403,55 @@ func newFaultRig(t *testing.T, cli string) *codexRig {
 	}
 	return r
 }
+
+// turn/steer, behind [cli] steer: a read-only batch goes into the user's
+// running turn once it is classified read_only_low_risk (a strict-safe
+// thread, not waiting on an approval); a steer answered with an error
+// (here the proxy answers the first one "expected active turn id", as
+// Codex does when the turn changed) is a proven reject, retried without
+// counting; the steered turn's completion closes the batch delivered.
+func TestCLIDelivery_SteerIntoTheRunningTurn(t *testing.T) {
+	r := newFaultRig(t, "steer = true\n")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
+	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/steer", Action: "error", Code: -32600,
+		Message: "expected active turn id `01a20000-0000-7000-8000-000000000000` but found another", Count: 1})
+	id := r.submit(thread, "--delivery-read-only", "true", "--delivery-requires-approval", "false",
+		"--delivery-requires-network", "false", "--delivery-requires-write-access", "false")
+	r.ok(nil, "job", "complete", "--job-id", id, "--summary", "[mark:s1] a read-only result")
+	in := r.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	if in.Head.RPCKind != "turn_steer" || in.Head.Rejected != 1 || in.Batch.Count != 1 || r.model.Count(in.Head.Marker) != 1 {
+		t.Fatalf("steered delivery: batch %+v head %+v; the model saw the marker %d times", in.Batch, in.Head, r.model.Count(in.Head.Marker))
+	}
+	if got := codextest.FaultsApplied(r.codex); len(got) != 1 {
+		t.Fatalf("faults applied %q", got)
+	}
+	// The model saw the steer as the user's own turn asked again.
+	if u, m := r.turnOfMarker("[mark:user]"), r.turnOfMarker(in.Head.Marker); u == "" || u != m || m != in.Head.TurnID {
+		t.Fatalf("user's turn %s, steered request's turn %s, delivery_turn_id %s", u, m, in.Head.TurnID)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// turnOfMarker is the turn of the first model call prompted by marker
+// (Codex names it in the request's client_metadata).
+func (r *codexRig) turnOfMarker(marker string) string {
+	for _, q := range r.model.Requests() {
+		if q.Title || !strings.Contains(q.UserText, marker) {
+			continue
+		}
+		var b struct {
+			Meta struct {
+				TurnID string `json:"turn_id"`
+			} `json:"client_metadata"`
+		}
+		if json.Unmarshal(q.Body, &b) == nil {
+			return b.Meta.TurnID
+		}
+	}
+	return ""
+}
