@@ -484,7 +484,6 @@ func newFaultRig(t *testing.T, cli string) *codexRig {
 	return r
 }
 
-
 // turnOfMarker is the turn of the first model call prompted by marker
 // (Codex names it in the request's client_metadata).
 func (r *codexRig) turnOfMarker(marker string) string {
@@ -503,4 +502,3 @@ func (r *codexRig) turnOfMarker(marker string) string {
 	}
 	return ""
 }
-
