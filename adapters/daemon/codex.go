@@ -39,6 +39,8 @@ func (d *Daemon) codexOps(t api.Table) {
 		if d.codexErr != nil {
 			return api.CLIAttachReply{}, d.codexErr
 		}
+		// A live session may let a batch that waited for it go.
+		defer d.poke(ctx)
 		return d.codex.Attach(ctx, ipc.ConnOf(ctx), a)
 	})
 	api.Handle(t, api.CLIDetach, func(ctx context.Context, _ api.Empty) (api.CLIDetachReply, error) {

@@ -174,6 +174,31 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
 	}
+
+	// No foreground: the next result waits (the session is detached),
+	// and goes once `cbth cli run` attaches the thread again.
+	r.complete(thread, "[mark:d2] the second result")
+	var second cliHead
+	waitFor(t, "the second batch to wait for the session", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 2 {
+			return false
+		}
+		r.ok(&second, "batch", "inspect", "--batch-id", bs[1].ID)
+		return strings.Contains(second.Gate, "is detached")
+	})
+	if second.Head != nil || r.model.Count("[mark:d2]") != 0 {
+		t.Fatalf("delivered without a foreground: %+v", second)
+	}
+	tm = r.startTerminal(r.project, "cli", "run", "--bind-thread-id", thread)
+	second = r.nthBatch(thread, 2, "the second batch to close delivered", closedDelivered)
+	if r.model.Count(second.Head.Marker) != 1 || r.model.Count("[mark:d2]") != 1 {
+		t.Fatalf("second delivery: %+v; the model saw it %d times", second, r.model.Count(second.Head.Marker))
+	}
+	tm.waitText("Ask Codex", codextest.Guard)
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
 }
 
 // appServer connects a client of the test's own to the home's shared
@@ -260,15 +285,19 @@ func TestCLIDelivery_ObservationDeadlineExpires(t *testing.T) {
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[fake:hang] [mark:e1] a result whose turn never ends")
+	r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	// The foreground goes (killed: ^C would interrupt the turn); the
+	// observed turn alone keeps the daemon up past its idle timeout until
+	// the deadline. A daemon that had left would have parked the attempt
+	// as lost on its next start, not expired.
+	syscall.Kill(-tm.cmd.Process.Pid, syscall.SIGKILL)
+	<-tm.done
 	in := r.waitBatch(thread, "the batch to park", parked)
-	if in.Head.ObservationState != "expired" || in.Head.State != "abandoned" || in.Head.TurnID == "" {
+	if in.Head.ObservationState != "expired" || in.Head.State != "abandoned" || in.Head.TurnID == "" || len(r.events("appserver.started")) != 1 {
 		t.Fatalf("expired delivery: batch %+v head %+v", in.Batch, in.Head)
 	}
 	if n := r.model.Count(in.Head.Marker); n != 1 {
 		t.Fatalf("the model got the marker in %d requests, want 1", n)
-	}
-	if code := tm.quit(); code != 0 {
-		t.Fatalf("cbth cli run exited %d", code)
 	}
 }
 
