@@ -219,15 +219,20 @@ func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
 	thread, tm := r.foreground("[mark:earlier]")
 	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
 	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
-	r.complete(thread, "[mark:w1] done while the user worked")
+	// The result file is small text: its bytes go into the prompt.
+	small := filepath.Join(t.TempDir(), "result.txt")
+	if err := os.WriteFile(small, []byte("[mark:payload] 3 tests passed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.ok(nil, "job", "complete", "--job-id", r.submit(thread), "--summary", "[mark:w1] done while the user worked", "--result-file", small)
 	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "a turn runs on the thread") })
 	if in.Head != nil || r.model.Count(continuation) != 0 {
 		t.Fatalf("delivered into a running turn: head %+v, %d model calls", in.Head, r.model.Count(continuation))
 	}
 	r.model.Release() // the user's turn ends; the thread goes idle
 	in = r.waitBatch(thread, "the batch to close delivered", closedDelivered)
-	if n := r.model.Count(in.Head.Marker); n != 1 {
-		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	if n := r.model.Count(in.Head.Marker); n != 1 || r.model.Count("[mark:payload] 3 tests passed") != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1, and the result's bytes %d times", n, r.model.Count("[mark:payload]"))
 	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
@@ -401,10 +406,18 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 	thread, tm := r.foreground("[mark:earlier]")
 
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "error", Code: -32001, Message: "Server overloaded; retry later.", Count: 1})
-	r.complete(thread, "[mark:f1] first result")
+	// Its result is over the inline limit: named, never pasted.
+	big := filepath.Join(t.TempDir(), "big.log")
+	if err := os.WriteFile(big, []byte("[mark:big]"+strings.Repeat("x", 20<<10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.ok(nil, "job", "complete", "--job-id", r.submit(thread), "--summary", "[mark:f1] first result", "--result-file", big)
 	in := r.waitBatch(thread, "the first batch to close delivered", closedDelivered)
 	if in.Batch.Count != 1 || in.Head.Rejected != 1 || r.model.Count(in.Head.Marker) != 1 || r.model.Count("[mark:f1]") != 1 {
 		t.Fatalf("after -32001: batch %+v head %+v; the model saw the batch %d times", in.Batch, in.Head, r.model.Count("[mark:f1]"))
+	}
+	if r.model.Count("[mark:big]") != 0 || r.model.Count("is not pasted here; it is at") != 1 {
+		t.Fatalf("a result over the inline limit was pasted (%d) or not named (%d)", r.model.Count("[mark:big]"), r.model.Count("is not pasted here"))
 	}
 
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_response", Count: 1})
