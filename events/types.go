@@ -84,6 +84,12 @@ func declarations() []declaration {
 		decl[TaskStopping](KindTask),
 		decl[TaskExited](KindTask),
 		decl[TaskLost](KindTask),
+
+		decl[GatewayRouteAdded](KindGatewayRoute),
+		decl[GatewayRouteRemoved](KindGatewayRoute),
+		decl[GatewayEnvelopeRecorded](KindGatewayStream),
+		decl[GatewayGapReported](KindGatewayStream),
+		decl[GatewayModeChanged](KindGatewayStream),
 	}
 }
 
@@ -670,6 +676,7 @@ type AppServerExited struct {
 // ---- ctx session (session directories) ----
 
 // CtxSessionOpened creates a session directory.
+// The stream id is the session directory's absolute path.
 type CtxSessionOpened struct {
 	Object string  `json:"object"` // e.g. "agent/coder" or "model/openai/gpt-4o"
 	Scope  string  `json:"scope"`
@@ -677,6 +684,8 @@ type CtxSessionOpened struct {
 	UID    int     `json:"uid"`
 	Cwd    string  `json:"cwd"`
 	Meta   RawJSON `json:"meta,omitempty"`
+	// Root is the CortexFS tree the session belongs to.
+	Root string `json:"root,omitempty"`
 }
 
 // CtxSessionMessage appends one conversation message.
@@ -684,6 +693,13 @@ type CtxSessionMessage struct {
 	Role    string  `json:"role"`
 	Content RawJSON `json:"content"`
 	Run     string  `json:"run,omitempty"`
+	// ID is the client's message id (a user turn); CallID and Name a
+	// tool result's call; ToolCalls the calls an assistant message asked
+	// for.
+	ID        string  `json:"id,omitempty"`
+	CallID    string  `json:"call_id,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	ToolCalls RawJSON `json:"tool_calls,omitempty"`
 }
 
 // CtxSessionEvent appends a tool call, error or other non-message event.

@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
+	"github.com/cbth-dev/cbth/adapters/gateway"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -80,6 +81,7 @@ type Daemon struct {
 	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
+	gw      *gateway.Gateway
 	desk    deskState
 	// codex is the Codex CLI adapter: the shared app-server, started when
 	// a CLI session first needs it, and the attached foregrounds.
@@ -138,7 +140,8 @@ func Run(ctx context.Context, opt Options) error {
 	if err := d.initDesktop(); err != nil {
 		return err
 	}
-	d.targets = []target.Target{d.debug, d.desk.target}
+	d.sockets.Sessions, d.sockets.Jobs = sessionLog{d}, daemonJobs{d}
+	d.targets = []target.Target{d.debug, d.desk.target, d.ctxTarget()}
 	for _, t := range opt.Targets {
 		// A target of a built-in's kind replaces it (tests put fakes in).
 		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
@@ -181,6 +184,11 @@ func Run(ctx context.Context, opt Options) error {
 		d.eng.Close()
 	}()
 	if err := d.startup(ctx); err != nil {
+		cancel()
+		<-served
+		return err
+	}
+	if err := d.serveGateway(ctx); err != nil {
 		cancel()
 		<-served
 		return err
@@ -265,6 +273,11 @@ func (d *Daemon) startup(ctx context.Context) error {
 		return fmt.Errorf("recover sessions: %w", err)
 	}
 	if err := d.sweep(ctx, "startup"); err != nil {
+		return err
+	}
+	// Session directories before the trees: serving the sockets starts
+	// with the trees, and a session is projected before it is served.
+	if err := d.catchUpSessions(); err != nil {
 		return err
 	}
 	if err := d.catchUpTrees(); err != nil {
@@ -485,6 +498,11 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	}
 	if n := d.srv.Attached(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d integration clients", n))
+	}
+	if d.gw != nil {
+		if n := d.gw.Conns(); n > 0 {
+			reasons = append(reasons, fmt.Sprintf("%d gateway clients", n))
+		}
 	}
 	if n := d.inflight.Load(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d requests in flight", n))

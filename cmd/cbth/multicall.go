@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -28,12 +31,36 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 		// The kernel runs objects as `cortexfs-object-runner <object> args...`
 		// through their #! line. The runner installs its SIGINT/SIGTERM
 		// handling itself, only around calls that can block.
-		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, runner.ProcessEnv(context.Background())), true
+		renv := runner.ProcessEnv(context.Background())
+		renv.Jobs = daemonJobs{env: &Env{Stdout: io.Discard, Stderr: os.Stderr, Getenv: os.Getenv}}
+		renv.Interactive = func(sock string) int { return chatOn(sock, socket.DefaultSession) }
+		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, renv), true
 	case "ctx":
 		// `ctx model/<provider>/<model> [session]` is the socket REPL. Every
 		// other ctx form belongs to the normal command tree.
 		if len(args) >= 1 && strings.HasPrefix(args[0], "model/") {
 			return ctxChat(args), true
+		}
+		// `ctx history|latest|session ...` are `cbth ctx ...`.
+		if len(args) >= 1 && (args[0] == "history" || args[0] == "latest" || args[0] == "session") {
+			return run(append([]string{"cbth", "ctx"}, args...), os.Stdout, os.Stderr), true
+		}
+		// `ctx agent/<name> [session]` is the same on an agent's socket.
+		if len(args) >= 1 && len(args) <= 2 && strings.HasPrefix(args[0], "agent/") {
+			nm := strings.TrimPrefix(args[0], "agent/")
+			sess := socket.DefaultSession
+			if len(args) == 2 {
+				sess = args[1]
+			}
+			for _, c := range []string{nm, sess} {
+				if err := name.Valid(c); err != nil {
+					fmt.Fprintf(os.Stderr, "ctx: %s: %v\n", errs.CodeOf(err), err)
+					return errs.CodeOf(err).ExitCode(), true
+				}
+			}
+			home, _ := os.UserHomeDir()
+			env := cli.DefaultEnv(os.LookupEnv, home)
+			return chatOn(filepath.Join(env.CtxRoot, "agent", nm+".sock"), sess), true
 		}
 		return 0, false
 	}
@@ -75,16 +102,25 @@ func ctxChat(args []string) (code int) {
 	}
 	home, _ := os.UserHomeDir()
 	env := cli.DefaultEnv(os.LookupEnv, home)
-	path := filepath.Join(env.CtxRoot, "model", id.Provider, id.Model+".sock")
+	return chatOn(filepath.Join(env.CtxRoot, "model", id.Provider, id.Model+".sock"), sess)
+}
+
+// chatOn is the interactive session on a model's or an agent's socket:
+// each input line is one turn; the first SIGINT cancels the run, the
+// second exits.
+func chatOn(path, sess string) int {
+	fail := func(err error) int {
+		fmt.Fprintf(os.Stderr, "ctx: %s: %v\n", errs.CodeOf(err), err)
+		return errs.CodeOf(err).ExitCode()
+	}
 	conn, err := net.Dial("unix", path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fail(errs.New(errs.ENOENT, "model %s has no socket (session=none, or not served)", id))
+			return fail(errs.New(errs.ENOENT, "%s does not exist (session=none, or not served)", path))
 		}
-		return fail(errs.Wrap(errs.EHOSTDOWN, err, "model %s socket is not answering", id))
+		return fail(errs.Wrap(errs.EHOSTDOWN, err, "%s is not answering", path))
 	}
 	defer conn.Close()
-	// SIGINT goes to the REPL: first cancels the run, second exits.
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt)
 	defer signal.Stop(sig)
@@ -92,4 +128,13 @@ func ctxChat(args []string) (code int) {
 		return fail(err)
 	}
 	return 0
+}
+
+// daemonJobs is cbth.job.submit's way to the daemon from a tool or agent
+// process: the job.submit operation, starting the daemon when needed.
+type daemonJobs struct{ env *Env }
+
+func (d daemonJobs) Submit(_ context.Context, j tool.Job) (string, error) {
+	rep, err := call(d.env, api.JobSubmit, api.SubmitArgs{TargetKind: j.TargetKind, SourceThreadID: j.ThreadID, TaskKind: j.TaskKind, TaskSummary: j.Summary, DedupeKey: j.DedupeKey})
+	return rep.JobID, err
 }

@@ -673,15 +673,16 @@ type CtxSession struct {
 	Messages   int            `json:"messages"`
 	Events     int            `json:"events"`
 	LatestText string         `json:"latest_text,omitempty"`
+	Root       string         `json:"root,omitempty"`
 }
 
 func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 	switch p := p.(type) {
 	case *events.CtxSessionOpened:
-		c.Object, c.Scope, c.Name, c.UID, c.Cwd, c.Meta = p.Object, p.Scope, p.Name, p.UID, p.Cwd, p.Meta
+		c.Object, c.Scope, c.Name, c.UID, c.Cwd, c.Meta, c.Root = p.Object, p.Scope, p.Name, p.UID, p.Cwd, p.Meta, p.Root
 	case *events.CtxSessionMessage:
 		c.Messages++
-		if p.Role == "assistant" {
+		if p.Role == "assistant" && len(p.ToolCalls) == 0 {
 			c.LatestText = textOf(p.Content)
 		}
 	case *events.CtxSessionEvent:
@@ -691,7 +692,7 @@ func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer.
 func (c *CtxSession) Indexes() []IndexEntry {
-	return []IndexEntry{{index.CtxSession, index.CtxSessionKey(c.Object, c.Scope, c.UID, c.Name)}}
+	return []IndexEntry{{index.CtxSession, index.CtxSessionKey(c.Root, c.Object, c.Scope, c.UID, c.Name)}}
 }
 
 // Cursor is a target scope's durable fair-ready cursor: the position

@@ -341,6 +341,7 @@ const (
 	RPCTurnStart = "turn_start"
 	RPCTurnSteer = "turn_steer"
 	DebugDeliver = "debug_deliver" // the debug target's kind and mode
+	CtxTurn      = "ctx_turn"      // the ctx target's: a turn in an agent session
 	ModeDesktop  = "desktop_heartbeat"
 	ModeCLIStart = "cli_turn_start"
 	ModeCLISteer = "cli_turn_steer"
@@ -348,8 +349,8 @@ const (
 
 // RPCKinds and DeliveryModes list the enums.
 var (
-	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, DebugDeliver}
-	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, DebugDeliver}
+	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, DebugDeliver, CtxTurn}
+	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, DebugDeliver, CtxTurn}
 )
 
 // Route says how a push delivery goes, as its target decided when it let

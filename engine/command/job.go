@@ -19,7 +19,7 @@ import (
 )
 
 // Targets a job can be delivered to.
-var Targets = []string{"cli", "desktop", "debug"}
+var Targets = []string{"cli", "desktop", "debug", "ctx"}
 
 // Limits on free-text fields, so a runaway script cannot bloat the log.
 const (

@@ -28,7 +28,7 @@ const (
 	BindingByThread  = "binding.thread"    // source thread -> binding
 	SessionByThread  = "session.thread"    // bound thread -> non-retired session
 	AppServerRunning = "appserver.running" // "" -> the running app-server instance
-	CtxSession       = "ctxsession.dir"    // object \0 scope \0 uid \0 name -> ctx session
+	CtxSession       = "ctxsession.dir"    // root \0 object \0 scope \0 uid \0 name -> ctx session
 	// Desktop: a bound or degraded binding by its caller automation, and
 	// one armed for a generation not yet quiesced by its pause_not_before.
 	BindingByAutomation = "binding.automation"
@@ -140,6 +140,6 @@ func ParseHead(key, target string) (firstReadyAt time.Time, thread string, ok bo
 func TrackingKey(deadline time.Time) string { return Time(deadline) }
 
 // CtxSessionKey is a ctx session directory's key in CtxSession.
-func CtxSessionKey(object, scope string, uid int, name string) string {
-	return object + "\x00" + scope + "\x00" + strconv.Itoa(uid) + "\x00" + name
+func CtxSessionKey(root, object, scope string, uid int, name string) string {
+	return root + "\x00" + object + "\x00" + scope + "\x00" + strconv.Itoa(uid) + "\x00" + name
 }

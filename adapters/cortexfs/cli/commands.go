@@ -17,16 +17,17 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
 // CtxCmd groups the ctx tree verbs.
 type CtxCmd struct {
-	Init CtxInitCmd `cmd:"" help:"Create the object tree with the built-in debug/echo model."`
+	Init    CtxInitCmd `cmd:"" help:"Create the object tree with the built-in debug/echo model."`
+	History HistoryCmd `cmd:"" help:"Print a session's conversation (messages.jsonl) of an agent or model."`
+	Latest  LatestCmd  `cmd:"" help:"Print a session's latest answer (latest.md)."`
+	Session SessionCmd `cmd:"" help:"List and show an agent's or model's sessions."`
 }
 
 // CtxInitCmd is `ctx init`.
@@ -340,38 +341,18 @@ func (c *ModelServeCmd) Run(env *Env) error {
 	return ServeModel(ctx, env.CtxRoot, c.Model, env.UID, env.Stderr, env.Now)
 }
 
-// ServeModel serves a session=socket model's .sock until ctx ends. The
-// daemon runs one per such model of a registered tree; `model serve` runs
-// one in the foreground.
+// ServeModel serves a session=socket model's .sock until ctx ends, its
+// sessions kept as plain files (a foreground server without the daemon).
 func ServeModel(ctx context.Context, ctxRoot, model string, uid int, stderr io.Writer, now func() time.Time) error {
-	id, err := name.ParseModel(model)
-	if err != nil {
-		return err
-	}
-	obj, err := runner.Load(filepath.Join(ctxRoot, "model", id.Provider, id.Model))
-	if err != nil {
-		return err
-	}
-	if obj.Session != object.SessionSocket {
-		return errs.New(errs.EINVAL, "model %s has session=%s; a socket is only served for session=socket", id, obj.Session)
-	}
-	_, drv, err := runner.ProcessDrivers(stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
-	if err != nil {
-		return err
-	}
-	store := &session.Files{Dir: filepath.Join(ctxRoot, "home", strconv.Itoa(uid), "model", id.Provider, id.Model+".d", "session"), Model: id.String(), Now: now}
-	defer store.Close()
-	if err := os.MkdirAll(store.Dir, 0o700); err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "create session dir")
-	}
-	ln, err := socket.Listen(obj.Path + ".sock")
+	srv, ln, err := PrepareModel(ctxRoot, model, uid, stderr, now, nil)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	srv := &socket.Server{Driver: drv, Store: store, UID: uid,
-		Request:  socketRequest(obj, id),
-		NewRunID: runner.RunID}
-	fmt.Fprintf(stderr, "serving %s.sock\n", obj.Path)
-	return srv.Serve(ctx, ln)
+	if f, ok := srv.Store.(*session.Files); ok {
+		f.Now = now
+		defer f.Close()
+	}
+	fmt.Fprintf(stderr, "serving %s\n", ln.Path)
+	return srv.Serve(ctx, ln.ln)
 }

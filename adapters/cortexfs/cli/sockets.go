@@ -4,43 +4,65 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
-// ModelSockets serves the .sock of every session=socket model of the
-// registered trees, for as long as its context lives: the daemon keeps
-// one and calls Sync whenever a tree's registrations change.
+// ModelSockets serves the .sock of every session=socket model and every
+// agent of the registered trees, for as long as its context lives: the
+// daemon keeps one and calls Sync whenever a tree's registrations change.
 type ModelSockets struct {
 	Ctx context.Context // the serving lifetime
 	UID int
 	Now func() time.Time
 	Log *slog.Logger
+	// Sessions, when set, records sessions as events (the daemon's log);
+	// nil keeps them as plain files.
+	Sessions session.Log
+	// Jobs is what agents' cbth.job.submit calls reach.
+	Jobs tool.Jobs
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc // root \0 model path
+	running map[string]*served // root \0 object rel path
 }
 
-// Sync starts the sockets of set's socket models under root and stops
-// those of root whose model went away.
+type served struct {
+	stop context.CancelFunc
+	srv  *socket.Server
+}
+
+// Sync starts the sockets of set's socket models and agents under root and
+// stops those of root whose object went away.
 func (m *ModelSockets) Sync(root string, set tree.Set) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.running == nil {
-		m.running = map[string]context.CancelFunc{}
+		m.running = map[string]*served{}
 	}
 	want := map[string]bool{}
 	for _, o := range set.Objects {
-		if o.Kind == object.KindModel && o.Session == object.SessionSocket {
-			want[root+"\x00"+o.Path] = true
+		if o.Session == object.SessionSocket && (o.Kind == object.KindModel || o.Kind == object.KindAgent) {
+			b, _ := jsonKey(o)
+			want[root+"\x00"+o.Rel()+"\x00"+b] = true
 		}
 	}
-	for key, stop := range m.running {
-		if len(key) > len(root) && key[:len(root)+1] == root+"\x00" && !want[key] {
-			stop()
+	for key, s := range m.running {
+		if strings.HasPrefix(key, root+"\x00") && !want[key] {
+			s.stop()
 			delete(m.running, key)
 		}
 	}
@@ -48,14 +70,142 @@ func (m *ModelSockets) Sync(root string, set tree.Set) {
 		if _, ok := m.running[key]; ok {
 			continue
 		}
-		model := key[len(root)+1:]
+		rel := strings.SplitN(key[len(root)+1:], "\x00", 2)[0]
 		ctx, cancel := context.WithCancel(m.Ctx)
-		m.running[key] = cancel
+		s := &served{stop: cancel}
+		m.running[key] = s
+		srv, ln, err := m.prepare(root, rel)
+		if err != nil {
+			m.Log.Error("object socket", "root", root, "object", rel, "err", err)
+			cancel()
+			delete(m.running, key) // the next Sync tries again
+			continue
+		}
+		s.srv = srv
 		go func() {
-			err := ServeModel(ctx, root, model, m.UID, io.Discard, m.Now)
-			if err != nil && ctx.Err() == nil {
-				m.Log.Error("model socket", "root", root, "model", model, "err", err)
+			defer ln.Close()
+			if err := srv.Serve(ctx, ln.ln); err != nil && ctx.Err() == nil {
+				m.Log.Error("object socket", "root", root, "object", rel, "err", err)
 			}
 		}()
 	}
+}
+
+// jsonKey makes an object's registration part of its key, so a changed
+// agent (another model, other tools) is served anew.
+func jsonKey(o object.Object) (string, error) {
+	return strings.Join([]string{o.Model, strings.Join(o.Tools, ","), o.Root, o.Cwd, o.Driver.String()}, "|"), nil
+}
+
+// Agent returns the server of agent nm: in the one tree that has it. More
+// than one tree with that agent is EINVAL (the thread id names no tree).
+func (m *ModelSockets) Agent(nm string) (*socket.Server, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var found *socket.Server
+	n := 0
+	for key, s := range m.running {
+		parts := strings.Split(key, "\x00")
+		if len(parts) >= 2 && parts[1] == "agent/"+nm && s.srv != nil {
+			found, n = s.srv, n+1
+		}
+	}
+	switch {
+	case n == 0:
+		return nil, errs.New(errs.ENOENT, "no agent %s is served", nm)
+	case n > 1:
+		return nil, errs.New(errs.EINVAL, "agent %s is served in %d trees", nm, n)
+	}
+	return found, nil
+}
+
+func (m *ModelSockets) prepare(root, rel string) (*socket.Server, *Prepared, error) {
+	if strings.HasPrefix(rel, "agent/") {
+		return PrepareAgent(root, strings.TrimPrefix(rel, "agent/"), m.UID, m.Sessions, m.Jobs)
+	}
+	return PrepareModel(root, strings.TrimPrefix(rel, "model/"), m.UID, io.Discard, m.Now, m.Sessions)
+}
+
+// Prepared is a listening socket and what to release with it.
+type Prepared struct {
+	Path string // the socket's path
+	ln   *sockfile.Listener
+	done func()
+}
+
+// Close stops listening and releases the object's resources.
+func (p *Prepared) Close() error {
+	err := p.ln.Close()
+	if p.done != nil {
+		p.done()
+	}
+	return err
+}
+
+// PrepareModel builds a model socket's server and listens on its path.
+func PrepareModel(ctxRoot, model string, uid int, stderr io.Writer, now func() time.Time, log session.Log) (*socket.Server, *Prepared, error) {
+	id, err := name.ParseModel(model)
+	if err != nil {
+		return nil, nil, err
+	}
+	obj, err := runner.Load(filepath.Join(ctxRoot, "model", id.Provider, id.Model))
+	if err != nil {
+		return nil, nil, err
+	}
+	if obj.Session != object.SessionSocket {
+		return nil, nil, errs.New(errs.EINVAL, "model %s has session=%s; a socket is only served for session=socket", id, obj.Session)
+	}
+	_, drv, err := runner.ProcessDrivers(stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
+	if err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Join(ctxRoot, "home", strconv.Itoa(uid), "model", id.Provider, id.Model+".d", "session")
+	store := sessionStore(log, ctxRoot, "model/"+id.String(), dir, uid, id.String())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, errs.Wrap(errs.EINTERNAL, err, "create session dir")
+	}
+	ln, err := socket.Listen(obj.Path + ".sock")
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &socket.Server{Driver: drv, Store: store, UID: uid, Request: socketRequest(obj, id), NewRunID: runner.RunID}
+	return srv, &Prepared{Path: obj.Path + ".sock", ln: ln}, nil
+}
+
+// PrepareAgent builds an agent socket's server and listens on its path.
+// Sessions live under home/<uid>/agent/<name>/session/, apart from the
+// agent's root: rebuilding the root never touches them.
+func PrepareAgent(ctxRoot, nm string, uid int, log session.Log, jobs tool.Jobs) (*socket.Server, *Prepared, error) {
+	obj, err := runner.Load(filepath.Join(ctxRoot, "agent", nm))
+	if err != nil {
+		return nil, nil, err
+	}
+	if obj.Kind != object.KindAgent {
+		return nil, nil, errs.New(errs.EINVAL, "agent/%s is a %s", nm, obj.Kind)
+	}
+	env := runner.Env{Drivers: runner.ProcessDrivers(io.Discard), Jobs: jobs}
+	loop, closeRoot, err := runner.LoadAgent(obj, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir := filepath.Join(ctxRoot, "home", strconv.Itoa(uid), "agent", nm, "session")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		closeRoot()
+		return nil, nil, errs.Wrap(errs.EINTERNAL, err, "create session dir")
+	}
+	ln, err := socket.Listen(obj.Path + ".sock")
+	if err != nil {
+		closeRoot()
+		return nil, nil, err
+	}
+	store := sessionStore(log, ctxRoot, "agent/"+nm, dir, uid, loop.Request.Model)
+	srv := &socket.Server{Turn: loop, Model: loop.Request.Model, Store: store, UID: uid, NewRunID: runner.RunID}
+	return srv, &Prepared{Path: obj.Path + ".sock", ln: ln, done: closeRoot}, nil
+}
+
+func sessionStore(log session.Log, root, obj, dir string, uid int, model string) session.Store {
+	if log == nil {
+		return &session.Files{Dir: dir, Model: model}
+	}
+	return &session.Logged{Log: log, Root: root, Object: obj, Dir: dir, Scope: session.ScopePrivate, UID: uid, Model: model}
 }

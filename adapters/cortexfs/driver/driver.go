@@ -18,25 +18,43 @@ const (
 	RoleSystem    = "system"
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
+	// RoleTool carries a tool's result back to the model (an agent's
+	// loop); CallID and Name say which call it answers.
+	RoleTool = "tool"
 )
+
+// ToolCall is a call an assistant message asked for.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
 
 // Message is one turn of the conversation. Content is plain text; on input
 // it may also be given as a list of {"type":"text","text":...} parts.
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// CallID and Name are set on tool messages.
+	CallID string `json:"call_id,omitempty"`
+	Name   string `json:"name,omitempty"`
+	// ToolCalls are the calls an assistant message asked for.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // UnmarshalJSON accepts content as a string or as a list of text parts.
 func (m *Message) UnmarshalJSON(b []byte) error {
 	var raw struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		ToolCalls []ToolCall      `json:"tool_calls"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return errs.Wrap(errs.EINVAL, err, "message")
 	}
-	m.Role = raw.Role
+	m.Role, m.CallID, m.Name, m.ToolCalls = raw.Role, raw.CallID, raw.Name, raw.ToolCalls
 	if len(raw.Content) == 0 || string(raw.Content) == "null" {
 		m.Content = ""
 		return nil
@@ -66,7 +84,7 @@ func ValidateMessages(ms []Message) error {
 	}
 	for i, m := range ms {
 		switch m.Role {
-		case RoleSystem, RoleUser, RoleAssistant:
+		case RoleSystem, RoleUser, RoleAssistant, RoleTool:
 		default:
 			return errs.New(errs.EINVAL, "message %d has unknown role %q", i, m.Role)
 		}

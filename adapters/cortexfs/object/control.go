@@ -14,7 +14,7 @@ func Controls(o Object) map[string]string {
 		}
 		return s + "\n"
 	}
-	return map[string]string{
+	m := map[string]string{
 		FileID:      line(o.NativeID),
 		FileDriver:  o.Driver.String(),
 		FileCap:     RenderCaps(o.Caps),
@@ -23,7 +23,20 @@ func Controls(o Object) map[string]string {
 		FileStatus:  line(o.Status),
 		FileLog:     line(o.Log),
 	}
+	if o.Kind == KindAgent {
+		m[FileModel] = line(o.Model)
+		m[FileTools] = ""
+		for _, t := range o.Tools {
+			m[FileTools] += t + "\n"
+		}
+		m[FileRoot] = line(o.Root)
+		m[FileCwd] = line(o.Cwd)
+	}
+	return m
 }
+
+// AgentFiles are the control files only agents have.
+var AgentFiles = []string{FileModel, FileTools, FileRoot, FileCwd}
 
 // FromFiles rebuilds an object from its metadata file and control files
 // (by file name; a missing file is an empty string).
@@ -40,6 +53,10 @@ func FromFiles(kind, rel string, metaFile []byte, ctl map[string]string) (Object
 	}
 	if o.Session == "" {
 		o.Session = SessionNone
+	}
+	if kind == KindAgent {
+		o.Model, o.Root, o.Cwd = strings.TrimSpace(ctl[FileModel]), strings.TrimSpace(ctl[FileRoot]), strings.TrimSpace(ctl[FileCwd])
+		o.Tools = strings.Fields(ctl[FileTools])
 	}
 	if kind != KindModel && strings.TrimSpace(ctl[FileDriver]) == "" {
 		o.Driver = nil

@@ -37,6 +37,12 @@ const (
 	FileSession = "session"
 	FileStatus  = "status"
 	FileLog     = "log"
+	// Agents only: the model it calls (provider/model), the tools it may
+	// run (one per line), its root directory and default cwd.
+	FileModel = "model"
+	FileTools = "tools"
+	FileRoot  = "root"
+	FileCwd   = "cwd"
 )
 
 // Meta is the inspectable metadata of the executable file. The keys follow
@@ -67,6 +73,12 @@ type Object struct {
 	Session  string   `json:"session"`
 	Status   string   `json:"status"`
 	Log      string   `json:"log"`
+	// Agents only (.d/model, .d/tools, .d/root, .d/cwd). Root empty means
+	// home/<uid>/agent/<name>/root under the tree; Cwd empty means "/".
+	Model string   `json:"model,omitempty"`
+	Tools []string `json:"tools,omitempty"`
+	Root  string   `json:"root,omitempty"`
+	Cwd   string   `json:"cwd,omitempty"`
 }
 
 // Rel is the object's path relative to the ctx root, e.g. model/openai/gpt-4o.
@@ -95,6 +107,29 @@ func (o Object) Validate() error {
 	// Models need a driver; agents and tools dispatch inside the runner.
 	if o.Kind == KindModel && len(o.Driver) == 0 {
 		return errs.New(errs.EINVAL, "%s has no driver", o.Rel())
+	}
+	if o.Kind == KindAgent {
+		if _, err := name.ParseModel(o.Model); err != nil {
+			return errs.Wrap(errs.EINVAL, err, "agent %s model", o.Path)
+		}
+		for _, t := range o.Tools {
+			if err := name.Valid(t); err != nil {
+				return errs.Wrap(errs.EINVAL, err, "agent %s tool", o.Path)
+			}
+		}
+		if o.Root != "" && (!path.IsAbs(o.Root) || path.Clean(o.Root) != o.Root) {
+			return errs.New(errs.EINVAL, "agent %s root %q must be a clean absolute path", o.Path, o.Root)
+		}
+		if o.Cwd != "" && !strings.HasPrefix(o.Cwd, "/") {
+			return errs.New(errs.EINVAL, "agent %s cwd %q must start with / (the agent root)", o.Path, o.Cwd)
+		}
+		for k, v := range map[string]string{"root": o.Root, "cwd": o.Cwd} {
+			if err := oneLine(k, v); err != nil {
+				return err
+			}
+		}
+	} else if o.Model != "" || len(o.Tools) > 0 || o.Root != "" || o.Cwd != "" {
+		return errs.New(errs.EINVAL, "%s: model, tools, root and cwd are agent files", o.Rel())
 	}
 	if err := o.Driver.Validate(); err != nil {
 		return err

@@ -16,11 +16,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"strconv"
+
 	"github.com/alecthomas/kong"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/agent"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -43,6 +47,12 @@ type Env struct {
 	StdinIsTTY bool
 	Drivers    driver.Set
 	NewRunID   func() string
+	// Jobs lets cbth.job.submit reach the daemon (nil: ENOTCONF).
+	Jobs tool.Jobs
+	// Interactive, when set, runs an interactive session on an agent's
+	// socket (an agent run with no argv on a TTY); it returns the exit
+	// status.
+	Interactive func(sock string) int
 }
 
 // Object is a loaded object: where it really is and what its files say.
@@ -78,7 +88,11 @@ func Load(path string) (Object, error) {
 		return Object{}, err
 	}
 	ctl := map[string]string{}
-	for _, f := range []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog} {
+	files := []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog}
+	if m.Type == object.KindAgent {
+		files = append(files, object.AgentFiles...)
+	}
+	for _, f := range files {
 		b, err := readSmall(filepath.Join(real+".d", f))
 		var coded *errs.Error
 		switch {
@@ -304,9 +318,13 @@ func Run(ctx context.Context, drv driver.Driver, req driver.Request, w io.Writer
 }
 
 func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
+	task := strings.Join(opt.Args, " ")
 	if len(opt.Args) == 0 {
 		if env.StdinIsTTY {
-			return fail(stderr, errs.New(errs.ENOTCONF, "agent %s: interactive sessions need its socket, which this build does not serve yet", obj.Path))
+			if env.Interactive != nil {
+				return env.Interactive(obj.Path + ".sock")
+			}
+			return fail(stderr, errs.New(errs.ENOTCONF, "agent %s: an interactive session needs its socket", obj.Path))
 		}
 		b, err := readStdin(stdin)
 		if err != nil {
@@ -315,15 +333,78 @@ func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 		var in struct {
 			Task *string `json:"task"`
 		}
-		if t := strings.TrimSpace(string(b)); strings.HasPrefix(t, "{") {
+		t := strings.TrimSpace(string(b))
+		switch {
+		case strings.HasPrefix(t, "{"):
 			if err := json.Unmarshal(b, &in); err != nil || in.Task == nil || *in.Task == "" {
 				return fail(stderr, errs.New(errs.EINVAL, "agent input must be {\"task\": \"...\"} or plain text"))
 			}
-		} else if t == "" {
+			task = *in.Task
+		case t == "":
 			return fail(stderr, errs.New(errs.EINVAL, "empty input"))
+		default:
+			task = strings.TrimRight(string(b), "\r\n")
 		}
 	}
-	return fail(stderr, errs.New(errs.ENOTCONF, "agent %s: the agent runtime is not available in this build", obj.Meta.Name))
+	loop, closeRoot, err := LoadAgent(obj, env)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer closeRoot()
+	ctx := env.Context
+	if env.Interrupt != nil {
+		var stop context.CancelFunc
+		ctx, stop = env.Interrupt(ctx)
+		defer stop()
+	}
+	sw := stream.NewWriter(stdout, env.newRunID())
+	if err := sw.Start(loop.Request.Model); err != nil {
+		return errs.ExitInternal
+	}
+	_, err = loop.Task(ctx, task, sw.Emit)
+	cancelled := driver.Canceled(ctx, err)
+	code, werr := sw.Finish(err, cancelled)
+	switch {
+	case werr != nil, cancelled:
+		return errs.ExitGeneric
+	}
+	return code.ExitCode()
+}
+
+// LoadAgent builds an agent's loop from its object: the model object its
+// .d/model names (in the same tree), the driver its route table gives
+// agents, its tools and its root (opened; closeRoot releases it).
+func LoadAgent(obj Object, env Env) (loop *agent.Loop, closeRoot func(), err error) {
+	ctxRoot := filepath.Dir(filepath.Dir(obj.Path))
+	id, err := name.ParseModel(obj.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	mobj, err := Load(filepath.Join(ctxRoot, "model", id.Provider, id.Model))
+	if err != nil {
+		return nil, nil, err
+	}
+	_, drv, err := env.Drivers.Pick(mobj.Driver.Resolve(object.RouteAgent))
+	if err != nil {
+		return nil, nil, err
+	}
+	rootDir := obj.Root
+	if rootDir == "" {
+		rootDir = filepath.Join(ctxRoot, "home", strconv.Itoa(os.Getuid()), "agent", obj.Meta.Name, "root")
+	}
+	r, err := agent.OpenRoot(rootDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cwd := obj.Cwd
+	if cwd == "" {
+		cwd = "/"
+	}
+	loop = &agent.Loop{Name: filepath.Base(obj.Path),
+		Request: driver.Request{Model: id.String(), Provider: id.Provider, NativeID: mobj.NativeID, Defaults: mobj.Defaults, Caps: mobj.Caps},
+		Driver:  drv, Tools: obj.Tools,
+		Env: tool.Env{Root: r, RootDir: rootDir, Cwd: cwd, Jobs: env.Jobs}}
+	return loop, func() { r.Close() }, nil
 }
 
 func runTool(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
@@ -345,5 +426,40 @@ func runTool(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer,
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
 		return fail(stderr, errs.New(errs.EINVAL, "tool arguments must be one JSON object"))
 	}
-	return fail(stderr, errs.New(errs.ENOTCONF, "tool %s: the tool runtime is not available in this build", obj.Meta.Name))
+	nm := filepath.Base(obj.Path)
+	if _, ok := tool.Lookup(nm); !ok {
+		return fail(stderr, errs.New(errs.ENOTCONF, "tool %s: no such built-in tool in this build", nm))
+	}
+	// Run as a process, a tool's root is the directory it was started
+	// in: it sees nothing above it.
+	dir, err := os.Getwd()
+	if err != nil {
+		return fail(stderr, errs.Wrap(errs.EINTERNAL, err, "working directory"))
+	}
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return fail(stderr, errs.Wrap(errs.EACCES, err, "open %s", dir))
+	}
+	defer r.Close()
+	ctx := env.Context
+	if env.Interrupt != nil {
+		var stop context.CancelFunc
+		ctx, stop = env.Interrupt(ctx)
+		defer stop()
+	}
+	sw := stream.NewWriter(stdout, env.newRunID())
+	if err := sw.Start(""); err != nil {
+		return errs.ExitInternal
+	}
+	out, err := tool.Run(ctx, tool.Env{Root: r, RootDir: dir, Cwd: "/", Jobs: env.Jobs}, nm, raw)
+	if err == nil {
+		err = sw.Emit(stream.Event{Type: stream.TypeMessage, Role: driver.RoleTool, Name: nm, Content: []stream.Part{{Type: "text", Text: out}}})
+	}
+	cancelled := driver.Canceled(ctx, err)
+	code, werr := sw.Finish(err, cancelled)
+	switch {
+	case werr != nil, cancelled:
+		return errs.ExitGeneric
+	}
+	return code.ExitCode()
 }

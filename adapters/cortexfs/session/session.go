@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -23,8 +24,9 @@ import (
 
 // States of the state file.
 const (
-	StateIdle    = "idle"
-	StateRunning = "running"
+	StateIdle = "idle"
+	// StateRunning is the seed's "active": a run is going on.
+	StateRunning = "active"
 )
 
 // Record is one line of messages.jsonl: a user turn (with the client's
@@ -34,12 +36,49 @@ type Record struct {
 	Run     string `json:"run"`
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// CallID and Name: a tool result (role tool). ToolCalls: an
+	// assistant message of an agent that asked for tools.
+	CallID    string            `json:"call_id,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	ToolCalls []driver.ToolCall `json:"tool_calls,omitempty"`
+}
+
+// Message is the record as a conversation message.
+func (r Record) Message() driver.Message {
+	return driver.Message{Role: r.Role, Content: r.Content, CallID: r.CallID, Name: r.Name, ToolCalls: r.ToolCalls}
+}
+
+// RecordOf is the record of a message of run.
+func RecordOf(id, run string, m driver.Message) Record {
+	return Record{ID: id, Run: run, Role: m.Role, Content: m.Content, CallID: m.CallID, Name: m.Name, ToolCalls: m.ToolCalls}
+}
+
+// Scopes of a session.
+const (
+	ScopePrivate = "private"
+	ScopeShared  = "shared"
+	ScopeTemp    = "temp"
+)
+
+// States of the state file beside idle: a run is active, a run that
+// failed leaves error, a finished task done.
+const (
+	StateActive = StateRunning
+	StateDone   = "done"
+	StateError  = "error"
+)
+
+// Open is how a session is created when it does not exist yet.
+type Open struct {
+	Scope string
+	// Cwd is the session's working directory, rooted in the agent root.
+	Cwd string
 }
 
 // Store is the session storage the socket server uses.
 type Store interface {
 	// Ensure creates the session if it does not exist.
-	Ensure(sess string) error
+	Ensure(sess string, o Open) error
 	// AppendEvent stores one encoded event frame (a JSONL line).
 	AppendEvent(sess string, line []byte) error
 	// Events calls fn for every stored event with sequence > after.
@@ -109,7 +148,7 @@ func (f *Files) now() string {
 }
 
 // Ensure implements Store.
-func (f *Files) Ensure(sess string) error {
+func (f *Files) Ensure(sess string, _ Open) error {
 	d, err := f.dir(sess)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -30,6 +31,7 @@ type Request struct {
 	ID       string           `json:"id"`
 	Session  string           `json:"session"`
 	Cwd      string           `json:"cwd"`
+	Scope    string           `json:"scope"`
 	Input    *string          `json:"input"`
 	Messages []driver.Message `json:"messages"`
 	After    string           `json:"after"`
@@ -66,6 +68,13 @@ func ParseRequest(b []byte) (Request, error) {
 	if r.Op == OpSend || r.Op == OpResume {
 		if r.Session == "" {
 			r.Session = DefaultSession
+		}
+		switch r.Scope {
+		case "":
+			r.Scope = session.ScopePrivate
+		case session.ScopePrivate, session.ScopeShared, session.ScopeTemp:
+		default:
+			return Request{}, errs.New(errs.EINVAL, "scope must be private, shared or temp, not %q", r.Scope)
 		}
 		if err := name.Valid(r.Session); err != nil {
 			return Request{}, errs.Wrap(errs.EINVAL, err, "session")

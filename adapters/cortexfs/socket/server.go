@@ -10,34 +10,103 @@ import (
 	"sync"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
-// Server serves one model object's socket.
-type Server struct {
-	// Request carries the model identity, native id and defaults; each
-	// send fills in the messages.
+// Run is what a run sees of its session.
+type Run struct {
+	ID      string
+	Session string
+	Scope   string
+	// Cwd is the working directory the run was sent with (checked by
+	// Turn.Cwd), or the session's.
+	Cwd string
+}
+
+// Turn carries out one run of a socket: a model call for a model socket,
+// the model + tool loop for an agent's. It emits body events (never
+// start, error or done) and returns the messages the run adds to the
+// session after the user's: for a model the answer, for an agent also
+// the tool calls and their results.
+type Turn interface {
+	Run(ctx context.Context, r Run, history []driver.Message, emit func(stream.Event) error) ([]driver.Message, error)
+}
+
+// CwdChecker is a Turn that checks a send's cwd before the run starts
+// (an agent: the cwd must lie inside its root). It returns the cwd to
+// record: rooted and clean.
+type CwdChecker interface {
+	CheckCwd(cwd string) (string, error)
+}
+
+// ModelTurn is the Turn of a model socket: one driver call whose deltas
+// make the answer.
+type ModelTurn struct {
 	Request driver.Request
 	Driver  driver.Driver
-	Store   session.Store
+}
+
+// Run implements Turn.
+func (m ModelTurn) Run(ctx context.Context, _ Run, history []driver.Message, emit func(stream.Event) error) ([]driver.Message, error) {
+	req := m.Request
+	req.Messages = history
+	var text strings.Builder
+	err := m.Driver.Stream(ctx, req, stream.SinkFunc(func(e stream.Event) error {
+		switch e.Type {
+		case stream.TypeStart, stream.TypeDone, stream.TypeError:
+			return errs.New(errs.EINTERNAL, "driver emitted %s", e.Type)
+		case stream.TypeDelta:
+			text.WriteString(e.Text)
+		}
+		return emit(e)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return []driver.Message{{Role: driver.RoleAssistant, Content: text.String()}}, nil
+}
+
+// Server serves one model or agent object's socket.
+type Server struct {
+	// Request carries the model identity, native id and defaults; each
+	// send fills in the messages. With Driver it makes the ModelTurn used
+	// when Turn is nil.
+	Request driver.Request
+	Driver  driver.Driver
+	// Turn runs the runs; nil means ModelTurn{Request, Driver}.
+	Turn Turn
+	// Model is the identity start frames name (default Request.Model).
+	Model string
+	// Store keeps private sessions. Temp sessions live in memory only
+	// and are dropped with the server; shared sessions need Shared, else
+	// a send or resume in that scope is EACCES.
+	Store  session.Store
+	Shared session.Store
+	// UID is the only peer user allowed to connect.
+	temp *session.Memory
 	// UID is the only peer user allowed to connect.
 	UID      int
 	NewRunID func() string
 
 	mu       sync.Mutex
+	ctx      context.Context // Serve's: runs live as long as it
 	sessions map[string]*sess
 	runs     map[string]*run
 	wg       sync.WaitGroup
 }
 
 type sess struct {
-	name string
-	mu   sync.Mutex
-	seq  uint64
-	subs map[*conn]bool
+	name  string // as the store knows it
+	label string // as clients name it
+	scope string
+	store session.Store
+	mu    sync.Mutex
+	seq   uint64
+	subs  map[*conn]bool
 	// msgRuns maps client message ids to their run: a retried send
 	// finds its run here instead of starting a second one.
 	msgRuns map[string]string
@@ -46,6 +115,7 @@ type sess struct {
 
 type run struct {
 	id     string
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	status string
@@ -94,11 +164,9 @@ func Listen(path string) (*sockfile.Listener, error) {
 // Serve accepts connections until ctx ends or ln fails. Runs already
 // started finish before Serve returns.
 func (s *Server) Serve(ctx context.Context, ln *sockfile.Listener) error {
+	s.init()
 	s.mu.Lock()
-	if s.sessions == nil {
-		s.sessions = map[string]*sess{}
-		s.runs = map[string]*run{}
-	}
+	s.ctx = ctx
 	s.mu.Unlock()
 	go func() { <-ctx.Done(); ln.Close() }()
 	var conns sync.WaitGroup
@@ -117,6 +185,26 @@ func (s *Server) Serve(ctx context.Context, ln *sockfile.Listener) error {
 			s.handle(ctx, nc)
 		}()
 	}
+}
+
+func (s *Server) init() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions == nil {
+		s.sessions = map[string]*sess{}
+		s.runs = map[string]*run{}
+	}
+}
+
+// serveCtx is the context runs started outside a connection live in:
+// Serve's, else fallback's.
+func (s *Server) serveCtx(fallback context.Context) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx != nil {
+		return s.ctx
+	}
+	return context.WithoutCancel(fallback)
 }
 
 func (s *Server) handle(ctx context.Context, nc *net.UnixConn) {
@@ -179,21 +267,61 @@ func (s *Server) dispatch(ctx context.Context, c *conn, req Request) error {
 	}
 }
 
-func (s *Server) session(name string) (*sess, error) {
+func (s *Server) turn() Turn {
+	if s.Turn != nil {
+		return s.Turn
+	}
+	return ModelTurn{Request: s.Request, Driver: s.Driver}
+}
+
+func (s *Server) model() string {
+	if s.Model != "" {
+		return s.Model
+	}
+	return s.Request.Model
+}
+
+func (s *Server) store(scope string) (session.Store, error) {
+	switch scope {
+	case session.ScopeTemp:
+		if s.temp == nil {
+			s.temp = &session.Memory{}
+		}
+		return s.temp, nil
+	case session.ScopeShared:
+		if s.Shared == nil {
+			return nil, errs.New(errs.EACCES, "shared sessions are not allowed for this object")
+		}
+		return s.Shared, nil
+	}
+	return s.Store, nil
+}
+
+// session finds or opens a session. cwd (already checked) is recorded
+// when the session is new.
+func (s *Server) session(name, scope, cwd string) (*sess, error) {
+	if scope == "" {
+		scope = session.ScopePrivate
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ss := s.sessions[name]; ss != nil {
+	key := scope + "\x00" + name
+	if ss := s.sessions[key]; ss != nil {
 		return ss, nil
 	}
-	if err := s.Store.Ensure(name); err != nil {
-		return nil, err
-	}
-	last, err := s.Store.LastSeq(name)
+	st, err := s.store(scope)
 	if err != nil {
 		return nil, err
 	}
-	ss := &sess{name: name, seq: last, subs: map[*conn]bool{}, msgRuns: map[string]string{}}
-	msgs, err := s.Store.Messages(name)
+	if err := st.Ensure(name, session.Open{Scope: scope, Cwd: cwd}); err != nil {
+		return nil, err
+	}
+	last, err := st.LastSeq(name)
+	if err != nil {
+		return nil, err
+	}
+	ss := &sess{name: name, label: name, scope: scope, store: st, seq: last, subs: map[*conn]bool{}, msgRuns: map[string]string{}}
+	msgs, err := st.Messages(name)
 	if err != nil {
 		return nil, err
 	}
@@ -202,20 +330,21 @@ func (s *Server) session(name string) (*sess, error) {
 			ss.msgRuns[m.ID] = m.Run
 		}
 	}
-	s.sessions[name] = ss
+	s.sessions[key] = ss
 	return ss, nil
 }
 
 // emit stores e with the next event id and writes it to every subscriber.
 // Holding the session lock across the writes keeps one order for all
 // readers and makes a slow reader slow down the run instead of a buffer.
-func (ss *sess) emit(store session.Store, e stream.Event) error {
+func (ss *sess) emit(e stream.Event) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	return ss.emitLocked(store, e)
+	return ss.emitLocked(e)
 }
 
-func (ss *sess) emitLocked(store session.Store, e stream.Event) error {
+func (ss *sess) emitLocked(e stream.Event) error {
+	store := ss.store
 	ss.seq++
 	e.ID = session.EventID(ss.seq)
 	line, err := stream.Encode(e) // once, for the store and every reader
@@ -248,15 +377,23 @@ func (s *Server) unsubscribe(c *conn) {
 }
 
 func (s *Server) send(ctx context.Context, c *conn, req Request) error {
-	ss, err := s.session(req.Session)
+	cwd := req.Cwd
+	if ck, ok := s.turn().(CwdChecker); ok {
+		var err error
+		if cwd, err = ck.CheckCwd(req.Cwd); err != nil {
+			return c.writeErr(err)
+		}
+	}
+	ss, err := s.session(req.Session, req.Scope, cwd)
 	if err != nil {
 		return c.writeErr(err)
 	}
+	st := ss.store
 	ss.mu.Lock()
 	if req.ID != "" {
 		if runID, ok := ss.msgRuns[req.ID]; ok {
 			// A retry: show the original run (and follow it if live).
-			err := s.Store.Events(ss.name, 0, func(_ uint64, e stream.Event) error {
+			err := st.Events(ss.name, 0, func(_ uint64, e stream.Event) error {
 				if e.Run == runID {
 					return c.write(e)
 				}
@@ -271,69 +408,119 @@ func (s *Server) send(ctx context.Context, c *conn, req Request) error {
 	}
 	if ss.active != nil {
 		ss.mu.Unlock()
-		return c.writeErr(errs.New(errs.EAGAIN, "session %s is busy with run %s", ss.name, ss.active.id))
+		return c.writeErr(errs.New(errs.EAGAIN, "session %s is busy with run %s", ss.label, ss.active.id))
 	}
-	history, err := s.Store.Messages(ss.name)
+	rn, msgs, err := s.begin(ctx, ss, req.ID, req.Messages)
 	if err != nil {
 		ss.mu.Unlock()
 		return c.writeErr(err)
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	rn := &run{id: s.NewRunID(), cancel: cancel, done: make(chan struct{})}
-	for _, m := range req.Messages {
-		if err := s.Store.AppendMessage(ss.name, session.Record{ID: req.ID, Run: rn.id, Role: m.Role, Content: m.Content}); err != nil {
-			ss.mu.Unlock()
-			cancel()
-			return c.writeErr(err)
-		}
-	}
-	if req.ID != "" {
-		ss.msgRuns[req.ID] = rn.id
-	}
-	ss.active = rn
 	ss.subs[c] = true
 	ss.mu.Unlock()
+	s.launch(ss, rn, msgs, cwd)
+	return nil
+}
 
+// begin records the user's messages of a new run and marks the session
+// busy; the caller holds ss.mu.
+func (s *Server) begin(ctx context.Context, ss *sess, msgID string, in []driver.Message) (*run, []driver.Message, error) {
+	st := ss.store
+	history, err := st.Messages(ss.name)
+	if err != nil {
+		return nil, nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	rn := &run{id: s.NewRunID(), ctx: rctx, cancel: cancel, done: make(chan struct{})}
+	for _, m := range in {
+		if err := st.AppendMessage(ss.name, session.RecordOf(msgID, rn.id, m)); err != nil {
+			cancel()
+			return nil, nil, err
+		}
+	}
+	if msgID != "" {
+		ss.msgRuns[msgID] = rn.id
+	}
+	ss.active = rn
+	msgs := make([]driver.Message, 0, len(history)+len(in))
+	for _, h := range history {
+		msgs = append(msgs, h.Message())
+	}
+	return rn, append(msgs, in...), nil
+}
+
+func (s *Server) launch(ss *sess, rn *run, msgs []driver.Message, cwd string) {
 	s.mu.Lock()
 	s.runs[rn.id] = rn
 	s.mu.Unlock()
-	msgs := make([]driver.Message, 0, len(history)+len(req.Messages))
-	for _, h := range history {
-		msgs = append(msgs, driver.Message{Role: h.Role, Content: h.Content})
-	}
-	msgs = append(msgs, req.Messages...)
 	s.wg.Add(1)
 	// The run belongs to the session, not to the connection: its context
 	// is the server's, so it goes on when the client disconnects.
 	go func() {
 		defer s.wg.Done()
-		s.execute(rctx, ss, rn, msgs)
+		s.execute(rn.ctx, ss, rn, msgs, cwd)
 	}()
-	return nil
 }
 
-func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.Message) {
+// Deliver starts a run in a private session as if a client had sent
+// input with message id msgID, with no connection following it, and
+// returns the run id and a channel closed when the run ends with its
+// status. A session already running is EAGAIN; a msgID the session has
+// seen returns its run (already true: replayed).
+func (s *Server) Deliver(ctx context.Context, sessName, msgID, input string) (runID string, done <-chan struct{}, status func() string, replayed bool, err error) {
+	if err := name.Valid(sessName); err != nil {
+		return "", nil, nil, false, errs.Wrap(errs.EINVAL, err, "session")
+	}
+	s.init()
+	ss, err := s.session(sessName, session.ScopePrivate, "")
+	if err != nil {
+		return "", nil, nil, false, err
+	}
+	ss.mu.Lock()
+	if id, ok := ss.msgRuns[msgID]; ok && msgID != "" {
+		ss.mu.Unlock()
+		ch := make(chan struct{})
+		close(ch)
+		return id, ch, func() string { return "" }, true, nil
+	}
+	if ss.active != nil {
+		ss.mu.Unlock()
+		return "", nil, nil, false, errs.New(errs.EAGAIN, "session %s is busy with run %s", sessName, ss.active.id)
+	}
+	rn, msgs, err := s.begin(s.serveCtx(ctx), ss, msgID, []driver.Message{{Role: driver.RoleUser, Content: input}})
+	ss.mu.Unlock()
+	if err != nil {
+		return "", nil, nil, false, err
+	}
+	s.launch(ss, rn, msgs, "")
+	return rn.id, rn.done, func() string { return rn.status }, false, nil
+}
+
+// Busy says whether a private session has a run going on.
+func (s *Server) Busy(sessName string) bool {
+	s.mu.Lock()
+	ss := s.sessions[session.ScopePrivate+"\x00"+sessName]
+	s.mu.Unlock()
+	if ss == nil {
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.active != nil
+}
+
+func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.Message, cwd string) {
 	defer close(rn.done)
 	defer rn.cancel()
-	_ = s.Store.SetState(ss.name, session.StateRunning)
-	req := s.Request
-	req.Messages = msgs
-	var text strings.Builder
+	st := ss.store
+	_ = st.SetState(ss.name, session.StateRunning)
 	emit := func(e stream.Event) error {
 		e.Run = rn.id
-		return ss.emit(s.Store, e)
+		return ss.emit(e)
 	}
-	err := emit(stream.Event{Type: stream.TypeStart, Model: req.Model})
+	var added []driver.Message
+	err := emit(stream.Event{Type: stream.TypeStart, Model: s.model()})
 	if err == nil {
-		err = s.Driver.Stream(ctx, req, stream.SinkFunc(func(e stream.Event) error {
-			switch e.Type {
-			case stream.TypeStart, stream.TypeDone, stream.TypeError:
-				return errs.New(errs.EINTERNAL, "driver emitted %s", e.Type)
-			case stream.TypeDelta:
-				text.WriteString(e.Text)
-			}
-			return emit(e)
-		}))
+		added, err = s.turn().Run(ctx, Run{ID: rn.id, Session: ss.label, Scope: ss.scope, Cwd: cwd}, msgs, emit)
 	}
 	status := stream.StatusOK
 	switch {
@@ -347,15 +534,23 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 	// done goes out, so a client may send its next turn on seeing done.
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	final := session.StateIdle
 	if status == stream.StatusOK {
-		_ = s.Store.AppendMessage(ss.name, session.Record{Run: rn.id, Role: driver.RoleAssistant, Content: text.String()})
-		_ = s.Store.SetLatest(ss.name, text.String())
+		latest := ""
+		for _, m := range added {
+			_ = st.AppendMessage(ss.name, session.RecordOf("", rn.id, m))
+			if m.Role == driver.RoleAssistant && len(m.ToolCalls) == 0 {
+				latest = m.Content
+			}
+		}
+		_ = st.SetLatest(ss.name, latest)
+	} else if status == stream.StatusError {
+		final = session.StateError
 	}
-	_ = s.Store.SetState(ss.name, session.StateIdle)
 	ss.active = nil
 	rn.status = status
-	_ = ss.emitLocked(s.Store, stream.Event{Type: stream.TypeDone, Run: rn.id, Status: status})
-	_ = s.Store.SetState(ss.name, session.StateIdle) // also flushes the done frame
+	_ = ss.emitLocked(stream.Event{Type: stream.TypeDone, Run: rn.id, Status: status})
+	_ = st.SetState(ss.name, final) // also flushes the done frame
 }
 
 func (s *Server) cancel(c *conn, runID string) error {
@@ -378,7 +573,7 @@ func (s *Server) resume(c *conn, req Request) error {
 		}
 		after = n
 	}
-	ss, err := s.session(req.Session)
+	ss, err := s.session(req.Session, req.Scope, "")
 	if err != nil {
 		return c.writeErr(err)
 	}
@@ -386,7 +581,7 @@ func (s *Server) resume(c *conn, req Request) error {
 	// between the two.
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if err := s.Store.Events(ss.name, after, func(_ uint64, e stream.Event) error { return c.write(e) }); err != nil {
+	if err := ss.store.Events(ss.name, after, func(_ uint64, e stream.Event) error { return c.write(e) }); err != nil {
 		return err
 	}
 	ss.subs[c] = true

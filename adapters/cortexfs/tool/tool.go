@@ -1,0 +1,428 @@
+package tool
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Built-in tool names.
+const (
+	FSRead    = "fs.read"
+	FSList    = "fs.list"
+	FSWrite   = "fs.write"
+	FSSearch  = "fs.search"
+	ShellExec = "shell.exec"
+	JobSubmit = "cbth.job.submit"
+)
+
+// Limits a tool run has unless its Env says otherwise.
+const (
+	DefaultTimeout   = 30 * time.Second
+	DefaultMaxOutput = 64 << 10
+	// MaxMatches bounds fs.search's answer.
+	MaxMatches = 200
+)
+
+// Job is what cbth.job.submit asks for.
+type Job struct {
+	TargetKind string `json:"target_kind"`
+	ThreadID   string `json:"source_thread_id"`
+	TaskKind   string `json:"task_kind"`
+	Summary    string `json:"task_summary"`
+	DedupeKey  string `json:"dedupe_key,omitempty"`
+}
+
+// Jobs submits jobs: the daemon itself when the agent runs there, its
+// socket when a tool runs as a process.
+type Jobs interface {
+	Submit(ctx context.Context, j Job) (jobID string, err error)
+}
+
+// Env is where a tool call runs.
+type Env struct {
+	// Root is the agent root, opened with os.Root; RootDir is its host
+	// path (shell.exec needs a real directory to start in).
+	Root    *os.Root
+	RootDir string
+	// Cwd is the session's working directory, rooted ("/" is Root).
+	Cwd       string
+	Timeout   time.Duration
+	MaxOutput int
+	Jobs      Jobs
+	// Thread is the session the agent runs in as a thread id
+	// ("agent/<name>/<session>"): where cbth.job.submit sends a job's
+	// result by default. Empty outside a session.
+	Thread string
+}
+
+func (e Env) maxOutput() int {
+	if e.MaxOutput > 0 {
+		return e.MaxOutput
+	}
+	return DefaultMaxOutput
+}
+
+// Spec describes a built-in tool.
+type Spec struct {
+	Name        string
+	Description string
+	run         func(ctx context.Context, env Env, args json.RawMessage) (string, error)
+}
+
+var builtins = []Spec{
+	{FSRead, "read a file inside the agent root: {\"path\":P}", fsRead},
+	{FSList, "list a directory inside the agent root: {\"path\":P}", fsList},
+	{FSWrite, "write a file inside the agent root: {\"path\":P,\"content\":TEXT}", fsWrite},
+	{FSSearch, "search files under a directory for a substring: {\"pattern\":S,\"path\":P}", fsSearch},
+	{ShellExec, "run a shell command in the session's cwd: {\"command\":CMD,\"timeout_ms\":N}", shellExec},
+	{JobSubmit, "start a background job whose result comes back to this session: {\"summary\":TEXT}", jobSubmit},
+}
+
+// Builtins lists the built-in tools in a fixed order.
+func Builtins() []Spec { return append([]Spec(nil), builtins...) }
+
+// Lookup finds a built-in tool.
+func Lookup(name string) (Spec, bool) {
+	for _, s := range builtins {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Spec{}, false
+}
+
+// Run runs tool name with args (one JSON object) and returns its result
+// text. Errors carry stable codes (EINVAL bad arguments, ENOENT, EACCES
+// outside the root, ETIMEDOUT, ENOENT for an unknown tool).
+func Run(ctx context.Context, env Env, name string, args json.RawMessage) (string, error) {
+	s, ok := Lookup(name)
+	if !ok {
+		return "", errs.New(errs.ENOENT, "no tool %s", name)
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage("{}")
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(args, &probe); err != nil || probe == nil {
+		return "", errs.New(errs.EINVAL, "%s: arguments must be one JSON object", name)
+	}
+	if env.Cwd == "" {
+		env.Cwd = "/"
+	}
+	if env.Root == nil && name != JobSubmit {
+		return "", errs.New(errs.ENOTCONF, "%s: no agent root", name)
+	}
+	return s.run(ctx, env, args)
+}
+
+func decode(name string, args json.RawMessage, v any) error {
+	if err := json.Unmarshal(args, v); err != nil {
+		return errs.Wrap(errs.EINVAL, err, "%s: bad arguments", name)
+	}
+	return nil
+}
+
+func (e Env) resolve(p string) (string, error) {
+	if p == "" {
+		p = "."
+	}
+	return Clean(e.Cwd, p)
+}
+
+func fsRead(_ context.Context, env Env, args json.RawMessage) (string, error) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err := decode(FSRead, args, &a); err != nil {
+		return "", err
+	}
+	if a.Path == "" {
+		return "", errs.New(errs.EINVAL, "fs.read needs a path")
+	}
+	p, err := env.resolve(a.Path)
+	if err != nil {
+		return "", err
+	}
+	f, err := env.Root.Open(rel(p))
+	if err != nil {
+		return "", fsErr(err, a.Path)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(env.maxOutput())+1))
+	if err != nil {
+		return "", fsErr(err, a.Path)
+	}
+	if len(b) > env.maxOutput() {
+		return "", errs.New(errs.EFBIG, "%s is larger than the %d bytes a tool answer may hold", a.Path, env.maxOutput())
+	}
+	return string(b), nil
+}
+
+func fsList(_ context.Context, env Env, args json.RawMessage) (string, error) {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if err := decode(FSList, args, &a); err != nil {
+		return "", err
+	}
+	p, err := env.resolve(a.Path)
+	if err != nil {
+		return "", err
+	}
+	ents, err := fs.ReadDir(env.Root.FS(), rel(p))
+	if err != nil {
+		return "", fsErr(err, p)
+	}
+	var b strings.Builder
+	for _, e := range ents {
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		if b.Len()+len(n)+1 > env.maxOutput() {
+			break
+		}
+		b.WriteString(n + "\n")
+	}
+	return b.String(), nil
+}
+
+func fsWrite(_ context.Context, env Env, args json.RawMessage) (string, error) {
+	var a struct {
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
+	}
+	if err := decode(FSWrite, args, &a); err != nil {
+		return "", err
+	}
+	if a.Path == "" || a.Content == nil {
+		return "", errs.New(errs.EINVAL, "fs.write needs a path and content")
+	}
+	p, err := env.resolve(a.Path)
+	if err != nil {
+		return "", err
+	}
+	if p == "/" {
+		return "", errs.New(errs.EINVAL, "fs.write: %s is the root", a.Path)
+	}
+	if dir := path.Dir(p); dir != "/" {
+		if err := env.Root.MkdirAll(rel(dir), 0o700); err != nil {
+			return "", fsErr(err, dir)
+		}
+	}
+	f, err := env.Root.OpenFile(rel(p), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return "", fsErr(err, a.Path)
+	}
+	if _, err := io.WriteString(f, *a.Content); err != nil {
+		f.Close()
+		return "", fsErr(err, a.Path)
+	}
+	if err := f.Close(); err != nil {
+		return "", fsErr(err, a.Path)
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(*a.Content), p), nil
+}
+
+func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error) {
+	var a struct {
+		Pattern string `json:"pattern"`
+		Path    string `json:"path"`
+	}
+	if err := decode(FSSearch, args, &a); err != nil {
+		return "", err
+	}
+	if a.Pattern == "" {
+		return "", errs.New(errs.EINVAL, "fs.search needs a pattern")
+	}
+	p, err := env.resolve(a.Path)
+	if err != nil {
+		return "", err
+	}
+	fsys := env.Root.FS()
+	var out []string
+	size := 0
+	werr := fs.WalkDir(fsys, rel(p), func(fp string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if fp == rel(p) {
+				return err
+			}
+			return nil // an unreadable entry below is skipped
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !d.Type().IsRegular() {
+			return nil // directories are walked, symlinks never followed
+		}
+		f, err := fsys.Open(fp)
+		if err != nil {
+			return nil
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+		for n := 1; sc.Scan(); n++ {
+			if !strings.Contains(sc.Text(), a.Pattern) {
+				continue
+			}
+			line := fmt.Sprintf("/%s:%d:%s", fp, n, sc.Text())
+			if len(out) >= MaxMatches || size+len(line)+1 > env.maxOutput() {
+				return fs.SkipAll
+			}
+			out = append(out, line)
+			size += len(line) + 1
+		}
+		return nil
+	})
+	if werr != nil {
+		return "", fsErr(werr, p)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "", nil
+	}
+	return strings.Join(out, "\n") + "\n", nil
+}
+
+// ShellResult is shell.exec's answer.
+type ShellResult struct {
+	ExitCode  int    `json:"exit_code"`
+	Output    string `json:"output"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// capped keeps the first max bytes written and counts the rest.
+type capped struct {
+	buf       bytes.Buffer
+	max       int
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room < len(p) {
+		c.truncated = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func shellExec(ctx context.Context, env Env, args json.RawMessage) (string, error) {
+	var a struct {
+		Command   string `json:"command"`
+		TimeoutMS int64  `json:"timeout_ms"`
+	}
+	if err := decode(ShellExec, args, &a); err != nil {
+		return "", err
+	}
+	if strings.TrimSpace(a.Command) == "" {
+		return "", errs.New(errs.EINVAL, "shell.exec needs a command")
+	}
+	// The working directory is checked inside the root first; the
+	// process then starts in its host path.
+	cwd, err := Cwd(env.Root, env.Cwd)
+	if err != nil {
+		return "", err
+	}
+	timeout := env.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if a.TimeoutMS > 0 && time.Duration(a.TimeoutMS)*time.Millisecond < timeout {
+		timeout = time.Duration(a.TimeoutMS) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", a.Command)
+	cmd.Dir = filepath.Join(env.RootDir, filepath.FromSlash(rel(cwd)))
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + env.RootDir, "PWD=" + cmd.Dir, "LANG=C.UTF-8"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The whole process group goes when the time is up, and output
+	// still held open by a grandchild does not keep the call waiting.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	out := &capped{max: env.maxOutput()}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Run()
+	if ctx.Err() == context.DeadlineExceeded {
+		return "", errs.New(errs.ETIMEDOUT, "shell.exec: the command ran over %s", timeout)
+	}
+	res := ShellResult{Output: out.buf.String(), Truncated: out.truncated}
+	if err != nil {
+		var ee *exec.ExitError
+		if !asExit(err, &ee) {
+			return "", errs.Wrap(errs.EINTERNAL, err, "shell.exec")
+		}
+		res.ExitCode = ee.ExitCode()
+	}
+	b, _ := json.Marshal(res)
+	return string(b), nil
+}
+
+func asExit(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	if ok {
+		*ee = e
+	}
+	return ok
+}
+
+// JobResult is cbth.job.submit's answer.
+type JobResult struct {
+	JobID      string `json:"job_id"`
+	TargetKind string `json:"target_kind"`
+	ThreadID   string `json:"source_thread_id"`
+}
+
+func jobSubmit(ctx context.Context, env Env, args json.RawMessage) (string, error) {
+	var a struct {
+		Summary   string `json:"summary"`
+		Kind      string `json:"kind"`
+		Target    string `json:"target"`
+		ThreadID  string `json:"thread_id"`
+		DedupeKey string `json:"dedupe_key"`
+	}
+	if err := decode(JobSubmit, args, &a); err != nil {
+		return "", err
+	}
+	if a.Summary == "" {
+		return "", errs.New(errs.EINVAL, "cbth.job.submit needs a summary")
+	}
+	if a.Target == "" && a.ThreadID == "" && env.Thread != "" {
+		// Inside a session the result comes back to it by default.
+		a.Target, a.ThreadID = "ctx", env.Thread
+	}
+	if a.Target == "" || a.ThreadID == "" {
+		return "", errs.New(errs.EINVAL, "cbth.job.submit outside a session needs target and thread_id")
+	}
+	if a.Kind == "" {
+		a.Kind = "agent"
+	}
+	if env.Jobs == nil {
+		return "", errs.New(errs.ENOTCONF, "cbth.job.submit: no daemon to submit to")
+	}
+	id, err := env.Jobs.Submit(ctx, Job{TargetKind: a.Target, ThreadID: a.ThreadID, TaskKind: a.Kind, Summary: a.Summary, DedupeKey: a.DedupeKey})
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(JobResult{JobID: id, TargetKind: a.Target, ThreadID: a.ThreadID})
+	return string(b), nil
+}

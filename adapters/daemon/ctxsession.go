@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/adapters/target"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// sessionLog is session.Log on the daemon's engine: every session change
+// is a ctxsession event.
+type sessionLog struct{ d *Daemon }
+
+func sessionStream(dir string) events.StreamID {
+	return events.StreamID{Kind: events.KindCtxSession, ID: dir}
+}
+
+func (l sessionLog) Append(ctx context.Context, dir, commandID string, ps ...events.Payload) ([]events.Envelope, bool, error) {
+	res, err := l.d.eng.Append(ctx, engine.Meta{Actor: events.ActorAdapter, CommandID: commandID, CorrelationID: "ctxsession"},
+		sessionStream(dir), engine.AnyVersion, ps...)
+	return res.Events, res.Replayed, err
+}
+
+func (l sessionLog) Stream(dir string, fn func(events.Envelope) error) error {
+	return l.d.eng.ReadStream(sessionStream(dir), fn)
+}
+
+func (l sessionLog) Session(dir string) (c *aggregate.CtxSession, err error) {
+	err = l.d.eng.Read(func(s engine.Snapshot) error { c, err = query.CtxSession(s, dir); return err })
+	return c, err
+}
+
+func (l sessionLog) Sessions(root, object, scope string, uid int) (out []*aggregate.CtxSession, err error) {
+	err = l.d.eng.Read(func(s engine.Snapshot) error {
+		out, err = query.CtxSessions(s, root, object, scope, uid)
+		return err
+	})
+	return out, err
+}
+
+// daemonJobs is cbth.job.submit inside the daemon: the job.submit
+// operation without the socket.
+type daemonJobs struct{ d *Daemon }
+
+func (j daemonJobs) Submit(ctx context.Context, job tool.Job) (string, error) {
+	defer j.d.poke(ctx)
+	rep, err := j.d.submit(ctx, api.SubmitArgs{TargetKind: job.TargetKind, SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
+		TaskSummary: job.Summary, DedupeKey: job.DedupeKey})
+	return rep.JobID, err
+}
+
+// ctxTarget is the ctx delivery target on the daemon's agent sockets.
+func (d *Daemon) ctxTarget() *target.CtxTarget {
+	return &target.CtxTarget{Agents: func(name string) (target.AgentSessions, error) {
+		srv, err := d.sockets.Agent(name)
+		if err != nil {
+			return nil, err
+		}
+		return srv, nil
+	}}
+}
+
+// catchUpSessions makes every recorded session directory and index match
+// the log: a directory whose files differ from their rendering (deleted,
+// edited, or behind because the daemon stopped between an append and its
+// projection) is rewritten from the session's events.
+func (d *Daemon) catchUpSessions() error {
+	var all []*aggregate.CtxSession
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error { all = append(all, c); return nil })
+	}); err != nil {
+		return err
+	}
+	type group struct {
+		root, object, scope string
+		uid                 int
+	}
+	groups := map[group]string{} // -> index directory
+	for _, c := range all {
+		dir := c.ID
+		groups[group{c.Root, c.Object, c.Scope, c.UID}] = filepath.Join(filepath.Dir(dir), session.DirIndex)
+		files := session.Small(c)
+		if session.Current(dir, files) && d.linesCurrent(dir, c) {
+			continue
+		}
+		full, err := session.Render(c, func(fn func(events.Envelope) error) error { return d.eng.ReadStream(sessionStream(dir), fn) })
+		if err != nil {
+			return err
+		}
+		if err := session.WriteSmall(dir, full); err != nil {
+			return err
+		}
+	}
+	for g, idx := range groups {
+		ss, err := sessionLog{d}.Sessions(g.root, g.object, g.scope, g.uid)
+		if err != nil {
+			return err
+		}
+		if err := session.WriteIndex(idx, session.Index(ss)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linesCurrent compares the JSONL files' line counts with the recorded
+// counts: a cheap check that the appends all landed.
+func (d *Daemon) linesCurrent(dir string, c *aggregate.CtxSession) bool {
+	return session.CountLines(filepath.Join(dir, session.FileMessages)) == c.Messages &&
+		session.CountLines(filepath.Join(dir, session.FileEvents)) == c.Events
+}

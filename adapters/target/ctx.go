@@ -1,0 +1,144 @@
+package target
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// AgentSessions is an agent's sessions as the ctx target drives them (the
+// agent socket's server).
+type AgentSessions interface {
+	Busy(session string) bool
+	Deliver(ctx context.Context, session, msgID, input string) (runID string, done <-chan struct{}, status func() string, replayed bool, err error)
+}
+
+// CtxTarget delivers a batch into a CortexFS agent session as a new turn:
+// the thread id is agent/<name>/<session> (a private session of the
+// daemon's user). The turn is the batch's summary as a user message; the
+// agent then runs on it as on any send. Accepted means the message is in
+// the session's log; the turn completes when the agent's run ends ok.
+type CtxTarget struct {
+	// Agents finds an agent's sessions by name.
+	Agents func(name string) (AgentSessions, error)
+
+	mu   sync.Mutex
+	sink Sink
+}
+
+// CtxSessionEpoch is the epoch of every ctx route: an agent session has
+// no epochs (its runs belong to the session, whatever the daemon).
+const CtxSessionEpoch = 1
+
+// ParseCtxThread splits agent/<name>/<session>.
+func ParseCtxThread(thread string) (agent, session string, err error) {
+	parts := strings.Split(thread, "/")
+	if len(parts) != 3 || parts[0] != "agent" {
+		return "", "", errs.New(errs.EINVAL, "ctx thread %q is not agent/<name>/<session>", thread)
+	}
+	for _, c := range parts[1:] {
+		if err := name.Valid(c); err != nil {
+			return "", "", errs.Wrap(errs.EINVAL, err, "ctx thread %q", thread)
+		}
+	}
+	return parts[1], parts[2], nil
+}
+
+// Spec implements Target.
+func (t *CtxTarget) Spec() Spec {
+	return Spec{Name: "ctx", Kind: Push, RPCKind: command.CtxTurn, DeliveryMode: command.CtxTurn}
+}
+
+// Start implements Starter.
+func (t *CtxTarget) Start(_ context.Context, h Host) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sink = h.Sink
+	return nil
+}
+
+// Gate implements Target: a thread that can never be an agent session is
+// parked; an agent not served (yet) or a session running a turn waits.
+func (t *CtxTarget) Gate(_ context.Context, h Head) Gate {
+	agent, sess, err := ParseCtxThread(h.ThreadID)
+	if err != nil {
+		return Gate{Park: true, Reason: "ctx: " + err.Error()}
+	}
+	if h.RequiresArtifactRead {
+		return Gate{Park: true, Reason: "ctx: an agent turn carries the summary only; this batch needs its artifact read"}
+	}
+	a, err := t.Agents(agent)
+	if err != nil {
+		return Gate{Reason: "ctx: " + err.Error()}
+	}
+	if a.Busy(sess) {
+		return Gate{Reason: "ctx: the session is running a turn"}
+	}
+	return Gate{OK: true, Route: command.Route{RPCKind: command.CtxTurn, DeliveryMode: command.CtxTurn,
+		ManagedSessionID: "ctx:" + h.ThreadID, SessionEpoch: CtxSessionEpoch}}
+}
+
+// TurnText is the user message a delivery becomes.
+func TurnText(d command.Delivery) string {
+	return fmt.Sprintf("[cbth] background job result (batch %s, jobs %s):\n%s", d.BatchID, strings.Join(d.JobIDs, ", "), d.Summary)
+}
+
+// Deliver implements Pusher. The attempt's rpc request id is the turn's
+// message id, so a repeated delivery of one attempt adds no second turn.
+func (t *CtxTarget) Deliver(ctx context.Context, d command.Delivery) Result {
+	agent, sess, err := ParseCtxThread(d.ThreadID)
+	if err != nil {
+		return Result{Outcome: command.RejectedBefore, Reason: err.Error()}
+	}
+	a, err := t.Agents(agent)
+	if err != nil {
+		return Result{Outcome: command.RejectedBefore, Reason: err.Error()}
+	}
+	runID, done, status, replayed, err := a.Deliver(ctx, sess, d.RPCRequestID, TurnText(d))
+	switch errs.CodeOf(err) {
+	case "":
+	case errs.EAGAIN, errs.EINVAL, errs.ENOENT:
+		// Refused before the turn was recorded.
+		return Result{Outcome: command.RejectedBefore, Reason: err.Error()}
+	default:
+		return Result{Outcome: command.AcceptanceUnknown, Reason: err.Error()}
+	}
+	r := Result{Outcome: command.Accepted, TurnID: runID, Tracks: true, Turn: []string{"turn_started"}}
+	if replayed {
+		r.Turn = append(r.Turn, "turn_completed")
+		return r
+	}
+	select {
+	case <-done:
+		r.Turn = append(r.Turn, turnEnd(status()))
+	case <-ctx.Done():
+		// The turn goes on; its end is reported when it comes.
+		t.mu.Lock()
+		sink := t.sink
+		t.mu.Unlock()
+		if sink != nil {
+			go func() {
+				<-done
+				_, _ = sink.Observe(context.Background(), TurnEvent{AttemptID: d.AttemptID, TurnID: runID, Event: turnEnd(status()),
+					ManagedSessionID: d.ManagedSessionID, SessionEpoch: d.SessionEpoch})
+			}()
+		}
+	}
+	return r
+}
+
+func turnEnd(status string) string {
+	switch status {
+	case stream.StatusOK:
+		return "turn_completed"
+	case stream.StatusCancelled:
+		return "turn_interrupted"
+	}
+	return "turn_failed"
+}

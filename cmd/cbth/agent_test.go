@@ -1,0 +1,387 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// agentHome is a home with a tree whose agent coder runs the debug model
+// with fs.read, shell.exec and cbth.job.submit inside proj.
+type agentHome struct {
+	*homeDir
+	ctx, proj string
+}
+
+func newAgentHome(t *testing.T) *agentHome {
+	t.Helper()
+	h := newHome(t)
+	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		t.Fatal(err)
+	}
+	proj := filepath.Join(t.TempDir(), "proj")
+	os.MkdirAll(filepath.Join(proj, "src"), 0o700)
+	os.WriteFile(filepath.Join(proj, "README.md"), []byte("hello from the readme\n"), 0o600)
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ok(nil, "agent", "add", "coder", "--model", "debug/echo", "--tool", "fs.read", "--tool", "shell.exec", "--tool", "cbth.job.submit", "--root", proj)
+	a := &agentHome{homeDir: h, ctx: filepath.Join(h.root, "ctx"), proj: proj}
+	waitFor(t, "the agent socket", 10*time.Second, func() bool {
+		c, err := net.Dial("unix", a.sock())
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return a
+}
+
+func (a *agentHome) sock() string { return filepath.Join(a.ctx, "agent", "coder.sock") }
+
+func (a *agentHome) sessions() string {
+	return filepath.Join(a.ctx, "home", itoa(os.Getuid()), "agent", "coder", "session")
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// frames decodes JSONL.
+func frames(t *testing.T, b []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("not JSONL: %q", line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func ofType(fs []map[string]any, typ string) []map[string]any {
+	var out []map[string]any
+	for _, f := range fs {
+		if f["type"] == typ {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func text(f map[string]any) string {
+	parts, _ := f["content"].([]any)
+	var s string
+	for _, p := range parts {
+		s += p.(map[string]any)["text"].(string)
+	}
+	return s
+}
+
+// TestAgentThroughKernel runs agent/coder and tool objects as the kernel
+// does, through their #! line: the debug model scripts fs.read and
+// shell.exec, the agent runs them in its root and answers with their
+// results; a tool outside the agent's list is refused to the model, not
+// run; a tool object run directly is confined to its working directory.
+func TestAgentThroughKernel(t *testing.T) {
+	a := newAgentHome(t)
+	run := func(dir string, stdin string, args ...string) ([]map[string]any, int, string) {
+		c := exec.Command(args[0], args[1:]...)
+		c.Dir, c.Env = dir, append(os.Environ(), a.env...)
+		c.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if out.Len() == 0 {
+			return nil, code, errb.String()
+		}
+		return frames(t, out.Bytes()), code, errb.String()
+	}
+	agent := filepath.Join(a.ctx, "agent", "coder")
+	fs, code, stderr := run(a.proj, "", agent, `!tool fs.read {"path":"README.md"}`, "\n", `!tool shell.exec {"command":"echo ran in $(pwd)"}`, "\n", `!tool fs.write {"path":"x","content":"y"}`)
+	if code != 0 || fs[0]["type"] != "start" || fs[len(fs)-1]["status"] != "ok" {
+		t.Fatalf("exit %d, stderr %s, frames %v", code, stderr, fs)
+	}
+	calls := ofType(fs, "tool_call")
+	if len(calls) != 3 || calls[0]["name"] != "fs.read" || calls[1]["name"] != "shell.exec" {
+		t.Fatalf("tool calls %v", calls)
+	}
+	var results []string
+	for _, m := range ofType(fs, "message") {
+		if m["role"] == "tool" {
+			results = append(results, text(m))
+		}
+	}
+	if len(results) != 3 || results[0] != "hello from the readme\n" ||
+		!strings.Contains(results[1], `"output":"ran in `+a.proj+`\n"`) || !strings.Contains(results[2], `"code":"EACCES"`) {
+		t.Fatalf("tool results %q", results)
+	}
+	if _, err := os.Stat(filepath.Join(a.proj, "x")); err == nil {
+		t.Fatal("fs.write ran although the agent may not use it")
+	}
+	msgs := ofType(fs, "message")
+	if last := msgs[len(msgs)-1]; last["role"] != "assistant" || !strings.HasPrefix(text(last), "hello from the readme\n") {
+		t.Fatalf("answer %v", last)
+	}
+	// {"task":...} on stdin works the same.
+	fs, code, _ = run(a.proj, `{"task":"plain task"}`, agent)
+	if code != 0 || text(ofType(fs, "message")[0]) != "plain task" {
+		t.Fatalf("stdin task: %d %v", code, fs)
+	}
+
+	// Tool objects: JSON in by argv or stdin, JSONL out, exit codes.
+	tool := filepath.Join(a.ctx, "tool", "fs.read")
+	if b, _ := os.ReadFile(tool); !bytes.HasPrefix(b, []byte("#!")) || !bytes.Contains(b, []byte("type=tool")) {
+		t.Fatalf("tool object file:\n%s", b)
+	}
+	fs, code, _ = run(a.proj, "", tool, `{"path":"README.md"}`)
+	if code != 0 || text(ofType(fs, "message")[0]) != "hello from the readme\n" {
+		t.Fatalf("tool/fs.read: %d %v", code, fs)
+	}
+	fs, code, _ = run(filepath.Join(a.proj, "src"), `{"path":"../README.md"}`, tool)
+	if code != 13 || ofType(fs, "error")[0]["code"] != "EACCES" {
+		t.Fatalf("tool/fs.read outside its directory: %d %v", code, fs)
+	}
+	_, code, stderr = run(a.proj, "", tool, `not json`)
+	if code != 2 || !strings.Contains(stderr, "EINVAL") {
+		t.Fatalf("bad input: %d %s", code, stderr)
+	}
+}
+
+// sockClient is one connection to a socket.
+type sockClient struct {
+	t *testing.T
+	c net.Conn
+	r *bufio.Reader
+}
+
+func dialSock(t *testing.T, path string) *sockClient {
+	t.Helper()
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &sockClient{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+// do sends one request and reads frames up to its done (or a lone error).
+func (s *sockClient) do(req string) []map[string]any {
+	s.t.Helper()
+	if _, err := s.c.Write([]byte(req + "\n")); err != nil {
+		s.t.Fatal(err)
+	}
+	var out []map[string]any
+	for {
+		line, err := s.r.ReadBytes('\n')
+		if err != nil {
+			s.t.Fatalf("after %s: %v (frames %v)", req, err, out)
+		}
+		var m map[string]any
+		json.Unmarshal(line, &m)
+		out = append(out, m)
+		if m["type"] == "done" || m["type"] == "pong" || (m["type"] == "error" && m["run"] == nil) {
+			return out
+		}
+	}
+}
+
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		info, _ := d.Info()
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			t.Errorf("%s is a symlink", rel)
+		case d.IsDir():
+			out[rel+"/"] = info.Mode().Perm().String()
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = info.Mode().Perm().String() + " " + string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestAgentSessions drives agent/coder.sock: sessions as directories of
+// ordinary files, the index (newest first, reserved names apart from
+// session names, temp sessions absent), cwd confinement, and the whole
+// product loop: the agent submits a job with cbth.job.submit, a script
+// completes it, the result comes back into the same session as a turn and
+// the batch closes delivered. Then the session tree is deleted, the
+// daemon restarted, and every file comes back byte for byte; the session
+// goes on where it was.
+func TestAgentSessions(t *testing.T) {
+	a := newAgentHome(t)
+	s := dialSock(t, a.sock())
+	if f := s.do(`{"op":"ping"}`); f[0]["type"] != "pong" {
+		t.Fatalf("ping %v", f)
+	}
+	first := s.do(`{"op":"send","id":"m1","session":"alpha","cwd":"/src","input":"!tool fs.read {\"path\":\"../README.md\"}"}`)
+	if last := first[len(first)-1]; last["status"] != "ok" {
+		t.Fatalf("alpha: %v", first)
+	}
+	for _, sess := range []string{"list", "current", "beta"} { // list and current are ordinary session names
+		if f := s.do(`{"op":"send","id":"m1","session":"` + sess + `","input":"hi ` + sess + `"}`); f[len(f)-1]["status"] != "ok" {
+			t.Fatalf("%s: %v", sess, f)
+		}
+	}
+	if f := s.do(`{"op":"send","id":"t1","session":"scratch","scope":"temp","input":"not kept"}`); f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("temp: %v", f)
+	}
+	// cwd: missing ENOENT, outside EACCES, the reserved name EINVAL.
+	for req, code := range map[string]string{
+		`{"op":"send","id":"c1","session":"gamma","cwd":"/missing","input":"x"}`:       "ENOENT",
+		`{"op":"send","id":"c2","session":"gamma","cwd":"/../..","input":"x"}`:         "EACCES",
+		`{"op":"send","id":"c3","session":"gamma","cwd":"` + a.proj + `","input":"x"}`: "ENOENT",
+		`{"op":"send","id":"c4","session":"gamma","cwd":"src/../../etc","input":"x"}`:  "EACCES",
+		`{"op":"send","id":"c5","session":"index","input":"x"}`:                        "EINVAL",
+		`{"op":"send","id":"c6","session":"gamma","scope":"shared","input":"x"}`:       "EACCES",
+		`{"op":"send","id":"c7","session":"gamma","scope":"elsewhere","input":"x"}`:    "EINVAL",
+	} {
+		if f := s.do(req); f[0]["type"] != "error" || f[0]["code"] != code {
+			t.Errorf("%s: %v, want %s", req, f, code)
+		}
+	}
+	dir := a.sessions()
+	index := func() (string, string) {
+		l, _ := os.ReadFile(filepath.Join(dir, "index", "list"))
+		c, _ := os.ReadFile(filepath.Join(dir, "index", "current"))
+		return string(l), string(c)
+	}
+	if l, c := index(); l != "beta\ncurrent\nlist\nalpha\n" || c != "beta\n" {
+		t.Fatalf("index list %q current %q", l, c)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "scratch")); err == nil {
+		t.Fatal("a temp session has a directory")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gamma")); err == nil {
+		t.Fatal("a refused send opened a session")
+	}
+	alpha := filepath.Join(dir, "alpha")
+	for f, want := range map[string]string{"state": "idle\n", "cwd": "/src\n", "latest.md": "hello from the readme\n"} {
+		if b, _ := os.ReadFile(filepath.Join(alpha, f)); string(b) != want {
+			t.Errorf("alpha/%s = %q, want %q", f, b, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "index", "by-cwd", sha256hex("/src"))); string(b) != "alpha\n" {
+		t.Errorf("by-cwd of /src: %q", b)
+	}
+
+	// The loop: the agent submits a job whose result comes back here.
+	f := s.do(`{"op":"send","id":"m2","session":"alpha","input":"!tool cbth.job.submit {\"summary\":\"run the slow tests\"}"}`)
+	var job struct {
+		JobID    string `json:"job_id"`
+		ThreadID string `json:"source_thread_id"`
+	}
+	for _, m := range ofType(f, "message") {
+		if m["role"] == "tool" {
+			json.Unmarshal([]byte(text(m)), &job)
+		}
+	}
+	if job.JobID == "" || job.ThreadID != "agent/coder/alpha" {
+		t.Fatalf("job.submit answered %v", f)
+	}
+	a.ok(nil, "job", "complete", "--job-id", job.JobID, "--summary", "slow tests passed")
+	var w struct {
+		Jobs []struct {
+			CloseReason string `json:"close_reason"`
+		} `json:"jobs"`
+	}
+	a.ok(&w, "wait", "--job-id", job.JobID, "--timeout", "60s")
+	if len(w.Jobs) != 1 || w.Jobs[0].CloseReason != "delivered" {
+		t.Fatalf("wait: %+v", w)
+	}
+	var hist struct {
+		Session  string `json:"session"`
+		Messages []struct {
+			Role, Content string
+		} `json:"messages"`
+	}
+	a.ok(&hist, "ctx", "history", "coder", "--session", "alpha")
+	turn := hist.Messages[len(hist.Messages)-2]
+	if turn.Role != "user" || !strings.Contains(turn.Content, "slow tests passed") || !strings.Contains(turn.Content, job.JobID) {
+		t.Fatalf("the result is not a turn of alpha: %+v", hist.Messages)
+	}
+	if l, _ := index(); !strings.HasPrefix(l, "alpha\n") {
+		t.Fatalf("the delivered turn did not make alpha the newest: %q", l)
+	}
+	var latest struct{ Latest string }
+	a.ok(&latest, "ctx", "latest", "coder")
+	if !strings.Contains(latest.Latest, "slow tests passed") {
+		t.Fatalf("ctx latest: %q", latest.Latest)
+	}
+	var rows []struct{ Session, State string }
+	a.ok(&rows, "ctx", "session", "list", "coder")
+	if len(rows) != 4 || rows[0].Session != "alpha" || rows[0].State != "idle" {
+		t.Fatalf("session list: %+v", rows)
+	}
+
+	// Delete the whole session tree (index included), restart: the files
+	// come back byte for byte, from the log alone.
+	before := readTree(t, dir)
+	s.c.Close()
+	a.ok(nil, "daemon", "stop")
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(nil, "daemon", "status")
+	after := readTree(t, dir)
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s after the rebuild:\n%q\nwant\n%q", k, after[k], v)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("rebuilt %d entries, had %d", len(after), len(before))
+	}
+
+	// The session survived socket close and restart: a retried message id
+	// replays its run, resume replays the stored frames, a new turn goes
+	// on with the history.
+	waitFor(t, "the agent socket after restart", 10*time.Second, func() bool {
+		c, err := net.Dial("unix", a.sock())
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	s = dialSock(t, a.sock())
+	retry := s.do(`{"op":"send","id":"m1","session":"alpha","input":"ignored"}`)
+	if retry[0]["run"] != first[0]["run"] || len(retry) != len(first) {
+		t.Fatalf("retry after restart: %v, first %v", retry, first)
+	}
+	again := s.do(`{"op":"send","id":"m3","session":"alpha","input":"still here"}`)
+	if again[len(again)-1]["status"] != "ok" || again[0]["id"] == "e1" {
+		t.Fatalf("next turn: %v", again)
+	}
+}
+
+func sha256hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
