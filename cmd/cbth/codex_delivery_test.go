@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
@@ -69,8 +71,30 @@ func (r *codexRig) foreground(mark string) (string, *terminal) {
 		}
 		return false
 	})
+	tm.waitText("an earlier conversation", codextest.Guard) // resumed: the history shows
 	tm.waitText("Ask Codex", codextest.Guard)
 	return thread, tm
+}
+
+// userTurn types a prompt into the TUI as its user would and waits until
+// the model got it. A loaded machine may take the Enter before the TUI
+// is ready for it; the text then stays in the composer, and Enter is
+// pressed again (on an empty composer it does nothing).
+func (r *codexRig) userTurn(tm *terminal, prompt, marker string) {
+	r.t.Helper()
+	tm.typeLine(prompt)
+	deadline := time.Now().Add(codextest.Guard)
+	for r.model.Count(marker) == 0 {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the user's turn %q never reached the model", marker)
+		}
+		for i := 0; i < 50 && r.model.Count(marker) == 0; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r.model.Count(marker) == 0 {
+			io.WriteString(tm.pty, "\r")
+		}
+	}
 }
 
 // complete submits a cli job for thread and completes it with summary.
@@ -217,8 +241,7 @@ func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
 	r := newDeliveryRig(t, "", "")
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
-	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
-	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
+	r.userTurn(tm, "[fake:hang] [mark:user] a long task of the user's", "[mark:user]")
 	// The result file is small text: its bytes go into the prompt.
 	small := filepath.Join(t.TempDir(), "result.txt")
 	if err := os.WriteFile(small, []byte("[mark:payload] 3 tests passed\n"), 0o600); err != nil {
@@ -475,8 +498,7 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 	// retried without counting; the steered turn's completion closes the
 	// batch delivered.
 	defer r.model.Release()
-	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
-	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
+	r.userTurn(tm, "[fake:hang] [mark:user] a long task of the user's", "[mark:user]")
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/steer", Action: "error", Code: -32600,
 		Message: "expected active turn id `01a20000-0000-7000-8000-000000000000` but found another", Count: 1})
 	id := r.submit(thread, "--delivery-read-only", "true", "--delivery-requires-approval", "false",
