@@ -29,7 +29,7 @@ func (d *Daemon) newCodex(opt Options) (*sessions.Manager, error) {
 	m := sessions.New(sessions.Config{
 		Codex: opt.Config.CodexBinaryName(), CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "codex"),
 		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), "codex-app-server.log"), Env: os.Environ(),
-		Version: opt.Version, Clock: opt.Clock, Log: opt.Log.With("component", "codex"),
+		Version: opt.Version, Clock: opt.Clock, Log: opt.Log.With("component", "codex"), Steer: opt.Config.CLI.Steer,
 	}, d.eng)
 	return m, err
 }
@@ -39,6 +39,8 @@ func (d *Daemon) codexOps(t api.Table) {
 		if d.codexErr != nil {
 			return api.CLIAttachReply{}, d.codexErr
 		}
+		// A live session may let a batch that waited for it go.
+		defer d.poke(ctx)
 		return d.codex.Attach(ctx, ipc.ConnOf(ctx), a)
 	})
 	api.Handle(t, api.CLIDetach, func(ctx context.Context, _ api.Empty) (api.CLIDetachReply, error) {
@@ -73,7 +75,7 @@ func (d *Daemon) addCLITarget() {
 	t := clitarget.New(clitarget.Config{
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
 		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
-		TrustedAll: c.CLI.TrustedAll, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: d.codexErr,
+		TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: d.codexErr,
 	}, d.codex, d.eng, d.opt.Clock.Now, d.opt.Log.With("target", "cli"))
 	d.targets = append(d.targets, target.Target(t))
 	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })

@@ -185,3 +185,32 @@ func TestCodexConfig(t *testing.T) {
 		t.Errorf("a relative CODEX_HOME: %v", err)
 	}
 }
+
+// The [cli] section: defaults fit the real Codex (acceptance 90 s, a 6 h
+// observation window), and a window not longer than the idle timeout, or
+// a settle delay not shorter than the reconcile window, is refused.
+func TestCLIConfig(t *testing.T) {
+	d := home.Defaults()
+	if d.CLI.AcceptanceTimeout.Duration < 90*time.Second || d.CLI.ObservationWindow.Duration != 6*time.Hour || d.CLI.TrustedAll || d.CLI.Steer {
+		t.Fatalf("[cli] defaults %+v", d.CLI)
+	}
+	for _, tc := range []struct {
+		toml string
+		ok   bool
+	}{
+		{"[cli]\nacceptance_timeout = \"2m\"\nsteer = true\n", true},
+		{"idle_timeout = \"7h\"\n", false},
+		{"[cli]\nobservation_window = \"5m\"\n", false},
+		{"[cli]\nsettle_delay = \"30s\"\n", false},
+		{"[cli]\nacceptance_timeout = \"0s\"\n", false},
+	} {
+		h := home.Home{Root: t.TempDir()}
+		if err := os.WriteFile(h.Config(), []byte(tc.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := h.LoadConfig(func(string) string { return "" })
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: err %v", tc.toml, err)
+		}
+	}
+}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
@@ -27,7 +29,7 @@ eligible_backoff = "200ms"
 eligible_backoff_max = "1s"
 [cli]
 reconcile_window = "10s"
-settle_delay = "1s"
+settle_delay = "300ms"
 `
 
 // newDeliveryRig is a codex rig whose threads run strict-safe (no
@@ -69,8 +71,30 @@ func (r *codexRig) foreground(mark string) (string, *terminal) {
 		}
 		return false
 	})
+	tm.waitText("an earlier conversation", codextest.Guard) // resumed: the history shows
 	tm.waitText("Ask Codex", codextest.Guard)
 	return thread, tm
+}
+
+// userTurn types a prompt into the TUI as its user would and waits until
+// the model got it. A loaded machine may take the Enter before the TUI
+// is ready for it; the text then stays in the composer, and Enter is
+// pressed again (on an empty composer it does nothing).
+func (r *codexRig) userTurn(tm *terminal, prompt, marker string) {
+	r.t.Helper()
+	tm.typeLine(prompt)
+	deadline := time.Now().Add(codextest.Guard)
+	for r.model.Count(marker) == 0 {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the user's turn %q never reached the model", marker)
+		}
+		for i := 0; i < 50 && r.model.Count(marker) == 0; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if r.model.Count(marker) == 0 {
+			io.WriteString(tm.pty, "\r")
+		}
+	}
 }
 
 // complete submits a cli job for thread and completes it with summary.
@@ -140,6 +164,7 @@ func parked(in cliHead) bool          { return in.Batch.Replay == "manual_resolu
 // (the prompt and the model's answer), the batch closes delivered, and
 // the head attempt carries every CLI field of the seed.
 func TestCLIDelivery_Delivered(t *testing.T) {
+	t.Parallel()
 	r := newDeliveryRig(t, "", "")
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[mark:d1] the CI run passed")
@@ -173,6 +198,31 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
 	}
+
+	// No foreground: the next result waits (the session is detached),
+	// and goes once `cbth cli run` attaches the thread again.
+	r.complete(thread, "[mark:d2] the second result")
+	var second cliHead
+	waitFor(t, "the second batch to wait for the session", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 2 {
+			return false
+		}
+		r.ok(&second, "batch", "inspect", "--batch-id", bs[1].ID)
+		return strings.Contains(second.Gate, "is detached")
+	})
+	if second.Head != nil || r.model.Count("[mark:d2]") != 0 {
+		t.Fatalf("delivered without a foreground: %+v", second)
+	}
+	tm = r.startTerminal(r.project, "cli", "run", "--bind-thread-id", thread)
+	second = r.nthBatch(thread, 2, "the second batch to close delivered", closedDelivered)
+	if r.model.Count(second.Head.Marker) != 1 || r.model.Count("[mark:d2]") != 1 {
+		t.Fatalf("second delivery: %+v; the model saw it %d times", second, r.model.Count(second.Head.Marker))
+	}
+	tm.waitText("Ask Codex", codextest.Guard)
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
 }
 
 // appServer connects a client of the test's own to the home's shared
@@ -187,20 +237,25 @@ const continuation = "cbth: background job results"
 // The user's own turn is running: the delivery waits (no attempt, the gate
 // says why), then goes once the thread is idle.
 func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
+	t.Parallel()
 	r := newDeliveryRig(t, "", "")
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
-	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
-	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
-	r.complete(thread, "[mark:w1] done while the user worked")
+	r.userTurn(tm, "[fake:hang] [mark:user] a long task of the user's", "[mark:user]")
+	// The result file is small text: its bytes go into the prompt.
+	small := filepath.Join(t.TempDir(), "result.txt")
+	if err := os.WriteFile(small, []byte("[mark:payload] 3 tests passed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.ok(nil, "job", "complete", "--job-id", r.submit(thread), "--summary", "[mark:w1] done while the user worked", "--result-file", small)
 	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "a turn runs on the thread") })
 	if in.Head != nil || r.model.Count(continuation) != 0 {
 		t.Fatalf("delivered into a running turn: head %+v, %d model calls", in.Head, r.model.Count(continuation))
 	}
 	r.model.Release() // the user's turn ends; the thread goes idle
 	in = r.waitBatch(thread, "the batch to close delivered", closedDelivered)
-	if n := r.model.Count(in.Head.Marker); n != 1 {
-		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	if n := r.model.Count(in.Head.Marker); n != 1 || r.model.Count("[mark:payload] 3 tests passed") != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1, and the result's bytes %d times", n, r.model.Count("[mark:payload]"))
 	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
@@ -210,6 +265,7 @@ func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
 // The delivered turn is interrupted: parked for manual resolution, never
 // resent; the head attempt says why.
 func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {
+	t.Parallel()
 	r := newDeliveryRig(t, "", "")
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
@@ -252,19 +308,24 @@ func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {
 // The model hangs past the observation deadline: the attempt expires and
 // the batch parks (a short observation_window; the idle timeout under it).
 func TestCLIDelivery_ObservationDeadlineExpires(t *testing.T) {
-	r := newDeliveryRig(t, "idle_timeout = \"2s\"\n", "observation_window = \"3s\"\n")
+	t.Parallel()
+	r := newDeliveryRig(t, "idle_timeout = \"1s\"\n", "observation_window = \"2s\"\n")
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[fake:hang] [mark:e1] a result whose turn never ends")
+	r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	// The foreground goes (killed: ^C would interrupt the turn); the
+	// observed turn alone keeps the daemon up past its idle timeout until
+	// the deadline. A daemon that had left would have parked the attempt
+	// as lost on its next start, not expired.
+	syscall.Kill(-tm.cmd.Process.Pid, syscall.SIGKILL)
+	<-tm.done
 	in := r.waitBatch(thread, "the batch to park", parked)
-	if in.Head.ObservationState != "expired" || in.Head.State != "abandoned" || in.Head.TurnID == "" {
+	if in.Head.ObservationState != "expired" || in.Head.State != "abandoned" || in.Head.TurnID == "" || len(r.events("appserver.started")) != 1 {
 		t.Fatalf("expired delivery: batch %+v head %+v", in.Batch, in.Head)
 	}
 	if n := r.model.Count(in.Head.Marker); n != 1 {
 		t.Fatalf("the model got the marker in %d requests, want 1", n)
-	}
-	if code := tm.quit(); code != 0 {
-		t.Fatalf("cbth cli run exited %d", code)
 	}
 }
 
@@ -272,6 +333,7 @@ func TestCLIDelivery_ObservationDeadlineExpires(t *testing.T) {
 // attempt is abandoned and its batch parked; the model saw the marker once
 // (no resend on the new instance).
 func TestCLIDelivery_AppServerKilledMidTurn(t *testing.T) {
+	t.Parallel()
 	r := newDeliveryRig(t, "", "")
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
@@ -297,6 +359,7 @@ func TestCLIDelivery_AppServerKilledMidTurn(t *testing.T) {
 // first goes, the second is left to the operator with the reason, and the
 // drift is recorded as an audit event.
 func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
+	t.Parallel()
 	r := newDeliveryRig(t, "", "")
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[mark:p1] first result")
@@ -354,19 +417,30 @@ func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
 }
 
 // Faults on the app-server's socket (faultcodex in front of the real
-// Codex): a turn/start answered -32001 (overloaded) is a proven reject,
+// Codex), one thread, one batch after another: a turn/start answered -32001 (overloaded) is a proven reject,
 // retried after the back-off without counting an attempt; a turn/start
 // whose answer is lost is proven accepted through its marker, exactly one
-// turn carrying it, and the model got it once.
+// turn carrying it, and the model got it once; a turn/start that never
+// reached Codex is proven not accepted once the thread stayed idle
+// without the marker, and retried.
 func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
-	r := newFaultRig(t, "acceptance_timeout = \"3s\"\n")
+	t.Parallel()
+	r := newFaultRig(t, "acceptance_timeout = \"1s\"\nsteer = true\n")
 	thread, tm := r.foreground("[mark:earlier]")
 
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "error", Code: -32001, Message: "Server overloaded; retry later.", Count: 1})
-	r.complete(thread, "[mark:f1] first result")
+	// Its result is over the inline limit: named, never pasted.
+	big := filepath.Join(t.TempDir(), "big.log")
+	if err := os.WriteFile(big, []byte("[mark:big]"+strings.Repeat("x", 20<<10)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.ok(nil, "job", "complete", "--job-id", r.submit(thread), "--summary", "[mark:f1] first result", "--result-file", big)
 	in := r.waitBatch(thread, "the first batch to close delivered", closedDelivered)
 	if in.Batch.Count != 1 || in.Head.Rejected != 1 || r.model.Count(in.Head.Marker) != 1 || r.model.Count("[mark:f1]") != 1 {
 		t.Fatalf("after -32001: batch %+v head %+v; the model saw the batch %d times", in.Batch, in.Head, r.model.Count("[mark:f1]"))
+	}
+	if r.model.Count("[mark:big]") != 0 || r.model.Count("is not pasted here; it is at") != 1 {
+		t.Fatalf("a result over the inline limit was pasted (%d) or not named (%d)", r.model.Count("[mark:big]"), r.model.Count("is not pasted here"))
 	}
 
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_response", Count: 1})
@@ -383,12 +457,82 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 	if second.Batch.Count != 1 || second.Head.Rejected != 0 || second.Head.TurnID == "" || r.model.Count(second.Head.Marker) != 1 {
 		t.Fatalf("after a lost answer: batch %+v head %+v; the model saw the marker %d times", second.Batch, second.Head, r.model.Count(second.Head.Marker))
 	}
-	if got := codextest.FaultsApplied(r.codex); len(got) != 2 {
-		t.Fatalf("faults applied: %q, want the -32001 answer and one dropped answer", got)
+	// A turn/start lost on its way: no answer, and the thread stays idle
+	// with no turn carrying the marker, so it is proven not accepted and
+	// retried (a new request id and marker), without counting.
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_request", Count: 1})
+	r.complete(thread, "[mark:f3] third result")
+	var third cliHead
+	waitFor(t, "the third batch to close delivered", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 3 {
+			return false
+		}
+		r.ok(&third, "batch", "inspect", "--batch-id", bs[2].ID)
+		return closedDelivered(third)
+	})
+	if third.Batch.Count != 1 || third.Head.Rejected != 1 || r.model.Count("[mark:f3]") != 1 {
+		t.Fatalf("after a lost request: batch %+v head %+v; the model saw the batch %d times", third.Batch, third.Head, r.model.Count("[mark:f3]"))
+	}
+	if got := codextest.FaultsApplied(r.codex); len(got) != 3 {
+		t.Fatalf("faults applied: %q, want the -32001 answer, one dropped answer and one dropped request", got)
+	}
+
+	// A brief disconnection of the daemon from the same app-server while
+	// the delivered turn runs: the turn ends while the daemon cannot hear
+	// it; on the new connection the target looks the turn up
+	// (thread/turns/list) and the batch closes delivered, on the same
+	// epoch.
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "disconnect", Count: 1})
+	r.complete(thread, "[fake:slow] [mark:f4] a result whose turn ends while the daemon is away")
+	fourth := r.nthBatch(thread, 4, "the fourth batch to close delivered", closedDelivered)
+	if fourth.Head.SessionEpoch != 1 || r.session(thread).Epoch != 1 || len(r.events("appserver.started")) != 1 || r.model.Count(fourth.Head.Marker) != 1 {
+		t.Fatalf("after a reconnection: batch %+v head %+v session %+v", fourth.Batch, fourth.Head, r.session(thread))
+	}
+
+	// turn/steer ([cli] steer): a read-only batch goes into the user's
+	// running turn once it is classified read_only_low_risk (a
+	// strict-safe thread, not waiting on an approval); a steer answered
+	// with an error (here the proxy answers the first one "expected active
+	// turn id", as Codex does when the turn changed) is a proven reject,
+	// retried without counting; the steered turn's completion closes the
+	// batch delivered.
+	defer r.model.Release()
+	r.userTurn(tm, "[fake:hang] [mark:user] a long task of the user's", "[mark:user]")
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/steer", Action: "error", Code: -32600,
+		Message: "expected active turn id `01a20000-0000-7000-8000-000000000000` but found another", Count: 1})
+	id := r.submit(thread, "--delivery-read-only", "true", "--delivery-requires-approval", "false",
+		"--delivery-requires-network", "false", "--delivery-requires-write-access", "false")
+	r.ok(nil, "job", "complete", "--job-id", id, "--summary", "[mark:s1] a read-only result")
+	in = r.nthBatch(thread, 5, "the steered batch to close delivered", closedDelivered)
+	if in.Head.RPCKind != "turn_steer" || in.Head.Rejected != 1 || in.Batch.Count != 1 || r.model.Count(in.Head.Marker) != 1 {
+		t.Fatalf("steered delivery: batch %+v head %+v; the model saw the marker %d times", in.Batch, in.Head, r.model.Count(in.Head.Marker))
+	}
+	// The model saw the steer as the user's own turn asked again.
+	if u, m := r.turnOfMarker("[mark:user]"), r.turnOfMarker(in.Head.Marker); u == "" || u != m || m != in.Head.TurnID {
+		t.Fatalf("user's turn %s, steered request's turn %s, delivery_turn_id %s", u, m, in.Head.TurnID)
+	}
+	if got := codextest.FaultsApplied(r.codex); len(got) != 5 {
+		t.Fatalf("faults applied: %q", got)
 	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
 	}
+}
+
+// nthBatch waits until the thread's n-th batch satisfies cond.
+func (r *codexRig) nthBatch(thread string, n int, what string, cond func(cliHead) bool) cliHead {
+	r.t.Helper()
+	var in cliHead
+	waitFor(r.t, what, codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) < n {
+			return false
+		}
+		r.ok(&in, "batch", "inspect", "--batch-id", bs[n-1].ID)
+		return cond(in)
+	})
+	return in
 }
 
 // newFaultRig is a delivery rig whose codex is faultcodex in front of the
@@ -402,4 +546,23 @@ func newFaultRig(t *testing.T, cli string) *codexRig {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// turnOfMarker is the turn of the first model call prompted by marker
+// (Codex names it in the request's client_metadata).
+func (r *codexRig) turnOfMarker(marker string) string {
+	for _, q := range r.model.Requests() {
+		if q.Title || !strings.Contains(q.UserText, marker) {
+			continue
+		}
+		var b struct {
+			Meta struct {
+				TurnID string `json:"turn_id"`
+			} `json:"client_metadata"`
+		}
+		if json.Unmarshal(q.Body, &b) == nil {
+			return b.Meta.TurnID
+		}
+	}
+	return ""
 }

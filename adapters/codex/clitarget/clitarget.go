@@ -27,6 +27,9 @@ type Config struct {
 	ReconcileWindow   time.Duration
 	SettleDelay       time.Duration
 	TrustedAll        bool
+	// Steer lets a read-only batch go into a running turn classified
+	// read_only_low_risk through turn/steer (off by default).
+	Steer bool
 	// InlineLimit is the most bytes of one artifact pasted into the
 	// continuation prompt; larger ones are named.
 	InlineLimit int64
@@ -66,6 +69,9 @@ type prep struct {
 	instance, session string
 	epoch             uint64
 	params            appserver.TurnStartParams // threadId and the pinned permissions
+	// steer, when set, is the running turn a turn/steer goes into (the
+	// steer feature on, the batch read-only, the turn read_only_low_risk).
+	steer string
 }
 
 // track follows one delivery's turn on one instance: from before

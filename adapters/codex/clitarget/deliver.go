@@ -28,7 +28,7 @@ func (t *Target) Deliver(ctx context.Context, d command.Delivery) target.Result 
 	p, ok := t.prepared[d.ThreadID]
 	delete(t.prepared, d.ThreadID)
 	t.mu.Unlock()
-	if !ok || p.session != d.ManagedSessionID || p.epoch != d.SessionEpoch {
+	if !ok || p.session != d.ManagedSessionID || p.epoch != d.SessionEpoch || (p.steer != "") != (d.RPCKind == command.RPCTurnSteer) {
 		return target.Result{Outcome: command.RejectedBefore, Reason: errNotPrepared.Error()}
 	}
 	c, err := t.m.Client(p.instance)
@@ -47,15 +47,28 @@ func (t *Target) Deliver(ctx context.Context, d command.Delivery) target.Result 
 	t.tracks[d.ThreadID] = tr
 	t.mu.Unlock()
 
-	turn, err := c.TurnStart(ctx, params)
+	method := appserver.MethodTurnStart
+	var turnID string
+	if p.steer != "" {
+		// The steer carries no permissions: it joins a turn that runs
+		// under the thread's own, which Prepare read and classified.
+		method = appserver.MethodTurnSteer
+		turnID, err = c.TurnSteer(ctx, appserver.TurnSteerParams{ThreadID: d.ThreadID, ExpectedTurnID: p.steer, Input: params.Input})
+	} else {
+		var turn appserver.Turn
+		turn, err = c.TurnStart(ctx, params)
+		turnID = turn.ID
+	}
 	if err == nil {
-		return t.accepted(tr, turn.ID, "")
+		return t.accepted(tr, turnID, "")
 	}
 	if code, answered := appserver.RPCCode(err); answered {
+		// Proven: the server answered this request and did not take it
+		// (for a steer: no active turn, or another one than expected).
 		t.drop(tr)
-		return target.Result{Outcome: command.RejectedBefore, Reason: fmt.Sprintf("turn/start refused (JSON-RPC %d): %v", code, err)}
+		return target.Result{Outcome: command.RejectedBefore, Reason: fmt.Sprintf("%s refused (JSON-RPC %d): %v", method, code, err)}
 	}
-	t.log.Warn("turn/start got no answer; looking for its marker", "thread", d.ThreadID, "attempt", d.AttemptID, "marker", d.Marker, "err", err)
+	t.log.Warn(method+" got no answer; looking for its marker", "thread", d.ThreadID, "attempt", d.AttemptID, "marker", d.Marker, "err", err)
 	return t.reconcile(context.WithoutCancel(ctx), tr, err)
 }
 

@@ -52,10 +52,50 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is at epoch %d of another app-server instance", s.ID, s.Epoch)}
 	}
 	if st := t.m.ThreadStatus(h.ThreadID); st == appserver.ThreadActive {
+		if t.cfg.Steer && readOnlyBatch(h.Policy) {
+			// Prepare classifies the running turn before anything is sent.
+			return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnSteer, DeliveryMode: command.ModeCLISteer,
+				ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
+		}
 		return target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
 	}
 	return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
 		ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
+}
+
+// readOnlyBatch reports whether a batch's policy lets it be steered into
+// a running turn: it only reads, and needs no approval, network or write.
+func readOnlyBatch(p events.DeliveryPolicy) bool {
+	return p.ReadOnly && !p.RequiresApproval && !p.RequiresNetwork && !p.RequiresWriteAccess
+}
+
+// RiskView is the seed's classification of the turn running on a thread,
+// which a steer needs: only a read-only batch goes into a turn classified
+// read_only_low_risk.
+type RiskView struct {
+	ActiveTurnID               string `json:"active_turn_id"`
+	ActiveTurnKind             string `json:"active_turn_kind"`
+	ActiveTurnRequiresApproval bool   `json:"active_turn_requires_approval"`
+	ActiveTurnRequiresNetwork  bool   `json:"active_turn_requires_network"`
+	ActiveTurnRequiresWrite    bool   `json:"active_turn_requires_write_access"`
+	ActiveTurnRiskClass        string `json:"active_turn_risk_class"`
+}
+
+// riskView classifies the running turn from what Codex reports: the
+// thread's current permissions bound what the turn can do (a turn of a
+// thread with no approval, no network and a read-only sandbox can do
+// none of them), and a turn waiting on an approval or on the user's input
+// is not low-risk whatever they say. Anything unknown is "unknown".
+func riskView(ref sessions.Refreshed, turnID string) RiskView {
+	cur := ref.Current.Values()
+	v := RiskView{ActiveTurnID: turnID, ActiveTurnKind: "user_turn",
+		ActiveTurnRequiresApproval: cur[0] != events.AllowFalse, ActiveTurnRequiresNetwork: cur[1] != events.AllowFalse,
+		ActiveTurnRequiresWrite: cur[2] != events.AllowFalse, ActiveTurnRiskClass: "unknown"}
+	waiting := len(ref.Thread.Thread.Status.ActiveFlags) > 0
+	if turnID != "" && !waiting && !v.ActiveTurnRequiresApproval && !v.ActiveTurnRequiresNetwork && !v.ActiveTurnRequiresWrite {
+		v.ActiveTurnRiskClass = "read_only_low_risk"
+	}
+	return v
 }
 
 // retryIn is how soon a head held back by a failed read is asked about
@@ -76,8 +116,33 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	if ref.Epoch != g.Route.SessionEpoch {
 		return target.Gate{Reason: "cli: the session's epoch moved on", Retry: t.now()}
 	}
+	steer := ""
 	if ref.Thread.Thread.Status.Type == appserver.ThreadActive {
-		return target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
+		held := target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
+		if !t.cfg.Steer || !readOnlyBatch(h.Policy) {
+			return held
+		}
+		turnID := ""
+		if c, err := t.m.Client(ref.Instance); err == nil {
+			if turns, err := listTurns(rctx, c, h.ThreadID); err == nil {
+				for _, tu := range turns {
+					if tu.Status == appserver.TurnInProgress {
+						turnID = tu.ID
+						break
+					}
+				}
+			}
+		}
+		rv := riskView(ref, turnID)
+		t.log.Info("active-turn risk view", "thread", h.ThreadID, "view", rv)
+		if rv.ActiveTurnRiskClass != "read_only_low_risk" {
+			held.Reason += fmt.Sprintf(" (steer refused: the running turn is %s)", rv.ActiveTurnRiskClass)
+			return held
+		}
+		steer = turnID
+		g.Route.RPCKind, g.Route.DeliveryMode = command.RPCTurnSteer, command.ModeCLISteer
+	} else {
+		g.Route.RPCKind, g.Route.DeliveryMode = command.RPCTurnStart, command.ModeCLIStart
 	}
 	params, why := t.pin(ref)
 	if why != "" {
@@ -85,7 +150,7 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	}
 	params.ThreadID = h.ThreadID
 	t.mu.Lock()
-	t.prepared[h.ThreadID] = prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params}
+	t.prepared[h.ThreadID] = prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params, steer: steer}
 	t.mu.Unlock()
 	return g
 }

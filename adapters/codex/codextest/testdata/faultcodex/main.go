@@ -14,8 +14,13 @@
 //	{"method":"turn/start","action":"drop_response","count":1}
 //
 // "error" answers the request with that JSON-RPC error and never forwards
-// it; "drop_response" forwards it and drops the server's answer; "trace"
-// forwards it and logs "trace METHOD UNIXNANO THREADID" as it arrives. A rule
+// it; "drop_request" neither forwards nor answers it; "drop_response"
+// forwards it and drops the server's answer; "trace"
+// forwards it and logs "trace METHOD UNIXNANO THREADID" as it arrives;
+// "disconnect" forwards it and its answer, then closes that client's
+// connection after 300 ms and makes every new connection wait 3 s before
+// it reaches the real app-server (what the server sends meanwhile is
+// lost to that client, as in a brief network loss). A rule
 // applies count times (its count is written back decremented). Every
 // fault applied is appended as a line to EXE.faults.log.
 package main
@@ -135,6 +140,7 @@ type rule struct {
 type faults struct {
 	mu         sync.Mutex
 	rules, log string
+	blackout   time.Time // new connections wait until then
 }
 
 // take returns the rule that applies to method now, consuming one count.
@@ -179,6 +185,12 @@ func (f *faults) note(format string, args ...any) {
 // app-server, applying the faults.
 func (f *faults) serve(ctx context.Context, c *websocket.Conn, real string) {
 	defer c.CloseNow()
+	f.mu.Lock()
+	wait := time.Until(f.blackout)
+	f.mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
 	var up appserver.Transport
 	for i := 0; ; i++ {
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -256,6 +268,18 @@ func (f *faults) serve(ctx context.Context, c *websocket.Conn, real string) {
 					}
 					json.Unmarshal(b, &q)
 					f.note("trace %s %d %s", m.Method, time.Now().UnixNano(), q.Params.ThreadID)
+				case "drop_request":
+					f.note("dropped request %s %s", m.Method, m.ID)
+					continue
+				case "disconnect":
+					f.mu.Lock()
+					f.blackout = time.Now().Add(3 * time.Second)
+					f.mu.Unlock()
+					f.note("disconnecting after %s %s", m.Method, m.ID)
+					go func() {
+						time.Sleep(300 * time.Millisecond)
+						c.CloseNow()
+					}()
 				case "drop_response":
 					mu.Lock()
 					dropped[string(m.ID)] = true
