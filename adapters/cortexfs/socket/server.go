@@ -587,3 +587,22 @@ func (s *Server) resume(c *conn, req Request) error {
 	ss.subs[c] = true
 	return nil
 }
+
+// Running counts the sessions with a run going on.
+func (s *Server) Running() int {
+	s.mu.Lock()
+	list := make([]*sess, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		list = append(list, ss)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, ss := range list {
+		ss.mu.Lock()
+		if ss.active != nil {
+			n++
+		}
+		ss.mu.Unlock()
+	}
+	return n
+}
