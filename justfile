@@ -34,6 +34,7 @@ bench:
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
+    go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
 
 # Daemon start-up on a log of 1,000,000 events holding 100,000 open
 # batches: time until it answers and peak RSS, against a bare bbolt scan.

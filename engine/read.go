@@ -201,3 +201,14 @@ func LogFileHead(path string, timeout time.Duration) (uint64, error) {
 	})
 	return head, err
 }
+
+// CommandSeen reports whether an idempotency key (Meta.CommandID) is in
+// the log: a caller that must not act twice checks before it acts.
+func (e *Engine) CommandSeen(id string) (bool, error) {
+	var seen bool
+	err := e.View(func(v *projections.Tx) error {
+		_, seen = v.Command(id)
+		return nil
+	})
+	return seen, err
+}

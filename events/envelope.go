@@ -38,11 +38,14 @@ const (
 	KindAppServer    Kind = "appserver"  // one instance of the shared Codex app-server, by nonce
 
 	KindTask Kind = "task" // a command the daemon runs for a job (cbth task run)
+
+	KindGatewayRoute  Kind = "gwroute"  // a channel gateway route, by routing key (workspace_id + agent_id)
+	KindGatewayStream Kind = "gwstream" // a channel stream through the gateway, by stream_id
 )
 
 // Kinds lists every aggregate kind in a fixed order.
 var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer,
-	KindTask}
+	KindTask, KindGatewayRoute, KindGatewayStream}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {

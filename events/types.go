@@ -84,6 +84,12 @@ func declarations() []declaration {
 		decl[TaskStopping](KindTask),
 		decl[TaskExited](KindTask),
 		decl[TaskLost](KindTask),
+
+		decl[GatewayRouteAdded](KindGatewayRoute),
+		decl[GatewayRouteRemoved](KindGatewayRoute),
+		decl[GatewayEnvelopeRecorded](KindGatewayStream),
+		decl[GatewayGapReported](KindGatewayStream),
+		decl[GatewayModeChanged](KindGatewayStream),
 	}
 }
 

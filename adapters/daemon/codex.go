@@ -4,6 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
+	"github.com/cbth-dev/cbth/adapters/target"
 
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	"github.com/cbth-dev/cbth/adapters/ipc"
@@ -56,4 +61,20 @@ func (d *Daemon) codexOps(t api.Table) {
 		})
 		return in, err
 	})
+}
+
+// addCLITarget registers the Codex CLI delivery target on the shared
+// app-server, unless Options.Targets put another "cli" target in.
+func (d *Daemon) addCLITarget() {
+	if d.target("cli") != nil {
+		return
+	}
+	c := d.opt.Config
+	t := clitarget.New(clitarget.Config{
+		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
+		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
+		TrustedAll: c.CLI.TrustedAll, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: d.codexErr,
+	}, d.codex, d.eng, d.opt.Clock.Now, d.opt.Log.With("target", "cli"))
+	d.targets = append(d.targets, target.Target(t))
+	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 }

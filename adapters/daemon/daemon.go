@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
+	"github.com/cbth-dev/cbth/adapters/gateway"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -80,6 +81,7 @@ type Daemon struct {
 	tasks     tasks
 
 	sockets *cortexcli.ModelSockets
+	gw      *gateway.Gateway
 	desk    deskState
 	// codex is the Codex CLI adapter: the shared app-server, started when
 	// a CLI session first needs it, and the attached foregrounds.
@@ -165,6 +167,7 @@ func Run(ctx context.Context, opt Options) error {
 		return refuseLog(h, err)
 	}
 	d.codex, d.codexErr = d.newCodex(opt)
+	d.addCLITarget()
 	defer func() {
 		// What outlives a request stops before the log closes:
 		// deliveries record their answers, hooks their runs, the
@@ -181,6 +184,11 @@ func Run(ctx context.Context, opt Options) error {
 		d.eng.Close()
 	}()
 	if err := d.startup(ctx); err != nil {
+		cancel()
+		<-served
+		return err
+	}
+	if err := d.serveGateway(ctx); err != nil {
 		cancel()
 		<-served
 		return err
@@ -490,6 +498,11 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	}
 	if n := d.srv.Attached(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d integration clients", n))
+	}
+	if d.gw != nil {
+		if n := d.gw.Conns(); n > 0 {
+			reasons = append(reasons, fmt.Sprintf("%d gateway clients", n))
+		}
 	}
 	if n := d.inflight.Load(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d requests in flight", n))

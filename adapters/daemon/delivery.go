@@ -194,23 +194,16 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 				wake = earliest(wake, g.Retry)
 				continue
 			}
-			route := g.Route
-			if route.RPCKind == "" {
-				route.RPCKind = spec.RPCKind
-			}
-			if route.DeliveryMode == "" {
-				route.DeliveryMode = spec.DeliveryMode
-			}
 			started++
 			if d.opt.Manual {
-				d.deliver(ctx, t, h.ThreadID, route)
+				d.deliver(ctx, t, h, g)
 				d.sched.release(spec.Name, h.ThreadID)
 				continue
 			}
 			d.sched.workers.Add(1)
 			go func() {
 				defer d.sched.workers.Done()
-				d.deliver(ctx, t, h.ThreadID, route)
+				d.deliver(ctx, t, h, g)
 				d.sched.release(spec.Name, h.ThreadID)
 				d.poke(ctx)
 			}()
@@ -227,9 +220,38 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 // the target's answer is recorded after (even when the daemon is
 // stopping meanwhile: an answer is evidence). For a pull target: the
 // head's attempt is prepared, nothing more.
-func (d *Daemon) deliver(ctx context.Context, t target.Target, thread string, route command.Route) {
+func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g target.Gate) {
+	thread, spec := h.ThreadID, t.Spec()
 	cfg := d.deliveryConfig()
+	if spec.ObservationWindow > 0 {
+		cfg.ObservationWindow = spec.ObservationWindow
+	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: "deliver:" + thread}
+	if pr, ok := t.(target.Preparer); ok && spec.Kind == target.Push {
+		// Acquisition before the barrier: a failure here leaves nothing
+		// pending (the head waits, or goes to the operator path).
+		g = pr.Prepare(ctx, h, g)
+		if !g.OK {
+			if g.Park {
+				d.parkHead(ctx, spec.Name, h, g.Reason)
+			} else {
+				d.opt.Log.Info("delivery held back", "target", spec.Name, "thread", thread, "reason", g.Reason)
+			}
+			if !g.Retry.IsZero() {
+				d.sched.mu.Lock()
+				d.sched.wake = earliest(d.sched.wake, g.Retry)
+				d.sched.mu.Unlock()
+			}
+			return
+		}
+	}
+	route := g.Route
+	if route.RPCKind == "" {
+		route.RPCKind = spec.RPCKind
+	}
+	if route.DeliveryMode == "" {
+		route.DeliveryMode = spec.DeliveryMode
+	}
 	p, push := t.(target.Pusher)
 	if !push || t.Spec().Kind == target.Pull {
 		res, err := d.eng.Execute(ctx, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
@@ -249,7 +271,11 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, thread string, ro
 		return
 	}
 	del := res.Value.(command.Delivery)
-	dctx, cancel := context.WithTimeout(ctx, d.opt.Config.Delivery.DeliveryTimeout.Duration)
+	timeout := d.opt.Config.Delivery.DeliveryTimeout.Duration
+	if spec.AcceptTimeout > 0 {
+		timeout = spec.AcceptTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
 	out := p.Deliver(dctx, del)
 	cancel()
 	rctx := context.WithoutCancel(ctx)
@@ -259,9 +285,15 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, thread string, ro
 		Outcome: out.Outcome, TurnID: out.TurnID, Reason: out.Reason, Tracks: out.Tracks})
 	if err != nil {
 		d.opt.Log.Error("record delivery outcome", "thread", thread, "attempt", del.AttemptID, "err", err)
+		if ack, ok := t.(target.Acknowledger); ok {
+			ack.Recorded(del, "")
+		}
 		return
 	}
 	d.opt.Log.Info("delivery", "thread", thread, "batch", del.BatchID, "attempt", del.AttemptID, "generation", del.Generation, "outcome", rec.Outcome)
+	if ack, ok := t.(target.Acknowledger); ok {
+		defer ack.Recorded(del, rec.Outcome)
+	}
 	if rec.Outcome != command.Accepted {
 		return
 	}
@@ -320,7 +352,7 @@ func (s sink) Observe(ctx context.Context, ev target.TurnEvent) (string, error) 
 func (d *Daemon) startTargets(ctx context.Context) error {
 	for _, t := range d.targets {
 		if s, ok := t.(target.Starter); ok {
-			if err := s.Start(ctx, target.Host{Sink: sink{d}, Log: d.opt.Log.With("target", t.Spec().Name)}); err != nil {
+			if err := s.Start(ctx, target.Host{Sink: sink{d}, Log: d.opt.Log.With("target", t.Spec().Name), Wake: func() { d.poke(ctx) }}); err != nil {
 				return fmt.Errorf("start target %s: %w", t.Spec().Name, err)
 			}
 		}

@@ -139,6 +139,7 @@ func (d *Daemon) ops() api.Table {
 		return api.TaskCancelReply{Outcome: out, Task: v}, err
 	})
 	api.Handle(t, api.DaemonHandover, d.handover)
+	d.gatewayOps(t)
 	return t
 }
 

@@ -76,6 +76,10 @@ var replyBounds = map[string]string{
 	api.TaskList.Name:       "paged (query.PageBytes)",
 	api.TaskCancel.Name:     "one task",
 	api.DaemonHandover.Name: "small",
+
+	api.GatewayRouteAdd.Name:    "one route",
+	api.GatewayRouteRemove.Name: "one route",
+	api.GatewayRouteList.Name:   "at most query.MaxRoutes routes of bounded ids (about 1 KB each), the rest counted",
 }
 
 func TestEveryReplyIsBounded(t *testing.T) {

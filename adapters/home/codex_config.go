@@ -3,6 +3,7 @@ package home
 import (
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
 )
@@ -73,4 +74,56 @@ func (c Config) CodexBinaryName() string {
 		return c.CodexBinary
 	}
 	return "codex"
+}
+
+// CLI is the [cli] section: the Codex CLI delivery target
+// (adapters/codex/clitarget, spec/codex-cli.md section 16).
+type CLI struct {
+	// AcceptanceTimeout bounds one turn/start: from the request to its
+	// answer. A cold Codex took up to 60 s to accept a turn in live runs
+	// (../shared/research/upstream-facts.md D10), hence 90 s.
+	AcceptanceTimeout Duration `toml:"acceptance_timeout"`
+	// ObservationWindow is how long an accepted turn is observed before
+	// it is parked expired; delivered turns can run for hours (D11).
+	ObservationWindow Duration `toml:"observation_window"`
+	// ReconcileWindow bounds the search by correlation marker after a
+	// turn/start that got no answer, and SettleDelay is how long the
+	// thread must be seen idle without the marker before the request is
+	// proven not accepted.
+	ReconcileWindow Duration `toml:"reconcile_window"`
+	SettleDelay     Duration `toml:"settle_delay"`
+	// TrustedAll lets deliveries go whatever the session's permissions
+	// (the seed's trusted-all mode); the snapshots and drift records go
+	// on. Off: strict-safe only.
+	TrustedAll bool `toml:"trusted_all"`
+	// Steer turns the turn/steer optimization on (off by default).
+	Steer bool `toml:"steer"`
+}
+
+// CLIDefaults are the [cli] defaults.
+func CLIDefaults() CLI {
+	return CLI{
+		AcceptanceTimeout: Duration{90 * time.Second},
+		ObservationWindow: Duration{6 * time.Hour},
+		ReconcileWindow:   Duration{30 * time.Second},
+		SettleDelay:       Duration{2 * time.Second},
+	}
+}
+
+// checkCLI refuses [cli] settings the daemon cannot honour.
+func checkCLI(c Config) error {
+	cl := c.CLI
+	if cl.AcceptanceTimeout.Duration <= 0 || cl.ReconcileWindow.Duration <= 0 || cl.SettleDelay.Duration < 0 {
+		return errs.New(errs.EINVAL, "[cli] acceptance_timeout and reconcile_window must be positive, settle_delay not negative")
+	}
+	if cl.SettleDelay.Duration >= cl.ReconcileWindow.Duration {
+		return errs.New(errs.EINVAL, "[cli] settle_delay (%s) must be shorter than reconcile_window (%s)", cl.SettleDelay.Duration, cl.ReconcileWindow.Duration)
+	}
+	// As for [delivery]: the daemon stays up while it observes a turn and
+	// leaves after idle_timeout; the window must outlast the idle timeout.
+	if cl.ObservationWindow.Duration <= c.IdleTimeout.Duration {
+		return errs.New(errs.EINVAL, "[cli] observation_window (%s) must be longer than idle_timeout (%s)",
+			cl.ObservationWindow.Duration, c.IdleTimeout.Duration)
+	}
+	return nil
 }

@@ -51,19 +51,20 @@ func Resolve(getenv func(string) string) (Home, error) {
 }
 
 // Paths inside the home.
-func (h Home) DB() string        { return filepath.Join(h.Root, "cbth.db") }
-func (h Home) RunDir() string    { return filepath.Join(h.Root, "run") }
-func (h Home) Socket() string    { return filepath.Join(h.Root, "run", "cbth.sock") }
-func (h Home) Lock() string      { return filepath.Join(h.Root, "run", "daemon.lock") }
-func (h Home) LogDir() string    { return filepath.Join(h.Root, "log") }
-func (h Home) DaemonLog() string { return filepath.Join(h.Root, "log", "daemon.log") }
-func (h Home) Artifacts() string { return filepath.Join(h.Root, "artifacts") }
-func (h Home) Config() string    { return filepath.Join(h.Root, "config.toml") }
-func (h Home) Inbox() string     { return filepath.Join(h.Root, "inbox") }
-func (h Home) DebugDir() string  { return filepath.Join(h.Root, "debug") }
-func (h Home) CtxRoot() string   { return filepath.Join(h.Root, "ctx") }
-func (h Home) TempDir() string   { return filepath.Join(h.Root, "tmp") }
-func (h Home) TasksDir() string  { return filepath.Join(h.Root, "tasks") }
+func (h Home) DB() string            { return filepath.Join(h.Root, "cbth.db") }
+func (h Home) RunDir() string        { return filepath.Join(h.Root, "run") }
+func (h Home) Socket() string        { return filepath.Join(h.Root, "run", "cbth.sock") }
+func (h Home) GatewaySocket() string { return filepath.Join(h.Root, "run", "gateway.sock") }
+func (h Home) Lock() string          { return filepath.Join(h.Root, "run", "daemon.lock") }
+func (h Home) LogDir() string        { return filepath.Join(h.Root, "log") }
+func (h Home) DaemonLog() string     { return filepath.Join(h.Root, "log", "daemon.log") }
+func (h Home) Artifacts() string     { return filepath.Join(h.Root, "artifacts") }
+func (h Home) Config() string        { return filepath.Join(h.Root, "config.toml") }
+func (h Home) Inbox() string         { return filepath.Join(h.Root, "inbox") }
+func (h Home) DebugDir() string      { return filepath.Join(h.Root, "debug") }
+func (h Home) CtxRoot() string       { return filepath.Join(h.Root, "ctx") }
+func (h Home) TempDir() string       { return filepath.Join(h.Root, "tmp") }
+func (h Home) TasksDir() string      { return filepath.Join(h.Root, "tasks") }
 func (h Home) ArtifactDir(id string) string {
 	return filepath.Join(h.Root, "artifacts", id)
 }
@@ -164,6 +165,7 @@ type Config struct {
 	// The Codex CLI adapter (adapters/home/codex_config.go).
 	CodexBinary string  `toml:"codex_binary"`
 	CodexHome   string  `toml:"codex_home"`
+	CLI         CLI     `toml:"cli"`
 	Desktop     Desktop `toml:"desktop"`
 }
 
@@ -233,6 +235,7 @@ func Defaults() Config {
 		},
 		Desktop: DesktopDefaults(),
 		Task:    TaskDefaults(),
+		CLI:     CLIDefaults(),
 	}
 }
 
@@ -280,6 +283,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := checkDelivery(c); err != nil {
+		return c, err
+	}
+	if err := checkCLI(c); err != nil {
 		return c, err
 	}
 	return c, h.checkTask(&c)

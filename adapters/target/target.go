@@ -39,6 +39,13 @@ type Spec struct {
 	// a pull target has no rpc kind).
 	RPCKind      string
 	DeliveryMode string
+	// AcceptTimeout bounds a push target's Deliver (0: the delivery
+	// section's delivery_timeout); ObservationWindow is how long an
+	// accepted turn it tracks is observed (0: the delivery section's
+	// observation_window). The Codex CLI needs both longer than the
+	// defaults (its [cli] section).
+	AcceptTimeout     time.Duration
+	ObservationWindow time.Duration
 }
 
 // Head is what a gate is asked about: a thread's head batch that the
@@ -91,6 +98,28 @@ type Pusher interface {
 	Deliver(ctx context.Context, d command.Delivery) Result
 }
 
+// Preparer is a push target with acquisition work to do once its gate
+// let a head through and before the barrier is written: reading the
+// caller's current state afresh (for the Codex CLI, a thread/resume that
+// also records the permission snapshot). Prepare may talk to the channel
+// and append audit events, but must have no side effect on the caller's
+// thread. It runs on the delivery's worker; its answer replaces the
+// gate's (Park and Retry as in Gate). Whatever it acquires for the
+// delivery it keeps itself until Deliver, which runs next on the same
+// worker if the core still lets the head through.
+type Preparer interface {
+	Pusher
+	Prepare(ctx context.Context, h Head, g Gate) Gate
+}
+
+// Acknowledger is a push target told when the outcome Deliver returned
+// is durable (and the turn events of Result.Turn with it): turn events
+// it reports to the Sink after that are then sure to follow the
+// acceptance in the log.
+type Acknowledger interface {
+	Recorded(d command.Delivery, outcome string)
+}
+
 // Result is a push target's account of one attempt.
 type Result struct {
 	// Outcome is command.Accepted, command.RejectedBefore (proven: the
@@ -131,6 +160,9 @@ type Sink interface {
 type Host struct {
 	Sink Sink
 	Log  *slog.Logger
+	// Wake asks the scheduler for a pass soon: something its gate held a
+	// head back for has changed outside the log (a thread became idle).
+	Wake func()
 }
 
 // Starter is a target with a lifetime: a long-lived connection, a

@@ -118,7 +118,9 @@ func (e *Env) ownSource() (source, home.Home, error) {
 type EventsExportCmd struct {
 	From   uint64 `help:"First seq to export." default:"1"`
 	Stream string `help:"Only this stream (kind/id)."`
-	JSONL  bool   `help:"JSON lines output (the only format; accepted for clarity)." name:"jsonl" default:"true"`
+	// CorrelationID follows one conversation (spec/channels.md).
+	CorrelationID string `help:"Only the events of this correlation id and of the jobs, batches, attempts and artifacts they led to." name:"correlation-id"`
+	JSONL         bool   `help:"JSON lines output (the only format; accepted for clarity)." name:"jsonl" default:"true"`
 }
 
 // Run exports.
@@ -127,10 +129,17 @@ func (c *EventsExportCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
+	var match func(events.Envelope) bool
+	if c.CorrelationID != "" {
+		match = correlated(c.CorrelationID)
+	}
 	w := bufio.NewWriter(env.Stdout)
 	enc := json.NewEncoder(w)
 	err = src(c.From, func(e events.Envelope) error {
 		if c.Stream != "" && e.Stream.String() != c.Stream {
+			return nil
+		}
+		if match != nil && !match(e) {
 			return nil
 		}
 		return enc.Encode(&e)
@@ -460,4 +469,46 @@ func waitForCommit(h home.Home, seq uint64) error {
 	defer c.Close()
 	_, err = api.EventsRead.Call(c, api.ReadArgs{From: seq, Limit: 1, WaitMS: 5000})
 	return err
+}
+
+// correlated matches the events of one correlation id and of what they
+// led to, read in log order: the streams its events touched, the batches
+// that took its jobs, those batches' attempts, its jobs' artifacts. The
+// delivery core records its own work under its own correlation ids
+// (deliver:<thread>, sweep:...), so the chain is followed through the
+// payloads.
+func correlated(id string) func(events.Envelope) bool {
+	streams := map[events.StreamID]bool{}
+	jobs := map[string]bool{}
+	return func(e events.Envelope) bool {
+		switch {
+		case e.CorrelationID == id:
+		case streams[e.Stream]:
+			return true
+		default:
+			var p struct {
+				JobIDs      []string `json:"job_ids"`
+				BatchID     string   `json:"batch_id"`
+				SourceJobID string   `json:"source_job_id"`
+			}
+			switch e.Type {
+			case "batch.opened", "batch.jobs_added", "attempt.prepared", "artifact.ingested":
+				_ = json.Unmarshal(e.Payload, &p)
+			default:
+				return false
+			}
+			hit := jobs[p.SourceJobID] || p.BatchID != "" && streams[events.StreamID{Kind: events.KindBatch, ID: p.BatchID}]
+			for _, j := range p.JobIDs {
+				hit = hit || jobs[j]
+			}
+			if !hit {
+				return false
+			}
+		}
+		streams[e.Stream] = true
+		if e.Stream.Kind == events.KindJob {
+			jobs[e.Stream.ID] = true
+		}
+		return true
+	}
 }

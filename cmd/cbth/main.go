@@ -48,6 +48,7 @@ type CLI struct {
 	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
 	Desktop    DesktopCmd    `cmd:"" help:"Codex Desktop: installation state, thread bindings and the bridge's helpers."`
 	Service    ServiceCmd    `cmd:"" help:"Keep the daemon running as a per-user service (systemd user unit, launchd agent)."`
+	Gateway    GatewayCmd    `cmd:"" help:"The channel gateway: send dialog / ssh_remote envelopes, tail what it routes, manage its routes."`
 	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`

@@ -94,6 +94,10 @@ func New(k events.Kind, id string) (State, error) {
 		s = &AppServer{}
 	case events.KindTask:
 		s = &Task{}
+	case events.KindGatewayRoute:
+		s = &GatewayRoute{}
+	case events.KindGatewayStream:
+		s = &GatewayStream{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -199,6 +203,13 @@ func Clone(s State) State {
 		c := *s
 		c.Argv = slices.Clone(s.Argv)
 		return &c
+	case *GatewayRoute:
+		c := *s
+		return &c
+	case *GatewayStream:
+		c := *s
+		c.Missing = slices.Clone(s.Missing)
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -230,6 +241,10 @@ func KindOf(s State) events.Kind {
 		return events.KindAppServer
 	case *Task:
 		return events.KindTask
+	case *GatewayRoute:
+		return events.KindGatewayRoute
+	case *GatewayStream:
+		return events.KindGatewayStream
 	}
 	return ""
 }

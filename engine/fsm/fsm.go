@@ -49,7 +49,7 @@ type Table struct {
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
 	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable, appServerTable,
-		taskTable}
+		taskTable, gatewayRouteTable, gatewayStreamTable}
 }
 
 var jobTable = Table{
@@ -250,6 +250,35 @@ var taskTable = Table{
 		{"task.stopping", []string{"running"}, "stopping"},
 		{"task.exited", taskLive, "exited"},
 		{"task.lost", taskLive, "lost"},
+	},
+}
+
+// A gateway route (spec/channels.md): a routing key pointed at a
+// destination until the operator removes it; adding again replaces it.
+var gatewayRouteTable = Table{
+	Kind:   events.KindGatewayRoute,
+	States: []string{"active", "removed"},
+	Moves: []Move{
+		{"gateway.route_added", []string{None, "removed"}, "active"},
+		{"gateway.route_removed", []string{"active"}, "removed"},
+	},
+	Updates: []Update{
+		{"gateway.route_added", []string{"active"}},
+	},
+}
+
+// A channel stream as the gateway saw it: sequence, gaps and remote mode
+// are data, so the stream stays open.
+var gatewayStreamTable = Table{
+	Kind:   events.KindGatewayStream,
+	States: []string{"open"},
+	Moves: []Move{
+		{"gateway.envelope_recorded", []string{None}, "open"},
+	},
+	Updates: []Update{
+		{"gateway.envelope_recorded", []string{"open"}},
+		{"gateway.gap_reported", []string{"open"}},
+		{"gateway.mode_changed", []string{"open"}},
 	},
 }
 

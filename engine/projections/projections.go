@@ -44,7 +44,9 @@ var (
 //	   left it); running jobs have a job.timeout deadline.
 //	3: Desktop bindings indexed by caller automation and, while armed
 //	   and not quiesced, by pause_not_before.
-const Version = 3
+//	4: ctx session directories keyed by their tree root first, so the
+//	   sessions of two CortexFS trees never share a key.
+const Version = 4
 
 // countKey names a counter in p.meta. The bucket stays small enough to be
 // stored inline in the root page, which every commit rewrites anyway.

@@ -9,6 +9,7 @@
 package codextest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -185,4 +186,55 @@ func FakeCodex(t testing.TB) string {
 		t.Fatalf("build fakecodex: %v\n%s", err, b)
 	}
 	return out
+}
+
+// FaultCodex builds testdata/faultcodex (see its package comment) in front
+// of the codex executable real and returns its path; the faults it
+// applies are set with SetFaults.
+func FaultCodex(t testing.TB, real string) string {
+	t.Helper()
+	root := filepath.Dir(filepath.Dir(FixtureDir(t)))
+	out := filepath.Join(t.TempDir(), "codex")
+	cmd := exec.Command("go", "build", "-o", out, "./adapters/codex/codextest/testdata/faultcodex")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build faultcodex: %v\n%s", err, b)
+	}
+	if err := os.WriteFile(out+".real", []byte(real+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Fault is one rule of faultcodex: Action "error" answers the next Count
+// requests of Method with the JSON-RPC error Code, "drop_response"
+// forwards them and drops their answers.
+type Fault struct {
+	Method  string `json:"method"`
+	Action  string `json:"action"`
+	Code    int    `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+	Count   int    `json:"count"`
+}
+
+// SetFaults replaces the faults of the faultcodex at exe.
+func SetFaults(t testing.TB, exe string, faults ...Fault) {
+	t.Helper()
+	b, err := json.Marshal(faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe+".faults.json", b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FaultsApplied returns the lines faultcodex at exe logged, one per fault
+// applied (or request traced).
+func FaultsApplied(exe string) []string {
+	b, err := os.ReadFile(exe + ".faults.log")
+	if err != nil || len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }

@@ -81,6 +81,11 @@ type Manager struct {
 	slot    chan struct{}
 	pending *foreground
 	fgs     map[*ipc.Conn]*foreground
+
+	// The delivery side (delivery.go): the CLI target's watcher, and the
+	// last status of each thread the running instance reported.
+	watcher Watcher
+	status  map[string]string
 }
 
 // instance is an app-server instance as recorded.
@@ -115,7 +120,7 @@ func New(cfg Config, eng *engine.Engine) *Manager {
 		cfg.ClaimTimeout = 30 * time.Second
 	}
 	return &Manager{cfg: cfg, eng: eng, log: cfg.Log, changed: make(chan struct{}), stop: make(chan struct{}),
-		slot: make(chan struct{}, 1), fgs: map[*ipc.Conn]*foreground{}}
+		slot: make(chan struct{}, 1), fgs: map[*ipc.Conn]*foreground{}, status: map[string]string{}}
 }
 
 var meta = engine.Meta{Actor: events.ActorAdapter, CorrelationID: "codex-cli"}
@@ -296,6 +301,7 @@ func (m *Manager) adopt(ctx context.Context, inst *supervisor.Instance) *instanc
 	m.log.Info("codex app-server ready", "instance", inst.Identity.String(), "probe_passed", in.probe == nil, "probe", errString(in.probe))
 	m.mu.Lock()
 	m.cur = in
+	m.status = map[string]string{} // a new instance has loaded nothing
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
@@ -338,13 +344,20 @@ func (m *Manager) listen(inst *supervisor.Instance, ready chan struct{}) {
 	defer m.work.Done()
 	once := sync.OnceFunc(func() { close(ready) })
 	defer once()
-	for {
+	nonce := inst.Identity.Nonce
+	for first := true; ; first = false {
 		c := inst.Client()
 		sub := c.Subscribe()
 		once()
+		if !first {
+			if w := m.watching(); w != nil {
+				w.Reconnected(nonce)
+			}
+		}
 		for msg := range sub.C() {
 			if msg.Kind == appserver.KindNotification {
 				m.notice(inst, msg)
+				m.track(nonce, msg)
 			}
 		}
 		select {
@@ -573,6 +586,7 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 		}
 		return Refreshed{}, resumeError(s.BoundThreadID, err)
 	}
+	m.NoteThreadStatus(in.nonce, s.BoundThreadID, ts.Thread.Status.Type)
 	res, err := m.exec(ctx, command.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)})
 	if err != nil {
 		return Refreshed{}, err

@@ -121,7 +121,27 @@ var (
 	// protocol the client speaks (ipc.Versionless): a newer client uses
 	// them to find an older daemon idle and replace it.
 	DaemonHandover = Op[HandoverArgs, HandoverReply]{Name: "daemon.handover", Versionless: true}
+
+	// The channel gateway's routes (spec/channels.md); the envelopes
+	// themselves travel on the gateway's own socket.
+	GatewayRouteAdd    = Op[RouteArgs, RouteReply]{Name: "gateway.route.add"}
+	GatewayRouteRemove = Op[RouteArgs, RouteReply]{Name: "gateway.route.rm"}
+	GatewayRouteList   = Op[Empty, query.RoutePage]{Name: "gateway.route.list"}
 )
+
+// RouteArgs names a routing key and, to add, its destination.
+type RouteArgs struct {
+	WorkspaceID string `json:"workspace_id"`
+	AgentID     string `json:"agent_id"`
+	To          string `json:"to,omitempty"`
+	Target      string `json:"target,omitempty"`
+}
+
+// RouteReply is the reply of gateway.route.add and gateway.route.rm.
+type RouteReply struct {
+	Outcome string          `json:"outcome"`
+	Route   query.RouteView `json:"route"`
+}
 
 // All names every operation, for the test that the daemon serves each.
 var All = []string{
@@ -135,6 +155,7 @@ var All = []string{
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
 	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
+	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
 }
 
 // Empty is the request of operations that take none.

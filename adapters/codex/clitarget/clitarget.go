@@ -1,0 +1,298 @@
+// Package clitarget is the Codex CLI delivery target: it puts a thread's
+// head batch into the Codex thread a managed session is bound to, through
+// turn/start on the daemon's shared app-server, and reports the accepted
+// turn's end. The delivery core (engine/command) decides when and records
+// what happened; the sessions manager (adapters/codex/sessions) owns the
+// app-server and the sessions. spec/codex-cli.md section 16 describes it.
+package clitarget
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
+	"github.com/cbth-dev/cbth/adapters/codex/sessions"
+	"github.com/cbth-dev/cbth/adapters/target"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
+)
+
+// Config configures the target (the [cli] section).
+type Config struct {
+	AcceptTimeout     time.Duration
+	ObservationWindow time.Duration
+	ReconcileWindow   time.Duration
+	SettleDelay       time.Duration
+	TrustedAll        bool
+	// InlineLimit is the most bytes of one artifact pasted into the
+	// continuation prompt; larger ones are named.
+	InlineLimit int64
+	// Unavailable, when set, is why the Codex CLI cannot run at all (a
+	// configuration error): every head waits with it.
+	Unavailable error
+}
+
+// Sessions is what the target needs of the sessions manager.
+type Sessions interface {
+	Current() (instance string, probed bool)
+	ThreadStatus(thread string) string
+	Refresh(ctx context.Context, sessionID string) (sessions.Refreshed, error)
+	Client(instance string) (*appserver.Client, error)
+	Alive(instance string) bool
+	Watch(w sessions.Watcher)
+}
+
+// Target is the "cli" delivery target.
+type Target struct {
+	cfg Config
+	m   Sessions
+	eng *engine.Engine
+	log *slog.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	sink     target.Sink
+	wake     func()
+	prepared map[string]prep   // thread -> what Prepare acquired for Deliver
+	tracks   map[string]*track // thread -> the delivery whose turn is followed
+	queue    chan target.TurnEvent
+}
+
+// prep is what Prepare read for the delivery that follows it.
+type prep struct {
+	instance, session string
+	epoch             uint64
+	params            appserver.TurnStartParams // threadId and the pinned permissions
+}
+
+// track follows one delivery's turn on one instance: from before
+// turn/start is sent (events of a turn whose id is not known yet are kept
+// by thread) to the turn's end.
+type track struct {
+	attempt, thread, instance, session, marker string
+	epoch                                      uint64
+	turnID                                     string
+	seen                                       []seenEvent // before the turn id was known
+	recorded                                   bool        // the acceptance is durable
+	pending                                    []string    // events after Deliver returned, before recorded
+	ended                                      bool        // a terminal event was reported
+}
+
+type seenEvent struct{ turn, event string }
+
+// New returns the target. eng is read for sessions and artifacts; now is
+// the engine clock.
+func New(cfg Config, m Sessions, eng *engine.Engine, now func() time.Time, log *slog.Logger) *Target {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Target{cfg: cfg, m: m, eng: eng, log: log, now: now,
+		prepared: map[string]prep{}, tracks: map[string]*track{}, queue: make(chan target.TurnEvent, 1024)}
+}
+
+// Spec implements target.Target.
+func (t *Target) Spec() target.Spec {
+	return target.Spec{Name: "cli", Kind: target.Push, RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
+		AcceptTimeout: t.cfg.AcceptTimeout, ObservationWindow: t.cfg.ObservationWindow}
+}
+
+// Start implements target.Starter: it follows the app-server's
+// notifications and reports turn events to the sink, one at a time, in
+// order.
+func (t *Target) Start(ctx context.Context, h target.Host) error {
+	t.mu.Lock()
+	t.sink, t.wake = h.Sink, h.Wake
+	if h.Log != nil {
+		t.log = h.Log
+	}
+	t.mu.Unlock()
+	if t.m != nil {
+		t.m.Watch(t)
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-t.queue:
+				out, err := h.Sink.Observe(context.WithoutCancel(ctx), ev)
+				if err != nil {
+					t.log.Error("record turn event", "attempt", ev.AttemptID, "event", ev.Event, "err", err)
+					continue
+				}
+				t.log.Info("turn event", "attempt", ev.AttemptID, "turn", ev.TurnID, "event", ev.Event, "outcome", out)
+			}
+		}
+	}()
+	return nil
+}
+
+// canonical maps a turn notification to the seed's turn event: 0.169 ends
+// a turn completed, failed or interrupted; any other end (a later Codex's
+// "replaced", or a status cbth does not know) is a negative end.
+func canonical(method, status string) (event string, terminal bool) {
+	if method == appserver.NoteTurnStarted {
+		return "turn_started", false
+	}
+	switch status {
+	case appserver.TurnCompleted:
+		return "turn_completed", true
+	case appserver.TurnFailed:
+		return "turn_failed", true
+	case appserver.TurnInterrupted:
+		return "turn_interrupted", true
+	case appserver.TurnInProgress:
+		return "", false
+	}
+	return "turn_replaced", true
+}
+
+func terminalEvent(ev string) bool { return ev != "turn_started" }
+
+// Notification implements sessions.Watcher: the turn events of a
+// followed delivery. Events of the turn the delivery started go to the
+// core once its acceptance is durable; before its id is known they are
+// kept by thread.
+func (t *Target) Notification(instance string, msg appserver.Message) {
+	if msg.Method == appserver.NoteThreadStatusChanged {
+		// A thread that became idle may take the delivery its gate held
+		// back while its own turn ran.
+		var n appserver.ThreadStatusChangedNote
+		if json.Unmarshal(msg.Params, &n) == nil && n.Status.Type == appserver.ThreadIdle {
+			t.mu.Lock()
+			wake := t.wake
+			t.mu.Unlock()
+			if wake != nil {
+				go wake()
+			}
+		}
+		return
+	}
+	if msg.Method != appserver.NoteTurnStarted && msg.Method != appserver.NoteTurnCompleted {
+		return
+	}
+	var n appserver.TurnNote
+	if json.Unmarshal(msg.Params, &n) != nil || n.ThreadID == "" {
+		return
+	}
+	ev, _ := canonical(msg.Method, n.Turn.Status)
+	if ev == "" {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr := t.tracks[n.ThreadID]
+	if tr == nil || tr.instance != instance {
+		return
+	}
+	if tr.turnID == "" {
+		tr.seen = append(tr.seen, seenEvent{n.Turn.ID, ev})
+		return
+	}
+	if n.Turn.ID == tr.turnID {
+		t.reportLocked(tr, ev)
+	}
+}
+
+// reportLocked reports ev on tr's turn: queued for the sink once the
+// acceptance is durable, held until then.
+func (t *Target) reportLocked(tr *track, ev string) {
+	if tr.ended {
+		return
+	}
+	if !tr.recorded {
+		tr.pending = append(tr.pending, ev)
+		return
+	}
+	if terminalEvent(ev) {
+		tr.ended = true
+		if t.tracks[tr.thread] == tr {
+			delete(t.tracks, tr.thread)
+		}
+	}
+	select {
+	case t.queue <- target.TurnEvent{AttemptID: tr.attempt, TurnID: tr.turnID, Event: ev, ManagedSessionID: tr.session, SessionEpoch: tr.epoch}:
+	default:
+		// A full queue loses the event: the attempt then expires at its
+		// deadline and is parked, never closed on a guess.
+		t.log.Error("turn event queue full; event dropped", "attempt", tr.attempt, "event", ev)
+	}
+}
+
+// Recorded implements target.Acknowledger: once the acceptance is durable
+// the events held meanwhile go to the core, in order.
+func (t *Target) Recorded(d command.Delivery, outcome string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	tr := t.tracks[d.ThreadID]
+	if tr == nil || tr.attempt != d.AttemptID {
+		return
+	}
+	if outcome != command.Accepted || tr.ended {
+		delete(t.tracks, d.ThreadID)
+		return
+	}
+	tr.recorded = true
+	held := tr.pending
+	tr.pending = nil
+	for _, ev := range held {
+		t.reportLocked(tr, ev)
+	}
+}
+
+// Reconnected implements sessions.Watcher: the daemon's connection to the
+// same instance was made again, so the turn events sent in between are
+// lost and the thread subscriptions with them. Each followed turn is
+// looked up on the new connection (the thread resumed again, its turns
+// listed): one that ended meanwhile is reported, the others go on being
+// followed. The epoch stays: the instance is the same.
+func (t *Target) Reconnected(instance string) {
+	t.mu.Lock()
+	var follow []*track
+	for _, tr := range t.tracks {
+		if tr.instance == instance && tr.turnID != "" && !tr.ended {
+			follow = append(follow, tr)
+		}
+	}
+	t.mu.Unlock()
+	for _, tr := range follow {
+		go t.lookup(tr)
+	}
+}
+
+func (t *Target) lookup(tr *track) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := t.m.Client(tr.instance)
+	if err != nil {
+		return // another instance: the epoch advanced and the attempt parked
+	}
+	if _, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: tr.thread, ExcludeTurns: true}); err != nil {
+		t.log.Warn("resume after reconnection", "thread", tr.thread, "err", err)
+	}
+	turns, err := listTurns(ctx, c, tr.thread)
+	if err != nil {
+		t.log.Warn("look up turn after reconnection", "thread", tr.thread, "turn", tr.turnID, "err", err)
+		return
+	}
+	for _, turn := range turns {
+		if turn.ID != tr.turnID {
+			continue
+		}
+		if ev, end := canonical(appserver.NoteTurnCompleted, turn.Status); end {
+			t.mu.Lock()
+			t.reportLocked(tr, ev)
+			t.mu.Unlock()
+		}
+	}
+}
+
+var (
+	_ target.Preparer     = (*Target)(nil)
+	_ target.Acknowledger = (*Target)(nil)
+	_ target.Starter      = (*Target)(nil)
+	_ sessions.Watcher    = (*Target)(nil)
+)

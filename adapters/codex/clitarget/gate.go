@@ -1,0 +1,161 @@
+package clitarget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
+	"github.com/cbth-dev/cbth/adapters/codex/sessions"
+	"github.com/cbth-dev/cbth/adapters/target"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Gate implements target.Target from what is known without asking Codex:
+// the thread's managed session is live (a foreground attached) on the
+// running instance, whose capability probe passed, and the thread is not
+// running a turn of its own. The permission gate needs a fresh reading,
+// so it is Prepare's.
+func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
+	if t.cfg.Unavailable != nil {
+		return target.Gate{Reason: "cli: codex cannot run: " + t.cfg.Unavailable.Error()}
+	}
+	var s *aggregate.Session
+	if err := t.eng.Read(func(v engine.Snapshot) error {
+		var err error
+		s, err = command.SessionOf(v, h.ThreadID)
+		return err
+	}); err != nil {
+		return target.Gate{Reason: "cli: read the thread's session: " + err.Error()}
+	}
+	if s == nil {
+		return target.Gate{Reason: "cli: no managed session is bound to this thread (cbth cli run --bind-thread-id or --new-thread)"}
+	}
+	if s.Status != "live" {
+		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is %s; delivery waits for a foreground (cbth cli run --bind-thread-id %s)", s.ID, s.Status, h.ThreadID)}
+	}
+	inst, probed := t.m.Current()
+	switch {
+	case inst == "":
+		return target.Gate{Reason: "cli: the shared codex app-server is not running"}
+	case !probed:
+		return target.Gate{Reason: "cli: the codex app-server failed the capability probe"}
+	case s.AppServerInstance != inst:
+		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is at epoch %d of another app-server instance", s.ID, s.Epoch)}
+	}
+	if st := t.m.ThreadStatus(h.ThreadID); st == appserver.ThreadActive {
+		return target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
+	}
+	return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
+		ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
+}
+
+// retryIn is how soon a head held back by a failed read is asked about
+// again (the scheduler also asks on every change of the log).
+const retryIn = 5 * time.Second
+
+// Prepare implements target.Preparer: before every turn/start it reads the
+// thread afresh (thread/resume, which records the permission snapshot and
+// any drift), checks the thread is idle, and applies the permission gate
+// to the fresh reading. Nothing reaches the thread.
+func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) target.Gate {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ref, err := t.m.Refresh(rctx, g.Route.ManagedSessionID)
+	if err != nil {
+		return target.Gate{Reason: "cli: read the thread before turn/start: " + err.Error(), Retry: t.now().Add(retryIn)}
+	}
+	if ref.Epoch != g.Route.SessionEpoch {
+		return target.Gate{Reason: "cli: the session's epoch moved on", Retry: t.now()}
+	}
+	if ref.Thread.Thread.Status.Type == appserver.ThreadActive {
+		return target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
+	}
+	params, why := t.pin(ref)
+	if why != "" {
+		return target.Gate{Park: true, Reason: why}
+	}
+	params.ThreadID = h.ThreadID
+	t.mu.Lock()
+	t.prepared[h.ThreadID] = prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params}
+	t.mu.Unlock()
+	return g
+}
+
+func permString(p events.Permissions) string {
+	var parts []string
+	for i, v := range p.Values() {
+		parts = append(parts, events.DimensionNames[i]+"="+v.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+// pin decides the permissions the turn/start carries, or why the head
+// goes to the operator path instead.
+//
+// Strict-safe (the default): every effective dimension must be false,
+// and so must the current reading: a current reading looser than the
+// startup cap is widening drift, and pinning the cap would then rewrite
+// settings the user gave the thread (turn/start settings persist for the
+// turns after it), so such a head is left to the operator. The pin
+// repeats the thread's own settings: the :read-only profile when the
+// thread runs under it, else the legacy read-only sandbox without
+// network, and the approval policy "never".
+//
+// Trusted-all: the gate is bypassed and the thread's current settings,
+// as read, are pinned; a writable root with a ".." component fails
+// closed.
+func (t *Target) pin(ref sessions.Refreshed) (appserver.TurnStartParams, string) {
+	ts := ref.Thread
+	var p appserver.TurnStartParams
+	if t.cfg.TrustedAll {
+		p.ApprovalPolicy = ts.ApprovalPolicy
+		if ap := ts.ActivePermissionProfile; ap != nil && strings.HasPrefix(ap.ID, ":") && ap.Extends == nil {
+			p.Permissions = ap.ID
+			return p, ""
+		}
+		var sb struct {
+			WritableRoots []string `json:"writableRoots"`
+		}
+		if len(ts.Sandbox) == 0 || json.Unmarshal(ts.Sandbox, &sb) != nil {
+			return p, "cli (trusted-all): the thread's sandbox cannot be read, so the turn's permissions cannot be pinned"
+		}
+		for _, r := range sb.WritableRoots {
+			if !filepath.IsAbs(r) || slices.Contains(strings.Split(r, string(filepath.Separator)), "..") {
+				return p, fmt.Sprintf("cli (trusted-all): writable root %q is not a clean absolute path", r)
+			}
+		}
+		p.SandboxPolicy = ts.Sandbox
+		return p, ""
+	}
+	for _, v := range ref.Effective.Values() {
+		if v != events.AllowFalse {
+			return p, fmt.Sprintf("cli permission gate: effective %s; strict-safe delivery needs all three false (or [cli] trusted_all)", permString(ref.Effective))
+		}
+	}
+	for _, v := range ref.Current.Values() {
+		if v != events.AllowFalse {
+			return p, fmt.Sprintf("cli permission gate: the thread's current permissions (%s) are wider than the session's startup cap (%s); delivering would rewrite them",
+				permString(ref.Current), permString(ref.Startup))
+		}
+	}
+	p.ApprovalPolicy = json.RawMessage(`"never"`)
+	if ap := ts.ActivePermissionProfile; ap != nil && ap.ID == ":read-only" && ap.Extends == nil {
+		p.Permissions = ":read-only"
+	} else {
+		p.SandboxPolicy = json.RawMessage(`{"type":"readOnly","networkAccess":false}`)
+	}
+	return p, ""
+}
+
+// errNotPrepared is Deliver's proven reject when Prepare's reading is not
+// the one the barrier names.
+var errNotPrepared = errs.New(errs.ESTATE, "no fresh reading of the thread for this delivery")

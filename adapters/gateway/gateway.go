@@ -1,0 +1,485 @@
+// Package gateway is the channel gateway (spec/channels.md): the daemon
+// serves it on $CBTH_HOME/run/gateway.sock, JSONL envelopes in and out.
+// It validates every envelope, routes dialog messages by workspace_id +
+// agent_id only (never by session_id) to a CortexFS agent's socket
+// session or into a Codex thread through the delivery core, and records
+// each envelope's metadata, never its payload, as events.
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"hash"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/sockfile"
+)
+
+// TargetGateway is the target of every envelope the gateway itself
+// writes: the acknowledgement or refusal that ends its answer to one
+// inbound line. A client reads until it sees one.
+const TargetGateway = "gateway"
+
+// Status codes of the gateway's acknowledgements.
+const (
+	StatusResumed = "resumed" // the answer to a resume request
+	StatusResume  = "resume"  // a status envelope asking where the stream stands
+)
+
+// Reason codes of refusals and failures.
+const (
+	ReasonNoRoute     = "no_route"     // no route for the routing key
+	ReasonRoutingKey  = "routing_key"  // a dialog message without workspace_id and agent_id
+	ReasonPayloadText = "payload_text" // a routed message's payload has no text
+	ReasonMode        = "remote_mode"  // a downgrade without a reason code
+	ReasonDestination = "destination"  // the destination failed
+)
+
+// Turn is one dialog message for a CortexFS socket session.
+type Turn struct {
+	// ID is the socket send's message id: derived from stream_id and
+	// seq, so a re-route of the same envelope replays the run the socket
+	// already has instead of starting another.
+	ID      string
+	Session string
+	Input   string
+}
+
+// Agents runs turns on CortexFS socket sessions, keyed by socket path
+// (agent/<name>.sock, model/<p>/<m>.sock): the socket protocol of
+// spec/cortexfs.md.
+type Agents interface {
+	Turn(ctx context.Context, sock string, t Turn, frame func(stream.Event) error) error
+}
+
+// Delivery is a dialog message for a Codex thread.
+type Delivery struct {
+	ThreadID      string
+	TargetKind    string
+	StreamID      string
+	Seq           uint64
+	CorrelationID string
+	Text          string
+}
+
+// Threads hands messages to the delivery core: a job whose result is
+// the message, delivered into the thread by the core's rules.
+type Threads interface {
+	Deliver(ctx context.Context, d Delivery) (jobID string, err error)
+}
+
+// Gateway serves the gateway socket.
+type Gateway struct {
+	Eng     *engine.Engine
+	CtxRoot string
+	Agents  Agents
+	Threads Threads
+	Now     func() time.Time
+	Log     *slog.Logger
+	// UID is the only peer user allowed to connect.
+	UID int
+	// TurnTimeout bounds one agent turn (default 10 minutes).
+	TurnTimeout time.Duration
+
+	mu      sync.Mutex
+	streams map[string]*streamLock
+	conns   atomic.Int64
+}
+
+// streamLock serializes one stream's envelopes, so a resend racing its
+// original is seen as the duplicate it is, and numbers what the gateway
+// sends back on the stream.
+type streamLock struct {
+	mu     sync.Mutex
+	out    uint64
+	loaded bool
+}
+
+// Conns is the number of open client connections.
+func (g *Gateway) Conns() int64 { return g.conns.Load() }
+
+// Serve accepts connections until ctx ends.
+func (g *Gateway) Serve(ctx context.Context, ln *sockfile.Listener) error {
+	go func() { <-ctx.Done(); ln.Close() }()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		nc, err := ln.AcceptUnix()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return errs.Wrap(errs.EINTERNAL, err, "gateway accept")
+		}
+		wg.Add(1)
+		g.conns.Add(1)
+		go func() {
+			defer wg.Done()
+			defer g.conns.Add(-1)
+			g.serveConn(ctx, nc)
+		}()
+	}
+}
+
+// writer writes whole lines to one connection.
+type writer struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *writer) write(e envelope.Envelope) (int, []byte, error) {
+	b, err := envelope.Encode(e)
+	if err != nil {
+		return 0, nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, err = w.w.Write(b)
+	return len(b), b, err
+}
+
+func (g *Gateway) serveConn(ctx context.Context, nc *net.UnixConn) {
+	defer nc.Close()
+	w := &writer{w: nc}
+	if uid, err := sockfile.PeerUID(nc); err != nil || uid != g.UID {
+		_, _, _ = w.write(g.rejection(nil, &envelope.Rejection{Code: errs.EACCES, Rule: "peer", Message: "permission denied"}))
+		return
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	r := bufio.NewReaderSize(nc, envelope.MaxFrame+1)
+	for {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Too large: skip the rest without holding it.
+			n := len(line)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = r.ReadSlice('\n')
+				n += len(line)
+			}
+			if _, _, werr := w.write(g.rejection(nil, &envelope.Rejection{Code: errs.EMSGSIZE, Rule: envelope.RuleFrameSize,
+				Message: "frame over the 1 MiB limit"})); werr != nil || err != nil {
+				return
+			}
+			continue
+		}
+		if err != nil && (len(line) == 0 || err != io.EOF) {
+			return
+		}
+		frame := trimLine(line)
+		if len(frame) > 0 {
+			if g.handle(ctx, frame, w) != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func trimLine(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return nil
+	}
+	return b
+}
+
+// handle answers one line: a rejection, or the destination's envelopes
+// followed by the gateway's acknowledgement. Only a broken connection is
+// an error.
+func (g *Gateway) handle(ctx context.Context, line []byte, w *writer) error {
+	env, err := envelope.Decode(line)
+	if err != nil {
+		var r *envelope.Rejection
+		if !errors.As(err, &r) {
+			r = &envelope.Rejection{Code: errs.CodeOf(err), Rule: "internal", Message: err.Error()}
+		}
+		_, _, werr := w.write(g.rejection(line, r))
+		return werr
+	}
+	sl := g.lock(env.StreamID)
+	defer g.unlock(env.StreamID, sl)
+	return g.route(ctx, env, sl, w)
+}
+
+func (g *Gateway) lock(id string) *streamLock {
+	g.mu.Lock()
+	if g.streams == nil {
+		g.streams = map[string]*streamLock{}
+	}
+	sl := g.streams[id]
+	if sl == nil {
+		sl = &streamLock{}
+		g.streams[id] = sl
+	}
+	g.mu.Unlock()
+	sl.mu.Lock()
+	return sl
+}
+
+// unlock releases a stream. Its entry stays for the daemon's life: it
+// holds the stream's outbound seq, which acknowledgements of duplicates
+// advance without a record.
+func (g *Gateway) unlock(_ string, sl *streamLock) { sl.mu.Unlock() }
+
+// answer collects what goes back on a stream for one inbound envelope.
+type answer struct {
+	g     *Gateway
+	w     *writer
+	in    envelope.Envelope
+	sl    *streamLock
+	first uint64
+	bytes int
+	h     hash.Hash
+}
+
+// send writes one envelope back on the inbound stream with the stream's
+// next outbound seq.
+func (a *answer) send(e envelope.Envelope) error {
+	a.sl.out++
+	if a.first == 0 {
+		a.first = a.sl.out
+	}
+	e.ChannelType, e.SessionID, e.StreamID, e.Seq = a.in.ChannelType, a.in.SessionID, a.in.StreamID, a.sl.out
+	e.Timestamp, e.CorrelationID = a.g.now(), a.in.CorrelationID
+	e.WorkspaceID, e.AgentID, e.MessageID = a.in.WorkspaceID, a.in.AgentID, a.in.MessageID
+	if e.ChannelType == envelope.ChannelSSHRemote && e.RemoteMode == "" {
+		e.RemoteMode = a.in.RemoteMode
+	}
+	n, b, err := a.w.write(e)
+	a.bytes += n
+	a.h.Write(b)
+	return err
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now == nil {
+		return time.Now()
+	}
+	return g.Now()
+}
+
+func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLock, w *writer) error {
+	var st *aggregate.GatewayStream
+	var rt *query.RouteView
+	err := g.Eng.Read(func(s engine.Snapshot) error {
+		var err error
+		if st, err = query.GatewayStream(s, in.StreamID); err != nil {
+			return err
+		}
+		if in.WorkspaceID != "" && in.AgentID != "" {
+			rt, err = query.GatewayRoute(s, in.WorkspaceID, in.AgentID)
+		}
+		return err
+	})
+	if st == nil {
+		st = &aggregate.GatewayStream{}
+	}
+	if !sl.loaded || sl.out < st.OutSeq {
+		sl.out, sl.loaded = st.OutSeq, true
+	}
+	a := &answer{g: g, w: w, in: in, sl: sl, h: sha256.New()}
+	if err != nil {
+		return a.send(failure(in, errs.CodeOf(err), "", err.Error()))
+	}
+	if in.EventType == envelope.EventStatus && in.StatusCode == StatusResume {
+		return a.send(resumed(in, st))
+	}
+	if st.Seen(in.Seq) || g.dedupSeen(in.DedupKey) {
+		return a.send(ack(in, command.GatewayDuplicate, "", st))
+	}
+	rec := events.GatewayEnvelopeRecorded{ChannelType: in.ChannelType, SessionID: in.SessionID, Seq: in.Seq, Type: in.EventType,
+		Target: in.Target, SentAt: in.Timestamp, WorkspaceID: in.WorkspaceID, AgentID: in.AgentID, MessageID: in.MessageID,
+		DedupKey: in.DedupKey, RetryCount: in.RetryCount, RemoteMode: in.RemoteMode, StatusCode: in.StatusCode, ErrorCode: in.ErrorCode, ReasonCode: in.ReasonCode,
+		PayloadBytes: len(in.Payload), PayloadSHA256: sha(in.Payload), Outcome: command.GatewayRecorded}
+	if _, _, err := command.ModeAfter(st.RemoteMode, &rec); err != nil {
+		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonMode
+	}
+	text := ""
+	if rec.Outcome != command.GatewayRefused && in.ChannelType == envelope.ChannelDialog && in.EventType == envelope.EventMessage {
+		switch {
+		case in.WorkspaceID == "" || in.AgentID == "":
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonRoutingKey
+		case rt == nil:
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.ENOENT), ReasonNoRoute
+		default:
+			rec.Route, rec.RouteKind = rt.To, rt.Target
+			var ok bool
+			if text, ok = payloadText(in.Payload); !ok {
+				rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonPayloadText
+			}
+		}
+	}
+	if rec.Outcome != command.GatewayRefused && rec.Route != "" {
+		g.deliver(ctx, a, rt, text, &rec)
+	}
+	if a.w == nil {
+		return errBroken
+	}
+	// The acknowledgement is the last envelope of the answer; the record
+	// names its seq too.
+	rec.OutFirst, rec.OutLast = a.first, a.sl.out+1
+	if rec.OutFirst == 0 {
+		rec.OutFirst = rec.OutLast
+	}
+	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: in.CorrelationID}
+	if in.DedupKey != "" && rec.Outcome != command.GatewayRefused {
+		meta.CommandID = dedupCommand(in.DedupKey)
+	}
+	// The ack's own bytes are not known before it is written, so the
+	// record's size and hash cover what came before it.
+	rec.OutBytes, rec.OutSHA256 = a.bytes, hex.EncodeToString(a.h.Sum(nil))
+	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, command.RecordEnvelope{StreamID: in.StreamID, Rec: rec})
+	if err != nil {
+		return a.send(failure(in, errs.CodeOf(err), "", "record: "+err.Error()))
+	}
+	if res.Replayed || res.Outcome == command.GatewayDuplicate {
+		return a.send(ack(in, command.GatewayDuplicate, "", st))
+	}
+	_ = g.Eng.Read(func(s engine.Snapshot) error {
+		if now, err := query.GatewayStream(s, in.StreamID); err == nil && now != nil {
+			st = now
+		}
+		return nil
+	})
+	if rec.Outcome == command.GatewayRefused || rec.Outcome == command.GatewayFailed {
+		f := failure(in, errs.Code(rec.OutcomeCode), rec.OutcomeReason, rec.Outcome)
+		f.ResumeCursor, f.Payload = strconv.FormatUint(st.Cursor(), 10), ackPayload(in, rec.Outcome, rec.JobID, st, map[string]any{
+			"code": rec.OutcomeCode, "reason": rec.OutcomeReason})
+		return a.send(f)
+	}
+	out := ack(in, rec.Outcome, rec.JobID, st)
+	if rec.Seq > 0 && len(res.Events) > 1 {
+		for _, e := range res.Events[1:] {
+			if e.Type == (events.GatewayModeChanged{}).EventType() {
+				var mc events.GatewayModeChanged
+				_ = json.Unmarshal(e.Payload, &mc)
+				out.RemoteMode, out.ReasonCode = mc.To, mc.ReasonCode
+			}
+		}
+	}
+	return a.send(out)
+}
+
+var errBroken = errors.New("connection broken")
+
+// deliver hands a routed message to its destination and writes what
+// comes back.
+func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, text string, rec *events.GatewayEnvelopeRecorded) {
+	in := a.in
+	switch {
+	case strings.HasPrefix(rt.To, command.RouteCtxPrefix):
+		rel := strings.TrimPrefix(rt.To, command.RouteCtxPrefix)
+		sock := filepath.Join(g.CtxRoot, filepath.FromSlash(rel)) + ".sock"
+		tctx, cancel := context.WithTimeout(ctx, g.turnTimeout())
+		defer cancel()
+		var werr error
+		err := g.Agents.Turn(tctx, sock, Turn{ID: turnID(in.StreamID, in.Seq), Session: sessionName(in.WorkspaceID, in.AgentID), Input: text},
+			func(ev stream.Event) error {
+				e, ok := fromFrame(ev, rt.To)
+				if !ok {
+					return nil
+				}
+				if werr = a.send(e); werr != nil {
+					return werr
+				}
+				return nil
+			})
+		switch {
+		case werr != nil:
+			a.w = nil // the client is gone; what it missed it resends
+		case err != nil:
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
+			if g.Log != nil {
+				g.Log.Warn("gateway: agent turn failed", "route", rt.To, "stream", in.StreamID, "seq", in.Seq, "err", err)
+			}
+		default:
+			rec.Outcome = command.GatewayRouted
+		}
+	case strings.HasPrefix(rt.To, command.RouteThreadPrefix):
+		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, command.RouteThreadPrefix), TargetKind: rt.Target,
+			StreamID: in.StreamID, Seq: in.Seq, CorrelationID: in.CorrelationID, Text: text})
+		if err != nil {
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
+			return
+		}
+		rec.Outcome, rec.JobID = command.GatewayRouted, id
+	}
+}
+
+func (g *Gateway) turnTimeout() time.Duration {
+	if g.TurnTimeout > 0 {
+		return g.TurnTimeout
+	}
+	return 10 * time.Minute
+}
+
+func dedupCommand(key string) string { return "gateway.dedup/" + key }
+
+func (g *Gateway) dedupSeen(key string) bool {
+	if key == "" {
+		return false
+	}
+	seen, _ := g.Eng.CommandSeen(dedupCommand(key))
+	return seen
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// turnID is the socket message id of an envelope: 24 hex digits of the
+// hash of its stream and seq.
+func turnID(streamID string, seq uint64) string {
+	h := sha256.New()
+	h.Write([]byte(streamID))
+	h.Write([]byte{0})
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(seq >> (8 * (7 - i)))
+	}
+	h.Write(b[:])
+	return "gw-" + hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// sessionName is the socket session of a routing key: the routing key
+// decides it, so a client's session_id never picks a conversation.
+func sessionName(workspaceID, agentID string) string {
+	return "gw-" + sha(append(append([]byte(workspaceID), 0), agentID...))[:24]
+}
+
+// payloadText reads the text a routed message carries.
+func payloadText(p json.RawMessage) (string, bool) {
+	var v struct {
+		Text *string `json:"text"`
+	}
+	if json.Unmarshal(p, &v) != nil || v.Text == nil || *v.Text == "" {
+		return "", false
+	}
+	return *v.Text, true
+}

@@ -1,0 +1,405 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
+	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+)
+
+// The Codex CLI target through the real binary, the real pinned Codex
+// (app-server and TUI) and the fake model: the fault matrix of issue 13
+// (spec/codex-cli.md section 16).
+
+// deliveryConfig is the cbth config of the delivery rigs: batches go at
+// once, and the CLI target's windows are short enough for a test.
+const deliveryConfig = `[delivery]
+max_wait_window = "0s"
+min_send_interval = "0s"
+eligible_backoff = "200ms"
+eligible_backoff_max = "1s"
+[cli]
+reconcile_window = "10s"
+settle_delay = "1s"
+`
+
+// newDeliveryRig is a codex rig whose threads run strict-safe (no
+// approval, no network, read-only), the only permissions the default
+// gate delivers into. top goes before the config's sections, cli into
+// its [cli] section.
+func newDeliveryRig(t *testing.T, top, cli string) *codexRig {
+	t.Helper()
+	r := newCodexRig(t, top+deliveryConfig+cli)
+	r.codexTop(`approval_policy = "never"` + "\n" + `sandbox_mode = "read-only"` + "\n")
+	return r
+}
+
+// codexTop puts top-level keys at the head of the Codex home's
+// config.toml (after a table they would belong to it).
+func (r *codexRig) codexTop(keys string) {
+	r.t.Helper()
+	p := filepath.Join(r.codexHome, "config.toml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, append([]byte(keys), b...), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// foreground binds a thread made earlier and runs its TUI until it takes
+// input; the session is live.
+func (r *codexRig) foreground(mark string) (string, *terminal) {
+	r.t.Helper()
+	thread := r.execThread(mark)
+	tm := r.startTerminal(r.project, "cli", "run", "--bind-thread-id", thread)
+	waitFor(r.t, "the session to be live", codextest.Guard, func() bool {
+		for _, s := range r.sessions() {
+			if s.Thread == thread && s.State == "live" {
+				return true
+			}
+		}
+		return false
+	})
+	tm.waitText("Ask Codex", codextest.Guard)
+	return thread, tm
+}
+
+// complete submits a cli job for thread and completes it with summary.
+func (r *codexRig) complete(thread, summary string) string {
+	r.t.Helper()
+	id := r.submit(thread)
+	r.ok(nil, "job", "complete", "--job-id", id, "--summary", summary)
+	return id
+}
+
+type cliHead struct {
+	Batch struct {
+		ID          string `json:"batch_id"`
+		State       string `json:"state"`
+		Replay      string `json:"replay_policy"`
+		CloseReason string `json:"close_reason"`
+		Count       int    `json:"delivery_attempt_count"`
+	} `json:"batch"`
+	Head *struct {
+		State               string  `json:"state"`
+		Marker              string  `json:"delivery_rpc_correlation_marker"`
+		RPCState            string  `json:"delivery_rpc_state"`
+		RPCKind             string  `json:"delivery_rpc_kind"`
+		Rejected            int     `json:"rejected_rpc_request_count"`
+		TurnID              string  `json:"delivery_turn_id"`
+		ManagedSessionID    string  `json:"managed_session_id"`
+		SessionEpoch        uint64  `json:"session_epoch"`
+		ObservationState    string  `json:"delivery_observation_state"`
+		ObservationDeadline *string `json:"delivery_observation_deadline"`
+		AcceptedAt          *string `json:"delivery_accepted_at"`
+		LastTurnEvent       *string `json:"last_observed_turn_event"`
+		LastTurnEventAt     *string `json:"last_observed_turn_event_at"`
+		EndReason           string  `json:"end_reason"`
+	} `json:"head_attempt"`
+	Gate string `json:"delivery_gate"`
+}
+
+// batchOf inspects the thread's only batch.
+func (r *codexRig) batchOf(thread string) cliHead {
+	r.t.Helper()
+	bs := r.batches(thread)
+	if len(bs) != 1 {
+		r.t.Fatalf("thread %s has %d batches, want 1", thread, len(bs))
+	}
+	var in cliHead
+	r.ok(&in, "batch", "inspect", "--batch-id", bs[0].ID)
+	return in
+}
+
+func (r *codexRig) waitBatch(thread, what string, cond func(cliHead) bool) cliHead {
+	r.t.Helper()
+	var in cliHead
+	waitFor(r.t, what, codextest.Guard, func() bool {
+		if len(r.batches(thread)) != 1 {
+			return false
+		}
+		in = r.batchOf(thread)
+		return cond(in)
+	})
+	return in
+}
+
+func closedDelivered(in cliHead) bool { return in.Batch.CloseReason == "delivered" }
+func parked(in cliHead) bool          { return in.Batch.Replay == "manual_resolution_only" }
+
+// Delivered: the continuation reaches the model once, the TUI shows it
+// (the prompt and the model's answer), the batch closes delivered, and
+// the head attempt carries every CLI field of the seed.
+func TestCLIDelivery_Delivered(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[mark:d1] the CI run passed")
+	in := r.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	h := in.Head
+	if h == nil || h.Marker == "" || h.TurnID == "" || h.ManagedSessionID != r.session(thread).ID || h.SessionEpoch != 1 ||
+		h.RPCKind != "turn_start" || h.AcceptedAt == nil || h.ObservationDeadline == nil || h.LastTurnEvent == nil ||
+		*h.LastTurnEvent != "turn_completed" || h.LastTurnEventAt == nil || in.Batch.Count != 1 {
+		t.Fatalf("delivered batch %+v, head %+v", in.Batch, h)
+	}
+	if n := r.model.Count(h.Marker); n != 1 {
+		t.Fatalf("the model got the marker %s in %d requests, want 1", h.Marker, n)
+	}
+	if r.threadOfMarker(h.Marker) != thread {
+		t.Fatalf("the continuation went to thread %s, not %s", r.threadOfMarker(h.Marker), thread)
+	}
+	tm.waitText("ECHO:["+h.Marker+"]", codextest.Guard) // the TUI shows the continuation and its answer (the screen capture loses the spaces the TUI moves the cursor over)
+	if !strings.Contains(tm.screen(), "[mark:d1] the CI run passed") {
+		t.Fatalf("the TUI does not show the job's summary:\n%s", tail(tm.screen(), 3000))
+	}
+	if path := os.Getenv("CBTH_TUI_CAPTURE"); path != "" {
+		// The README's terminal capture: CBTH_TUI_CAPTURE=FILE go test
+		// ./cmd/cbth -run TestCLIDelivery_Delivered
+		tm.mu.Lock()
+		raw := tm.out.Bytes()
+		tm.mu.Unlock()
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// appServer connects a client of the test's own to the home's shared
+// app-server (as another TUI would be).
+func (r *codexRig) appServer() *appserver.Client {
+	r.t.Helper()
+	return codextest.Connect(r.t, filepath.Join(r.root, "run", "codex", "codex.sock"))
+}
+
+const continuation = "cbth: background job results"
+
+// The user's own turn is running: the delivery waits (no attempt, the gate
+// says why), then goes once the thread is idle.
+func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	tm.typeLine("[fake:hang] [mark:user] a long task of the user's")
+	waitFor(t, "the user's turn to reach the model", codextest.Guard, func() bool { return r.model.Count("[mark:user]") == 1 })
+	r.complete(thread, "[mark:w1] done while the user worked")
+	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "a turn runs on the thread") })
+	if in.Head != nil || r.model.Count(continuation) != 0 {
+		t.Fatalf("delivered into a running turn: head %+v, %d model calls", in.Head, r.model.Count(continuation))
+	}
+	r.model.Release() // the user's turn ends; the thread goes idle
+	in = r.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// The delivered turn is interrupted: parked for manual resolution, never
+// resent; the head attempt says why.
+func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[fake:hang] [mark:i1] a result whose turn will be interrupted")
+	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
+	// inspect-head shows every CLI field of the seed while the turn is
+	// observed.
+	var raw struct {
+		Head map[string]any `json:"head_attempt"`
+	}
+	r.ok(&raw, "batch", "inspect-head", "--source-thread-id", thread)
+	for _, k := range []string{"delivery_turn_id", "managed_session_id", "session_epoch", "delivery_observation_state",
+		"delivery_observation_deadline", "delivery_accepted_at", "last_observed_turn_event", "last_observed_turn_event_at"} {
+		if v, ok := raw.Head[k]; !ok || v == nil {
+			t.Errorf("inspect-head: %s is %v", k, v)
+		}
+	}
+	if raw.Head["delivery_observation_state"] != "tracking" || raw.Head["managed_session_id"] != r.session(thread).ID {
+		t.Errorf("inspect-head while tracking: %v", raw.Head)
+	}
+	c := r.appServer()
+	ctx, cancel := context.WithTimeout(context.Background(), codextest.Guard)
+	defer cancel()
+	if err := c.TurnInterrupt(ctx, appserver.TurnInterruptParams{ThreadID: thread, TurnID: in.Head.TurnID}); err != nil {
+		t.Fatal(err)
+	}
+	in = r.waitBatch(thread, "the batch to park", parked)
+	if in.Head.State != "abandoned" || in.Head.LastTurnEvent == nil || *in.Head.LastTurnEvent != "turn_interrupted" || in.Batch.State == "closed" {
+		t.Fatalf("interrupted delivery: batch %+v head %+v", in.Batch, in.Head)
+	}
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// The model hangs past the observation deadline: the attempt expires and
+// the batch parks (a short observation_window; the idle timeout under it).
+func TestCLIDelivery_ObservationDeadlineExpires(t *testing.T) {
+	r := newDeliveryRig(t, "idle_timeout = \"2s\"\n", "observation_window = \"3s\"\n")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[fake:hang] [mark:e1] a result whose turn never ends")
+	in := r.waitBatch(thread, "the batch to park", parked)
+	if in.Head.ObservationState != "expired" || in.Head.State != "abandoned" || in.Head.TurnID == "" {
+		t.Fatalf("expired delivery: batch %+v head %+v", in.Batch, in.Head)
+	}
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// The app-server is killed mid-turn: the epoch advances, the accepted
+// attempt is abandoned and its batch parked; the model saw the marker once
+// (no resend on the new instance).
+func TestCLIDelivery_AppServerKilledMidTurn(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[fake:hang] [mark:k1] a result whose app-server dies")
+	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
+	started := r.events("appserver.started")
+	if err := syscall.Kill(int(started[len(started)-1].Payload["pid"].(float64)), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	in = r.waitBatch(thread, "the batch to park", parked)
+	if in.Head.State != "abandoned" || in.Head.SessionEpoch != 1 || r.session(thread).Epoch != 2 {
+		t.Fatalf("after kill -9: batch %+v head %+v session %+v", in.Batch, in.Head, r.session(thread))
+	}
+	r.model.Release()
+	if n := r.model.Count(in.Head.Marker); n != 1 {
+		t.Fatalf("the model got the marker in %d requests, want 1", n)
+	}
+	tm.quit()
+}
+
+// The thread's permissions widen (network) between two deliveries: the
+// first goes, the second is left to the operator with the reason, and the
+// drift is recorded as an audit event.
+func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
+	r := newDeliveryRig(t, "", "")
+	thread, tm := r.foreground("[mark:earlier]")
+	r.complete(thread, "[mark:p1] first result")
+	r.waitBatch(thread, "the first batch to close delivered", closedDelivered)
+
+	// Another client of the app-server runs a turn that gives the thread
+	// network access (turn/start settings persist for later turns).
+	c := r.appServer()
+	ctx, cancel := context.WithTimeout(context.Background(), codextest.Guard)
+	defer cancel()
+	if _, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TurnStart(ctx, appserver.TurnStartParams{ThreadID: thread, Input: []appserver.Input{appserver.TextInput("[mark:widen] go online")},
+		SandboxPolicy: json.RawMessage(`{"type":"readOnly","networkAccess":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the widening turn to end", codextest.Guard, func() bool {
+		if r.model.Count("[mark:widen]") != 1 {
+			return false
+		}
+		th, err := c.ThreadRead(ctx, appserver.ThreadReadParams{ThreadID: thread})
+		return err == nil && th.Status.Type == appserver.ThreadIdle
+	})
+
+	r.complete(thread, "[mark:p2] second result")
+	var second cliHead
+	waitFor(t, "the second batch to go to the operator", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 2 {
+			return false
+		}
+		r.ok(&second, "batch", "inspect", "--batch-id", bs[1].ID)
+		return second.Batch.Replay == "manual_resolution_only"
+	})
+	if r.model.Count("[mark:p2]") != 0 || second.Head != nil {
+		t.Fatalf("the second batch was delivered: %+v", second)
+	}
+	var reason struct {
+		Batch struct {
+			Reason string `json:"replay_policy_reason"`
+		} `json:"batch"`
+	}
+	r.ok(&reason, "batch", "inspect", "--batch-id", second.Batch.ID)
+	if !strings.Contains(reason.Batch.Reason, "wider than the session's startup cap") {
+		t.Fatalf("parked for %q", reason.Batch.Reason)
+	}
+	drift := r.events("session.permission_drifted")
+	if len(drift) != 1 || drift[0].Payload["direction"] != "widened" {
+		t.Fatalf("drift audit events %+v", drift)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// Faults on the app-server's socket (faultcodex in front of the real
+// Codex): a turn/start answered -32001 (overloaded) is a proven reject,
+// retried after the back-off without counting an attempt; a turn/start
+// whose answer is lost is proven accepted through its marker, exactly one
+// turn carrying it, and the model got it once.
+func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
+	r := newFaultRig(t, "acceptance_timeout = \"3s\"\n")
+	thread, tm := r.foreground("[mark:earlier]")
+
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "error", Code: -32001, Message: "Server overloaded; retry later.", Count: 1})
+	r.complete(thread, "[mark:f1] first result")
+	in := r.waitBatch(thread, "the first batch to close delivered", closedDelivered)
+	if in.Batch.Count != 1 || in.Head.Rejected != 1 || r.model.Count(in.Head.Marker) != 1 || r.model.Count("[mark:f1]") != 1 {
+		t.Fatalf("after -32001: batch %+v head %+v; the model saw the batch %d times", in.Batch, in.Head, r.model.Count("[mark:f1]"))
+	}
+
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_response", Count: 1})
+	r.complete(thread, "[mark:f2] second result")
+	var second cliHead
+	waitFor(t, "the second batch to close delivered", codextest.Guard, func() bool {
+		bs := r.batches(thread)
+		if len(bs) != 2 {
+			return false
+		}
+		r.ok(&second, "batch", "inspect", "--batch-id", bs[1].ID)
+		return closedDelivered(second)
+	})
+	if second.Batch.Count != 1 || second.Head.Rejected != 0 || second.Head.TurnID == "" || r.model.Count(second.Head.Marker) != 1 {
+		t.Fatalf("after a lost answer: batch %+v head %+v; the model saw the marker %d times", second.Batch, second.Head, r.model.Count(second.Head.Marker))
+	}
+	if got := codextest.FaultsApplied(r.codex); len(got) != 2 {
+		t.Fatalf("faults applied: %q, want the -32001 answer and one dropped answer", got)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
+// newFaultRig is a delivery rig whose codex is faultcodex in front of the
+// pinned binary.
+func newFaultRig(t *testing.T, cli string) *codexRig {
+	t.Helper()
+	r := newDeliveryRig(t, "", cli)
+	r.codex = codextest.FaultCodex(t, r.codex)
+	cfg := fmt.Sprintf("codex_binary = %q\ncodex_home = %q\n%s", r.codex, r.codexHome, deliveryConfig+cli)
+	if err := os.WriteFile(filepath.Join(r.root, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}

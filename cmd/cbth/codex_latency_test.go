@@ -1,0 +1,98 @@
+package main_test
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
+	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+)
+
+var cliBench = flag.Int("cli.bench", 0, "deliveries TestCLIDeliveryLatency makes into the real Codex (0 skips it; just bench uses 100)")
+
+// TestCLIDeliveryLatency measures, over -cli.bench deliveries into one
+// thread of the real Codex, the time from a job's completion (its
+// job.completed event) to the turn/start that carries it reaching the
+// app-server's socket (faultcodex traces each one as it arrives), with no
+// configured interval in between (max_wait_window and min_send_interval
+// 0). Beside it, measured in the same run: a bare client's thread/read
+// round trip on the same app-server, the floor of any exchange with it
+// (the delivery makes a thread/resume and two fsynced appends before it
+// sends turn/start).
+func TestCLIDeliveryLatency(t *testing.T) {
+	n := *cliBench
+	if n == 0 {
+		t.Skip("a benchmark: go test ./cmd/cbth -run TestCLIDeliveryLatency -args -cli.bench=100 (just bench)")
+	}
+	r := newFaultRig(t, "")
+	thread, tm := r.foreground("[mark:earlier]")
+	defer tm.quit()
+	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "trace", Count: 1 << 30})
+	for i := range n {
+		r.complete(thread, fmt.Sprintf("[mark:b%d] result %d", i, i))
+		waitFor(t, "the delivery", codextest.Guard, func() bool {
+			bs := r.batches(thread)
+			return len(bs) == i+1 && bs[i].CloseReason == "delivered"
+		})
+	}
+	var completed []time.Time
+	for _, e := range r.events("job.completed") {
+		var ev struct {
+			RecordedAt time.Time `json:"recorded_at"`
+		}
+		if err := json.Unmarshal([]byte(e.line), &ev); err != nil {
+			t.Fatal(err)
+		}
+		completed = append(completed, ev.RecordedAt)
+	}
+	var sent []time.Time
+	for _, l := range codextest.FaultsApplied(r.codex) {
+		f := strings.Fields(l)
+		if len(f) == 4 && f[0] == "trace" && f[3] == thread { // the TUI's own (title threads) aside
+			ns, _ := strconv.ParseInt(f[2], 10, 64)
+			sent = append(sent, time.Unix(0, ns))
+		}
+	}
+	if len(completed) != n || len(sent) != n {
+		t.Fatalf("%d completions and %d turn/starts for %d deliveries", len(completed), len(sent), n)
+	}
+	lat := make([]time.Duration, n)
+	for i := range n {
+		lat[i] = sent[i].Sub(completed[i])
+	}
+	c := r.appServer()
+	ctx := codextest.Context(t)
+	floor := make([]time.Duration, n)
+	for i := range n {
+		t0 := time.Now()
+		if _, err := c.ThreadRead(ctx, appserver.ThreadReadParams{ThreadID: thread}); err != nil {
+			t.Fatal(err)
+		}
+		floor[i] = time.Since(t0)
+	}
+	resume := make([]time.Duration, n)
+	for i := range n {
+		t0 := time.Now()
+		if _, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true}); err != nil {
+			t.Fatal(err)
+		}
+		resume[i] = time.Since(t0)
+	}
+	pct := func(d []time.Duration, p float64) time.Duration {
+		s := append([]time.Duration(nil), d...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[int(p*float64(len(s)-1))]
+	}
+	msg := fmt.Sprintf("cli delivery, job complete -> turn/start sent, %d deliveries: p50 %.2f ms, p99 %.2f ms, max %.2f ms; a bare client on the same app-server: thread/read p50 %.2f ms, thread/resume p50 %.2f ms p99 %.2f ms",
+		n, ms(pct(lat, .5)), ms(pct(lat, .99)), ms(pct(lat, 1)), ms(pct(floor, .5)), ms(pct(resume, .5)), ms(pct(resume, .99)))
+	t.Log(msg)
+	fmt.Println(msg)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,202 @@
+package command
+
+import (
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// Gateway outcomes of an inbound envelope (gateway.envelope_recorded).
+const (
+	GatewayRouted    = "routed"    // handed to its destination
+	GatewayRecorded  = "recorded"  // valid and recorded; no destination takes it
+	GatewayRefused   = "refused"   // valid but not routable; its seq stays unused
+	GatewayFailed    = "failed"    // the destination failed
+	GatewayDuplicate = "duplicate" // already received: acknowledged, not routed again
+)
+
+// The remote modes of ssh_remote (adapters/gateway/envelope).
+const (
+	modeIDEPrimary       = "ide_primary"
+	modeTerminalFallback = "terminal_fallback"
+)
+
+// GatewayRouteID is the stream id of a routing key. Both parts are
+// path-escaped, so the one "/" between them is unambiguous.
+func GatewayRouteID(workspaceID, agentID string) string {
+	return url.PathEscape(workspaceID) + "/" + url.PathEscape(agentID)
+}
+
+// Route destinations.
+const (
+	RouteCtxPrefix    = "ctx:"
+	RouteThreadPrefix = "thread:"
+)
+
+// CheckRoute says whether a destination and target kind go together: a
+// ctx:<object> route has target ctx, a thread:<id> route a delivery
+// target (cli, desktop or debug).
+func CheckRoute(to, target string) error {
+	switch {
+	case strings.HasPrefix(to, RouteCtxPrefix):
+		rel := strings.TrimPrefix(to, RouteCtxPrefix)
+		if len(rel) > maxIDLen {
+			return errs.New(errs.EINVAL, "route %q is longer than %d bytes", to, maxIDLen)
+		}
+		parts := strings.Split(rel, "/")
+		if (parts[0] != "agent" || len(parts) != 2) && (parts[0] != "model" || len(parts) != 3) {
+			return errs.New(errs.EINVAL, "route %q: a ctx route names agent/<name> or model/<provider>/<model>", to)
+		}
+		for _, p := range parts {
+			if p == "" || p == "." || p == ".." || strings.ContainsAny(p, "\x00\n") {
+				return errs.New(errs.EINVAL, "route %q: bad path component %q", to, p)
+			}
+		}
+		if target != "ctx" {
+			return errs.New(errs.EINVAL, "route %q goes to a CortexFS socket session: its target is ctx, not %q", to, target)
+		}
+	case strings.HasPrefix(to, RouteThreadPrefix):
+		if err := checkID("thread id", strings.TrimPrefix(to, RouteThreadPrefix)); err != nil {
+			return err
+		}
+		switch target {
+		case "cli", "desktop", "debug":
+		default:
+			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is cli, desktop or debug, not %q", to, target)
+		}
+	default:
+		return errs.New(errs.EINVAL, "route %q: give ctx:agent/NAME (or ctx:model/P/M) or thread:THREAD_ID", to)
+	}
+	return nil
+}
+
+// AddRoute points a routing key at a destination.
+type AddRoute struct {
+	WorkspaceID, AgentID, To, Target string
+}
+
+// Decide implements engine.Decider.
+func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("workspace id", c.WorkspaceID); err != nil {
+		return engine.Decision{}, err
+	}
+	if err := checkID("agent id", c.AgentID); err != nil {
+		return engine.Decision{}, err
+	}
+	if err := CheckRoute(c.To, c.Target); err != nil {
+		return engine.Decision{}, err
+	}
+	id := GatewayRouteID(c.WorkspaceID, c.AgentID)
+	s, err := v.State(events.KindGatewayRoute, id)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	out := "added"
+	if r, ok := s.(*aggregate.GatewayRoute); ok && r.Status == "active" {
+		if r.To == c.To && r.Target == c.Target {
+			return engine.Decision{Outcome: "unchanged", Value: id}, nil
+		}
+		out = "replaced"
+	}
+	return engine.Decision{Outcome: out, Value: id, Emits: []engine.Emit{{
+		Stream:  events.StreamID{Kind: events.KindGatewayRoute, ID: id},
+		Payload: &events.GatewayRouteAdded{WorkspaceID: c.WorkspaceID, AgentID: c.AgentID, To: c.To, Target: c.Target},
+	}}}, nil
+}
+
+// RemoveRoute takes a routing key's route away.
+type RemoveRoute struct {
+	WorkspaceID, AgentID string
+}
+
+// Decide implements engine.Decider.
+func (c RemoveRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	id := GatewayRouteID(c.WorkspaceID, c.AgentID)
+	s, err := v.State(events.KindGatewayRoute, id)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if r, ok := s.(*aggregate.GatewayRoute); !ok || r.Status != "active" {
+		return engine.Decision{}, errs.New(errs.ENOENT, "no route for workspace %q agent %q", c.WorkspaceID, c.AgentID)
+	}
+	return engine.Decision{Outcome: "removed", Value: id, Emits: []engine.Emit{{
+		Stream: events.StreamID{Kind: events.KindGatewayRoute, ID: id}, Payload: &events.GatewayRouteRemoved{},
+	}}}, nil
+}
+
+// ModeAfter is an ssh_remote stream's remote mode after an envelope: an
+// error while in (or reported from) ide_primary downgrades to
+// terminal_fallback, with the envelope's reason code, else its error
+// code, else ide_primary_error; otherwise the envelope's mode. A
+// downgrade the client states itself must give its reason code.
+func ModeAfter(cur string, rec *events.GatewayEnvelopeRecorded) (to, why string, err error) {
+	reason := rec.ReasonCode
+	if rec.ChannelType != "ssh_remote" {
+		return cur, "", nil
+	}
+	if rec.Type == "error" && (cur == modeIDEPrimary || rec.RemoteMode == modeIDEPrimary) {
+		why = reason
+		if why == "" {
+			why = rec.ErrorCode
+		}
+		if why == "" {
+			why = "ide_primary_error"
+		}
+		return modeTerminalFallback, why, nil
+	}
+	if cur == modeIDEPrimary && rec.RemoteMode == modeTerminalFallback && reason == "" {
+		return cur, "", errs.New(errs.EINVAL, "a downgrade from ide_primary to terminal_fallback needs a reason_code")
+	}
+	return rec.RemoteMode, reason, nil
+}
+
+// RecordEnvelope records one inbound envelope's metadata on its stream,
+// with the gap it opens and the mode change it makes. A seq the stream
+// already received is a duplicate: nothing is appended.
+type RecordEnvelope struct {
+	StreamID string
+	Rec      events.GatewayEnvelopeRecorded
+}
+
+// Decide implements engine.Decider.
+func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("stream id", c.StreamID); err != nil {
+		return engine.Decision{}, err
+	}
+	if c.Rec.Seq < 1 {
+		return engine.Decision{}, errs.New(errs.EINVAL, "seq must be at least 1")
+	}
+	sid := events.StreamID{Kind: events.KindGatewayStream, ID: c.StreamID}
+	s, err := v.State(events.KindGatewayStream, c.StreamID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	st, _ := s.(*aggregate.GatewayStream)
+	if st == nil {
+		st = &aggregate.GatewayStream{}
+	}
+	rec := c.Rec
+	if rec.Outcome == GatewayRefused {
+		return engine.Decision{Outcome: rec.Outcome, Emits: []engine.Emit{{Stream: sid, Payload: &rec}}}, nil
+	}
+	if st.Seen(rec.Seq) {
+		return engine.Decision{Outcome: GatewayDuplicate}, nil
+	}
+	emits := []engine.Emit{{Stream: sid, Payload: &rec}}
+	if rec.Seq > st.HighSeq+1 {
+		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.GatewayGapReported{From: st.HighSeq + 1, To: rec.Seq - 1}})
+	}
+	to, why, err := ModeAfter(st.RemoteMode, &rec)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if to != st.RemoteMode {
+		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.GatewayModeChanged{From: st.RemoteMode, To: to, ReasonCode: why, Seq: rec.Seq}})
+	}
+	return engine.Decision{Outcome: rec.Outcome, Emits: emits}, nil
+}
