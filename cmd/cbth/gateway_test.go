@@ -155,16 +155,26 @@ func TestGatewayDialogToAgentSocket(t *testing.T) {
 	// Another transport session, same routing key: the same agent
 	// session answers (its history has both turns).
 	h.gwSend(0, msg(2, "sess-c", "second turn")...)
-	sessions, _ := filepath.Glob(filepath.Join(h.root, "ctx", "home", "*", "model", "local", "chat.d", "session", "*"))
+	all, _ := filepath.Glob(filepath.Join(h.root, "ctx", "home", "*", "model", "local", "chat.d", "session", "*"))
+	var sessions []string
+	for _, s := range all {
+		if filepath.Base(s) != "index" { // the session index (spec/cortexfs.md), not a session
+			sessions = append(sessions, s)
+		}
+	}
 	if len(sessions) != 1 {
 		t.Fatalf("agent sessions %v: session_id must not pick one", sessions)
 	}
 
 	// The log, the daemon log and every file the gateway could write:
-	// the payload is in none. The agent's own session files are its own.
+	// the payload is in none. The agent's own session is its own: its
+	// files, and its history, which is event-sourced (the ctxsession
+	// events of its stream, spec/cortexfs.md "Sessions"), so the raw log
+	// file is checked through the export, event by event.
 	agentFiles := filepath.Join(h.root, "ctx", "home")
 	err := filepath.WalkDir(h.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasPrefix(p, agentFiles+string(filepath.Separator)) || d.Type()&fs.ModeSocket != 0 {
+		if err != nil || d.IsDir() || strings.HasPrefix(p, agentFiles+string(filepath.Separator)) || d.Type()&fs.ModeSocket != 0 ||
+			p == h.db() {
 			return err
 		}
 		b, err := os.ReadFile(p)
@@ -179,8 +189,26 @@ func TestGatewayDialogToAgentSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := h.run("events", "export"); strings.Contains(r.stdout, secret) {
-		t.Fatal("the exported log holds the payload")
+	inSession := 0
+	for _, line := range strings.Split(strings.TrimSpace(h.run("events", "export").stdout), "\n") {
+		if !strings.Contains(line, secret) {
+			continue
+		}
+		var ev struct {
+			Type   string `json:"type"`
+			Stream struct {
+				Kind string `json:"kind"`
+				ID   string `json:"id"`
+			} `json:"stream"`
+		}
+		json.Unmarshal([]byte(line), &ev)
+		if ev.Stream.Kind != "ctxsession" || !strings.HasPrefix(ev.Stream.ID, agentFiles+string(filepath.Separator)) {
+			t.Fatalf("a %s event of %s/%s holds the payload", ev.Type, ev.Stream.Kind, ev.Stream.ID)
+		}
+		inSession++
+	}
+	if inSession == 0 {
+		t.Fatal("the agent session's events do not hold the message")
 	}
 	// The agent did get it (the grep would pass vacuously otherwise).
 	if hits := grepDir(t, agentFiles, secret); hits == 0 {
