@@ -547,6 +547,7 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 	} else if status == stream.StatusError {
 		final = session.StateError
 	}
+	_ = st.SetState(ss.name, final)
 	ss.active = nil
 	rn.status = status
 	_ = ss.emitLocked(stream.Event{Type: stream.TypeDone, Run: rn.id, Status: status})
