@@ -35,6 +35,7 @@ bench:
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
+    go test -run '^$' -bench . -benchtime 200x ./adapters/gateway/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
 
 # Daemon start-up on a log of 1,000,000 events holding 100,000 open
@@ -54,3 +55,4 @@ soak:
     go test -run '^$' -fuzz FuzzParseRequest -fuzztime 30s ./adapters/cortexfs/socket/
     go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
     go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/
+    go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/gateway/envelope/

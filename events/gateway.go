@@ -47,8 +47,8 @@ type GatewayEnvelopeRecorded struct {
 	PayloadBytes  int    `json:"payload_bytes"`
 	PayloadSHA256 string `json:"payload_sha256"`
 	// Outcome is routed, recorded (valid, delivered nowhere), refused
-	// (valid but not routable; its seq stays unused) or failed (the
-	// destination failed). OutcomeCode (a stable error code) and
+	// (valid but not routable) or failed (the destination failed); the
+	// seq of a refused or failed envelope stays unused. OutcomeCode (a stable error code) and
 	// OutcomeReason say why it was refused or failed.
 	Outcome       string `json:"outcome"`
 	OutcomeCode   string `json:"outcome_code,omitempty"`

@@ -104,7 +104,15 @@ func (d *Daemon) gatewayOps(t api.Table) {
 		if err != nil {
 			return api.RouteReply{}, err
 		}
-		return api.RouteReply{Outcome: res.Outcome, Route: query.RouteView{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID, To: a.To, Target: a.Target}}, nil
+		rep := api.RouteReply{Outcome: res.Outcome}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			v, err := query.GatewayRoute(s, a.WorkspaceID, a.AgentID)
+			if v != nil {
+				rep.Route = *v
+			}
+			return err
+		})
+		return rep, err
 	})
 	api.Handle(t, api.GatewayRouteRemove, func(ctx context.Context, a api.RouteArgs) (api.RouteReply, error) {
 		var old *query.RouteView

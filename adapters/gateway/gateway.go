@@ -347,7 +347,7 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		rec.OutFirst = rec.OutLast
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: in.CorrelationID}
-	if in.DedupKey != "" && rec.Outcome != command.GatewayRefused {
+	if in.DedupKey != "" && rec.Outcome != command.GatewayRefused && rec.Outcome != command.GatewayFailed {
 		meta.CommandID = dedupCommand(in.DedupKey)
 	}
 	// The ack's own bytes are not known before it is written, so the

@@ -435,6 +435,21 @@ func TestForeignUIDRefused(t *testing.T) {
 	if c.ProcessState.ExitCode() != 13 || !strings.Contains(string(out), `"EACCES"`) {
 		t.Fatalf("foreign uid: exit %d, stdout %s; want exit 13 and EACCES", c.ProcessState.ExitCode(), out)
 	}
+	// The gateway socket checks its peers the same way.
+	// (t.TempDir's own directory too: without it the connect fails on
+	// the path, before any peer check.)
+	os.Chmod(filepath.Dir(filepath.Dir(h.root)), 0o711)
+	os.Chmod(filepath.Join(h.root, "run", "gateway.sock"), 0o666)
+	c = h.cmd("gateway", "send", "--stream-id", "s", "--seq", "1", "--session-id", "x", "--text", "hi")
+	c.Env = append(c.Env, "CBTH_NO_AUTOSTART=1")
+	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	c.Dir = "/"
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	out, _ = c.Output()
+	if c.ProcessState.ExitCode() != 13 || !strings.Contains(string(out), `"error_code":"EACCES"`) {
+		t.Fatalf("foreign uid on the gateway: exit %d, stdout %s stderr %s; want exit 13 and EACCES", c.ProcessState.ExitCode(), out, stderr.String())
+	}
 	if h.status().LogHeadSeq != head {
 		t.Fatal("a refused peer changed the log")
 	}

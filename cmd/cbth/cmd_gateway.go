@@ -111,13 +111,20 @@ func (c *GatewaySendCmd) Run(env *Env) error {
 		if len(strings.TrimSpace(string(line))) == 0 {
 			return nil
 		}
-		if _, err := conn.Write(append(line, '\n')); err != nil {
-			return errs.Wrap(errs.EHOSTDOWN, err, "write to the gateway")
-		}
+		_, werr := conn.Write(append(line, '\n'))
 		for {
-			_ = conn.SetReadDeadline(time.Now().Add(c.Timeout))
+			wait := c.Timeout
+			if werr != nil {
+				// The gateway may have refused the connection and closed
+				// it (a peer of another uid): its answer says why.
+				wait = time.Second
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(wait))
 			reply, err := r.ReadBytes('\n')
 			if err != nil {
+				if werr != nil {
+					return errs.Wrap(errs.EHOSTDOWN, werr, "write to the gateway")
+				}
 				return errs.Wrap(errs.EHOSTDOWN, err, "read from the gateway")
 			}
 			out.Write(reply)
@@ -135,6 +142,10 @@ func (c *GatewaySendCmd) Run(env *Env) error {
 			}
 			if e.EventType == envelope.EventError {
 				last = reported{errs.New(errs.Code(e.ErrorCode), "the gateway refused an envelope: %s", e.Payload.Message)}
+			}
+			if werr != nil {
+				out.Flush()
+				return last
 			}
 			return out.Flush()
 		}
@@ -172,10 +183,12 @@ func trimNL(b []byte) []byte {
 }
 
 // dialGateway connects to the gateway socket, starting the daemon first
-// when it is absent.
+// when it is absent (unless CBTH_NO_AUTOSTART=1).
 func dialGateway(env *Env) (*net.UnixConn, error) {
-	if _, err := call(env, api.Ping, api.Empty{}); err != nil {
-		return nil, err
+	if env.Getenv("CBTH_NO_AUTOSTART") != "1" {
+		if _, err := call(env, api.Ping, api.Empty{}); err != nil {
+			return nil, err
+		}
 	}
 	h, err := env.Home()
 	if err != nil {

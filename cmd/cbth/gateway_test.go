@@ -155,26 +155,20 @@ func TestGatewayDialogToAgentSocket(t *testing.T) {
 	// Another transport session, same routing key: the same agent
 	// session answers (its history has both turns).
 	h.gwSend(0, msg(2, "sess-c", "second turn")...)
-	all, _ := filepath.Glob(filepath.Join(h.root, "ctx", "home", "*", "model", "local", "chat.d", "session", "*"))
-	var sessions []string
-	for _, s := range all {
-		if filepath.Base(s) != "index" { // the session index (spec/cortexfs.md), not a session
-			sessions = append(sessions, s)
-		}
-	}
+	sessions, _ := filepath.Glob(filepath.Join(h.root, "ctx", "home", "*", "model", "local", "chat.d", "session", "gw-*"))
 	if len(sessions) != 1 {
 		t.Fatalf("agent sessions %v: session_id must not pick one", sessions)
 	}
 
-	// The log, the daemon log and every file the gateway could write:
-	// the payload is in none. The agent's own session is its own: its
-	// files, and its history, which is event-sourced (the ctxsession
-	// events of its stream, spec/cortexfs.md "Sessions"), so the raw log
-	// file is checked through the export, event by event.
+	// Every file of the home and every event of the log: the payload is
+	// in none the gateway wrote. The agent's own session (its files under
+	// ctx/home, and its ctxsession events, the session ABI's record of
+	// the conversation) is the agent's, not the gateway's. The log file is
+	// checked event by event, through export.
 	agentFiles := filepath.Join(h.root, "ctx", "home")
+	db := filepath.Join(h.root, "cbth.db")
 	err := filepath.WalkDir(h.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasPrefix(p, agentFiles+string(filepath.Separator)) || d.Type()&fs.ModeSocket != 0 ||
-			p == h.db() {
+		if err != nil || d.IsDir() || p == db || strings.HasPrefix(p, agentFiles+string(filepath.Separator)) || d.Type()&fs.ModeSocket != 0 {
 			return err
 		}
 		b, err := os.ReadFile(p)
@@ -189,26 +183,11 @@ func TestGatewayDialogToAgentSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inSession := 0
-	for _, line := range strings.Split(strings.TrimSpace(h.run("events", "export").stdout), "\n") {
-		if !strings.Contains(line, secret) {
-			continue
+	for _, l := range strings.Split(h.run("events", "export").stdout, "\n") {
+		var e logged
+		if strings.Contains(l, secret) && (json.Unmarshal([]byte(l), &e) != nil || e.Stream.Kind != "ctxsession") {
+			t.Errorf("an event not of the agent's session holds the payload: %s", l)
 		}
-		var ev struct {
-			Type   string `json:"type"`
-			Stream struct {
-				Kind string `json:"kind"`
-				ID   string `json:"id"`
-			} `json:"stream"`
-		}
-		json.Unmarshal([]byte(line), &ev)
-		if ev.Stream.Kind != "ctxsession" || !strings.HasPrefix(ev.Stream.ID, agentFiles+string(filepath.Separator)) {
-			t.Fatalf("a %s event of %s/%s holds the payload", ev.Type, ev.Stream.Kind, ev.Stream.ID)
-		}
-		inSession++
-	}
-	if inSession == 0 {
-		t.Fatal("the agent session's events do not hold the message")
 	}
 	// The agent did get it (the grep would pass vacuously otherwise).
 	if hits := grepDir(t, agentFiles, secret); hits == 0 {
@@ -318,8 +297,16 @@ func TestGatewaySequenceGapsDedupResume(t *testing.T) {
 	if e := last(nk); e.ErrorCode != "EINVAL" || e.ReasonCode != "routing_key" {
 		t.Fatalf("no routing key: %+v", nk)
 	}
+	// A destination that fails: recorded as failed, seq left unused so
+	// the message can be sent again.
+	h.ok(nil, "gateway", "route", "add", "--workspace", "w3", "--agent", "gone", "--to", "ctx:agent/gone", "--target", "ctx")
+	fl := h.gwSend(69, "--stream-id", "st-3", "--seq", "6", "--session-id", "s", "--workspace", "w3", "--agent", "gone",
+		"--correlation-id", "conv-3", "--text", "hi")
+	if e := last(fl); e.ErrorCode != "EHOSTDOWN" || e.ReasonCode != "destination" || e.Payload.Outcome != "failed" {
+		t.Fatalf("dead destination: %+v", fl)
+	}
 	if e := last(status(6)); e.StatusCode != "recorded" {
-		t.Fatalf("seq 6 after refusals: %+v", e)
+		t.Fatalf("seq 6 after refusals and a failure: %+v", e)
 	}
 }
 
@@ -424,5 +411,32 @@ func TestGatewayRejectsMalformedEnvelopes(t *testing.T) {
 	}
 	if now := h.status().LogHeadSeq; now != head {
 		t.Fatalf("the log moved from %d to %d on malformed input", head, now)
+	}
+}
+
+// A dialog message routed to a CortexFS agent (agent/<name>.sock) runs
+// a turn of the agent's tool loop in the socket session of the routing
+// key; its tool call and answer come back as dialog events on the stream.
+func TestGatewayDialogToAgent(t *testing.T) {
+	a := newAgentHome(t)
+	a.ok(nil, "gateway", "route", "add", "--workspace", "acme", "--agent", "coder", "--to", "ctx:agent/coder", "--target", "ctx")
+	got := a.gwSend(0, "--stream-id", "st-6", "--seq", "1", "--session-id", "web-1", "--workspace", "acme", "--agent", "coder",
+		"--correlation-id", "conv-6", "--text", `!tool fs.read {"path":"README.md"}`)
+	var tool, answer bool
+	var prev uint64
+	for _, e := range got {
+		if e.StreamID != "st-6" || e.Seq <= prev {
+			t.Fatalf("off the stream or out of order: %+v", e)
+		}
+		prev = e.Seq
+		tool = tool || e.EventType == "tool_call" && e.Target == "ctx:agent/coder"
+		answer = answer || e.EventType == "message" && !e.Payload.Delta && strings.Contains(e.Payload.Text, "hello from the readme")
+	}
+	if !tool || !answer || last(got).StatusCode != "routed" {
+		t.Fatalf("agent turn: tool_call %v, answer %v: %+v", tool, answer, got)
+	}
+	sessions, _ := filepath.Glob(filepath.Join(a.sessions(), "gw-*"))
+	if len(sessions) != 1 {
+		t.Fatalf("agent sessions %v", sessions)
 	}
 }

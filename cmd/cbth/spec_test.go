@@ -226,6 +226,16 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	})
 	doc("task", "task", "inspect", tk.TaskID)
 	doc("task-list", "task", "list")
+
+	doc("gateway-route", "gateway", "route", "add", "--workspace", "w", "--agent", "a", "--to", "thread:GW", "--target", "debug")
+	doc("gateway-route-list", "gateway", "route", "list")
+	gw := h.run("gateway", "send", "--stream-id", "st", "--seq", "1", "--session-id", "s", "--workspace", "w", "--agent", "a",
+		"--text", "hi", "--dedup-key", "k", "--message-id", "m", "--retry-count", "1", "--reason-code", "r", "--status-code", "x", "--error-code", "E")
+	c.lines("gateway-envelope", "gateway send", gw.stdout)
+	ssh := h.run("gateway", "send", "--channel", "ssh_remote", "--stream-id", "ssh", "--seq", "1", "--session-id", "s", "--event-type", "status",
+		"--remote-mode", "ide_primary")
+	c.lines("gateway-envelope", "gateway send", ssh.stdout)
+	doc("gateway-route", "gateway", "route", "rm", "--workspace", "w", "--agent", "a")
 	doc("task-logs", "task", "logs", tk.TaskID)
 	c.lines("task-log-chunk", "task logs -f", out("task", "logs", "-f", tk.TaskID))
 	r = h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sleep", "60")

@@ -71,8 +71,8 @@ func (s *GatewayStream) mutate(e *events.Envelope, p events.Payload) {
 			s.ChannelType = p.ChannelType
 		}
 		s.OutSeq = max(s.OutSeq, p.OutLast)
-		if p.Outcome == "refused" {
-			return // its seq stays unused
+		if p.Outcome == "refused" || p.Outcome == "failed" {
+			return // its seq stays unused: the client may send it again
 		}
 		s.Received++
 		if p.Outcome == "routed" {

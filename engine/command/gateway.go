@@ -16,7 +16,7 @@ const (
 	GatewayRouted    = "routed"    // handed to its destination
 	GatewayRecorded  = "recorded"  // valid and recorded; no destination takes it
 	GatewayRefused   = "refused"   // valid but not routable; its seq stays unused
-	GatewayFailed    = "failed"    // the destination failed
+	GatewayFailed    = "failed"    // the destination failed; its seq stays unused
 	GatewayDuplicate = "duplicate" // already received: acknowledged, not routed again
 )
 
@@ -181,7 +181,10 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 		st = &aggregate.GatewayStream{}
 	}
 	rec := c.Rec
-	if rec.Outcome == GatewayRefused {
+	if rec.Outcome == GatewayRefused || rec.Outcome == GatewayFailed {
+		// Recorded, but its seq stays unused: a refused envelope can be
+		// sent again once routable, a failed one once its destination is
+		// back (at-least-once).
 		return engine.Decision{Outcome: rec.Outcome, Emits: []engine.Emit{{Stream: sid, Payload: &rec}}}, nil
 	}
 	if st.Seen(rec.Seq) {
