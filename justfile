@@ -35,6 +35,7 @@ bench:
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
+    go test -run '^$' -bench . -benchtime 20x ./adapters/desktop/relay/
     go test -run '^$' -bench . -benchtime 200x ./adapters/gateway/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
 
@@ -56,3 +57,9 @@ soak:
     go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/codex/appserver/
     go test -run '^$' -fuzz FuzzLineReader -fuzztime 30s ./adapters/codex/appserver/
     go test -run '^$' -fuzz FuzzDecode -fuzztime 30s ./adapters/gateway/envelope/
+    just desktop-random
+
+# The seeded randomized Desktop writeback run at full length (go test runs
+# 300 steps).
+desktop-random seed="0":
+    go test -count=1 -run 'TestDesktopWritebackRandomized' -v ./engine/command/ -args -desktop-steps=1000 -seed={{seed}}

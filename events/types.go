@@ -25,6 +25,7 @@ func declarations() []declaration {
 		decl[BatchRecoveryPinned](KindBatch),
 		decl[BatchPromoted](KindBatch),
 		decl[BatchParkNotified](KindBatch),
+		decl[BatchRecoveryCollected](KindBatch),
 
 		decl[AttemptPrepared](KindAttempt),
 		decl[AttemptArmPendingNoted](KindAttempt),
@@ -36,12 +37,16 @@ func declarations() []declaration {
 		decl[AttemptAbandoned](KindAttempt),
 		decl[AttemptSuperseded](KindAttempt),
 		decl[AttemptClosed](KindAttempt),
+		decl[AttemptRelayMarkerIssued](KindAttempt),
+		decl[AttemptRelayConsumed](KindAttempt),
 
 		decl[ArtifactIngested](KindArtifact),
 		decl[ArtifactReferenced](KindArtifact),
 		decl[ArtifactReleased](KindArtifact),
 		decl[ArtifactPinned](KindArtifact),
 		decl[ArtifactCollected](KindArtifact),
+		decl[ArtifactRecoveryLeaseIssued](KindArtifact),
+		decl[ArtifactRecoveryLeaseRevoked](KindArtifact),
 
 		decl[BindingBound](KindBinding),
 		decl[BindingArmed](KindBinding),
@@ -51,6 +56,7 @@ func declarations() []declaration {
 
 		decl[InstallationStateRepaired](KindInstallation),
 		decl[InstallationBridgeSelected](KindInstallation),
+		decl[InstallationRelayScannerBound](KindInstallation),
 
 		decl[SessionCreated](KindSession),
 		decl[SessionDetached](KindSession),
@@ -276,6 +282,13 @@ type BatchRecoveryPinned struct {
 	RetentionUntil time.Time `json:"retention_until"`
 }
 
+// BatchRecoveryCollected drops a closed batch's boundary recovery
+// envelope once its retention ended (the batch.recovery_gc sweep). The
+// log keeps the event that recorded it; the projection no longer holds it.
+type BatchRecoveryCollected struct {
+	RetentionUntil time.Time `json:"retention_until"`
+}
+
 // ---- delivery attempt ----
 
 // AttemptPrepared creates a new attempt in state prepared.
@@ -353,6 +366,28 @@ type AttemptClosed struct {
 	Reason string `json:"reason"`
 }
 
+// AttemptRelayMarkerIssued records a transcript-relay marker issued for
+// the attempt (spec/desktop.md, "The transcript relay"): the envelope kind
+// it stands for and the bridge request it is bound to.
+type AttemptRelayMarkerIssued struct {
+	Marker          string    `json:"marker"`
+	Kind            string    `json:"kind"`
+	BridgeThreadID  string    `json:"bridge_thread_id"`
+	BridgeRequestID string    `json:"bridge_request_id"`
+	ExpiresAt       time.Time `json:"expires_at"`
+}
+
+// AttemptRelayConsumed records that a relay envelope carrying the marker
+// was consumed: the CAS it stood for is in the same append. The envelope
+// hash is the replay fence: the same envelope seen again changes nothing.
+type AttemptRelayConsumed struct {
+	Marker         string `json:"marker"`
+	Kind           string `json:"kind"`
+	EnvelopeSHA256 string `json:"envelope_sha256"`
+	RolloutPath    string `json:"rollout_path,omitempty"`
+	Line           int64  `json:"line,omitempty"`
+}
+
 // ---- artifact ----
 
 // ArtifactIngested records a result file copied into the managed store.
@@ -389,6 +424,19 @@ type ArtifactCollected struct {
 	Reason string `json:"reason"`
 }
 
+// ArtifactRecoveryLeaseIssued issues (or rotates: the previous lease
+// ends) the artifact's short-lived operator recovery read lease.
+type ArtifactRecoveryLeaseIssued struct {
+	LeaseID  string    `json:"artifact_recovery_lease_id"`
+	Deadline time.Time `json:"artifact_recovery_lease_deadline"`
+	BatchID  string    `json:"batch_id"`
+}
+
+// ArtifactRecoveryLeaseRevoked ends the artifact's recovery lease.
+type ArtifactRecoveryLeaseRevoked struct {
+	LeaseID string `json:"artifact_recovery_lease_id"`
+}
+
 // ---- Desktop binding and installation state ----
 
 // Capabilities mirrors the installation-wide capability conclusions.
@@ -414,6 +462,17 @@ type BindingBound struct {
 	ReplacedAutomation   bool         `json:"replaced_automation,omitempty"`
 	PreviousAutomationID string       `json:"previous_automation_id,omitempty"`
 	OldQuiesced          bool         `json:"old_automation_quiesced,omitempty"`
+}
+
+// InstallationRelayScannerBound binds the transcript-relay scanner of a
+// bridge thread to one rollout file (or rebinds it to a new one when the
+// bridge thread is replaced). Revision counts the bindings of that bridge.
+type InstallationRelayScannerBound struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	RolloutPath    string `json:"rollout_path"`
+	Device         uint64 `json:"device"`
+	Inode          uint64 `json:"inode"`
+	Revision       uint64 `json:"binding_revision"`
 }
 
 // BindingArmed advances armed_generation after a durable note-arm.
@@ -768,6 +827,16 @@ func (BatchEligibleAfterSet) EventType() string       { return "batch.eligible_a
 func (BatchClosed) EventType() string                 { return "batch.closed" }
 func (BatchHandoffRecorded) EventType() string        { return "batch.handoff_recorded" }
 func (BatchRecoveryPinned) EventType() string         { return "batch.recovery_pinned" }
+func (BatchRecoveryCollected) EventType() string      { return "batch.recovery_collected" }
+func (AttemptRelayMarkerIssued) EventType() string    { return "attempt.relay_marker_issued" }
+func (AttemptRelayConsumed) EventType() string        { return "attempt.relay_consumed" }
+func (ArtifactRecoveryLeaseIssued) EventType() string { return "artifact.recovery_lease_issued" }
+func (ArtifactRecoveryLeaseRevoked) EventType() string {
+	return "artifact.recovery_lease_revoked"
+}
+func (InstallationRelayScannerBound) EventType() string {
+	return "installation.relay_scanner_bound"
+}
 func (AttemptPrepared) EventType() string             { return "attempt.prepared" }
 func (AttemptArmPendingNoted) EventType() string      { return "attempt.arm_pending_noted" }
 func (AttemptArmed) EventType() string                { return "attempt.armed" }

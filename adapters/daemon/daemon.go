@@ -467,6 +467,9 @@ func (d *Daemon) loop(ctx context.Context) error {
 			if !d.opt.Manual {
 				d.publishDesktop(ctx, false)
 			}
+			if time.Since(d.desk.relay.lastScanned()) >= d.opt.Config.Desktop.RelayScanInterval.Duration {
+				d.scanRelay(ctx)
+			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
 				return nil

@@ -33,6 +33,15 @@ func (d *Daemon) deliveryConfig() command.DeliveryConfig {
 	}
 }
 
+// armConfig is what the Desktop writeback commands read of the
+// configuration.
+func (d *Daemon) armConfig() command.ArmConfig {
+	c := d.opt.Config.Desktop
+	return command.ArmConfig{Delivery: d.deliveryConfig(), Desktop: command.DesktopConfig{ArmLease: c.ArmLease.Duration,
+		PauseAfter: c.PauseNotBefore.Duration, PauseWindow: c.PauseWindow.Duration, RecoveryInlineBytes: c.RecoveryInlineBytes,
+		RecoveryLease: c.RecoveryLease.Duration, MarkerTTL: c.RelayMarkerTTL.Duration}}
+}
+
 // target returns the registered target of a target kind, if any. cli and
 // desktop arrive with their adapters; until then their batches wait in
 // the FIFO (and their windows still expire).

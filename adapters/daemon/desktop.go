@@ -26,6 +26,8 @@ type deskState struct {
 
 	mu      sync.Mutex // one publication at a time
 	builder *desktop.Builder
+
+	relay relayState
 }
 
 func (d *Daemon) initDesktop() error {
@@ -230,6 +232,7 @@ func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 	if res.Outcome == "selected" {
 		d.opt.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
 	}
+	d.scanRelay(ctx)
 	if err := d.sweep(ctx, "preflight"); err != nil {
 		return api.PreflightReply{}, err
 	}
@@ -247,4 +250,76 @@ func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 		return err
 	})
 	return rep, err
+}
+
+// desktopWritebackOps registers the bridge's and the caller's helpers.
+func (d *Daemon) desktopWritebackOps(t api.Table) {
+	api.Handle(t, api.DesktopNoteArmPending, func(ctx context.Context, a api.ArmArgs) (api.ArmPendingReply, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+			command.NoteArmPending{Config: d.armConfig(), ArmToken: armToken(a), Fingerprints: d.desk.fps})
+		if err != nil {
+			return api.ArmPendingReply{}, err
+		}
+		d.poke(ctx)
+		return armPendingReply(res.Outcome, a, res.Value.(command.ArmLease)), nil
+	})
+	api.Handle(t, api.DesktopNoteArm, func(ctx context.Context, a api.ArmArgs) (api.ArmReply, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+			command.NoteArm{Config: d.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID})
+		if err != nil {
+			return api.ArmReply{}, err
+		}
+		d.poke(ctx)
+		return armReply(res.Outcome, a.SourceThreadID, res.Value.(command.Armed)), nil
+	})
+	api.Handle(t, api.DesktopNotePaused, func(ctx context.Context, a api.PausedArgs) (api.PausedReply, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+			command.NotePaused{ThreadID: a.SourceThreadID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID})
+		if err != nil {
+			return api.PausedReply{}, err
+		}
+		d.poke(ctx)
+		return api.PausedReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, Generation: a.Generation}, nil
+	})
+	api.Handle(t, api.DesktopNoteBoundaryCrossed, func(ctx context.Context, a api.BoundaryArgs) (api.BoundaryReply, error) {
+		fps := a.Fingerprints
+		if fps == nil {
+			fps = d.desk.fps
+		}
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
+			command.NoteBoundaryCrossed{Config: d.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
+				Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps})
+		if err != nil {
+			return api.BoundaryReply{}, err
+		}
+		d.poke(ctx)
+		h := res.Value.(command.Handoff)
+		return api.BoundaryReply{Outcome: res.Outcome, SourceThreadID: h.SourceThreadID, BatchID: h.BatchID, AttemptID: h.AttemptID,
+			Generation: h.Generation, SnapshotRevision: h.SnapshotRevision, ContinuationBoundaryState: "crossed_unacknowledged",
+			ReplayPolicy: "manual_resolution_only", CloseReason: command.CloseHandoffRecorded,
+			Continuation: api.Continuation{Summary: h.Summary, JobIDs: nonNil(h.JobIDs), ArtifactIDs: nonNil(h.ArtifactIDs)}}, nil
+	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func armToken(a api.ArmArgs) command.ArmToken {
+	return command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
+}
+
+func armPendingReply(outcome string, a api.ArmArgs, l command.ArmLease) api.ArmPendingReply {
+	return api.ArmPendingReply{Outcome: outcome, SourceThreadID: a.SourceThreadID, AttemptID: l.AttemptID, Generation: l.Generation,
+		BridgeRequestID: a.BridgeRequestID, BridgeArmLeaseID: l.LeaseID, BridgeArmLeaseDeadline: l.LeaseDeadline,
+		ArmPendingSince: l.PendingSince, ArmPendingDeadline: l.Deadline}
+}
+
+func armReply(outcome, thread string, v command.Armed) api.ArmReply {
+	return api.ArmReply{Outcome: outcome, SourceThreadID: thread, AttemptID: v.AttemptID, Generation: v.Generation,
+		ArmedGeneration: v.Generation, CooldownUntil: v.CooldownUntil, PauseNotBefore: v.PauseNotBefore,
+		PauseDeadline: v.PauseDeadline, DeliveryAttemptCount: v.DeliveryAttemptCount}
 }

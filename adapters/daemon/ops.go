@@ -66,7 +66,12 @@ func (d *Daemon) ops() api.Table {
 		return d.inspect(ctx, head)
 	})
 	api.Handle(t, api.BatchInspect, func(ctx context.Context, a api.BatchArgs) (query.BatchInspection, error) {
-		return d.inspect(ctx, a.BatchID)
+		in, err := d.inspect(ctx, a.BatchID)
+		if err != nil {
+			return in, err
+		}
+		in.RecoveryLeases, err = d.recoveryLeases(ctx, in, a.RotateArtifactLeases)
+		return in, err
 	})
 	api.Handle(t, api.BatchList, func(_ context.Context, a api.BatchListArgs) (p query.BatchPage, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error {
@@ -109,6 +114,8 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
 	d.codexOps(t)
 	d.desktopOps(t)
+	d.desktopWritebackOps(t)
+	d.relayOps(t)
 
 	api.Handle(t, api.TaskRun, d.runTask)
 	api.Handle(t, api.TaskInspect, func(_ context.Context, a api.TaskArgs) (query.TaskView, error) { return d.taskView(a.TaskID) })

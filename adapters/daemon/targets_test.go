@@ -307,10 +307,12 @@ func contains(list []string, part string) bool {
 }
 
 // The Desktop deadline kinds (arm_pending, the two pause deadlines, the
-// recovery envelope's retention) are swept as no-ops until the Desktop
-// adapter gives them a meaning: before they fall due they are work due
-// within the idle timeout, and once swept past they keep nothing up.
-func TestDesktopDeadlinesSweptAsNoOps(t *testing.T) {
+// recovery envelope's retention): before they fall due they are work due
+// within the idle timeout; the sweep acts on each (the arm_pending
+// attempt abandoned, the binding past its pause deadline degraded, the
+// envelope collected; the attempt's own pause deadline is the binding's
+// business), and once swept past they keep nothing up.
+func TestDesktopDeadlinesSwept(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "home")
 	h := home.Home{Root: root}
 	if err := h.Ensure(); err != nil {
@@ -360,7 +362,7 @@ func TestDesktopDeadlinesSweptAsNoOps(t *testing.T) {
 	head := st.LogHeadSeq
 	call(r, api.DebugClock, api.AdvanceArgs{By: "2m"})
 	st = call(r, api.DaemonStatus, api.Empty{})
-	if len(st.BusyReasons) != 0 || st.LogHeadSeq != head || st.LastSweep.Due != 4 {
+	if len(st.BusyReasons) != 0 || st.LogHeadSeq != head+3 || st.LastSweep.Due != 4 {
 		t.Fatalf("after the sweep: busy %v, head %d (was %d), last sweep %+v", st.BusyReasons, st.LogHeadSeq, head, st.LastSweep)
 	}
 }

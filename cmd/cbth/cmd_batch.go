@@ -60,12 +60,13 @@ func (c *BatchInspectHeadCmd) Run(env *Env) error {
 
 // BatchInspectCmd is `cbth batch inspect`.
 type BatchInspectCmd struct {
-	BatchID string `help:"The batch." required:"" name:"batch-id"`
+	BatchID              string `help:"The batch." required:"" name:"batch-id"`
+	RotateArtifactLeases bool   `help:"Replace the recovery leases of the batch's large artifacts (the old ones end)." name:"rotate-artifact-leases"`
 }
 
 // Run inspects the batch.
 func (c *BatchInspectCmd) Run(env *Env) error {
-	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID})
+	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID, RotateArtifactLeases: c.RotateArtifactLeases})
 	if err != nil {
 		return err
 	}
@@ -95,6 +96,9 @@ func printInspection(w io.Writer, in query.BatchInspection) {
 	}
 	if in.Recovery != nil {
 		fmt.Fprintf(tw, "recovery envelope\tkept until %s\n", in.Recovery.RetentionUntil.Local().Format(time.RFC3339))
+	}
+	for _, l := range in.RecoveryLeases {
+		fmt.Fprintf(tw, "artifact recovery lease\t%s for %s until %s\n", l.LeaseID, l.ArtifactID, l.Deadline.Local().Format(time.RFC3339))
 	}
 	tw.Flush()
 }

@@ -19,12 +19,19 @@ import (
 // list-pause-due and claim-next-ready work inside the heartbeat's sandbox:
 // the last three only ever read the published files (cmd_desktop_read.go).
 type DesktopCmd struct {
-	InstallationState DesktopInstallationCmd   `cmd:"" name:"installation-state" help:"Show or repair the Desktop installation state (transport and capabilities)."`
-	Binding           DesktopBindingCmd        `cmd:"" help:"Bind Desktop threads to their caller heartbeat automations."`
-	BridgePreflight   DesktopPreflightCmd      `cmd:"" name:"bridge-preflight" help:"Every bridge wake: sweep and publish through the daemon, or in a sandbox check the published snapshot is fresh."`
-	ListArmPending    DesktopListArmPendingCmd `cmd:"" name:"list-arm-pending" help:"Read the published arm-pending bindings (sandbox-safe: reads files only)."`
-	ListPauseDue      DesktopListPauseDueCmd   `cmd:"" name:"list-pause-due" help:"Read the published pause-due bindings (sandbox-safe: reads files only)."`
-	ClaimNextReady    DesktopClaimNextReadyCmd `cmd:"" name:"claim-next-ready" help:"Peek at the next ready thread in fair order (sandbox-safe: reads files only, reserves nothing)."`
+	InstallationState   DesktopInstallationCmd        `cmd:"" name:"installation-state" help:"Show or repair the Desktop installation state (transport and capabilities)."`
+	Binding             DesktopBindingCmd             `cmd:"" help:"Bind Desktop threads to their caller heartbeat automations."`
+	BridgePreflight     DesktopPreflightCmd           `cmd:"" name:"bridge-preflight" help:"Every bridge wake: sweep and publish through the daemon, or in a sandbox check the published snapshot is fresh."`
+	ListArmPending      DesktopListArmPendingCmd      `cmd:"" name:"list-arm-pending" help:"Read the published arm-pending bindings (sandbox-safe: reads files only)."`
+	ListPauseDue        DesktopListPauseDueCmd        `cmd:"" name:"list-pause-due" help:"Read the published pause-due bindings (sandbox-safe: reads files only)."`
+	ClaimNextReady      DesktopClaimNextReadyCmd      `cmd:"" name:"claim-next-ready" help:"Peek at the next ready thread in fair order (sandbox-safe: reads files only, reserves nothing)."`
+	NoteArmPending      DesktopNoteArmPendingCmd      `cmd:"" name:"note-arm-pending" help:"Bridge: the durable barrier before arming the caller heartbeat (prepared -> arm_pending, with a bridge arm lease)."`
+	NoteArm             DesktopNoteArmCmd             `cmd:"" name:"note-arm" help:"Bridge: the caller heartbeat is armed (arm_pending -> cooldown; counts the attempt once)."`
+	NotePaused          DesktopNotePausedCmd          `cmd:"" name:"note-paused" help:"Bridge: the caller heartbeat of a generation is verified paused or quiesced."`
+	NoteBoundaryCrossed DesktopNoteBoundaryCrossedCmd `cmd:"" name:"note-boundary-crossed" help:"Caller: cross the continuation boundary once and receive the inline continuation."`
+	Relay               DesktopRelayCmd               `cmd:"" help:"The transcript relay: markers, the rollout scanner, one-shot consumption."`
+	ReadArtifact        DesktopReadArtifactCmd        `cmd:"" name:"read-artifact" help:"Operator: read a large artifact by chunks under its recovery lease."`
+	RevokeArtifactLease DesktopRevokeArtifactLeaseCmd `cmd:"" name:"revoke-artifact-lease" help:"Operator: end an artifact's recovery lease now."`
 }
 
 // DesktopInstallationCmd is `cbth desktop installation-state`.

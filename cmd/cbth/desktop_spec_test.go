@@ -44,10 +44,27 @@ func TestDesktopJSONShapesMatchTheSpec(t *testing.T) {
 	doc("claim-next-ready", "desktop", "claim-next-ready", "--bridge-thread-id", bridge)
 	doc("list-arm-pending", "desktop", "list-arm-pending", "--bridge-thread-id", bridge)
 	doc("list-pause-due", "desktop", "list-pause-due", "--bridge-thread-id", bridge)
+	// Part 2: the writeback helpers and the relay.
+	r := h.claim().Ready
+	doc("relay-marker-issue", append([]string{"desktop", "relay", "marker", "issue", "--bridge-thread-id", bridge, "--kind", "arm-pending"},
+		tokenArgs(r, "wake-1")...)...)
+	rollout := filepath.Join(t.TempDir(), "rollout.jsonl")
+	if err := os.WriteFile(rollout, []byte("{\"type\":\"session_meta\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc("relay-scanner-bind", "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", rollout)
+	doc("relay-consume", "desktop", "relay", "consume-transcript", "--rollout-path", rollout, "--marker", "m1-none")
+	var p armPending
+	h.ok(&p, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)
+	doc("note-arm-pending", append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)
+	doc("note-arm", append([]string{"desktop", "note-arm"}, append(tokenArgs(r, "wake-1"), "--bridge-arm-lease-id", p.Lease)...)...)
+	doc("note-boundary-crossed", crossArgs(r)...)
+	h.advance("91s")
+	doc("note-paused", "desktop", "note-paused", "--source-thread-id", "S", "--generation", "1", "--bridge-request-id", "wake-2")
 	doc("batch-skip-head", "batch", "skip-head", "--source-thread-id", "S")
 	doc("binding-unbind", "desktop", "binding", "unbind", "--source-thread-id", "S", "--delete-automation", "true")
-	r := h.run("desktop", "claim-next-ready", "--bridge-thread-id", "nobody", "--json")
-	c.doc("error", "claim-next-ready for another bridge", r.stdout)
+	res := h.run("desktop", "claim-next-ready", "--bridge-thread-id", "nobody", "--json")
+	c.doc("error", "claim-next-ready for another bridge", res.stdout)
 
 	for _, f := range []struct{ shape, rel string }{
 		{"file-manifest", "current-snapshot.json"}, {"file-ready-threads", "snapshots/*/ready-threads.json"},

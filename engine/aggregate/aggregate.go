@@ -7,6 +7,7 @@ package aggregate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -170,6 +171,7 @@ func Clone(s State) State {
 	case *Attempt:
 		c := *s
 		c.RejectedRequestIDs = slices.Clone(s.RejectedRequestIDs)
+		c.RelayMarkers = slices.Clone(s.RelayMarkers)
 		return &c
 	case *Artifact:
 		c := *s
@@ -180,6 +182,7 @@ func Clone(s State) State {
 		return &c
 	case *Installation:
 		c := *s
+		c.RelayScanners = maps.Clone(s.RelayScanners) // mutate replaces it anyway
 		return &c
 	case *Session:
 		c := *s

@@ -112,6 +112,7 @@ type Batch struct {
 	BoundaryRecoveryBytes       int64                    `json:"boundary_recovery_envelope_bytes,omitempty"`
 	BoundaryRecoveryRetention   time.Time                `json:"boundary_recovery_retention_until,omitzero"`
 	BoundaryRecoveryOperatorPin time.Time                `json:"boundary_recovery_operator_pin_until,omitzero"`
+	BoundaryRecoveryCollected   time.Time                `json:"boundary_recovery_collected_at,omitzero"`
 	IsHead                      bool                     `json:"head"`
 	ParkNotifyAttempts          int                      `json:"park_notify_attempts,omitempty"`
 	ParkNotified                bool                     `json:"park_notified,omitempty"`
@@ -203,6 +204,8 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.IsHead = false
 	case *events.BatchRecoveryPinned:
 		b.BoundaryRecoveryOperatorPin, b.BoundaryRecoveryRetention = p.PinUntil, p.RetentionUntil
+	case *events.BatchRecoveryCollected:
+		b.BoundaryRecoveryEnvelope, b.BoundaryRecoveryCollected = nil, e.RecordedAt
 	}
 }
 
@@ -299,6 +302,31 @@ type Attempt struct {
 	CooldownUntil          time.Time `json:"cooldown_until,omitzero"`
 	EndReason              string    `json:"end_reason,omitempty"`
 	SupersededBy           string    `json:"superseded_by,omitempty"`
+	// RelayMarkers are the transcript-relay markers issued for the
+	// attempt, with their consumption (the replay fence).
+	RelayMarkers []RelayMarker `json:"relay_markers,omitempty"`
+}
+
+// RelayMarker is one issued transcript-relay marker of an attempt.
+type RelayMarker struct {
+	Marker          string    `json:"marker"`
+	Kind            string    `json:"kind"`
+	BridgeThreadID  string    `json:"bridge_thread_id"`
+	BridgeRequestID string    `json:"bridge_request_id"`
+	IssuedAt        time.Time `json:"issued_at"`
+	ExpiresAt       time.Time `json:"expires_at"`
+	ConsumedSHA256  string    `json:"consumed_envelope_sha256,omitempty"`
+	ConsumedAt      time.Time `json:"consumed_at,omitzero"`
+}
+
+// Marker returns the attempt's issued marker m, nil if none.
+func (a *Attempt) Marker(m string) *RelayMarker {
+	for i := range a.RelayMarkers {
+		if a.RelayMarkers[i].Marker == m {
+			return &a.RelayMarkers[i]
+		}
+	}
+	return nil
 }
 
 // Live reports whether the attempt is non-terminal.
@@ -321,6 +349,7 @@ func (a *Attempt) mutate(e *events.Envelope, p events.Payload) {
 		a.ArmPendingSince, a.ArmPendingDeadline = e.RecordedAt, p.ArmPendingDeadline
 	case *events.AttemptArmed:
 		a.CooldownUntil, a.PauseNotBefore, a.PauseDeadline = p.CooldownUntil, p.PauseNotBefore, p.PauseDeadline
+		a.AcceptedAt = e.RecordedAt // the arm is the Desktop channel's acceptance
 		if p.AutomationID != "" {
 			a.AutomationID, a.AutomationBindingState = p.AutomationID, "observed"
 		}
@@ -353,6 +382,13 @@ func (a *Attempt) mutate(e *events.Envelope, p events.Payload) {
 		a.EndReason, a.SupersededBy = p.Reason, p.ByAttemptID
 	case *events.AttemptClosed:
 		a.EndReason = p.Reason
+	case *events.AttemptRelayMarkerIssued:
+		a.RelayMarkers = append(a.RelayMarkers, RelayMarker{Marker: p.Marker, Kind: p.Kind, BridgeThreadID: p.BridgeThreadID,
+			BridgeRequestID: p.BridgeRequestID, IssuedAt: e.RecordedAt, ExpiresAt: p.ExpiresAt})
+	case *events.AttemptRelayConsumed:
+		if m := a.Marker(p.Marker); m != nil {
+			m.ConsumedSHA256, m.ConsumedAt = p.EnvelopeSHA256, e.RecordedAt
+		}
 	}
 }
 
@@ -389,6 +425,9 @@ func (a *Attempt) Indexes() []IndexEntry {
 	if a.Tracking() {
 		out = append(out, IndexEntry{index.Tracking, index.TrackingKey(a.ObservationDeadline)})
 	}
+	for _, m := range a.RelayMarkers {
+		out = append(out, IndexEntry{index.RelayMarker, m.Marker})
+	}
 	if !a.AcceptedAt.IsZero() {
 		out = append(out, IndexEntry{index.ThreadSends, index.SendKey(a.SourceThreadID, a.AcceptedAt)})
 	}
@@ -410,6 +449,11 @@ type Artifact struct {
 	OperatorPinUntil  time.Time `json:"operator_pin_until,omitzero"`
 	GCEligibleAt      time.Time `json:"gc_eligible_at"`
 	CollectedReason   string    `json:"collected_reason,omitempty"`
+	// RecoveryLeaseID and RecoveryLeaseDeadline are the operator's
+	// current recovery read lease (one at a time: a new one rotates it).
+	RecoveryLeaseID       string    `json:"artifact_recovery_lease_id,omitempty"`
+	RecoveryLeaseDeadline time.Time `json:"artifact_recovery_lease_deadline,omitzero"`
+	RecoveryLeaseBatchID  string    `json:"artifact_recovery_lease_batch_id,omitempty"`
 }
 
 func (a *Artifact) mutate(e *events.Envelope, p events.Payload) {
@@ -427,6 +471,13 @@ func (a *Artifact) mutate(e *events.Envelope, p events.Payload) {
 		a.OperatorPinUntil, a.GCEligibleAt = p.PinUntil, p.GCEligibleAt
 	case *events.ArtifactCollected:
 		a.CollectedReason = p.Reason
+		a.RecoveryLeaseID, a.RecoveryLeaseDeadline, a.RecoveryLeaseBatchID = "", time.Time{}, ""
+	case *events.ArtifactRecoveryLeaseIssued:
+		a.RecoveryLeaseID, a.RecoveryLeaseDeadline, a.RecoveryLeaseBatchID = p.LeaseID, p.Deadline, p.BatchID
+	case *events.ArtifactRecoveryLeaseRevoked:
+		if a.RecoveryLeaseID == p.LeaseID {
+			a.RecoveryLeaseID, a.RecoveryLeaseDeadline, a.RecoveryLeaseBatchID = "", time.Time{}, ""
+		}
 	}
 }
 
@@ -463,6 +514,10 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 		b.SourceThreadID, b.CallerAutomationID, b.BridgeThreadID = p.SourceThreadID, p.CallerAutomationID, p.BridgeThreadID
 		b.Mirror, b.DegradedReason, b.LastVerifiedAt = p.Mirror, "", e.RecordedAt
 		b.AutomationDeletedOnUnbind = false
+		// The repairing operator takes the pause over: a deadline that
+		// passed would degrade the repaired binding at once. The armed
+		// generation still needs its pause proven before a fresh arm.
+		b.PauseDeadline = time.Time{}
 		if p.ReplacedAutomation {
 			// The armed generation belonged to the old automation, whose
 			// late wakes can only hit superseded generations: the new one
@@ -523,6 +578,9 @@ type Installation struct {
 	ValidatedAt    time.Time `json:"validated_at,omitzero"`
 	UpdatedBy      string    `json:"updated_by_bootstrap_or_repair"`
 	BridgeThreadID string    `json:"bridge_thread_id,omitempty"`
+	// RelayScanners are the transcript-relay scanner bindings, by bridge
+	// thread.
+	RelayScanners map[string]events.InstallationRelayScannerBound `json:"relay_scanners,omitempty"`
 }
 
 func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
@@ -531,6 +589,13 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 		i.Capabilities, i.ValidatedAt, i.UpdatedBy = p.State, p.ValidatedAt, p.UpdatedBy
 	case *events.InstallationBridgeSelected:
 		i.BridgeThreadID = p.BridgeThreadID
+	case *events.InstallationRelayScannerBound:
+		m := make(map[string]events.InstallationRelayScannerBound, len(i.RelayScanners)+1)
+		for k, v := range i.RelayScanners {
+			m[k] = v
+		}
+		m[p.BridgeThreadID] = *p
+		i.RelayScanners = m
 	}
 }
 

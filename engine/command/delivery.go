@@ -188,7 +188,13 @@ func cursorStream(target string) events.StreamID {
 // itself, its live attempt, the artifacts it held, the promotion of the
 // next batch of the thread when b was the head, and the cursor step.
 func (c DeliveryConfig) closeBatch(v engine.View, now time.Time, b *aggregate.Batch, reason, detail string) ([]engine.Emit, error) {
-	emits := []engine.Emit{{Stream: batchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}}
+	return c.closeWith(v, now, b, engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}, reason)
+}
+
+// closeWith is closeBatch with the event that closes the batch given:
+// batch.closed, or batch.handoff_recorded for a Desktop handoff.
+func (c DeliveryConfig) closeWith(v engine.View, now time.Time, b *aggregate.Batch, first engine.Emit, reason string) ([]engine.Emit, error) {
+	emits := []engine.Emit{first}
 	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
 		return nil, err
 	} else if a != nil && a.BatchID == b.ID {

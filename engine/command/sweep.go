@@ -51,10 +51,8 @@ func (r SweepResult) Capped(n int) SweepResult {
 }
 
 // Decide implements engine.Decider. Every deadline kind a state can emit
-// (index.DueKinds) has its case here. The Desktop kinds (arm_pending,
-// the pause deadlines, recovery envelope retention) are handled by doing
-// nothing until the Desktop adapter gives them a meaning; the daemon
-// does not count a deadline it has swept past as work due.
+// (index.DueKinds) has its case here; the daemon does not count a
+// deadline it has swept past as work due.
 func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	res := SweepResult{Now: now}
 	var emits []engine.Emit
@@ -146,9 +144,64 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		case index.DueParkHook:
 			// The daemon runs the hook and records the run (it is a side
 			// effect, not a decision); that record moves the deadline.
-		case index.DueArmPending, index.DueAttemptPause, index.DueBindingPause, index.DueRecoveryGC:
-			// Desktop deadlines: nothing produces their states yet; the
-			// Desktop adapter gives them their reconcile and GC.
+		case index.DueArmPending:
+			// No proof came by the deadline (note-arm would have armed
+			// it, note-paused abandoned it): neither the arm nor its
+			// absence is provable, so the seed's third outcome.
+			s, err := v.State(events.KindAttempt, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			a, ok := s.(*aggregate.Attempt)
+			if !ok || a.Status != "arm_pending" || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
+				continue
+			}
+			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{
+				Reason: "arm_pending_deadline passed: the arm is neither proven effective nor proven never effective"}})
+			b, err := batchState(v, a.BatchID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+				emits = append(emits, park(b, "arm_pending_deadline passed without proof of the arm or of the caller heartbeat paused", a.ID))
+				res.Parked = append(res.Parked, b.ID)
+			}
+			bd, err := BindingOf(v, a.SourceThreadID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			if bd != nil && bd.Status == "bound" {
+				emits = append(emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingDegraded{
+					Reason: "arm_pending_deadline of generation " + itoa(a.Generation) + " passed unresolved"}})
+			}
+			touched[a.SourceThreadID] = true
+		case index.DueBindingPause:
+			s, err := v.State(events.KindBinding, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			bd, ok := s.(*aggregate.Binding)
+			if !ok || bd.Status != "bound" || !bd.Unquiesced() || now.Before(bd.PauseDeadline) || touched[bd.SourceThreadID] {
+				continue
+			}
+			more, err := degradeBinding(v, bd, "pause_deadline of generation "+itoa(bd.ArmedGeneration)+" passed without a verified pause")
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			emits = append(emits, more...)
+			touched[bd.SourceThreadID] = true
+		case index.DueAttemptPause:
+			// The binding's pause deadline (binding.pause) is the one
+			// acted on; the attempt's copy is what the bridge reads.
+		case index.DueRecoveryGC:
+			b, err := batchState(v, d.ID)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			if b == nil || b.Open() || b.BoundaryRecoveryEnvelope == nil || now.Before(b.BoundaryRecoveryRetention) {
+				continue
+			}
+			emits = append(emits, engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchRecoveryCollected{RetentionUntil: b.BoundaryRecoveryRetention}})
 		default:
 			return engine.Decision{}, errs.New(errs.EINTERNAL, "the sweep has no case for deadline kind %q", d.Name)
 		}
@@ -156,7 +209,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	return engine.Decision{Outcome: "swept", Emits: emits, Value: res}, nil
 }
 
-func batchState(v engine.View, id string) (*aggregate.Batch, error) {
+func batchState(v engine.Reader, id string) (*aggregate.Batch, error) {
 	s, err := v.State(events.KindBatch, id)
 	if err != nil || s == nil {
 		return nil, err

@@ -38,6 +38,14 @@ const (
 	// (spec/codex-cli.md, "Managed sessions").
 	SessionProfileMismatch         Code = "session_profile_mismatch"          // the requested profile differs and the old session cannot retire yet
 	SessionPendingManualResolution Code = "session_pending_manual_resolution" // a manual batch of the thread waits for an operator
+
+	// The seed's five non-success classes of Desktop
+	// note-boundary-crossed (spec/desktop.md, "note-boundary-crossed").
+	TransientNotReady          Code = "transient_not_ready"                 // not yet: the bridge may redeliver while the batch is automatic
+	StaleOrSuperseded          Code = "stale_or_superseded"                 // the token is not the current head attempt
+	AlreadyCrossed             Code = "already_crossed_or_handoff_recorded" // crossed before: operator recovery (cbth batch inspect --batch-id)
+	BindingOrCapabilityInvalid Code = "binding_or_capability_invalid"       // the binding or installation may not continue automatically
+	UnknownAfterHelperFailure  Code = "unknown_after_helper_failure"        // the helper failed after sending: reconcile durably first
 )
 
 // Exit codes of MISSION.md rule 10.

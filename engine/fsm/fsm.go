@@ -82,6 +82,7 @@ var batchTable = Table{
 		{"batch.replay_policy_changed", batchOpen},
 		{"batch.eligible_after_set", batchOpen},
 		{"batch.recovery_pinned", []string{"closed"}},
+		{"batch.recovery_collected", []string{"closed"}},
 		{"batch.promoted", []string{"queued"}},
 		{"batch.park_notified", []string{"queued", "materialized", "cooldown", "closed"}},
 	},
@@ -135,6 +136,10 @@ var attemptTable = Table{
 	},
 	Updates: []Update{
 		{"attempt.turn_observed", []string{"cooldown"}},
+		// Relay markers are issued while the bridge still has to arm;
+		// a consumption lands in the append of the CAS it stands for.
+		{"attempt.relay_marker_issued", []string{"prepared", "arm_pending"}},
+		{"attempt.relay_consumed", []string{"arm_pending", "cooldown"}},
 	},
 }
 
@@ -149,6 +154,8 @@ var artifactTable = Table{
 		{"artifact.referenced", []string{"stored"}},
 		{"artifact.released", []string{"stored"}},
 		{"artifact.pinned", []string{"stored"}},
+		{"artifact.recovery_lease_issued", []string{"stored"}},
+		{"artifact.recovery_lease_revoked", []string{"stored"}},
 	},
 }
 
@@ -176,6 +183,7 @@ var installationTable = Table{
 	Updates: []Update{
 		{"installation.repaired", []string{"configured"}},
 		{"installation.bridge_selected", []string{"configured"}},
+		{"installation.relay_scanner_bound", []string{"configured"}},
 	},
 }
 

@@ -33,6 +33,8 @@ const (
 	// one armed for a generation not yet quiesced by its pause_not_before.
 	BindingByAutomation = "binding.automation"
 	BindingUnquiesced   = "binding.unquiesced"
+	// RelayMarker finds the attempt a transcript-relay marker was issued for.
+	RelayMarker = "attempt.relay_marker"
 
 	TaskJob  = "task.job"  // job -> the task that runs it
 	TaskLive = "task.live" // "" -> tasks queued, running or stopping

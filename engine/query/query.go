@@ -167,7 +167,17 @@ type BatchInspection struct {
 	Jobs        []JobView                `json:"jobs"`
 	Gate        string                   `json:"delivery_gate"`
 	Recovery    *events.RecoveryEnvelope `json:"boundary_recovery_envelope"`
-	Omitted     *Omitted                 `json:"omitted,omitempty"`
+	// RecoveryLeases are the operator's read leases on the batch's
+	// artifacts too large to be inline (batch inspect --batch-id).
+	RecoveryLeases []RecoveryLeaseView `json:"artifact_recovery_leases,omitempty"`
+	Omitted        *Omitted            `json:"omitted,omitempty"`
+}
+
+// RecoveryLeaseView is one artifact recovery lease.
+type RecoveryLeaseView struct {
+	ArtifactID string    `json:"artifact_id"`
+	LeaseID    string    `json:"artifact_recovery_lease_id"`
+	Deadline   time.Time `json:"artifact_recovery_lease_deadline"`
 }
 
 // Omitted counts what a reply left out to stay within a frame.

@@ -154,6 +154,9 @@ var All = []string{
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
 	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
+	DesktopNoteArmPending.Name, DesktopNoteArm.Name, DesktopNotePaused.Name, DesktopNoteBoundaryCrossed.Name,
+	DesktopRelayMarkerIssue.Name, DesktopRelayScannerBind.Name, DesktopRelayConsume.Name,
+	DesktopReadArtifact.Name, DesktopRevokeLease.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
 }
@@ -274,6 +277,9 @@ type ThreadArgs struct {
 // BatchArgs name a batch.
 type BatchArgs struct {
 	BatchID string `json:"batch_id"`
+	// RotateArtifactLeases replaces the batch's artifact recovery
+	// leases (batch.inspect).
+	RotateArtifactLeases bool `json:"rotate_artifact_leases,omitempty"`
 }
 
 // BatchListArgs select a page of batch.list.

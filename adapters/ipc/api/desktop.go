@@ -120,3 +120,204 @@ type PreflightReply struct {
 	AutomaticContinuation bool   `json:"automatic_continuation"`
 	FallbackReason        string `json:"fallback_reason,omitempty"`
 }
+
+// The Desktop writeback operations (spec/desktop.md, part 2). Each
+// refusal is an error with a stable code and appends nothing.
+var (
+	DesktopNoteArmPending      = Op[ArmArgs, ArmPendingReply]{Name: "desktop.note_arm_pending"}
+	DesktopNoteArm             = Op[ArmArgs, ArmReply]{Name: "desktop.note_arm"}
+	DesktopNotePaused          = Op[PausedArgs, PausedReply]{Name: "desktop.note_paused"}
+	DesktopNoteBoundaryCrossed = Op[BoundaryArgs, BoundaryReply]{Name: "desktop.note_boundary_crossed"}
+)
+
+// ArmArgs are note-arm-pending's and note-arm's request (the lease only
+// for note-arm).
+type ArmArgs struct {
+	SourceThreadID   string `json:"source_thread_id"`
+	AttemptID        string `json:"attempt_id"`
+	Generation       uint64 `json:"generation"`
+	BridgeRequestID  string `json:"bridge_request_id"`
+	BridgeArmLeaseID string `json:"bridge_arm_lease_id,omitempty"`
+}
+
+// ArmPendingReply is note-arm-pending's answer ("arm_pending" or
+// "already_pending"): the bridge arm lease to hand to note-arm.
+type ArmPendingReply struct {
+	Outcome                string    `json:"outcome"`
+	SourceThreadID         string    `json:"source_thread_id"`
+	AttemptID              string    `json:"attempt_id"`
+	Generation             uint64    `json:"generation"`
+	BridgeRequestID        string    `json:"bridge_request_id"`
+	BridgeArmLeaseID       string    `json:"bridge_arm_lease_id"`
+	BridgeArmLeaseDeadline time.Time `json:"bridge_arm_lease_deadline"`
+	ArmPendingSince        time.Time `json:"arm_pending_since"`
+	ArmPendingDeadline     time.Time `json:"arm_pending_deadline"`
+}
+
+// ArmReply is note-arm's answer ("armed" or "already_armed").
+type ArmReply struct {
+	Outcome              string    `json:"outcome"`
+	SourceThreadID       string    `json:"source_thread_id"`
+	AttemptID            string    `json:"attempt_id"`
+	Generation           uint64    `json:"generation"`
+	ArmedGeneration      uint64    `json:"armed_generation"`
+	CooldownUntil        time.Time `json:"cooldown_until"`
+	PauseNotBefore       time.Time `json:"pause_not_before"`
+	PauseDeadline        time.Time `json:"pause_deadline"`
+	DeliveryAttemptCount int       `json:"delivery_attempt_count"`
+}
+
+// PausedArgs are note-paused's request.
+type PausedArgs struct {
+	SourceThreadID  string `json:"source_thread_id"`
+	Generation      uint64 `json:"generation"`
+	BridgeRequestID string `json:"bridge_request_id"`
+}
+
+// PausedReply is note-paused's answer: "quiesced", "already_quiesced" or
+// "arm_abandoned".
+type PausedReply struct {
+	Outcome        string `json:"outcome"`
+	SourceThreadID string `json:"source_thread_id"`
+	Generation     uint64 `json:"generation"`
+}
+
+// BoundaryArgs are note-boundary-crossed's request, with the fingerprints
+// the calling cbth observes.
+type BoundaryArgs struct {
+	SourceThreadID           string            `json:"source_thread_id"`
+	BatchID                  string            `json:"batch_id"`
+	AttemptID                string            `json:"attempt_id"`
+	Generation               uint64            `json:"generation"`
+	ExpectedSnapshotRevision uint64            `json:"expected_snapshot_revision"`
+	Fingerprints             map[string]string `json:"observed_validation_fingerprints,omitempty"`
+}
+
+// Continuation is the inline continuation a fresh crossing hands over:
+// the batch's summary (one line per job), its jobs and artifacts.
+type Continuation struct {
+	Summary     string   `json:"summary"`
+	JobIDs      []string `json:"job_ids"`
+	ArtifactIDs []string `json:"artifact_ids"`
+}
+
+// BoundaryReply is a fresh note-boundary-crossed success ("crossed"): the
+// echoed tokens, which the caller compares with its prompt's, and the
+// inline continuation.
+type BoundaryReply struct {
+	Outcome                   string       `json:"outcome"`
+	SourceThreadID            string       `json:"source_thread_id"`
+	BatchID                   string       `json:"batch_id"`
+	AttemptID                 string       `json:"attempt_id"`
+	Generation                uint64       `json:"generation"`
+	SnapshotRevision          uint64       `json:"snapshot_revision"`
+	ContinuationBoundaryState string       `json:"continuation_boundary_state"`
+	ReplayPolicy              string       `json:"replay_policy"`
+	CloseReason               string       `json:"close_reason"`
+	Continuation              Continuation `json:"continuation"`
+}
+
+// The transcript relay's operations.
+var (
+	DesktopRelayMarkerIssue = Op[MarkerIssueArgs, MarkerIssueReply]{Name: "desktop.relay.marker_issue"}
+	DesktopRelayScannerBind = Op[ScannerBindArgs, ScannerBindReply]{Name: "desktop.relay.scanner_bind"}
+	DesktopRelayConsume     = Op[ConsumeArgs, ConsumeReply]{Name: "desktop.relay.consume_transcript"}
+)
+
+// MarkerIssueArgs are relay marker issue's request.
+type MarkerIssueArgs struct {
+	BridgeThreadID  string `json:"bridge_thread_id"`
+	Kind            string `json:"kind"`
+	SourceThreadID  string `json:"source_thread_id"`
+	AttemptID       string `json:"attempt_id"`
+	Generation      uint64 `json:"generation"`
+	BridgeRequestID string `json:"bridge_request_id"`
+}
+
+// MarkerIssueReply is the issued marker ("issued" or "already_issued")
+// and the exact line the heartbeat prints.
+type MarkerIssueReply struct {
+	Outcome   string    `json:"outcome"`
+	Marker    string    `json:"marker"`
+	Kind      string    `json:"kind"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Line      string    `json:"line"`
+}
+
+// ScannerBindArgs are relay scanner bind's request.
+type ScannerBindArgs struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	RolloutPath    string `json:"rollout_path"`
+}
+
+// ScannerBindReply is the scanner binding ("bound" or "unchanged").
+type ScannerBindReply struct {
+	Outcome         string `json:"outcome"`
+	BridgeThreadID  string `json:"bridge_thread_id"`
+	RolloutPath     string `json:"rollout_path"`
+	Device          uint64 `json:"device"`
+	Inode           uint64 `json:"inode"`
+	BindingRevision uint64 `json:"binding_revision"`
+}
+
+// ConsumeArgs are relay consume-transcript's request.
+type ConsumeArgs struct {
+	RolloutPath string `json:"rollout_path"`
+	Marker      string `json:"marker"`
+}
+
+// ConsumeResult is what became of one envelope carrying the marker.
+type ConsumeResult struct {
+	Line           int64  `json:"line"`
+	Kind           string `json:"kind"`
+	Outcome        string `json:"outcome"`
+	Applied        string `json:"applied,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+	EnvelopeSHA256 string `json:"envelope_sha256"`
+}
+
+// ConsumeReply is consume-transcript's answer: "consumed" when one
+// envelope applied its CAS, else the first envelope's outcome, or
+// "not_found" when no tool output carries the marker.
+type ConsumeReply struct {
+	Outcome     string          `json:"outcome"`
+	RolloutPath string          `json:"rollout_path"`
+	Marker      string          `json:"marker"`
+	LinesRead   int64           `json:"lines_read"`
+	Results     []ConsumeResult `json:"results"`
+}
+
+// Operator recovery of large artifacts.
+var (
+	DesktopReadArtifact = Op[ReadArtifactArgs, ReadArtifactReply]{Name: "desktop.read_artifact"}
+	DesktopRevokeLease  = Op[ArtifactLeaseArgs, Outcome]{Name: "desktop.artifact_lease.revoke"}
+)
+
+// ReadArtifactArgs are read-artifact's request.
+type ReadArtifactArgs struct {
+	ArtifactID string `json:"artifact_id"`
+	LeaseID    string `json:"artifact_read_lease_id"`
+	Offset     int64  `json:"offset"`
+	MaxBytes   int64  `json:"max_bytes"`
+}
+
+// MaxArtifactChunk bounds one read-artifact chunk.
+const MaxArtifactChunk = 1 << 20
+
+// ReadArtifactReply is one chunk: base64 data, where the next chunk
+// starts, and whether this one reached the end.
+type ReadArtifactReply struct {
+	ArtifactID string `json:"artifact_id"`
+	Offset     int64  `json:"offset"`
+	Bytes      int    `json:"bytes"`
+	Data       []byte `json:"data_base64"`
+	NextOffset int64  `json:"next_offset"`
+	EOF        bool   `json:"eof"`
+	SizeBytes  int64  `json:"size_bytes"`
+	SHA256     string `json:"sha256"`
+}
+
+// ArtifactLeaseArgs name an artifact.
+type ArtifactLeaseArgs struct {
+	ArtifactID string `json:"artifact_id"`
+}

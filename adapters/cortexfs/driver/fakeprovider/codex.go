@@ -22,6 +22,8 @@ import (
 //	MarkTool cmd  an exec_command call for cmd (the rest of the line) that
 //	              asks for escalation, so Codex requests approval under
 //	              on-request; once the output comes back, "TOOL OUTPUT: <out>"
+//	MarkRun cmd   the same call without asking for escalation: under a
+//	              sandbox that allows it (danger-full-access) it just runs
 //
 // Codex's title-generation calls get a short title whatever they contain.
 // Every request is logged (Requests, Count).
@@ -33,6 +35,7 @@ const (
 	MarkHang = "[fake:hang]"
 	MarkFail = "[fake:fail]"
 	MarkTool = "[fake:tool]"
+	MarkRun  = "[fake:run]"
 )
 
 // SlowDeltas and SlowStep shape a MarkSlow reply: about a second in all.
@@ -191,14 +194,18 @@ func (s *Server) handleCodex(w http.ResponseWriter, r *http.Request, body []byte
 		failed["error"] = map[string]any{"code": "server_error", "message": "fake model failure (" + MarkFail + ")"}
 		e.send("response.failed", map[string]any{"response": failed})
 		return
-	case strings.Contains(user, MarkTool) && !req.ToolOutput:
-		cmd := strings.TrimSpace(user[strings.Index(user, MarkTool)+len(MarkTool):])
+	case (strings.Contains(user, MarkTool) || strings.Contains(user, MarkRun)) && !req.ToolOutput:
+		mark := MarkTool
+		if !strings.Contains(user, MarkTool) {
+			mark = MarkRun
+		}
+		cmd := strings.TrimSpace(user[strings.Index(user, mark)+len(mark):])
 		cmd, _, _ = strings.Cut(cmd, "\n")
-		args, _ := json.Marshal(map[string]string{
-			"cmd":                 cmd,
-			"sandbox_permissions": "require_escalated",
-			"justification":       "the fake model was told to run this",
-		})
+		call := map[string]string{"cmd": cmd}
+		if mark == MarkTool {
+			call["sandbox_permissions"], call["justification"] = "require_escalated", "the fake model was told to run this"
+		}
+		args, _ := json.Marshal(call)
 		item := map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id,
 			"name": "exec_command", "arguments": string(args), "status": "completed"}
 		e.send("response.output_item.added", map[string]any{"output_index": 0, "item": item})

@@ -1,0 +1,333 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/artifact"
+	"github.com/cbth-dev/cbth/adapters/desktop/relay"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// The transcript relay's daemon side (spec/desktop.md, "The transcript
+// relay"): markers, the scanner bindings, the scanner that follows each
+// bound rollout file, and the one-shot consume-transcript.
+
+// Scan limits per rollout and tick (the research notes, upstream-facts
+// B7): at most 256 complete records or 1 MiB, never past the end captured
+// when the tick starts.
+var scanLimits = relay.Limits{Records: 256, Bytes: 1 << 20}
+
+// maxTranscript bounds what consume-transcript reads of one file.
+const maxTranscript = 256 << 20
+
+// scanCursor is how far the scanner has read one bound rollout. It lives
+// in memory: a restarted daemon reads the file again from the start, and
+// the replay fence makes what it already consumed change nothing.
+type scanCursor struct {
+	revision     uint64
+	offset, line int64
+	broken       string // why the scanner stopped on this binding
+}
+
+type relayState struct {
+	mu       sync.Mutex
+	cursors  map[string]*scanCursor // by bridge thread
+	lastScan time.Time
+}
+
+// identity is a rollout file's resolved path, device and inode; it must
+// be a regular file.
+func identity(path string) (string, uint64, uint64, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", 0, 0, errs.Wrap(errs.EINVAL, err, "rollout path")
+	}
+	abs, err = filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", 0, 0, errs.Wrap(errs.ENOENT, err, "rollout path")
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", 0, 0, errs.Wrap(errs.ENOENT, err, "rollout path")
+	}
+	if !st.Mode().IsRegular() {
+		return "", 0, 0, errs.New(errs.EACCES, "not_regular: %s is not a regular file", abs)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", 0, 0, errs.New(errs.EINTERNAL, "no device and inode for %s", abs)
+	}
+	return abs, uint64(sys.Dev), uint64(sys.Ino), nil
+}
+
+func (d *Daemon) relayOps(t api.Table) {
+	api.Handle(t, api.DesktopRelayMarkerIssue, d.issueMarker)
+	api.Handle(t, api.DesktopRelayScannerBind, func(ctx context.Context, a api.ScannerBindArgs) (api.ScannerBindReply, error) {
+		path, dev, ino, err := identity(a.RolloutPath)
+		if err != nil {
+			return api.ScannerBindReply{}, err
+		}
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "relay-bind:" + a.BridgeThreadID},
+			command.BindRelayScanner{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Device: dev, Inode: ino})
+		if err != nil {
+			return api.ScannerBindReply{}, err
+		}
+		b := res.Value.(events.InstallationRelayScannerBound)
+		return api.ScannerBindReply{Outcome: res.Outcome, BridgeThreadID: b.BridgeThreadID, RolloutPath: b.RolloutPath,
+			Device: b.Device, Inode: b.Inode, BindingRevision: b.Revision}, nil
+	})
+	api.Handle(t, api.DesktopRelayConsume, d.consumeTranscript)
+	api.Handle(t, api.DesktopReadArtifact, d.readArtifact)
+	api.Handle(t, api.DesktopRevokeLease, func(ctx context.Context, a api.ArtifactLeaseArgs) (api.Outcome, error) {
+		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease-revoke:" + a.ArtifactID},
+			command.RevokeRecoveryLease{ArtifactID: a.ArtifactID})
+		return api.Outcome{Outcome: res.Outcome}, err
+	})
+}
+
+func (d *Daemon) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.MarkerIssueReply, error) {
+	var b [20]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return api.MarkerIssueReply{}, errs.Wrap(errs.EINTERNAL, err, "draw a relay marker")
+	}
+	marker := "m1-" + hex.EncodeToString(b[:])
+	tok := command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		command.IssueRelayMarker{Kind: a.Kind, BridgeThreadID: a.BridgeThreadID, ArmToken: tok, Marker: marker, TTL: d.opt.Config.Desktop.RelayMarkerTTL.Duration})
+	if err != nil {
+		return api.MarkerIssueReply{}, err
+	}
+	m := res.Value.(command.IssuedMarker)
+	env := relay.Envelope{Marker: m.Marker, Kind: a.Kind, SourceThreadID: a.SourceThreadID, AttemptID: a.AttemptID,
+		Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
+	return api.MarkerIssueReply{Outcome: res.Outcome, Marker: m.Marker, Kind: a.Kind, ExpiresAt: m.ExpiresAt, Line: relay.Line(env)}, nil
+}
+
+// consume applies one found envelope.
+func (d *Daemon) consume(ctx context.Context, f relay.Found, path string) (engine.Result, error) {
+	e := f.Envelope
+	return d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
+		command.ConsumeRelay{Config: d.armConfig(), Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID, AttemptID: e.AttemptID,
+			Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line, Fingerprints: d.desk.fps})
+}
+
+// consumeTranscript is the operator's one-shot run over a whole rollout
+// for one marker.
+func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.ConsumeReply, error) {
+	path, _, _, err := identity(a.RolloutPath)
+	if err != nil {
+		return api.ConsumeReply{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return api.ConsumeReply{}, errs.Wrap(errs.ENOENT, err, "open the rollout")
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return api.ConsumeReply{}, errs.IO(err, "stat the rollout")
+	}
+	if st.Size() > maxTranscript {
+		return api.ConsumeReply{}, errs.New(errs.EFBIG, "oversized: %s is over %d bytes", path, maxTranscript)
+	}
+	found, _, lines, err := relay.Read(f, 0, 0, st.Size(), relay.Limits{})
+	if err != nil {
+		return api.ConsumeReply{}, err
+	}
+	rep := api.ConsumeReply{RolloutPath: path, Marker: a.Marker, LinesRead: lines, Results: []api.ConsumeResult{}}
+	for _, x := range found {
+		if x.Envelope.Marker != a.Marker {
+			continue
+		}
+		res, err := d.consume(ctx, x, path)
+		if err != nil {
+			return rep, err
+		}
+		rep.Results = append(rep.Results, consumeResult(x, res))
+	}
+	if len(rep.Results) == 0 {
+		rep.Outcome = "not_found"
+	} else {
+		rep.Outcome = rep.Results[0].Outcome
+		for _, r := range rep.Results {
+			if r.Outcome == "consumed" {
+				rep.Outcome = "consumed"
+			}
+		}
+	}
+	d.poke(ctx)
+	return rep, nil
+}
+
+func consumeResult(x relay.Found, res engine.Result) api.ConsumeResult {
+	v, _ := res.Value.(command.Consumed)
+	return api.ConsumeResult{Line: x.Line, Kind: x.Envelope.Kind, Outcome: res.Outcome, Applied: v.Applied, Reason: v.Reason,
+		EnvelopeSHA256: x.SHA256}
+}
+
+// scanRelay reads what the bound rollout files gained since the last
+// scan and consumes the envelopes in it.
+func (d *Daemon) scanRelay(ctx context.Context) {
+	rs := &d.desk.relay
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.lastScan = time.Now()
+	var scanners map[string]events.InstallationRelayScannerBound
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst != nil {
+			scanners = inst.RelayScanners
+		}
+		return err
+	}); err != nil || len(scanners) == 0 {
+		return
+	}
+	if rs.cursors == nil {
+		rs.cursors = map[string]*scanCursor{}
+	}
+	consumed := false
+	for bridge, b := range scanners {
+		c := rs.cursors[bridge]
+		if c == nil || c.revision != b.Revision {
+			c = &scanCursor{revision: b.Revision}
+			rs.cursors[bridge] = c
+		}
+		if c.broken != "" {
+			continue
+		}
+		found, err := d.scanOnce(c, b)
+		if err != nil {
+			c.broken = err.Error()
+			d.opt.Log.Error("relay scanner stopped; rebind it (cbth desktop relay scanner bind)", "bridge", bridge, "rollout", b.RolloutPath, "err", err)
+			continue
+		}
+		for _, x := range found {
+			res, err := d.consume(ctx, x, b.RolloutPath)
+			if err != nil {
+				d.opt.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
+				continue
+			}
+			consumed = consumed || res.Outcome == "consumed"
+			d.opt.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
+		}
+	}
+	if consumed {
+		d.poke(ctx)
+	}
+}
+
+// scanOnce reads one bound rollout from its cursor. The file must still
+// be the bound one (same device and inode, a regular file, never
+// shorter than what was read).
+func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound) ([]relay.Found, error) {
+	f, err := os.Open(b.RolloutPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	switch {
+	case !st.Mode().IsRegular():
+		return nil, errs.New(errs.EACCES, "not_regular: the rollout is no longer a regular file")
+	case !ok || uint64(sys.Dev) != b.Device || uint64(sys.Ino) != b.Inode:
+		return nil, errs.New(errs.ESTALE, "the rollout path now names another file")
+	case st.Size() < c.offset:
+		return nil, errs.New(errs.ESTALE, "the rollout was truncated")
+	}
+	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	found, off, line, err := relay.Read(f, c.offset, c.line, st.Size(), scanLimits)
+	c.offset, c.line = off, line
+	return found, err
+}
+
+func (rs *relayState) lastScanned() time.Time {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.lastScan
+}
+
+// recoveryLeases issues (or, rotate, replaces) the recovery leases of the
+// inspected batch's artifacts too large to be inline.
+func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) ([]query.RecoveryLeaseView, error) {
+	limit := d.opt.Config.Delivery.InlinePayloadLimit
+	large := false
+	for _, a := range in.Artifacts {
+		large = large || a.SizeBytes > limit
+	}
+	if !large {
+		return nil, nil
+	}
+	ids := make([]string, len(in.Batch.ArtifactIDs))
+	for i := range ids {
+		var b [20]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, errs.Wrap(errs.EINTERNAL, err, "draw a lease id")
+		}
+		ids[i] = "arl-" + hex.EncodeToString(b[:])
+	}
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease:" + in.Batch.BatchID},
+		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: d.opt.Config.Desktop.RecoveryLease.Duration,
+			Rotate: rotate, LeaseIDs: ids})
+	if err != nil {
+		return nil, err
+	}
+	var out []query.RecoveryLeaseView
+	for _, l := range res.Value.([]command.RecoveryLease) {
+		out = append(out, query.RecoveryLeaseView{ArtifactID: l.ArtifactID, LeaseID: l.LeaseID, Deadline: l.Deadline})
+	}
+	return out, nil
+}
+
+// readArtifact returns one chunk of an artifact under its recovery lease.
+func (d *Daemon) readArtifact(_ context.Context, a api.ReadArtifactArgs) (api.ReadArtifactReply, error) {
+	if a.Offset < 0 || a.MaxBytes <= 0 {
+		return api.ReadArtifactReply{}, errs.New(errs.EINVAL, "offset must be at least 0 and max bytes at least 1")
+	}
+	if a.MaxBytes > api.MaxArtifactChunk {
+		a.MaxBytes = api.MaxArtifactChunk
+	}
+	var art *aggregate.Artifact
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		st, err := s.State(events.KindArtifact, a.ArtifactID)
+		art, _ = st.(*aggregate.Artifact)
+		return err
+	}); err != nil {
+		return api.ReadArtifactReply{}, err
+	}
+	if why := command.LeaseValid(art, a.LeaseID, d.opt.Clock.Now()); why != "" {
+		return api.ReadArtifactReply{}, errs.New(errs.ESTALE, "artifact read lease: %s", why)
+	}
+	f, _, err := artifact.OpenRegular(art.ManagedPath, "artifact")
+	if err != nil {
+		return api.ReadArtifactReply{}, err
+	}
+	defer f.Close()
+	buf := make([]byte, a.MaxBytes)
+	n, err := f.ReadAt(buf, a.Offset)
+	if err != nil && err != io.EOF {
+		return api.ReadArtifactReply{}, errs.IO(err, "read artifact %s", art.ID)
+	}
+	next := a.Offset + int64(n)
+	return api.ReadArtifactReply{ArtifactID: art.ID, Offset: a.Offset, Bytes: n, Data: buf[:n], NextOffset: next,
+		EOF: next >= art.SizeBytes, SizeBytes: art.SizeBytes, SHA256: art.SHA256}, nil
+}

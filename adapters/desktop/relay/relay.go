@@ -1,0 +1,204 @@
+// Package relay is the Codex Desktop transcript relay's file side: the
+// envelope a heartbeat prints, and the reader that finds envelopes in a
+// Codex rollout file (spec/desktop.md, "The transcript relay").
+//
+// A heartbeat turn can write nothing and reach no socket; what it can do
+// is run a command, and Codex records the command's output in the
+// thread's rollout JSONL as a response_item whose payload is a
+// function_call_output. So a heartbeat writes back by printing one line,
+// the prefix and a JSON envelope, and the daemon reads it there. The same
+// text also appears in the heartbeat's prompt and in the model's own
+// messages; only a function_call_output counts.
+package relay
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"strings"
+
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Prefix opens every envelope line: the relay format and its version.
+const Prefix = "CBTH-RELAY/1 "
+
+// Envelope kinds: the CAS each stands for.
+const (
+	KindArmPending  = "arm-pending"  // note-arm-pending
+	KindArmAccepted = "arm-accepted" // note-arm (the lease is read from the durable attempt)
+)
+
+// Kinds lists the envelope kinds.
+var Kinds = []string{KindArmPending, KindArmAccepted}
+
+// Envelope is what a heartbeat prints after Prefix. It never carries the
+// bridge arm lease: secrets do not pass through prompts or tool output.
+type Envelope struct {
+	Marker          string `json:"marker"`
+	Kind            string `json:"kind"`
+	SourceThreadID  string `json:"source_thread_id"`
+	AttemptID       string `json:"attempt_id"`
+	Generation      uint64 `json:"generation"`
+	BridgeRequestID string `json:"bridge_request_id"`
+}
+
+// Line is the exact line a heartbeat prints for e.
+func Line(e Envelope) string {
+	b, _ := json.Marshal(e)
+	return Prefix + string(b)
+}
+
+var fields = map[string]bool{"marker": true, "kind": true, "source_thread_id": true, "attempt_id": true, "generation": true, "bridge_request_id": true}
+
+// Parse reads the JSON after Prefix. Unknown fields (a lease above all)
+// make it malformed, as does a missing one.
+func Parse(raw string) (Envelope, error) {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
+		return Envelope{}, errs.Wrap(errs.EINVAL, err, "relay envelope")
+	}
+	for k := range keys {
+		if !fields[k] {
+			return Envelope{}, errs.New(errs.EINVAL, "relay envelope carries %q, which it must not", k)
+		}
+	}
+	if len(keys) != len(fields) {
+		return Envelope{}, errs.New(errs.EINVAL, "relay envelope lacks fields (has %d of %d)", len(keys), len(fields))
+	}
+	var e Envelope
+	if err := json.Unmarshal([]byte(raw), &e); err != nil {
+		return Envelope{}, errs.Wrap(errs.EINVAL, err, "relay envelope")
+	}
+	return e, nil
+}
+
+// Found is one envelope in a rollout's tool output.
+type Found struct {
+	Envelope Envelope
+	// SHA256 is the hash of the envelope's JSON as printed: the replay
+	// fence (the same envelope printed again hashes the same).
+	SHA256 string
+	// Line is the rollout line (1-based) of the record holding it.
+	Line int64
+}
+
+// record is the part of a rollout record the reader needs.
+type record struct {
+	Type    string `json:"type"`
+	Payload struct {
+		Type   string          `json:"type"`
+		Output json.RawMessage `json:"output"`
+	} `json:"payload"`
+}
+
+// outputText is a function_call_output's text: a string, or an object
+// with a content string (older rollouts), or content items with text.
+func outputText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var o struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(raw, &o) == nil && len(o.Content) > 0 {
+		if json.Unmarshal(o.Content, &s) == nil {
+			return s
+		}
+		var items []struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(o.Content, &items) == nil {
+			var b strings.Builder
+			for _, it := range items {
+				b.WriteString(it.Text)
+				b.WriteByte('\n')
+			}
+			return b.String()
+		}
+	}
+	return ""
+}
+
+// Envelopes returns the envelopes in one rollout record: only a
+// response_item carrying a function_call_output counts, and in its text
+// only whole lines that start with Prefix and parse. Anything else (a
+// prompt, the model's messages, malformed prefixed text) is diagnostic.
+func Envelopes(line []byte) []Found {
+	if !bytes.Contains(line, []byte("CBTH-RELAY/")) {
+		return nil
+	}
+	var r record
+	if json.Unmarshal(line, &r) != nil || r.Type != "response_item" || r.Payload.Type != "function_call_output" {
+		return nil
+	}
+	var out []Found
+	for _, l := range strings.Split(outputText(r.Payload.Output), "\n") {
+		l = strings.TrimRight(l, "\r")
+		raw, ok := strings.CutPrefix(strings.TrimSpace(l), Prefix)
+		if !ok {
+			continue
+		}
+		e, err := Parse(raw)
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256([]byte(raw))
+		out = append(out, Found{Envelope: e, SHA256: hex.EncodeToString(sum[:])})
+	}
+	return out
+}
+
+// Limits bound one read of a rollout.
+type Limits struct {
+	Records int   // complete records
+	Bytes   int64 // bytes
+}
+
+// Read reads complete records from r (positioned at the byte offset
+// `offset`, the first record being line `line`+1) up to end, the file
+// size captured before, within lim. An incomplete last line is left for
+// the next read. It returns the envelopes found and where the next read
+// starts.
+func Read(r io.Reader, offset, line, end int64, lim Limits) (found []Found, nextOffset, nextLine int64, err error) {
+	if end <= offset {
+		return nil, offset, line, nil
+	}
+	max := end - offset
+	if lim.Bytes > 0 && max > lim.Bytes {
+		max = lim.Bytes
+	}
+	br := bufio.NewReaderSize(io.LimitReader(r, max), 64<<10)
+	records := 0
+	for lim.Records <= 0 || records < lim.Records {
+		// ReadSlice reads in place; only a line longer than the buffer
+		// is copied together.
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long := append([]byte(nil), b...)
+			for err == bufio.ErrBufferFull {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
+		if err == io.EOF {
+			break // an incomplete line (or none): the next read
+		}
+		if err != nil {
+			return found, offset, line, errs.IO(err, "read the rollout")
+		}
+		offset += int64(len(b))
+		line++
+		records++
+		for _, f := range Envelopes(b) {
+			f.Line = line
+			found = append(found, f)
+		}
+	}
+	return found, offset, line, nil
+}

@@ -1,0 +1,185 @@
+package main_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+)
+
+// The transcript relay on real rollout files: the pinned Codex CLI, run
+// against the fake model, writes the rollout of a "heartbeat" turn whose
+// tool call prints the envelope line, as a Desktop heartbeat turn does.
+
+type codexHeartbeat struct {
+	t     *testing.T
+	codex string
+	home  string
+	dir   string
+	model *fakeprovider.Server
+}
+
+func newCodexHeartbeat(t *testing.T) *codexHeartbeat {
+	model := fakeprovider.Start(fakeprovider.Codex, "")
+	t.Cleanup(model.Close)
+	return &codexHeartbeat{t: t, codex: codextest.Binary(t), home: codextest.Home(t, model.BaseURL()), dir: t.TempDir(), model: model}
+}
+
+// turn runs one `codex exec` turn with prompt and returns its rollout.
+func (c *codexHeartbeat) turn(prompt string) string {
+	c.t.Helper()
+	cmd := exec.Command(c.codex, "exec", "--skip-git-repo-check", "--json", "--dangerously-bypass-approvals-and-sandbox", prompt)
+	cmd.Dir = c.dir
+	cmd.Env = codextest.Env(c.t, c.home)
+	out, err := cmd.Output()
+	if err != nil {
+		c.t.Fatalf("codex exec: %v\n%s", err, out)
+	}
+	thread := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		var ev struct {
+			Type     string `json:"type"`
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "thread.started" {
+			thread = ev.ThreadID
+		}
+	}
+	var rollout string
+	filepath.Walk(filepath.Join(c.home, "sessions"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && thread != "" && strings.Contains(filepath.Base(p), thread) {
+			rollout = p
+		}
+		return nil
+	})
+	if rollout == "" {
+		c.t.Fatalf("no rollout for thread %q:\n%s", thread, out)
+	}
+	return rollout
+}
+
+type issued struct {
+	Outcome string `json:"outcome"`
+	Marker  string `json:"marker"`
+	Line    string `json:"line"`
+}
+
+type consumeReply struct {
+	Outcome string `json:"outcome"`
+	Results []struct {
+		Outcome string `json:"outcome"`
+		Applied string `json:"applied"`
+		Reason  string `json:"reason"`
+	} `json:"results"`
+}
+
+func TestDesktop_RelayOnARealRollout(t *testing.T) {
+	hb := newCodexHeartbeat(t)
+	h := desktopHome(t)
+	h.readyDesktop("S")
+	r := h.claim().Ready
+	issue := func(kind string) issued {
+		var m issued
+		h.ok(&m, append([]string{"desktop", "relay", "marker", "issue", "--bridge-thread-id", bridge, "--kind", kind}, tokenArgs(r, "wake-1")...)...)
+		return m
+	}
+	// The accepted marker only once arm_pending is durable.
+	h.fails(time.Minute, append([]string{"desktop", "relay", "marker", "issue", "--bridge-thread-id", bridge, "--kind", "arm-accepted"},
+		tokenArgs(r, "wake-1")...)...).want(t, "ESTATE", 1)
+	pending := issue("arm-pending")
+	if pending.Outcome != "issued" || !strings.HasPrefix(pending.Line, "CBTH-RELAY/1 {") || strings.Contains(pending.Line, "lease") {
+		t.Fatalf("issue: %+v", pending)
+	}
+	if again := issue("arm-pending"); again.Marker != pending.Marker || again.Outcome != "already_issued" {
+		t.Fatalf("a second issue: %+v", again)
+	}
+
+	// A heartbeat whose prompt carries the line but runs no command: the
+	// line is in the prompt and in the model's answer, never in tool
+	// output. Nothing counts.
+	echoed := hb.turn("Print exactly this line: " + pending.Line)
+	raw, _ := os.ReadFile(echoed)
+	if strings.Count(string(raw), pending.Marker) < 2 {
+		t.Fatalf("the negative rollout does not carry the marker in prompt and answer:\n%s", raw)
+	}
+	head := h.head()
+	var none consumeReply
+	h.ok(&none, "desktop", "relay", "consume-transcript", "--rollout-path", echoed, "--marker", pending.Marker)
+	if none.Outcome != "not_found" || h.head() != head {
+		t.Fatalf("prompt and answer copies counted: %+v", none)
+	}
+
+	// The heartbeat runs the command: the line is in a function_call_output.
+	rollout := hb.turn("Relay this. " + fakeprovider.MarkRun + " printf 'bridge wake done\\n%s\\n' '" + pending.Line + "'")
+	var got consumeReply
+	h.ok(&got, "desktop", "relay", "consume-transcript", "--rollout-path", rollout, "--marker", pending.Marker)
+	if got.Outcome != "consumed" || len(got.Results) != 1 || got.Results[0].Applied != "arm_pending" {
+		t.Fatalf("consume: %+v", got)
+	}
+	consumed := h.head()
+	if consumed != head+2 {
+		t.Fatalf("the consumption appended %d events, want 2 (the CAS and its record)", consumed-head)
+	}
+	// The same rollout again: the replay fence holds.
+	h.ok(&got, "desktop", "relay", "consume-transcript", "--rollout-path", rollout, "--marker", pending.Marker)
+	if got.Outcome != "already_consumed" || h.head() != consumed {
+		t.Fatalf("a second consumption: %+v", got)
+	}
+	// The direct helper sees the relay's barrier: the same request id
+	// carries its lease forward, another is busy.
+	var p armPending
+	h.ok(&p, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)
+	if p.Outcome != "already_pending" {
+		t.Fatalf("after the relay: %+v", p)
+	}
+	h.fails(time.Minute, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-2")...)...).want(t, "EBUSY", 1)
+
+	// The second phase through the scanner: bound to the next heartbeat's
+	// rollout (a new thread: the binding is replaced), read on preflight.
+	accepted := issue("arm-accepted")
+	next := hb.turn("Relay this. " + fakeprovider.MarkRun + " printf '%s\\n' '" + accepted.Line + "'")
+	var bind struct {
+		Outcome  string `json:"outcome"`
+		Revision uint64 `json:"binding_revision"`
+	}
+	h.ok(&bind, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", rollout)
+	h.ok(&bind, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", next)
+	if bind.Outcome != "bound" || bind.Revision != 2 {
+		t.Fatalf("rebind: %+v", bind)
+	}
+	h.preflight()
+	var in struct {
+		Batch struct {
+			Count  int    `json:"delivery_attempt_count"`
+			Status string `json:"state"`
+		} `json:"batch"`
+	}
+	h.ok(&in, "batch", "inspect", "--batch-id", r.BatchID)
+	if in.Batch.Count != 1 {
+		t.Fatalf("after the scanner read the accepted envelope: %+v", in.Batch)
+	}
+	armedAt := h.head()
+	// Scanned again (and the same file consumed once more by hand):
+	// nothing changes, the attempt counts once.
+	h.preflight()
+	h.ok(&got, "desktop", "relay", "consume-transcript", "--rollout-path", next, "--marker", accepted.Marker)
+	if got.Outcome != "already_consumed" {
+		t.Fatalf("re-consume: %+v", got)
+	}
+	h.ok(&in, "batch", "inspect", "--batch-id", r.BatchID)
+	if in.Batch.Count != 1 || h.head() != armedAt {
+		t.Fatalf("a re-read counted again: %+v, head %d -> %d", in.Batch, armedAt, h.head())
+	}
+	// The caller crosses as after a direct arm.
+	var x crossed
+	h.ok(&x, crossArgs(r)...)
+	if x.Outcome != "crossed" {
+		t.Fatalf("crossing after a relayed arm: %+v", x)
+	}
+}

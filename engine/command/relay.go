@@ -1,0 +1,198 @@
+package command
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/index"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// The transcript relay's commands (spec/desktop.md, "The transcript
+// relay"): issuing a marker, binding the scanner of a bridge thread to a
+// rollout file, and consuming an envelope, which applies the very
+// NoteArmPending or NoteArm a direct helper call would.
+
+// Relay envelope kinds (adapters/desktop/relay).
+const (
+	RelayArmPending  = "arm-pending"
+	RelayArmAccepted = "arm-accepted"
+)
+
+// RelayKinds lists them.
+var RelayKinds = []string{RelayArmPending, RelayArmAccepted}
+
+// IssueRelayMarker is `cbth desktop relay marker issue`: it binds a new
+// marker (Marker, drawn by the caller from a secure random source) to an
+// envelope kind, the attempt's token and the bridge request. An
+// arm-pending marker needs the attempt prepared; an arm-accepted one needs
+// it durably arm_pending under that request. While an unconsumed,
+// unexpired marker of the same kind and request exists, it is returned
+// again ("already_issued") and nothing is appended.
+type IssueRelayMarker struct {
+	Kind           string
+	BridgeThreadID string
+	ArmToken
+	Marker string
+	TTL    time.Duration
+}
+
+// IssuedMarker is IssueRelayMarker's value.
+type IssuedMarker struct {
+	Marker    string
+	ExpiresAt time.Time
+}
+
+// Decide implements engine.Decider.
+func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if !slices.Contains(RelayKinds, c.Kind) {
+		return engine.Decision{}, errs.New(errs.EINVAL, "relay marker kind %q is not arm-pending or arm-accepted", c.Kind)
+	}
+	if err := c.check(); err != nil {
+		return engine.Decision{}, err
+	}
+	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	if len(c.Marker) < 32 {
+		return engine.Decision{}, errs.New(errs.EINTERNAL, "relay marker too short")
+	}
+	_, a, why, err := headAttempt(v, c.ThreadID, c.AttemptID, c.Generation)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if why != "" {
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: %s", why)
+	}
+	switch {
+	case c.Kind == RelayArmPending && a.Status != "prepared":
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.Status)
+	case c.Kind == RelayArmAccepted && (a.Status != "arm_pending" || a.BridgeRequestID != c.BridgeRequestID):
+		return engine.Decision{}, errs.New(errs.ESTATE, "an arm-accepted marker is issued only once the attempt is durably arm_pending under bridge request %s (it is %s)",
+			c.BridgeRequestID, a.Status)
+	}
+	for _, m := range a.RelayMarkers {
+		if m.Kind == c.Kind && m.BridgeRequestID == c.BridgeRequestID && m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt) {
+			return engine.Decision{Outcome: "already_issued", Value: IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}}, nil
+		}
+	}
+	ev := &events.AttemptRelayMarkerIssued{Marker: c.Marker, Kind: c.Kind, BridgeThreadID: c.BridgeThreadID,
+		BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
+	return engine.Decision{Outcome: "issued", Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}},
+		Value: IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}}, nil
+}
+
+// BindRelayScanner binds the relay scanner of a bridge thread to one
+// rollout file (resolved path, device and inode, measured by the
+// caller), or rebinds it when the bridge thread got a new rollout.
+// Outcomes "bound", "unchanged".
+type BindRelayScanner struct {
+	BridgeThreadID string
+	RolloutPath    string
+	Device, Inode  uint64
+}
+
+// Decide implements engine.Decider.
+func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	if err := checkID("rollout path", c.RolloutPath); err != nil {
+		return engine.Decision{}, err
+	}
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	cur, ok := inst.RelayScanners[c.BridgeThreadID]
+	if ok && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode {
+		return engine.Decision{Outcome: "unchanged", Value: cur}, nil
+	}
+	ev := events.InstallationRelayScannerBound{BridgeThreadID: c.BridgeThreadID, RolloutPath: c.RolloutPath,
+		Device: c.Device, Inode: c.Inode, Revision: cur.Revision + 1}
+	return engine.Decision{Outcome: "bound", Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}, Value: ev}, nil
+}
+
+// ConsumeRelay applies one relay envelope found in a rollout's tool
+// output. The marker must have been issued, unexpired, for exactly the
+// envelope's kind, thread, attempt, generation and request; the envelope
+// hash is the replay fence. In the same append as the consumption record
+// it applies NoteArmPending (arm-pending) or NoteArm (arm-accepted, with
+// the lease read from the durable attempt). Outcomes that append nothing:
+// "unknown_marker", "mismatch", "expired", "already_consumed" (the same
+// envelope again), "conflict" (another envelope for a consumed marker),
+// and "refused" (the CAS refused: Value says why).
+type ConsumeRelay struct {
+	Config      ArmConfig
+	Marker      string
+	Kind        string
+	ThreadID    string
+	AttemptID   string
+	Generation  uint64
+	RequestID   string
+	SHA256      string
+	RolloutPath string
+	Line        int64
+	// Fingerprints are the daemon's own, for NoteArmPending's gate.
+	Fingerprints map[string]string
+}
+
+// Consumed is ConsumeRelay's value.
+type Consumed struct {
+	AttemptID string
+	// Applied is the CAS's own outcome (arm_pending, already_pending,
+	// armed, already_armed) when one ran.
+	Applied string
+	Reason  string
+}
+
+// Decide implements engine.Decider.
+func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	no := func(outcome, reason string) (engine.Decision, error) {
+		return engine.Decision{Outcome: outcome, Value: Consumed{Reason: reason}}, nil
+	}
+	refs := v.Lookup(index.RelayMarker, c.Marker)
+	if len(refs) != 1 {
+		return no("unknown_marker", "the marker was never issued")
+	}
+	s, err := v.State(events.KindAttempt, refs[0].ID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	a, _ := s.(*aggregate.Attempt)
+	if a == nil {
+		return no("unknown_marker", "the marker's attempt is gone")
+	}
+	m := a.Marker(c.Marker)
+	switch {
+	case m == nil:
+		return no("unknown_marker", "the marker was never issued")
+	case m.Kind != c.Kind || a.SourceThreadID != c.ThreadID || a.ID != c.AttemptID || a.Generation != c.Generation || m.BridgeRequestID != c.RequestID:
+		return no("mismatch", "the envelope's kind or token is not the one the marker was issued for")
+	case m.ConsumedSHA256 == c.SHA256:
+		return no("already_consumed", "this envelope was consumed at "+m.ConsumedAt.Format(time.RFC3339))
+	case m.ConsumedSHA256 != "":
+		return no("conflict", "another envelope consumed this marker")
+	case !now.Before(m.ExpiresAt):
+		return no("expired", "the marker expired at "+m.ExpiresAt.Format(time.RFC3339))
+	}
+	tok := ArmToken{ThreadID: c.ThreadID, AttemptID: c.AttemptID, Generation: c.Generation, BridgeRequestID: c.RequestID}
+	var d engine.Decision
+	if c.Kind == RelayArmPending {
+		d, err = NoteArmPending{Config: c.Config, ArmToken: tok, Fingerprints: c.Fingerprints}.Decide(v, now)
+	} else {
+		d, err = NoteArm{Config: c.Config, ArmToken: tok, LeaseID: a.BridgeArmLeaseID}.Decide(v, now)
+	}
+	if err != nil {
+		if errs.CodeOf(err) == errs.EINTERNAL || errs.CodeOf(err) == errs.ECORRUPT {
+			return engine.Decision{}, err
+		}
+		return engine.Decision{Outcome: "refused", Value: Consumed{AttemptID: a.ID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}}, nil
+	}
+	emits := append(d.Emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
+		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
+	return engine.Decision{Outcome: "consumed", Emits: emits, Value: Consumed{AttemptID: a.ID, Applied: d.Outcome}}, nil
+}
