@@ -516,6 +516,9 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if d.parkHooksRunning() {
 		reasons = append(reasons, "park hooks running")
 	}
+	if n := d.sockets.Running(); n > 0 {
+		reasons = append(reasons, fmt.Sprintf("%d socket session runs", n))
+	}
 	if run, wait := d.tasks.counts(); run+wait > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d tasks running, %d queued", run, wait))
 	}

@@ -267,6 +267,24 @@ func TestAgentSessions(t *testing.T) {
 			t.Errorf("%s: %v, want %s", req, f, code)
 		}
 	}
+	// The escape table through the socket: every cwd naming something
+	// outside the root is EACCES, however it is spelled.
+	outside := filepath.Join(filepath.Dir(a.proj), "secret")
+	os.MkdirAll(outside, 0o700)
+	for link, to := range map[string]string{"out": outside, "rel-out": "../secret", "hostroot": "/", "abs-in": a.proj + "/src"} {
+		if err := os.Symlink(to, filepath.Join(a.proj, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Symlink("../../secret", filepath.Join(a.proj, "src", "up-out"))
+	escapes := []string{"..", "../", "/..", "../secret", "/src/../../secret", "src/../..", "./../proj", "/out", "/rel-out",
+		"/hostroot", "/hostroot/etc", "/hostroot" + a.proj, "/abs-in", "/src/up-out", "/./out/", "src/../../../../etc"}
+	for i, cwd := range escapes {
+		req, _ := json.Marshal(map[string]string{"op": "send", "id": "esc" + itoa(i), "session": "gamma", "cwd": cwd, "input": "x"})
+		if f := s.do(string(req)); f[0]["type"] != "error" || f[0]["code"] != "EACCES" {
+			t.Errorf("cwd %q: %v, want EACCES", cwd, f)
+		}
+	}
 	dir := a.sessions()
 	index := func() (string, string) {
 		l, _ := os.ReadFile(filepath.Join(dir, "index", "list"))

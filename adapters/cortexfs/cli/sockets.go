@@ -209,3 +209,21 @@ func sessionStore(log session.Log, root, obj, dir string, uid int, model string)
 	}
 	return &session.Logged{Log: log, Root: root, Object: obj, Dir: dir, Scope: session.ScopePrivate, UID: uid, Model: model}
 }
+
+// Running counts the runs going on in every served socket: the daemon
+// stays up for them (a run belongs to its session, not to a connection).
+func (m *ModelSockets) Running() int {
+	m.mu.Lock()
+	var srvs []*socket.Server
+	for _, s := range m.running {
+		if s.srv != nil {
+			srvs = append(srvs, s.srv)
+		}
+	}
+	m.mu.Unlock()
+	n := 0
+	for _, s := range srvs {
+		n += s.Running()
+	}
+	return n
+}

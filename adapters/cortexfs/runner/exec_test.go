@@ -96,6 +96,7 @@ type execCase struct {
 	args  []string // args[0] is the object, relative to the root
 	stdin *string
 	env   []string
+	dir   string // the working directory (default: the test's)
 }
 
 func str(s string) *string { return &s }
@@ -109,6 +110,11 @@ func TestExecThroughKernel(t *testing.T) {
 	dir := t.TempDir()
 	bin, _ := bins(t)
 	root := filepath.Join(dir, "ctx")
+	proj := filepath.Join(dir, "proj")
+	if err := os.MkdirAll(proj, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(proj, "README.md"), []byte("the readme\n"), 0o600)
 	srv := fakeprovider.Start(fakeprovider.OpenAIChat, secret)
 	defer srv.Close()
 	base := object.KV{Key: "base_url", Value: srv.BaseURL()}
@@ -122,7 +128,8 @@ func TestExecThroughKernel(t *testing.T) {
 		model("openai/tooly", "tool", "openai-chat", base),
 		model("openai/down", "ok", "openai-chat", object.KV{Key: "base_url", Value: fakeprovider.ClosedURL()}),
 		model("debug/nodriver", "x", "no-such-driver"),
-		{Kind: "agent", Path: "coder", Meta: object.Meta{ID: "coder", Name: "coder", Type: "agent"}, Session: "none"},
+		{Kind: "agent", Path: "coder", Meta: object.Meta{ID: "coder", Name: "coder", Type: "agent"}, Session: "none",
+			Model: "debug/echo", Tools: []string{"fs.read"}, Root: proj},
 		{Kind: "tool", Path: "fs.read", Meta: object.Meta{ID: "fs.read", Name: "fs.read", Type: "tool"}, Session: "none"},
 	}, Aliases: []tree.Alias{{Path: tree.AliasMain, Target: "model/debug/echo"}, {Path: "home/1000/model/coder", Target: "model/openai/gpt-4o"}}}
 	if err := tree.Materialize(root, set); err != nil {
@@ -142,8 +149,10 @@ func TestExecThroughKernel(t *testing.T) {
 		{name: "openai_stdin_messages", args: []string{"model/openai/gpt-4o"}, stdin: str(`{"messages":[{"role":"user","content":"hello"}]}`), env: key},
 		{name: "agent_argv", args: []string{"agent/coder", "fix this project"}},
 		{name: "agent_stdin_task", args: []string{"agent/coder"}, stdin: str(`{"task":"fix tests"}`)},
-		{name: "tool_argv", args: []string{"tool/fs.read", `{"path":"README.md"}`}},
-		{name: "tool_stdin", args: []string{"tool/fs.read"}, stdin: str(`{"path":"README.md"}` + "\n")},
+		{name: "tool_argv", args: []string{"tool/fs.read", `{"path":"README.md"}`}, dir: proj},
+		{name: "tool_stdin", args: []string{"tool/fs.read"}, stdin: str(`{"path":"README.md"}` + "\n"), dir: proj},
+		{name: "agent_tool_call", args: []string{"agent/coder", `!tool fs.read {"path":"README.md"}`}},
+		{name: "exit13_tool_outside", args: []string{"tool/fs.read", `{"path":"../ctx/model/debug/echo"}`}, dir: proj},
 		// Aliases: readlink decides identity.
 		{name: "alias_main", args: []string{"model/main", "hello"}},
 		{name: "alias_user", args: []string{"home/1000/model/coder", "hi"}, env: key},
@@ -235,6 +244,7 @@ func runCase(t *testing.T, root string, c execCase) string {
 	// A bare environment: no credentials unless the case gives them, and no
 	// session bus, so the keychain is absent as on a headless box.
 	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + root}, c.env...)
+	cmd.Dir = c.dir
 	if c.stdin != nil {
 		cmd.Stdin = strings.NewReader(*c.stdin)
 	}

@@ -547,6 +547,7 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 	} else if status == stream.StatusError {
 		final = session.StateError
 	}
+	_ = st.SetState(ss.name, final)
 	ss.active = nil
 	rn.status = status
 	_ = ss.emitLocked(stream.Event{Type: stream.TypeDone, Run: rn.id, Status: status})
@@ -586,4 +587,23 @@ func (s *Server) resume(c *conn, req Request) error {
 	}
 	ss.subs[c] = true
 	return nil
+}
+
+// Running counts the sessions with a run going on.
+func (s *Server) Running() int {
+	s.mu.Lock()
+	list := make([]*sess, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		list = append(list, ss)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, ss := range list {
+		ss.mu.Lock()
+		if ss.active != nil {
+			n++
+		}
+		ss.mu.Unlock()
+	}
+	return n
 }

@@ -39,7 +39,7 @@ func Clean(cwd, p string) (string, error) {
 		case "..":
 			depth--
 			if depth < 0 {
-				return "", errs.New(errs.EACCES, "%s is outside the agent root", p)
+				return "", errs.New(errs.EACCES, "%s is outside the root", p)
 			}
 		default:
 			depth++
