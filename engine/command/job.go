@@ -339,16 +339,9 @@ type PinArtifact struct {
 
 // Decide implements engine.Decider.
 func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("artifact id", c.ArtifactID); err != nil {
-		return engine.Decision{}, err
-	}
-	s, err := v.State(events.KindArtifact, c.ArtifactID)
+	a, err := artifactNamed(v, c.ArtifactID)
 	if err != nil {
 		return engine.Decision{}, err
-	}
-	a, ok := s.(*aggregate.Artifact)
-	if !ok {
-		return engine.Decision{}, errs.New(errs.ENOENT, "no artifact %s", c.ArtifactID)
 	}
 	if a.Status != "stored" {
 		return engine.Decision{}, errs.New(errs.ESTATE, "artifact %s is %s; its files are gone", c.ArtifactID, a.Status)
@@ -369,4 +362,21 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	eligible = latest(eligible, c.Until)
 	return engine.Decision{Outcome: "pinned", Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
 		Payload: &events.ArtifactPinned{PinUntil: c.Until, GCEligibleAt: eligible}}}}, nil
+}
+
+// artifactNamed is the artifact an operator command names, checked: a
+// malformed id is EINVAL, an unknown one ENOENT.
+func artifactNamed(v engine.View, id string) (*aggregate.Artifact, error) {
+	if err := checkID("artifact id", id); err != nil {
+		return nil, err
+	}
+	s, err := v.State(events.KindArtifact, id)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := s.(*aggregate.Artifact)
+	if !ok {
+		return nil, errs.New(errs.ENOENT, "no artifact %s", id)
+	}
+	return a, nil
 }

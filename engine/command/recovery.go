@@ -76,16 +76,9 @@ type RevokeRecoveryLease struct{ ArtifactID string }
 
 // Decide implements engine.Decider.
 func (c RevokeRecoveryLease) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("artifact id", c.ArtifactID); err != nil {
-		return engine.Decision{}, err
-	}
-	s, err := v.State(events.KindArtifact, c.ArtifactID)
+	a, err := artifactNamed(v, c.ArtifactID)
 	if err != nil {
 		return engine.Decision{}, err
-	}
-	a, ok := s.(*aggregate.Artifact)
-	if !ok {
-		return engine.Decision{}, errs.New(errs.ENOENT, "no artifact %s", c.ArtifactID)
 	}
 	if a.Status != "stored" || a.RecoveryLeaseID == "" {
 		return engine.Decision{Outcome: "no_lease"}, nil

@@ -66,23 +66,35 @@ func readSessionFile(dir, sess, file string) ([]byte, error) {
 	return b, nil
 }
 
-// HistoryCmd is `ctx history`.
-type HistoryCmd struct {
+// SessionArgs names one session of an object: what `ctx history` and
+// `ctx latest` share.
+type SessionArgs struct {
 	Object  string `arg:"" help:"Agent name (or agent/NAME, model/PROVIDER/MODEL)."`
 	Session string `help:"Session name (default: the index's current session)."`
 }
 
+// read returns the chosen session's name and the named file of it.
+func (a SessionArgs) read(env *Env, file string) (string, []byte, error) {
+	dir, err := sessionsDir(env, a.Object)
+	if err != nil {
+		return "", nil, err
+	}
+	sess, err := pickSession(dir, a.Session)
+	if err != nil {
+		return "", nil, err
+	}
+	b, err := readSessionFile(dir, sess, file)
+	return sess, b, err
+}
+
+// HistoryCmd is `ctx history`.
+type HistoryCmd struct {
+	SessionArgs `embed:""`
+}
+
 // Run implements the command.
 func (c *HistoryCmd) Run(env *Env) error {
-	dir, err := sessionsDir(env, c.Object)
-	if err != nil {
-		return err
-	}
-	sess, err := pickSession(dir, c.Session)
-	if err != nil {
-		return err
-	}
-	b, err := readSessionFile(dir, sess, session.FileMessages)
+	sess, b, err := c.read(env, session.FileMessages)
 	if err != nil {
 		return err
 	}
@@ -114,21 +126,12 @@ func (c *HistoryCmd) Run(env *Env) error {
 
 // LatestCmd is `ctx latest`.
 type LatestCmd struct {
-	Object  string `arg:"" help:"Agent name (or agent/NAME, model/PROVIDER/MODEL)."`
-	Session string `help:"Session name (default: the index's current session)."`
+	SessionArgs `embed:""`
 }
 
 // Run implements the command.
 func (c *LatestCmd) Run(env *Env) error {
-	dir, err := sessionsDir(env, c.Object)
-	if err != nil {
-		return err
-	}
-	sess, err := pickSession(dir, c.Session)
-	if err != nil {
-		return err
-	}
-	b, err := readSessionFile(dir, sess, session.FileLatest)
+	sess, b, err := c.read(env, session.FileLatest)
 	if err != nil {
 		return err
 	}
