@@ -189,7 +189,7 @@ func TestCLIRun_RealCodex(t *testing.T) {
 		}
 		return len(l) == 1
 	})
-	tm.waitText("Ask Codex", timeout) // the TUI's prompt: it takes input now
+	tm.waitText("Ask Codex", timeout)                                  // the TUI's prompt: it takes input now
 	r.userTurn(tm, "[mark:new] hello from the terminal", "[mark:new]") // re-presses Enter if a loaded machine lost it
 	waitFor(t, "the model to get the prompt", timeout, func() bool { return r.model.Count("[mark:new]") == 1 })
 	waitFor(t, "the first permission reading", timeout, func() bool { return r.session(a.Thread).Revision >= 1 })
