@@ -38,6 +38,19 @@ func (p *pager[T]) add(v T) bool {
 	return true
 }
 
+// pageOf pages list, already in listing order, as views: the views that
+// fit one page and, when some were left out, the cursor of the next page
+// (the id of the last item shown).
+func pageOf[S, V any](list []S, limit int, view func(S) V, id func(S) string) ([]V, string) {
+	p := newPager[V](limit)
+	for i, st := range list {
+		if !p.add(view(st)) {
+			return p.items, id(list[i-1])
+		}
+	}
+	return p.items, ""
+}
+
 // budget shares PageBytes among the lists of one reply (a batch
 // inspection's attempts, artifacts and jobs).
 type budget struct{ used int }

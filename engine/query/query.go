@@ -301,15 +301,8 @@ func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
 		return nil
 	})
 	sort.Slice(list, func(i, j int) bool { return list[i].OpenedSeq < list[j].OpenedSeq })
-	p := newPager[BatchView](f.Limit)
-	page := BatchPage{}
-	for i, b := range list {
-		if !p.add(NewBatchView(b)) {
-			page.Next = list[i-1].ID
-			break
-		}
-	}
-	page.Batches = p.items
+	var page BatchPage
+	page.Batches, page.Next = pageOf(list, f.Limit, NewBatchView, func(b *aggregate.Batch) string { return b.ID })
 	return page, err
 }
 

@@ -182,14 +182,7 @@ func Sessions(s engine.Snapshot, f SessionFilter) (SessionPage, error) {
 		return nil
 	})
 	sort.Slice(list, func(i, j int) bool { return list[i].FirstSeq < list[j].FirstSeq })
-	p := newPager[SessionView](f.Limit)
-	page := SessionPage{}
-	for i, ses := range list {
-		if !p.add(NewSessionView(ses)) {
-			page.Next = list[i-1].ID
-			break
-		}
-	}
-	page.Sessions = p.items
+	var page SessionPage
+	page.Sessions, page.Next = pageOf(list, f.Limit, NewSessionView, func(ses *aggregate.Session) string { return ses.ID })
 	return page, err
 }
