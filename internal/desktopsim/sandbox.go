@@ -48,6 +48,10 @@ var Traced = []string{
 
 var (
 	straceLine = regexp.MustCompile(`^(?:\[pid\s+)?\d+\]?\s+([a-z0-9_]+)\((.*)$`)
+	// A call another thread interrupts is printed in two lines, its result
+	// on the second; joined is what the check reads.
+	unfinished = regexp.MustCompile(`^((?:\[pid\s+)?(\d+)\]?\s+.*) <unfinished \.\.\.>$`)
+	resumed    = regexp.MustCompile(`^(?:\[pid\s+)?(\d+)\]?\s+<\.\.\. [a-z0-9_]+ resumed>(.*)$`)
 	writeFlags = regexp.MustCompile(`O_WRONLY|O_RDWR|O_CREAT|O_TRUNC|O_APPEND`)
 	lockCmds   = regexp.MustCompile(`F_SETLK|F_SETLKW|F_OFD_SETLK|F_OFD_SETLKW`)
 )
@@ -63,13 +67,10 @@ func check(trace, home string, allow Allow) (violations []string, calls int, err
 	}
 	defer f.Close()
 	execs := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	judge := func(line string) {
 		m := straceLine.FindStringSubmatch(line)
 		if m == nil {
-			continue // "<... resumed>", exits, signals
+			return // exits, signals
 		}
 		calls++
 		name, args := m[1], m[2]
@@ -91,6 +92,28 @@ func check(trace, home string, allow Allow) (violations []string, calls int, err
 		if bad && (allow == nil || !allow(name, line)) {
 			violations = append(violations, line)
 		}
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	pending := map[string]string{} // pid -> the first half of an interrupted call
+	for sc.Scan() {
+		line := sc.Text()
+		if u := unfinished.FindStringSubmatch(line); u != nil {
+			pending[u[2]] = u[1]
+			continue
+		}
+		if r := resumed.FindStringSubmatch(line); r != nil {
+			first, ok := pending[r[1]]
+			if !ok {
+				continue
+			}
+			delete(pending, r[1])
+			line = first + r[2]
+		}
+		judge(line)
+	}
+	for _, line := range pending { // never resumed: the process ended inside the call
+		judge(line)
 	}
 	return violations, calls, sc.Err()
 }

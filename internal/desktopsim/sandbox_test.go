@@ -61,3 +61,28 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// A call strace splits across two lines (another thread ran between) is
+// judged whole: its result decides an Allow that reads "= -1".
+func TestCheckJoinsInterruptedCalls(t *testing.T) {
+	home := "/h/.cbth"
+	trace := strings.Join([]string{
+		`100 execve("/bin/cbth", ["cbth"], 0x0 /* 3 vars */) = 0`,
+		`6870  connect(5, {sa_family=AF_UNIX, sun_path="/h/.cbth/run/cbth.sock"}, 83 <unfinished ...>`,
+		`6871  openat(AT_FDCWD, "/h/.cbth/inbox/x", O_RDONLY|O_CLOEXEC) = 3`,
+		`6870  <... connect resumed>) = -1 ENOENT (No such file or directory)`,
+		`6872  flock(3, LOCK_EX <unfinished ...>`,
+	}, "\n") + "\n"
+	path := filepath.Join(t.TempDir(), "trace")
+	if err := os.WriteFile(path, []byte(trace), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(name, line string) bool { return name == "connect" && strings.Contains(line, "= -1") }
+	v, calls, err := check(path, home, refused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 4 || len(v) != 1 || !strings.HasPrefix(v[0], "6872  flock(") {
+		t.Fatalf("%d calls, violations %q; want 4 calls and only the never-resumed flock", calls, v)
+	}
+}
