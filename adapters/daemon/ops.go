@@ -113,6 +113,7 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
 	d.codexOps(t)
+	d.pluginOps(t)
 	d.desktopOps(t)
 	d.desktopWritebackOps(t)
 	d.relayOps(t)
