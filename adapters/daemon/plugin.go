@@ -56,7 +56,7 @@ func (d *Daemon) stopPlugin(ctx context.Context) {
 
 func leaseView(l plugintarget.Lease) api.Lease {
 	return api.Lease{AppServerLeaseID: l.ID, Ownership: l.Ownership, PluginID: l.PluginID, BoundThreadID: l.Thread,
-		CodexBinary: l.CodexBinary, ManagedSessionID: l.ManagedSessionID, SessionEpoch: l.Epoch, AppServerInstance: l.Instance}
+		CodexBinary: l.CodexBinary, ManagedSessionID: l.ManagedSessionID, SessionEpoch: l.Epoch, AppServerInstance: l.Instance, AppServerPID: l.PID}
 }
 
 func checkNamed(what, v string) error {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
@@ -22,6 +23,17 @@ type deliveryTarget struct {
 	BoundThreadID    string `json:"bound_thread_id"`
 	SessionEpoch     uint64 `json:"session_epoch"`
 	CodexBinary      string `json:"codex_binary"`
+}
+
+type lease struct {
+	Outcome          string `json:"outcome"`
+	LeaseID          string `json:"app_server_lease_id"`
+	Ownership        string `json:"ownership"`
+	Thread           string `json:"bound_thread_id"`
+	ManagedSessionID string `json:"managed_session_id"`
+	SessionEpoch     uint64 `json:"session_epoch"`
+	Instance         string `json:"app_server_instance"`
+	PID              int    `json:"app_server_pid"`
 }
 
 type enqueued struct {
@@ -45,10 +57,7 @@ type pluginInspection struct {
 		} `json:"batch"`
 	} `json:"batch"`
 	Target *deliveryTarget `json:"delivery_target"`
-	Lease  *struct {
-		LeaseID  string `json:"app_server_lease_id"`
-		Instance string `json:"app_server_instance"`
-	} `json:"lease"`
+	Lease  *lease          `json:"lease"`
 	Reconcile struct {
 		Outcome    string `json:"outcome"`
 		TurnID     string `json:"delivery_turn_id"`
@@ -154,6 +163,100 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 	if n := r.model.Count("[mark:po2]"); n != 1 {
 		t.Fatalf("the model got the parked delivery %d times, want 1", n)
 	}
+	// The daemon's app-servers end with it.
+	r.ok(nil, "daemon", "stop")
+	codextest.GroupGone(t, got.Lease.PID)
+	codextest.GroupGone(t, after.Lease.PID)
+}
+
+// Explicit lease mode: the plugin ensures a lease for its thread (a second
+// ensure reuses it); an enqueue through a lease of another thread is
+// refused with lease_thread_mismatch, one whose assertions do not hold
+// with ESTALE, one of an unknown lease with ENOENT, and none appends
+// anything; an enqueue through the lease is delivered on its app-server.
+// A turn accepted there and then lost with its app-server (killed) is
+// parked, never resent; inspect needs the lease id to reconcile; the
+// next ensure moves the lease to epoch 2.
+func TestPluginTarget_ExplicitLease(t *testing.T) {
+	t.Parallel()
+	r := newDeliveryRig(t, "", "")
+	defer r.model.Release()
+	thread := r.execThread("[mark:earlier]")
+	ensure := func(th string) lease {
+		t.Helper()
+		var l lease
+		r.ok(&l, "plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--thread-id", th, "--codex-binary", r.codex)
+		return l
+	}
+	l := ensure(thread)
+	if l.Outcome != "started" || l.Ownership != "explicit_lease" || l.Thread != thread || l.SessionEpoch != 1 || l.PID == 0 {
+		t.Fatalf("ensure: %+v", l)
+	}
+	if again := ensure(thread); again.Outcome != "reused" || again.LeaseID != l.LeaseID || again.Instance != l.Instance {
+		t.Fatalf("a second ensure: %+v, want lease %s reused", again, l.LeaseID)
+	}
+	other := ensure("another-thread")
+	if other.LeaseID == l.LeaseID || other.Instance != l.Instance {
+		t.Fatalf("another thread's lease %+v: want its own lease on the same app-server", other)
+	}
+	head := len(r.events("job.submitted"))
+	for _, c := range []struct {
+		code string
+		args []string
+	}{
+		{"lease_thread_mismatch", []string{"--lease-id", other.LeaseID}},
+		{"ESTALE", []string{"--lease-id", l.LeaseID, "--session-epoch", "2"}},
+		{"ESTALE", []string{"--lease-id", l.LeaseID, "--managed-session-id", other.ManagedSessionID}},
+		{"ENOENT", []string{"--lease-id", "asl-unknown"}},
+		{"EINVAL", nil}, // neither a lease nor a codex binary
+	} {
+		f := r.fails(codextest.Guard, append([]string{"plugin", "enqueue", "--plugin-id", "plug", "--thread-id", thread,
+			"--idempotency-key", "x", "--task-kind", "ci", "--summary", "s"}, c.args...)...)
+		if f.Code != c.code {
+			t.Errorf("enqueue %v: %s (%s), want %s", c.args, f.Code, f.Message, c.code)
+		}
+	}
+	if n := len(r.events("job.submitted")); n != head {
+		t.Fatalf("refused enqueues appended %d jobs", n-head)
+	}
+
+	e := r.enqueue(thread, "e1", "--lease-id", l.LeaseID, "--managed-session-id", l.ManagedSessionID, "--session-epoch", "1")
+	if dt := e.Target; dt.Ownership != "explicit_lease" || dt.LeaseID != l.LeaseID || dt.ManagedSessionID != l.ManagedSessionID ||
+		dt.SessionEpoch != 1 || dt.CodexBinary != r.codex {
+		t.Fatalf("resolved target %+v", dt)
+	}
+	r.ok(nil, "job", "complete", "--job-id", e.JobID, "--summary", "[mark:pe1] reviewed")
+	in := r.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	if in.Head.ManagedSessionID != l.ManagedSessionID || r.model.Count(in.Head.Marker) != 1 {
+		t.Fatalf("delivered head %+v; the model saw its marker %d times", in.Head, r.model.Count(in.Head.Marker))
+	}
+
+	// A turn accepted on the lease's app-server, which is then killed.
+	e2 := r.enqueue(thread, "e2", "--lease-id", l.LeaseID)
+	r.ok(nil, "job", "complete", "--job-id", e2.JobID, "--summary", "[fake:hang] [mark:pe2] a long answer")
+	in = r.nthBatch(thread, 2, "the turn to be accepted", func(in cliHead) bool {
+		return in.Head != nil && in.Head.TurnID != "" && in.Head.ObservationState == "tracking"
+	})
+	if got := r.inspectDelivery("--job-id", e2.JobID); got.Reconcile.Outcome != "lease_required" {
+		t.Fatalf("inspect of an explicit lease target without its lease: %+v", got.Reconcile)
+	}
+	if got := r.inspectDelivery("--job-id", e2.JobID, "--lease-id", l.LeaseID); got.Reconcile.Outcome != "followed" || got.Lease == nil || got.Lease.PID != l.PID {
+		t.Fatalf("inspect with the lease: %+v", got)
+	}
+	if err := syscall.Kill(l.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r.nthBatch(thread, 2, "the batch to park", parked)
+	r.model.Release()
+	if n := r.model.Count("[mark:pe2]"); n != 1 {
+		t.Fatalf("the model got the lost delivery %d times, want 1", n)
+	}
+	if again := ensure(thread); again.LeaseID != l.LeaseID || again.SessionEpoch != 2 || again.Instance == l.Instance {
+		t.Fatalf("ensure after the app-server died: %+v, want lease %s at epoch 2 on a new instance", again, l.LeaseID)
+	}
+	pid := ensure(thread).PID
+	r.ok(nil, "daemon", "stop")
+	codextest.GroupGone(t, pid)
 }
 
 // A target that cannot be acquired once the batch is head: the

@@ -48,6 +48,7 @@ type Lease struct {
 	ManagedSessionID string `json:"managed_session_id"`
 	Epoch            uint64 `json:"session_epoch"`
 	Instance         string `json:"app_server_instance"`
+	PID              int    `json:"app_server_pid"`
 }
 
 // Target is the lease's resolved delivery target, as jobs persist it.
@@ -133,14 +134,14 @@ func (p *Pool) Ensure(ctx context.Context, l Lease) (Lease, error) {
 	cur := p.leases[l.ID]
 	switch {
 	case cur == nil:
-		l.Instance = inst.Identity.Nonce
+		l.Instance, l.PID = inst.Identity.Nonce, inst.Identity.PID
 		cur = &l
 		p.leases[l.ID] = cur
 	case cur.Instance != inst.Identity.Nonce:
 		if cur.Ownership == command.OwnershipExplicitLease {
 			cur.Epoch++
 		}
-		cur.Instance = inst.Identity.Nonce
+		cur.Instance, cur.PID = inst.Identity.Nonce, inst.Identity.PID
 	}
 	return *cur, nil
 }

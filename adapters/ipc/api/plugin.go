@@ -62,6 +62,7 @@ type Lease struct {
 	ManagedSessionID  string `json:"managed_session_id"`
 	SessionEpoch      uint64 `json:"session_epoch"`
 	AppServerInstance string `json:"app_server_instance"`
+	AppServerPID      int    `json:"app_server_pid"`
 }
 
 // EnqueueTarget is delivery.enqueue's target: a lease id (explicit lease
