@@ -56,8 +56,8 @@ type pluginInspection struct {
 			Target      *deliveryTarget `json:"delivery_target"`
 		} `json:"batch"`
 	} `json:"batch"`
-	Target *deliveryTarget `json:"delivery_target"`
-	Lease  *lease          `json:"lease"`
+	Target    *deliveryTarget `json:"delivery_target"`
+	Lease     *lease          `json:"lease"`
 	Reconcile struct {
 		Outcome    string `json:"outcome"`
 		TurnID     string `json:"delivery_turn_id"`
