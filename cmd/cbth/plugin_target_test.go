@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,41 @@ type pluginInspection struct {
 	} `json:"reconcile"`
 }
 
+// pluginShapes holds outputs to spec/plugin-target.md's shapes (with
+// spec/cli.md's, which they refer to), as TestJSONShapesMatchTheSpec does.
+func pluginShapes(t *testing.T) *shapeCheck {
+	shapes := loadShapes(t)
+	mine := loadShapesFrom(t, "plugin-target.md")
+	for k, v := range mine {
+		shapes[k] = v
+	}
+	c := &shapeCheck{t: t, shapes: shapes, seen: map[string]bool{}}
+	t.Cleanup(func() {
+		for _, name := range []string{"plugin-handshake", "plugin-enqueue", "plugin-inspect", "plugin-ensure"} {
+			if _, ok := mine[name]; !ok {
+				t.Errorf("spec/plugin-target.md has no shape %s", name)
+			}
+		}
+	})
+	return c
+}
+
+// shaped runs a command with --json, holds its output to shape and
+// decodes it into out.
+func (h *homeDir) shaped(c *shapeCheck, shape string, out any, args ...string) {
+	h.t.Helper()
+	r := h.run(append(args, "--json")...)
+	if r.code != 0 {
+		h.t.Fatalf("cbth %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	c.doc(shape, strings.Join(args, " "), r.stdout)
+	if out != nil {
+		if err := json.Unmarshal([]byte(r.stdout), out); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
 func (h *homeDir) enqueue(thread, key string, extra ...string) enqueued {
 	h.t.Helper()
 	var e enqueued
@@ -95,16 +131,19 @@ func (h *homeDir) inspectDelivery(args ...string) pluginInspection {
 func TestPluginTarget_DeliveryOwned(t *testing.T) {
 	t.Parallel()
 	r := newDeliveryRig(t, "", "")
+	shapes := pluginShapes(t)
 	var hs struct {
 		Caps []string `json:"service_capabilities"`
 	}
-	r.ok(&hs, "plugin", "handshake", "--plugin-id", "plug")
+	r.shaped(shapes, "plugin-handshake", &hs, "plugin", "handshake", "--plugin-id", "plug")
 	if !slices.Contains(hs.Caps, "delivery-owned-codex-app-server-target-v1") || !slices.Contains(hs.Caps, "delivery-driver-codex-app-server-v1") {
 		t.Fatalf("service capabilities %v", hs.Caps)
 	}
 
 	thread := r.execThread("[mark:earlier]")
-	e := r.enqueue(thread, "k1", "--codex-binary", r.codex)
+	var e enqueued
+	r.shaped(shapes, "plugin-enqueue", &e, "plugin", "enqueue", "--plugin-id", "plug", "--thread-id", thread, "--idempotency-key", "k1",
+		"--task-kind", "ci", "--summary", "wait for CI", "--codex-binary", r.codex)
 	dt := *e.Target
 	if dt.Ownership != "delivery_owned" || !strings.HasPrefix(dt.LeaseID, "dol-") || dt.SessionEpoch != 1 || dt.BoundThreadID != thread ||
 		dt.CodexBinary != r.codex || dt.PluginID != "plug" || dt.ManagedSessionID == "" {
@@ -132,7 +171,9 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 	if r.threadOfMarker(h.Marker) != thread {
 		t.Fatalf("the continuation went to thread %s, not %s", r.threadOfMarker(h.Marker), thread)
 	}
-	got := r.inspectDelivery("--job-id", e.JobID)
+	var got pluginInspection
+	r.shaped(shapes, "plugin-inspect", &got, "plugin", "inspect", "--job-id", e.JobID)
+	r.shaped(shapes, "job", nil, "job", "query", e.JobID)
 	if got.Target == nil || *got.Target != dt || got.Job.Target == nil || *got.Job.Target != dt || got.Batch == nil ||
 		got.Batch.Batch.Target == nil || *got.Batch.Batch.Target != dt || got.Batch.Batch.CloseReason != "delivered" ||
 		got.Reconcile.Outcome != "not_needed" || got.Lease == nil || got.Lease.LeaseID != dt.LeaseID {
@@ -155,7 +196,8 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 		t.Fatalf("inspect of a turn observed live: %+v", live.Reconcile)
 	}
 	r.ok(nil, "daemon", "stop")
-	after := r.inspectDelivery("--job-id", e2.JobID) // starts a new daemon
+	var after pluginInspection
+	r.shaped(shapes, "plugin-inspect", &after, "plugin", "inspect", "--job-id", e2.JobID) // starts a new daemon
 	if after.Batch == nil || after.Batch.Batch.Replay != "manual_resolution_only" || after.Reconcile.Outcome != "evidence" ||
 		after.Reconcile.TurnID != turn || after.Lease == nil || after.Lease.LeaseID != e2.Target.LeaseID {
 		t.Fatalf("inspect after a restart: %+v", after)
@@ -180,12 +222,13 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 func TestPluginTarget_ExplicitLease(t *testing.T) {
 	t.Parallel()
 	r := newDeliveryRig(t, "", "")
+	shapes := pluginShapes(t)
 	defer r.model.Release()
 	thread := r.execThread("[mark:earlier]")
 	ensure := func(th string) lease {
 		t.Helper()
 		var l lease
-		r.ok(&l, "plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--thread-id", th, "--codex-binary", r.codex)
+		r.shaped(shapes, "plugin-ensure", &l, "plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--thread-id", th, "--codex-binary", r.codex)
 		return l
 	}
 	l := ensure(thread)
