@@ -223,6 +223,14 @@ func (p *Pool) instance(ctx context.Context, bin string) (*supervisor.Instance, 
 	if err != nil {
 		return nil, errs.Wrap(errs.CodeOf(err), err, "start the codex app-server of %s", bin)
 	}
+	p.mu.Lock()
+	stopped := p.stopped
+	p.mu.Unlock()
+	if stopped {
+		// Stop ran meanwhile and did not see this one.
+		_ = sup.Stop(context.WithoutCancel(ctx))
+		return nil, errs.New(errs.EHOSTDOWN, "the daemon is stopping")
+	}
 	s.sup = sup
 	ready := make(chan struct{})
 	p.work.Add(1)
