@@ -69,6 +69,18 @@ func checkNamed(what, v string) error {
 	return nil
 }
 
+// checkCodexBinary refuses a relative path: the daemon's working
+// directory is not the caller's (a name looked up in PATH is fine).
+func checkCodexBinary(b string) error {
+	if err := checkNamed("codex_binary", b); err != nil {
+		return err
+	}
+	if strings.ContainsRune(b, '/') && !filepath.IsAbs(b) {
+		return errs.New(errs.EINVAL, "codex_binary %q is relative: give a name looked up in PATH or an absolute path", b)
+	}
+	return nil
+}
+
 func (d *Daemon) pluginOps(t api.Table) {
 	api.Handle(t, api.PluginHandshake, func(_ context.Context, a api.HandshakeArgs) (api.HandshakeReply, error) {
 		if err := checkNamed("plugin_id", a.PluginID); err != nil {
@@ -99,10 +111,13 @@ func withPlugin[Req, Rep any](d *Daemon, f func(context.Context, Req) (Rep, erro
 // app-server is started, or restarted, on the way.
 func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureReply, error) {
 	for _, f := range []struct{ n, v string }{{"plugin_id", a.PluginID}, {"plugin_instance_id", a.PluginInstanceID},
-		{"source_thread_id", a.SourceThreadID}, {"codex_binary", a.CodexBinary}} {
+		{"source_thread_id", a.SourceThreadID}} {
 		if err := checkNamed(f.n, f.v); err != nil {
 			return api.EnsureReply{}, err
 		}
+	}
+	if err := checkCodexBinary(a.CodexBinary); err != nil {
+		return api.EnsureReply{}, err
 	}
 	pool := d.plugin.Pool()
 	scope := plugintarget.PluginScope(a.PluginID, a.PluginInstanceID, a.SourceThreadID)
@@ -157,7 +172,7 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		}
 		dt = l.Target()
 	} else {
-		if err := checkNamed("target.codex_binary", a.Target.CodexBinary); err != nil {
+		if err := checkCodexBinary(a.Target.CodexBinary); err != nil {
 			return api.EnqueueReply{}, errs.Wrap(errs.EINVAL, err, "delivery-owned mode (no target.app_server_lease_id)")
 		}
 		if err := checkNamed("idempotency_key", a.IdempotencyKey); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -15,6 +16,16 @@ type PluginCmd struct {
 	Ensure    PluginEnsureCmd    `cmd:"" help:"Explicit lease mode: start or reuse the daemon-owned Codex app-server for a thread and hold a lease on it."`
 	Enqueue   PluginEnqueueCmd   `cmd:"" help:"Submit a job whose result goes into a plugin's Codex thread through the codex_app_server target."`
 	Inspect   PluginInspectCmd   `cmd:"" help:"Show a plugin delivery with its resolved target, and reconcile the target."`
+}
+
+// absCodex makes a relative codex path absolute against the caller's
+// working directory (the daemon has its own); a bare name stays, for the
+// daemon to look up in PATH.
+func absCodex(b string) (string, error) {
+	if !strings.ContainsRune(b, '/') || filepath.IsAbs(b) {
+		return b, nil
+	}
+	return filepath.Abs(b)
 }
 
 // PluginHandshakeCmd is `cbth plugin handshake`.

@@ -23,10 +23,13 @@ type PluginEnqueueCmd struct {
 
 // Run enqueues the delivery.
 func (c *PluginEnqueueCmd) Run(env *Env) error {
+	bin, err := absCodex(c.CodexBinary)
+	if err != nil {
+		return err
+	}
 	a := api.EnqueueArgs{PluginID: c.PluginID, SourceThreadID: c.ThreadID, IdempotencyKey: c.IdempotencyKey, TaskKind: c.TaskKind,
-		TaskSummary: c.Summary, Target: api.EnqueueTarget{AppServerLeaseID: c.LeaseID, CodexBinary: c.CodexBinary,
+		TaskSummary: c.Summary, Target: api.EnqueueTarget{AppServerLeaseID: c.LeaseID, CodexBinary: bin,
 			ManagedSessionID: c.ManagedSessionID, SessionEpoch: c.SessionEpoch}}
-	var err error
 	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {
 		return err
 	}

@@ -17,8 +17,12 @@ type PluginEnsureCmd struct {
 
 // Run ensures the lease.
 func (c *PluginEnsureCmd) Run(env *Env) error {
+	bin, err := absCodex(c.CodexBinary)
+	if err != nil {
+		return err
+	}
 	res, err := call(env, api.AppServerEnsure, api.EnsureArgs{PluginID: c.PluginID, PluginInstanceID: c.PluginInstanceID,
-		SourceThreadID: c.ThreadID, CodexBinary: c.CodexBinary})
+		SourceThreadID: c.ThreadID, CodexBinary: bin})
 	if err != nil {
 		return err
 	}
