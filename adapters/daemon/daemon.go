@@ -89,8 +89,10 @@ type Daemon struct {
 	codex *sessions.Manager
 	// plugin is the host-plugin codex_app_server target and its
 	// daemon-owned app-servers.
-	plugin   *plugintarget.Target
-	codexErr error // a configuration that cannot run Codex
+	plugin *plugintarget.Target
+	// pluginInst holds the plugin instances that made the handshake.
+	pluginInst pluginInstances
+	codexErr   error // a configuration that cannot run Codex
 
 	inflight     atomic.Int64
 	mu           sync.Mutex

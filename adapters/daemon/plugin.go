@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,10 +83,65 @@ func checkCodexBinary(b string) error {
 	return nil
 }
 
+// pluginInstances is the service boundary's record of the plugin
+// instances that made the handshake: which plugin each belongs to and
+// its process. It lives in the daemon's memory; a plugin makes the
+// handshake again when it restarts, or when the daemon did.
+type pluginInstances struct {
+	mu sync.Mutex
+	m  map[string]pluginInstance // plugin_instance_id -> instance
+}
+
+type pluginInstance struct {
+	plugin string
+	pid    int
+}
+
+func (p *pluginInstances) register(plugin, instance string, pid int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[string]pluginInstance{}
+	}
+	if cur, ok := p.m[instance]; ok && cur.plugin != plugin {
+		return errs.New(errs.EACCES, "plugin instance %s belongs to another plugin", instance)
+	}
+	p.m[instance] = pluginInstance{plugin: plugin, pid: pid}
+	return nil
+}
+
+// check validates a request of a plugin instance: it made the handshake
+// as this plugin, and the process it named then still runs.
+func (p *pluginInstances) check(plugin, instance string) error {
+	p.mu.Lock()
+	cur, ok := p.m[instance]
+	p.mu.Unlock()
+	switch {
+	case !ok:
+		return errs.New(errs.ESTATE, "plugin instance %s made no handshake with this daemon (cbth plugin handshake first)", instance)
+	case cur.plugin != plugin:
+		return errs.New(errs.EACCES, "plugin instance %s belongs to another plugin", instance)
+	case cur.pid > 0 && syscall.Kill(cur.pid, 0) == syscall.ESRCH:
+		return errs.New(errs.ESTALE, "plugin instance %s ended (pid %d is gone): handshake again as the new instance", instance, cur.pid)
+	}
+	return nil
+}
+
 func (d *Daemon) pluginOps(t api.Table) {
 	api.Handle(t, api.PluginHandshake, func(_ context.Context, a api.HandshakeArgs) (api.HandshakeReply, error) {
 		if err := checkNamed("plugin_id", a.PluginID); err != nil {
 			return api.HandshakeReply{}, err
+		}
+		if a.PluginPID < 0 {
+			return api.HandshakeReply{}, errs.New(errs.EINVAL, "plugin_pid %d", a.PluginPID)
+		}
+		if a.PluginInstanceID != "" {
+			if err := checkNamed("plugin_instance_id", a.PluginInstanceID); err != nil {
+				return api.HandshakeReply{}, err
+			}
+			if err := d.pluginInst.register(a.PluginID, a.PluginInstanceID, a.PluginPID); err != nil {
+				return api.HandshakeReply{}, err
+			}
 		}
 		return api.HandshakeReply{PluginID: a.PluginID, ServiceCapabilities: slices.Clone(plugintarget.Capabilities),
 			Version: d.opt.Version, Protocol: ipc.Proto, PID: os.Getpid()}, nil
@@ -119,6 +176,9 @@ func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureR
 	if err := checkCodexBinary(a.CodexBinary); err != nil {
 		return api.EnsureReply{}, err
 	}
+	if err := d.pluginInst.check(a.PluginID, a.PluginInstanceID); err != nil {
+		return api.EnsureReply{}, err
+	}
 	pool := d.plugin.Pool()
 	scope := plugintarget.PluginScope(a.PluginID, a.PluginInstanceID, a.SourceThreadID)
 	outcome, l := "reused", plugintarget.Lease{}
@@ -149,6 +209,11 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 	}
 	if err := checkNamed("source_thread_id", a.SourceThreadID); err != nil {
 		return api.EnqueueReply{}, err
+	}
+	if a.PluginInstanceID != "" {
+		if err := d.pluginInst.check(a.PluginID, a.PluginInstanceID); err != nil {
+			return api.EnqueueReply{}, err
+		}
 	}
 	var dt *events.DeliveryTarget
 	if id := a.Target.AppServerLeaseID; id != "" {

@@ -31,12 +31,13 @@ func absCodex(b string) (string, error) {
 // PluginHandshakeCmd is `cbth plugin handshake`.
 type PluginHandshakeCmd struct {
 	PluginID         string `help:"The plugin's stable identity." required:"" name:"plugin-id"`
-	PluginInstanceID string `help:"The running plugin instance (changes when the plugin restarts)." name:"plugin-instance-id"`
+	PluginInstanceID string `help:"The running plugin instance (changes when the plugin restarts); plugin ensure needs its handshake." name:"plugin-instance-id"`
+	PluginPID        int    `help:"The plugin's process: its instance's requests are refused (ESTALE) once it is gone." name:"plugin-pid"`
 }
 
 // Run asks the daemon for its service capabilities.
 func (c *PluginHandshakeCmd) Run(env *Env) error {
-	res, err := call(env, api.PluginHandshake, api.HandshakeArgs{PluginID: c.PluginID, PluginInstanceID: c.PluginInstanceID})
+	res, err := call(env, api.PluginHandshake, api.HandshakeArgs{PluginID: c.PluginID, PluginInstanceID: c.PluginInstanceID, PluginPID: c.PluginPID})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 // PluginEnqueueCmd is `cbth plugin enqueue` (delivery.enqueue).
 type PluginEnqueueCmd struct {
 	PluginID         string `help:"The plugin's stable identity." required:"" name:"plugin-id"`
+	PluginInstanceID string `help:"The running plugin instance, checked against its handshake when given." name:"plugin-instance-id"`
 	ThreadID         string `help:"The Codex thread the result goes back to." required:"" name:"thread-id"`
 	IdempotencyKey   string `help:"Enqueueing the same key again returns the original job; required in delivery-owned mode, where it derives the target." name:"idempotency-key"`
 	TaskKind         string `help:"What kind of task this is (free-form)." required:"" name:"task-kind"`
@@ -27,7 +28,7 @@ func (c *PluginEnqueueCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	a := api.EnqueueArgs{PluginID: c.PluginID, SourceThreadID: c.ThreadID, IdempotencyKey: c.IdempotencyKey, TaskKind: c.TaskKind,
+	a := api.EnqueueArgs{PluginID: c.PluginID, PluginInstanceID: c.PluginInstanceID, SourceThreadID: c.ThreadID, IdempotencyKey: c.IdempotencyKey, TaskKind: c.TaskKind,
 		TaskSummary: c.Summary, Target: api.EnqueueTarget{AppServerLeaseID: c.LeaseID, CodexBinary: bin,
 			ManagedSessionID: c.ManagedSessionID, SessionEpoch: c.SessionEpoch}}
 	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {

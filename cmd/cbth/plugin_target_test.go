@@ -3,8 +3,10 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,6 +227,7 @@ func TestPluginTarget_ExplicitLease(t *testing.T) {
 	shapes := pluginShapes(t)
 	defer r.model.Release()
 	thread := r.execThread("[mark:earlier]")
+	r.ok(nil, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--plugin-pid", strconv.Itoa(os.Getpid()))
 	ensure := func(th string) lease {
 		t.Helper()
 		var l lease
@@ -338,5 +341,38 @@ func TestPluginTarget_AcquisitionFailureParks(t *testing.T) {
 		if got := h.inspectDelivery("--batch-id", in.Batch.ID); got.Batch == nil || !strings.Contains(got.Batch.Batch.Replay, "manual") {
 			t.Fatalf("%s: inspect %+v", bin, got)
 		}
+	}
+}
+
+// The service boundary checks a plugin instance: an ensure (or an enqueue
+// naming the instance) needs its handshake, as the same plugin, with its
+// process still running; each refusal starts and appends nothing.
+func TestPluginTarget_InstanceValidation(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	h.ok(nil, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "ended", "--plugin-pid", strconv.Itoa(gone.Process.Pid))
+	h.ok(nil, "plugin", "handshake", "--plugin-id", "other", "--plugin-instance-id", "theirs", "--plugin-pid", strconv.Itoa(os.Getpid()))
+	if f := h.fails(codextest.Guard, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "theirs"); f.Code != "EACCES" {
+		t.Errorf("taking another plugin's instance: %s (%s)", f.Code, f.Message)
+	}
+	for _, c := range []struct{ instance, code string }{{"never-shook-hands", "ESTATE"}, {"ended", "ESTALE"}, {"theirs", "EACCES"}} {
+		f := h.fails(codextest.Guard, "plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", c.instance, "--thread-id", "T", "--codex-binary", "codex")
+		if f.Code != c.code {
+			t.Errorf("ensure as %s: %s (%s), want %s", c.instance, f.Code, f.Message, c.code)
+		}
+		f = h.fails(codextest.Guard, "plugin", "enqueue", "--plugin-id", "plug", "--plugin-instance-id", c.instance, "--thread-id", "T",
+			"--idempotency-key", "k", "--codex-binary", "codex", "--task-kind", "ci", "--summary", "s")
+		if f.Code != c.code {
+			t.Errorf("enqueue as %s: %s (%s), want %s", c.instance, f.Code, f.Message, c.code)
+		}
+	}
+	var jobs []any
+	h.ok(&jobs, "job", "list")
+	if len(jobs) != 0 {
+		t.Fatalf("refused requests appended %d jobs", len(jobs))
 	}
 }

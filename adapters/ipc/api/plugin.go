@@ -20,10 +20,13 @@ var (
 )
 
 // HandshakeArgs name the plugin: PluginID is its stable identity,
-// PluginInstanceID the running instance (a new one after each restart).
+// PluginInstanceID the running instance (a new one after each restart)
+// and PluginPID its process, which must be alive while the instance
+// makes requests.
 type HandshakeArgs struct {
 	PluginID         string `json:"plugin_id"`
 	PluginInstanceID string `json:"plugin_instance_id,omitempty"`
+	PluginPID        int    `json:"plugin_pid,omitempty"`
 }
 
 // HandshakeReply is plugin.handshake's reply: what this daemon offers.
@@ -80,14 +83,17 @@ type EnqueueTarget struct {
 // thread whose result goes through the codex_app_server target.
 // IdempotencyKey makes a retried enqueue return the original job.
 type EnqueueArgs struct {
-	PluginID       string              `json:"plugin_id"`
-	SourceThreadID string              `json:"source_thread_id"`
-	IdempotencyKey string              `json:"idempotency_key"`
-	TaskKind       string              `json:"task_kind"`
-	TaskSummary    string              `json:"task_summary"`
-	Metadata       json.RawMessage     `json:"metadata,omitempty"`
-	Policy         command.PolicyFlags `json:"delivery_policy"`
-	Target         EnqueueTarget       `json:"target"`
+	PluginID string `json:"plugin_id"`
+	// PluginInstanceID, when given, is checked as app_server.ensure
+	// checks it; a delivery-owned target never depends on it.
+	PluginInstanceID string              `json:"plugin_instance_id,omitempty"`
+	SourceThreadID   string              `json:"source_thread_id"`
+	IdempotencyKey   string              `json:"idempotency_key"`
+	TaskKind         string              `json:"task_kind"`
+	TaskSummary      string              `json:"task_summary"`
+	Metadata         json.RawMessage     `json:"metadata,omitempty"`
+	Policy           command.PolicyFlags `json:"delivery_policy"`
+	Target           EnqueueTarget       `json:"target"`
 }
 
 // EnqueueReply is delivery.enqueue's reply: the job and its resolved
