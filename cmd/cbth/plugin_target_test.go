@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 )
@@ -104,6 +105,37 @@ func (h *homeDir) shaped(c *shapeCheck, shape string, out any, args ...string) {
 	}
 }
 
+// completeToAccepted is how long a job's result took from job.completed
+// to its attempt's attempt.accepted, by the times the log recorded.
+func (h *homeDir) completeToAccepted(jobID string) time.Duration {
+	h.t.Helper()
+	at := func(e logged) time.Time {
+		var v struct {
+			RecordedAt time.Time `json:"recorded_at"`
+		}
+		if err := json.Unmarshal([]byte(e.line), &v); err != nil {
+			h.t.Fatal(err)
+		}
+		return v.RecordedAt
+	}
+	var t0, t1 time.Time
+	var batch, attempt string
+	for _, e := range h.events("job.completed", "attempt.prepared", "attempt.accepted") {
+		switch {
+		case e.Type == "job.completed" && e.Stream.ID == jobID:
+			t0, batch = at(e), e.Payload["batch_id"].(string)
+		case e.Type == "attempt.prepared" && batch != "" && e.Payload["batch_id"] == batch:
+			attempt = e.Stream.ID
+		case e.Type == "attempt.accepted" && attempt != "" && e.Stream.ID == attempt:
+			t1 = at(e)
+		}
+	}
+	if t0.IsZero() || t1.IsZero() {
+		h.t.Fatalf("job %s: no completion or no acceptance in the log", jobID)
+	}
+	return t1.Sub(t0)
+}
+
 func (h *homeDir) enqueue(thread, key string, extra ...string) enqueued {
 	h.t.Helper()
 	var e enqueued
@@ -173,6 +205,9 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 	if r.threadOfMarker(h.Marker) != thread {
 		t.Fatalf("the continuation went to thread %s, not %s", r.threadOfMarker(h.Marker), thread)
 	}
+	// The first delivery starts the daemon's app-server (a figure for
+	// people, not asserted).
+	t.Logf("job complete to turn accepted, the app-server started on the way: %s", r.completeToAccepted(e.JobID))
 	var got pluginInspection
 	r.shaped(shapes, "plugin-inspect", &got, "plugin", "inspect", "--job-id", e.JobID)
 	r.shaped(shapes, "job", nil, "job", "query", e.JobID)
@@ -193,6 +228,7 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 		return in.Head != nil && in.Head.TurnID != "" && in.Head.ObservationState == "tracking"
 	})
 	turn := in.Head.TurnID
+	t.Logf("job complete to turn accepted, on the app-server already running: %s", r.completeToAccepted(e2.JobID))
 	live := r.inspectDelivery("--job-id", e2.JobID)
 	if live.Reconcile.Outcome != "followed" || live.Reconcile.TurnID != turn {
 		t.Fatalf("inspect of a turn observed live: %+v", live.Reconcile)
