@@ -116,11 +116,46 @@ func (t *Target) Spec() target.Spec {
 // Start implements target.Starter.
 func (t *Target) Start(ctx context.Context, h target.Host) error {
 	t.host = h
+	next := h.Sink
+	h.Sink = sinkFunc(func(ctx context.Context, ev target.TurnEvent) (string, error) {
+		out, err := next.Observe(ctx, ev)
+		if err == nil {
+			t.release(ev.AttemptID, ev.ManagedSessionID)
+		}
+		return out, err
+	})
 	return t.inner.Start(ctx, h)
 }
 
+type sinkFunc func(ctx context.Context, ev target.TurnEvent) (string, error)
+
+func (f sinkFunc) Observe(ctx context.Context, ev target.TurnEvent) (string, error) {
+	return f(ctx, ev)
+}
+
 // Recorded implements target.Acknowledger.
-func (t *Target) Recorded(d command.Delivery, outcome string) { t.inner.Recorded(d, outcome) }
+func (t *Target) Recorded(d command.Delivery, outcome string) {
+	t.inner.Recorded(d, outcome)
+	t.release(d.AttemptID, d.ManagedSessionID)
+}
+
+// release forgets a delivery-owned lease once its attempt no longer
+// tracks a turn (closed, parked, or not accepted), so leases do not pile
+// up with the jobs. Inspect acquires the target again from the persisted
+// metadata when it needs it.
+func (t *Target) release(attemptID, sessionID string) {
+	tracking := false
+	_ = t.eng.Read(func(v engine.Snapshot) error {
+		s, err := v.State(events.KindAttempt, attemptID)
+		if a, ok := s.(*aggregate.Attempt); ok && err == nil {
+			tracking = a.Tracking()
+		}
+		return nil
+	})
+	if !tracking {
+		t.pool.ReleaseSession(sessionID)
+	}
+}
 
 // targetOf reads a batch's resolved target.
 func (t *Target) targetOf(batchID string) (*events.DeliveryTarget, error) {

@@ -146,6 +146,16 @@ func (p *Pool) Ensure(ctx context.Context, l Lease) (Lease, error) {
 	return *cur, nil
 }
 
+// ReleaseSession forgets the delivery-owned lease of a managed session
+// (its delivery is over); explicit leases stay until the daemon stops.
+func (p *Pool) ReleaseSession(sessionID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.bySession(sessionID); l != nil && l.Ownership == command.OwnershipDeliveryOwned {
+		delete(p.leases, l.ID)
+	}
+}
+
 // Lookup returns a held lease.
 func (p *Pool) Lookup(id string) (Lease, bool) {
 	p.mu.Lock()
