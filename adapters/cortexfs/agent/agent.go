@@ -58,7 +58,9 @@ func (l *Loop) Run(ctx context.Context, r socket.Run, history []driver.Message, 
 	if r.Cwd != "" {
 		env.Cwd = r.Cwd
 	}
-	if r.Session != "" && r.Scope != "temp" {
+	// Only a private session is a thread a job's result can come back
+	// to (the ctx target delivers to private sessions).
+	if r.Session != "" && (r.Scope == "" || r.Scope == "private") {
 		env.Thread = "agent/" + l.Name + "/" + r.Session
 	}
 	return l.loop(ctx, env, history, emit)
