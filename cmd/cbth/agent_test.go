@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -483,5 +484,87 @@ func TestAgentSharedScope(t *testing.T) {
 		if after[k] != v {
 			t.Errorf("%s after the rebuild: %q, want %q", k, after[k], v)
 		}
+	}
+}
+
+// TestCtxDeliveryReconciledAtRestart kills the daemon (SIGKILL) while a
+// ctx delivery's agent run is going on (the turn's shell.exec sleeps), so
+// its attempt is left accept_pending. At start the ctx target's reconcile
+// hook reads the session's log: the turn's message is there, so the
+// attempt is recorded accepted with that run as its turn, and the run,
+// cut off with the daemon, is the turn's end (turn_interrupted): the batch
+// is parked for that reason, fail-closed since the run's tools may have
+// acted, not as an unknown acceptance; it is never delivered again.
+func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
+	a := newAgentHomeConfig(t, "[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"20ms\"\ndelivery_timeout = \"1h\"\n")
+	var res struct {
+		JobID string `json:"job_id"`
+	}
+	a.ok(&res, "job", "submit", "--target", "ctx", "--thread-id", "agent/coder/alpha", "--task-kind", "ci", "--summary", "slow work")
+	a.ok(nil, "job", "complete", "--job-id", res.JobID, "--summary", "slow\n"+`!tool shell.exec {"command":"sleep 5"}`)
+	events := filepath.Join(a.sessions(), "alpha", "events.jsonl")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(events)
+		if strings.Contains(string(b), `"type":"tool_call"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			r := a.run("batch", "inspect-head", "--source-thread-id", "agent/coder/alpha", "--json")
+			t.Fatalf("no tool call in the delivered turn:\n%s\n%+v", b, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var in struct {
+		Batch struct {
+			ID     string `json:"batch_id"`
+			State  string `json:"state"`
+			Replay string `json:"replay_policy"`
+			Reason string `json:"replay_policy_reason"`
+		} `json:"batch"`
+		Head *struct {
+			State  string `json:"state"`
+			TurnID string `json:"delivery_turn_id"`
+		} `json:"head_attempt"`
+	}
+	a.ok(&in, "batch", "inspect-head", "--source-thread-id", "agent/coder/alpha")
+	if in.Head == nil || in.Head.State != "accept_pending" {
+		t.Fatalf("before the kill: %+v", in)
+	}
+	pid := a.pid()
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return a.pid() != pid })
+	a.ok(nil, "daemon", "status") // starts it again: reconcile runs
+	var after struct {
+		Batch struct {
+			State  string `json:"state"`
+			Replay string `json:"replay_policy"`
+			Reason string `json:"replay_policy_reason"`
+		} `json:"batch"`
+		Attempts []struct {
+			State    string `json:"state"`
+			TurnID   string `json:"delivery_turn_id"`
+			RPCState string `json:"delivery_rpc_state"`
+		} `json:"attempts"`
+	}
+	a.ok(&after, "batch", "inspect", "--batch-id", in.Batch.ID)
+	if after.Batch.Replay != "manual_resolution_only" || !strings.Contains(after.Batch.Reason, "turn_interrupted") {
+		t.Fatalf("after the restart: batch %+v, want parked for turn_interrupted", after.Batch)
+	}
+	if len(after.Attempts) != 1 || after.Attempts[0].TurnID == "" || after.Attempts[0].RPCState == "acceptance_unknown" {
+		t.Fatalf("the attempt was not proven accepted with its run: %+v", after.Attempts)
+	}
+	var hist struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	a.ok(&hist, "ctx", "history", "coder", "--session", "alpha")
+	users := 0
+	for _, m := range hist.Messages {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	if users != 1 {
+		t.Fatalf("the turn was delivered %d times: %+v", users, hist.Messages)
 	}
 }
