@@ -101,6 +101,20 @@ func jsonKey(o object.Object) (string, error) {
 	return strings.Join([]string{o.Model, strings.Join(o.Tools, ","), o.Root, o.Cwd, o.Driver.String()}, "|"), nil
 }
 
+// Serves reports whether the socket of object rel ("model/P/M",
+// "agent/NAME") of the tree at root is being served.
+func (m *ModelSockets) Serves(root, rel string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, s := range m.running {
+		parts := strings.Split(key, "\x00")
+		if len(parts) >= 2 && parts[0] == root && parts[1] == rel && s.srv != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Agent returns the server of agent nm: in the one tree that has it. More
 // than one tree with that agent is EINVAL (the thread id names no tree).
 func (m *ModelSockets) Agent(nm string) (*socket.Server, error) {
