@@ -53,6 +53,8 @@ func declarations() []declaration {
 		decl[BindingQuiesced](KindBinding),
 		decl[BindingDegraded](KindBinding),
 		decl[BindingUnbound](KindBinding),
+		decl[BindingRelayMarkerIssued](KindBinding),
+		decl[BindingRelayConsumed](KindBinding),
 
 		decl[InstallationStateRepaired](KindInstallation),
 		decl[InstallationBridgeSelected](KindInstallation),
@@ -522,6 +524,31 @@ type BindingUnbound struct {
 	DeleteAutomation bool `json:"delete_automation"`
 }
 
+// BindingRelayMarkerIssued records a transcript-relay marker of the
+// "paused" kind (spec/desktop.md, "The transcript relay"): the bridge's
+// pause proof for one generation of the binding's caller heartbeat, under
+// one bridge request. AttemptID is the arm_pending attempt the proof
+// abandons, empty for a pause of the armed generation.
+type BindingRelayMarkerIssued struct {
+	Marker          string    `json:"marker"`
+	Kind            string    `json:"kind"`
+	Generation      uint64    `json:"generation"`
+	AttemptID       string    `json:"attempt_id"`
+	BridgeThreadID  string    `json:"bridge_thread_id"`
+	BridgeRequestID string    `json:"bridge_request_id"`
+	ExpiresAt       time.Time `json:"expires_at"`
+}
+
+// BindingRelayConsumed records that a pause envelope carrying the marker
+// was consumed; the note-paused it stands for is in the same append.
+type BindingRelayConsumed struct {
+	Marker         string `json:"marker"`
+	Kind           string `json:"kind"`
+	EnvelopeSHA256 string `json:"envelope_sha256"`
+	RolloutPath    string `json:"rollout_path,omitempty"`
+	Line           int64  `json:"line,omitempty"`
+}
+
 // InstallationStateRepaired is the only writer of installation-wide
 // capability conclusions.
 type InstallationStateRepaired struct {
@@ -882,6 +909,8 @@ func (BindingArmed) EventType() string                { return "binding.armed" }
 func (BindingQuiesced) EventType() string             { return "binding.quiesced" }
 func (BindingDegraded) EventType() string             { return "binding.degraded" }
 func (BindingUnbound) EventType() string              { return "binding.unbound" }
+func (BindingRelayMarkerIssued) EventType() string    { return "binding.relay_marker_issued" }
+func (BindingRelayConsumed) EventType() string        { return "binding.relay_consumed" }
 func (InstallationStateRepaired) EventType() string   { return "installation.repaired" }
 func (InstallationBridgeSelected) EventType() string  { return "installation.bridge_selected" }
 func (SessionCreated) EventType() string              { return "session.created" }

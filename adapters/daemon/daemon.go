@@ -139,7 +139,7 @@ func Run(ctx context.Context, opt Options) error {
 	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
 		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes},
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
-		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
+		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log, Shared: opt.Config.Ctx.SharedSpaces()},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
 		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
 		tasks:     newTasks()}

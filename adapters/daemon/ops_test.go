@@ -85,6 +85,7 @@ var replyBounds = map[string]string{
 	api.TaskList.Name:       "paged (query.PageBytes)",
 	api.TaskCancel.Name:     "one task",
 	api.DaemonHandover.Name: "small",
+	api.CtxServe.Name:       "one object name and socket path",
 
 	api.GatewayRouteAdd.Name:    "one route",
 	api.GatewayRouteRemove.Name: "one route",

@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -320,17 +321,31 @@ type RelayMarker struct {
 	ExpiresAt       time.Time `json:"expires_at"`
 	ConsumedSHA256  string    `json:"consumed_envelope_sha256,omitempty"`
 	ConsumedAt      time.Time `json:"consumed_at,omitzero"`
+	// Generation and AttemptID are a pause marker's (on a binding).
+	Generation uint64 `json:"generation,omitempty"`
+	AttemptID  string `json:"attempt_id,omitempty"`
 }
 
-// Marker returns the attempt's issued marker m, nil if none.
-func (a *Attempt) Marker(m string) *RelayMarker {
-	for i := range a.RelayMarkers {
-		if a.RelayMarkers[i].Marker == m {
-			return &a.RelayMarkers[i]
+// Valid reports whether the marker may still be consumed at now.
+func (m RelayMarker) Valid(now time.Time) bool {
+	return m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt)
+}
+
+// findMarker returns the marker m in ms, nil if none.
+func findMarker(ms []RelayMarker, m string) *RelayMarker {
+	for i := range ms {
+		if ms[i].Marker == m {
+			return &ms[i]
 		}
 	}
 	return nil
 }
+
+// Marker returns the attempt's issued marker m, nil if none.
+func (a *Attempt) Marker(m string) *RelayMarker { return findMarker(a.RelayMarkers, m) }
+
+// Marker returns the binding's issued pause marker m, nil if none.
+func (b *Binding) Marker(m string) *RelayMarker { return findMarker(b.RelayMarkers, m) }
 
 // Live reports whether the attempt is non-terminal.
 func (a *Attempt) Live() bool {
@@ -509,6 +524,9 @@ type Binding struct {
 	DegradedReason            string              `json:"degraded_reason,omitempty"`
 	LastVerifiedAt            time.Time           `json:"last_verified_at,omitzero"`
 	AutomationDeletedOnUnbind bool                `json:"automation_deleted_on_unbind,omitempty"`
+	// RelayMarkers are the pause-proof relay markers issued for the
+	// binding and not yet expired when the last one was issued.
+	RelayMarkers []RelayMarker `json:"relay_markers,omitempty"`
 }
 
 func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
@@ -540,6 +558,16 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 		b.DegradedReason = p.Reason
 	case *events.BindingUnbound:
 		b.AutomationDeletedOnUnbind = p.DeleteAutomation
+	case *events.BindingRelayMarkerIssued:
+		// Expired markers can never be consumed: drop them, so a
+		// long-lived binding keeps at most a relay_marker_ttl's worth.
+		b.RelayMarkers = slices.DeleteFunc(b.RelayMarkers, func(m RelayMarker) bool { return !e.RecordedAt.Before(m.ExpiresAt) })
+		b.RelayMarkers = append(b.RelayMarkers, RelayMarker{Marker: p.Marker, Kind: p.Kind, BridgeThreadID: p.BridgeThreadID,
+			BridgeRequestID: p.BridgeRequestID, IssuedAt: e.RecordedAt, ExpiresAt: p.ExpiresAt, Generation: p.Generation, AttemptID: p.AttemptID})
+	case *events.BindingRelayConsumed:
+		if m := b.Marker(p.Marker); m != nil {
+			m.ConsumedSHA256, m.ConsumedAt = p.EnvelopeSHA256, e.RecordedAt
+		}
 	}
 }
 
@@ -568,6 +596,9 @@ func (b *Binding) Indexes() []IndexEntry {
 		if b.Unquiesced() {
 			out = append(out, IndexEntry{index.BindingUnquiesced, index.Time(b.PauseNotBefore)})
 		}
+	}
+	for _, m := range b.RelayMarkers {
+		out = append(out, IndexEntry{index.BindingRelayMarker, m.Marker})
 	}
 	return out
 }
