@@ -46,7 +46,9 @@ import (
 //	   desktop.relay.scanner_bind, desktop.relay.consume_transcript,
 //	   desktop.read_artifact, desktop.artifact_lease.revoke): a daemon of 4
 //	   answers a client of 5 with EVERSION (run daemon restart), never
-//	   with an unknown operation that would read as a refused CAS.
+//	   with an unknown operation that would read as a refused CAS. The
+//	   host-plugin operations (plugin.handshake, app_server.ensure,
+//	   delivery.enqueue, delivery.inspect) came in the same release.
 const Proto = 5
 
 // MaxFrame is the largest frame either side accepts, newline included.
