@@ -739,6 +739,11 @@ type CtxSession struct {
 	Events     int            `json:"events"`
 	LatestText string         `json:"latest_text,omitempty"`
 	Root       string         `json:"root,omitempty"`
+	// MessagesBytes and EventsBytes are the sizes messages.jsonl and
+	// events.jsonl have when current: a start checks a directory by
+	// stat instead of reading its history (adapters/daemon/ctxsession.go).
+	MessagesBytes int64 `json:"messages_bytes"`
+	EventsBytes   int64 `json:"events_bytes"`
 }
 
 func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
@@ -747,11 +752,15 @@ func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 		c.Object, c.Scope, c.Name, c.UID, c.Cwd, c.Meta, c.Root = p.Object, p.Scope, p.Name, p.UID, p.Cwd, p.Meta, p.Root
 	case *events.CtxSessionMessage:
 		c.Messages++
+		if l, err := p.Line(); err == nil {
+			c.MessagesBytes += int64(len(l))
+		}
 		if p.Role == "assistant" && len(p.ToolCalls) == 0 {
 			c.LatestText = textOf(p.Content)
 		}
 	case *events.CtxSessionEvent:
 		c.Events++
+		c.EventsBytes += int64(len(p.Line()))
 	}
 }
 
