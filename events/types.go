@@ -53,6 +53,8 @@ func declarations() []declaration {
 		decl[BindingQuiesced](KindBinding),
 		decl[BindingDegraded](KindBinding),
 		decl[BindingUnbound](KindBinding),
+		decl[BindingRelayMarkerIssued](KindBinding),
+		decl[BindingRelayConsumed](KindBinding),
 
 		decl[InstallationStateRepaired](KindInstallation),
 		decl[InstallationBridgeSelected](KindInstallation),
@@ -134,6 +136,28 @@ type JobSubmitted struct {
 	// TimeoutAt is when the job fails unless reported first (job_timeout
 	// after submission); zero for none.
 	TimeoutAt time.Time `json:"timeout_at,omitzero"`
+	// DeliveryTarget is the resolved host-plugin target of a
+	// codex_app_server job (nil for every other target kind).
+	DeliveryTarget *DeliveryTarget `json:"delivery_target,omitempty"`
+}
+
+// DeliveryTarget is the resolved codex_app_server target of a host-plugin
+// delivery (spec/plugin-target.md): which daemon-owned app-server lease
+// carries it, the managed session and epoch its accepted turn is
+// reported on, and the codex executable the app-server runs. It is
+// persisted with the job and its batch so a restarted daemon (or a
+// restarted plugin) can find the same target again.
+type DeliveryTarget struct {
+	// Ownership is "delivery_owned" (the daemon derived the lease from
+	// the plugin identity, the thread and the idempotency key) or
+	// "explicit_lease" (the plugin ensured the lease itself).
+	Ownership        string `json:"ownership"`
+	PluginID         string `json:"plugin_id"`
+	AppServerLeaseID string `json:"app_server_lease_id"`
+	ManagedSessionID string `json:"managed_session_id"`
+	BoundThreadID    string `json:"bound_thread_id"`
+	SessionEpoch     uint64 `json:"session_epoch"`
+	CodexBinary      string `json:"codex_binary"`
 }
 
 // JobCompleted moves a running job to ready; its result is an artifact.
@@ -174,6 +198,9 @@ type BatchOpened struct {
 	// Head is set when the thread had no open batch: this one is its head.
 	Head                  bool      `json:"head,omitempty"`
 	NextDeliveryNotBefore time.Time `json:"next_delivery_not_before,omitzero"`
+	// DeliveryTarget is its jobs' resolved codex_app_server target (a
+	// batch only ever holds jobs of one target).
+	DeliveryTarget *DeliveryTarget `json:"delivery_target,omitempty"`
 }
 
 // BatchPromoted makes a queued batch its thread's head once the batch in
@@ -495,6 +522,31 @@ type BindingDegraded struct {
 // BindingUnbound removes the binding.
 type BindingUnbound struct {
 	DeleteAutomation bool `json:"delete_automation"`
+}
+
+// BindingRelayMarkerIssued records a transcript-relay marker of the
+// "paused" kind (spec/desktop.md, "The transcript relay"): the bridge's
+// pause proof for one generation of the binding's caller heartbeat, under
+// one bridge request. AttemptID is the arm_pending attempt the proof
+// abandons, empty for a pause of the armed generation.
+type BindingRelayMarkerIssued struct {
+	Marker          string    `json:"marker"`
+	Kind            string    `json:"kind"`
+	Generation      uint64    `json:"generation"`
+	AttemptID       string    `json:"attempt_id"`
+	BridgeThreadID  string    `json:"bridge_thread_id"`
+	BridgeRequestID string    `json:"bridge_request_id"`
+	ExpiresAt       time.Time `json:"expires_at"`
+}
+
+// BindingRelayConsumed records that a pause envelope carrying the marker
+// was consumed; the note-paused it stands for is in the same append.
+type BindingRelayConsumed struct {
+	Marker         string `json:"marker"`
+	Kind           string `json:"kind"`
+	EnvelopeSHA256 string `json:"envelope_sha256"`
+	RolloutPath    string `json:"rollout_path,omitempty"`
+	Line           int64  `json:"line,omitempty"`
 }
 
 // InstallationStateRepaired is the only writer of installation-wide
@@ -857,6 +909,8 @@ func (BindingArmed) EventType() string                { return "binding.armed" }
 func (BindingQuiesced) EventType() string             { return "binding.quiesced" }
 func (BindingDegraded) EventType() string             { return "binding.degraded" }
 func (BindingUnbound) EventType() string              { return "binding.unbound" }
+func (BindingRelayMarkerIssued) EventType() string    { return "binding.relay_marker_issued" }
+func (BindingRelayConsumed) EventType() string        { return "binding.relay_consumed" }
 func (InstallationStateRepaired) EventType() string   { return "installation.repaired" }
 func (InstallationBridgeSelected) EventType() string  { return "installation.bridge_selected" }
 func (SessionCreated) EventType() string              { return "session.created" }

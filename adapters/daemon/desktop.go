@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"path/filepath"
 	"sync"
@@ -62,6 +64,12 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 		return desktop.Publication{Outcome: "unchanged"}, nil
 	}
 	c, ok, err := d.buildDesktop(now)
+	if err == nil && ok && d.issueSnapshotMarkers(ctx, c) > 0 {
+		// The markers are in the log: build again so the revision
+		// carries their lines.
+		head = d.eng.Head()
+		c, ok, err = d.buildDesktop(now)
+	}
 	if err == nil && !ok {
 		return desktop.Publication{Outcome: "none"}, nil
 	}
@@ -78,6 +86,82 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 			"ready", len(c.Ready), "arm_pending", len(c.ArmPending), "pause_due", len(c.PauseDue), "log_seq", head)
 	}
 	return p, nil
+}
+
+// issueSnapshotMarkers issues the relay markers the content lacks, so
+// that a sandboxed bridge finds in the snapshot every line it may print
+// (spec/desktop.md, "Markers in the snapshot"): an arm-pending marker per
+// ready entry, an arm-accepted and a paused marker per arm-pending entry,
+// a paused marker per pause-due entry. Only while a relay scanner is bound
+// for the bridge: without one no line would ever be read. It returns how
+// many it issued.
+func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c desktop.Content) int {
+	var bound bool
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst != nil {
+			_, bound = inst.RelayScanners[c.Bridge]
+		}
+		return err
+	}); err != nil || !bound {
+		return 0
+	}
+	ttl := d.opt.Config.Desktop.RelayMarkerTTL.Duration
+	var items []command.IssueRelayMarker
+	add := func(kind, thread, attempt string, gen uint64, request string) error {
+		m, err := randomID("m1-", 20)
+		if err == nil && request == "" {
+			request, err = randomID("relay-", 8)
+		}
+		if err != nil {
+			return err
+		}
+		items = append(items, command.IssueRelayMarker{Kind: kind, BridgeThreadID: c.Bridge, Marker: m, TTL: ttl,
+			ArmToken: command.ArmToken{ThreadID: thread, AttemptID: attempt, Generation: gen, BridgeRequestID: request}})
+		return nil
+	}
+	var err error
+	for _, e := range c.Ready {
+		if e.RelayLine == "" && err == nil {
+			err = add(command.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
+		}
+	}
+	for _, e := range c.ArmPending {
+		if e.RelayLine == "" && err == nil {
+			err = add(command.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
+		}
+		if e.RelayPausedLine == "" && err == nil {
+			err = add(command.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
+		}
+	}
+	for _, e := range c.PauseDue {
+		if e.RelayLine == "" && err == nil {
+			err = add(command.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
+		}
+	}
+	if err != nil || len(items) == 0 {
+		if err != nil {
+			d.opt.Log.Error("draw relay markers", "err", err)
+		}
+		return 0
+	}
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-markers:" + c.Bridge},
+		command.IssueSnapshotMarkers{Items: items})
+	if err != nil {
+		d.opt.Log.Error("issue the snapshot's relay markers", "err", err)
+		return 0
+	}
+	n, _ := res.Value.(int)
+	return n
+}
+
+// randomID is prefix and n random bytes in hex.
+func randomID(prefix string, n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", errs.Wrap(errs.EINTERNAL, err, "draw a random id")
+	}
+	return prefix + hex.EncodeToString(b), nil
 }
 
 // errMoved says the log moved between reading its new events and the

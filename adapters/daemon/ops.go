@@ -114,6 +114,7 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
 	api.Handle(t, api.CtxServe, d.ctxServe)
 	d.codexOps(t)
+	d.pluginOps(t)
 	d.desktopOps(t)
 	d.desktopWritebackOps(t)
 	d.relayOps(t)

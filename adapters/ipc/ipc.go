@@ -40,7 +40,14 @@ import (
 //	4: listings page: wait's and cli.session.list's replies are pages
 //	   (next), batch.list's cursor is a batch id; a client of 3 would list
 //	   only a first page, or misread the cursor.
-const Proto = 4
+//	5: the Desktop writeback operations (desktop.note_arm_pending,
+//	   desktop.note_arm, desktop.note_paused,
+//	   desktop.note_boundary_crossed, desktop.relay.marker_issue,
+//	   desktop.relay.scanner_bind, desktop.relay.consume_transcript,
+//	   desktop.read_artifact, desktop.artifact_lease.revoke): a daemon of 4
+//	   answers a client of 5 with EVERSION (run daemon restart), never
+//	   with an unknown operation that would read as a refused CAS.
+const Proto = 5
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

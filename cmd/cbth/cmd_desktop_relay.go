@@ -26,7 +26,7 @@ type DesktopRelayMarkerCmd struct {
 // DesktopRelayMarkerIssueCmd is `cbth desktop relay marker issue`.
 type DesktopRelayMarkerIssueCmd struct {
 	BridgeThreadID string `help:"The bridge thread whose heartbeat prints the envelope." required:"" name:"bridge-thread-id"`
-	Kind           string `help:"arm-pending (before the arm) or arm-accepted (after automation_update was accepted; only once the attempt is arm_pending)." required:"" enum:"arm-pending,arm-accepted"`
+	Kind           string `help:"arm-pending (before the arm), arm-accepted (after automation_update was accepted; only once the attempt is arm_pending) or paused (note-paused's proof: --attempt-id '' for the armed generation, or the arm_pending attempt whose arm never took effect)." required:"" enum:"arm-pending,arm-accepted,paused"`
 	DesktopArmToken
 }
 

@@ -179,6 +179,7 @@ func Clone(s State) State {
 		return &c
 	case *Binding:
 		c := *s
+		c.RelayMarkers = slices.Clone(s.RelayMarkers)
 		return &c
 	case *Installation:
 		c := *s

@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -17,23 +18,24 @@ const (
 // Job is a tracked long-running task.
 type Job struct {
 	Header
-	TargetKind     string                `json:"target_kind"`
-	SourceThreadID string                `json:"source_thread_id"`
-	TaskKind       string                `json:"task_kind"`
-	TaskSummary    string                `json:"task_summary"`
-	Metadata       events.RawJSON        `json:"metadata,omitempty"`
-	DedupeKey      string                `json:"dedupe_key,omitempty"`
-	DeliveryPolicy events.DeliveryPolicy `json:"delivery_policy"`
-	ArtifactID     string                `json:"artifact_id,omitempty"`
-	ResultSummary  string                `json:"result_summary,omitempty"`
-	ResultBytes    int64                 `json:"result_bytes,omitempty"`
-	BatchID        string                `json:"batch_id,omitempty"`
-	FailReason     string                `json:"fail_reason,omitempty"`
-	CancelReason   string                `json:"cancel_reason,omitempty"`
-	CreatedSeq     uint64                `json:"created_seq"`
-	ReadyAt        time.Time             `json:"ready_at,omitzero"`
-	CompletedAt    time.Time             `json:"completed_at,omitzero"`
-	TimeoutAt      time.Time             `json:"timeout_at,omitzero"`
+	TargetKind     string                 `json:"target_kind"`
+	SourceThreadID string                 `json:"source_thread_id"`
+	TaskKind       string                 `json:"task_kind"`
+	TaskSummary    string                 `json:"task_summary"`
+	Metadata       events.RawJSON         `json:"metadata,omitempty"`
+	DedupeKey      string                 `json:"dedupe_key,omitempty"`
+	DeliveryPolicy events.DeliveryPolicy  `json:"delivery_policy"`
+	ArtifactID     string                 `json:"artifact_id,omitempty"`
+	ResultSummary  string                 `json:"result_summary,omitempty"`
+	ResultBytes    int64                  `json:"result_bytes,omitempty"`
+	BatchID        string                 `json:"batch_id,omitempty"`
+	FailReason     string                 `json:"fail_reason,omitempty"`
+	CancelReason   string                 `json:"cancel_reason,omitempty"`
+	CreatedSeq     uint64                 `json:"created_seq"`
+	ReadyAt        time.Time              `json:"ready_at,omitzero"`
+	CompletedAt    time.Time              `json:"completed_at,omitzero"`
+	TimeoutAt      time.Time              `json:"timeout_at,omitzero"`
+	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
 }
 
 func (j *Job) mutate(e *events.Envelope, p events.Payload) {
@@ -42,7 +44,7 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.TargetKind, j.SourceThreadID = p.TargetKind, p.SourceThreadID
 		j.TaskKind, j.TaskSummary = p.TaskKind, p.TaskSummary
 		j.Metadata, j.DedupeKey, j.DeliveryPolicy = p.Metadata, p.DedupeKey, p.DeliveryPolicy
-		j.CreatedSeq, j.TimeoutAt = e.Seq, p.TimeoutAt
+		j.CreatedSeq, j.TimeoutAt, j.DeliveryTarget = e.Seq, p.TimeoutAt, p.DeliveryTarget
 	case *events.JobCompleted:
 		j.ResultSummary, j.ArtifactID, j.ResultBytes, j.BatchID = p.ResultSummary, p.ArtifactID, p.ResultBytes, p.BatchID
 		j.ReadyAt, j.CompletedAt = e.RecordedAt, e.RecordedAt
@@ -128,6 +130,7 @@ type Batch struct {
 	InlinePayloadBytes          int64                    `json:"inline_payload_bytes"`
 	ArtifactCount               int                      `json:"artifact_count"`
 	RequiresArtifactRead        bool                     `json:"requires_artifact_read"`
+	DeliveryTarget              *events.DeliveryTarget   `json:"delivery_target,omitempty"`
 }
 
 // Replay policies and boundary states.
@@ -153,6 +156,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.MaxDeliveryAttempts, b.RedeliveryWindowEndsAt = p.MaxDeliveryAttempts, p.RedeliveryWindowEndsAt
 		b.ReplayPolicy, b.ContinuationBoundaryState = ReplayAutomatic, BoundaryNot
 		b.IsHead, b.NextDeliveryNotBefore = p.Head, p.NextDeliveryNotBefore
+		b.DeliveryTarget = p.DeliveryTarget
 	case *events.BatchPromoted:
 		b.IsHead, b.NextDeliveryNotBefore = true, p.NextDeliveryNotBefore
 	case *events.BatchParkNotified:
@@ -317,17 +321,31 @@ type RelayMarker struct {
 	ExpiresAt       time.Time `json:"expires_at"`
 	ConsumedSHA256  string    `json:"consumed_envelope_sha256,omitempty"`
 	ConsumedAt      time.Time `json:"consumed_at,omitzero"`
+	// Generation and AttemptID are a pause marker's (on a binding).
+	Generation uint64 `json:"generation,omitempty"`
+	AttemptID  string `json:"attempt_id,omitempty"`
 }
 
-// Marker returns the attempt's issued marker m, nil if none.
-func (a *Attempt) Marker(m string) *RelayMarker {
-	for i := range a.RelayMarkers {
-		if a.RelayMarkers[i].Marker == m {
-			return &a.RelayMarkers[i]
+// Valid reports whether the marker may still be consumed at now.
+func (m RelayMarker) Valid(now time.Time) bool {
+	return m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt)
+}
+
+// findMarker returns the marker m in ms, nil if none.
+func findMarker(ms []RelayMarker, m string) *RelayMarker {
+	for i := range ms {
+		if ms[i].Marker == m {
+			return &ms[i]
 		}
 	}
 	return nil
 }
+
+// Marker returns the attempt's issued marker m, nil if none.
+func (a *Attempt) Marker(m string) *RelayMarker { return findMarker(a.RelayMarkers, m) }
+
+// Marker returns the binding's issued pause marker m, nil if none.
+func (b *Binding) Marker(m string) *RelayMarker { return findMarker(b.RelayMarkers, m) }
 
 // Live reports whether the attempt is non-terminal.
 func (a *Attempt) Live() bool {
@@ -506,6 +524,9 @@ type Binding struct {
 	DegradedReason            string              `json:"degraded_reason,omitempty"`
 	LastVerifiedAt            time.Time           `json:"last_verified_at,omitzero"`
 	AutomationDeletedOnUnbind bool                `json:"automation_deleted_on_unbind,omitempty"`
+	// RelayMarkers are the pause-proof relay markers issued for the
+	// binding and not yet expired when the last one was issued.
+	RelayMarkers []RelayMarker `json:"relay_markers,omitempty"`
 }
 
 func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
@@ -537,6 +558,16 @@ func (b *Binding) mutate(e *events.Envelope, p events.Payload) {
 		b.DegradedReason = p.Reason
 	case *events.BindingUnbound:
 		b.AutomationDeletedOnUnbind = p.DeleteAutomation
+	case *events.BindingRelayMarkerIssued:
+		// Expired markers can never be consumed: drop them, so a
+		// long-lived binding keeps at most a relay_marker_ttl's worth.
+		b.RelayMarkers = slices.DeleteFunc(b.RelayMarkers, func(m RelayMarker) bool { return !e.RecordedAt.Before(m.ExpiresAt) })
+		b.RelayMarkers = append(b.RelayMarkers, RelayMarker{Marker: p.Marker, Kind: p.Kind, BridgeThreadID: p.BridgeThreadID,
+			BridgeRequestID: p.BridgeRequestID, IssuedAt: e.RecordedAt, ExpiresAt: p.ExpiresAt, Generation: p.Generation, AttemptID: p.AttemptID})
+	case *events.BindingRelayConsumed:
+		if m := b.Marker(p.Marker); m != nil {
+			m.ConsumedSHA256, m.ConsumedAt = p.EnvelopeSHA256, e.RecordedAt
+		}
 	}
 }
 
@@ -565,6 +596,9 @@ func (b *Binding) Indexes() []IndexEntry {
 		if b.Unquiesced() {
 			out = append(out, IndexEntry{index.BindingUnquiesced, index.Time(b.PauseNotBefore)})
 		}
+	}
+	for _, m := range b.RelayMarkers {
+		out = append(out, IndexEntry{index.BindingRelayMarker, m.Marker})
 	}
 	return out
 }

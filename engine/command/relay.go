@@ -20,10 +20,14 @@ import (
 const (
 	RelayArmPending  = "arm-pending"
 	RelayArmAccepted = "arm-accepted"
+	// RelayPaused stands for note-paused: the bridge's proof that a
+	// generation's caller heartbeat is paused (or that an arm in flight
+	// never took effect). Its marker lives on the binding.
+	RelayPaused = "paused"
 )
 
 // RelayKinds lists them.
-var RelayKinds = []string{RelayArmPending, RelayArmAccepted}
+var RelayKinds = []string{RelayArmPending, RelayArmAccepted, RelayPaused}
 
 // IssueRelayMarker is `cbth desktop relay marker issue`: it binds a new
 // marker (Marker, drawn by the caller from a secure random source) to an
@@ -49,16 +53,19 @@ type IssuedMarker struct {
 // Decide implements engine.Decider.
 func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if !slices.Contains(RelayKinds, c.Kind) {
-		return engine.Decision{}, errs.New(errs.EINVAL, "relay marker kind %q is not arm-pending or arm-accepted", c.Kind)
-	}
-	if err := c.check(); err != nil {
-		return engine.Decision{}, err
+		return engine.Decision{}, errs.New(errs.EINVAL, "relay marker kind %q is not arm-pending, arm-accepted or paused", c.Kind)
 	}
 	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	if len(c.Marker) < 32 {
 		return engine.Decision{}, errs.New(errs.EINTERNAL, "relay marker too short")
+	}
+	if c.Kind == RelayPaused {
+		return c.pauseMarker(v, now)
+	}
+	if err := c.check(); err != nil {
+		return engine.Decision{}, err
 	}
 	_, a, why, err := headAttempt(v, c.ThreadID, c.AttemptID, c.Generation)
 	if err != nil {
@@ -83,6 +90,78 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 		BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
 	return engine.Decision{Outcome: "issued", Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}},
 		Value: IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}}, nil
+}
+
+// pauseMarker issues a paused marker on the thread's binding, for the
+// generation note-paused would accept now or later: the armed generation
+// not yet quiesced (AttemptID empty), or the generation of the thread's
+// arm_pending attempt under the same request (AttemptID that attempt).
+func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("source thread id", c.ThreadID); err != nil {
+		return engine.Decision{}, err
+	}
+	if err := checkID("bridge request id", c.BridgeRequestID); err != nil {
+		return engine.Decision{}, err
+	}
+	bd, err := BindingOf(v, c.ThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if bd == nil || bd.Status == "unbound" {
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: thread %s is not bound", c.ThreadID)
+	}
+	switch {
+	case c.AttemptID == "" && c.Generation > 0 && c.Generation == bd.ArmedGeneration && bd.Unquiesced():
+	case c.AttemptID != "":
+		a, err := liveAttempt(v, c.ThreadID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if a == nil || a.ID != c.AttemptID || a.Status != "arm_pending" || a.Generation != c.Generation || a.BridgeRequestID != c.BridgeRequestID {
+			return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is not arm_pending for generation %d under bridge request %s",
+				c.AttemptID, c.Generation, c.BridgeRequestID)
+		}
+	default:
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: generation %d is not the binding's armed generation waiting for its pause (%d)",
+			c.Generation, bd.ArmedGeneration)
+	}
+	for _, m := range bd.RelayMarkers {
+		if m.Kind == RelayPaused && m.Generation == c.Generation && m.AttemptID == c.AttemptID && m.BridgeRequestID == c.BridgeRequestID && m.Valid(now) {
+			return engine.Decision{Outcome: "already_issued", Value: IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}}, nil
+		}
+	}
+	ev := &events.BindingRelayMarkerIssued{Marker: c.Marker, Kind: RelayPaused, Generation: c.Generation, AttemptID: c.AttemptID,
+		BridgeThreadID: c.BridgeThreadID, BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
+	return engine.Decision{Outcome: "issued", Emits: []engine.Emit{{Stream: bindingStream(bd.ID), Payload: ev}},
+		Value: IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}}, nil
+}
+
+// IssueSnapshotMarkers is the daemon's own issuance for the published
+// snapshot (spec/desktop.md, "Markers in the snapshot"): every item is
+// decided on the same view and the issued ones go in one append; an item
+// that is stale or already issued is left out. Outcome "issued" or
+// "none"; Value is the number issued.
+type IssueSnapshotMarkers struct {
+	Items []IssueRelayMarker
+}
+
+// Decide implements engine.Decider.
+func (c IssueSnapshotMarkers) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	var emits []engine.Emit
+	for _, it := range c.Items {
+		d, err := it.Decide(v, now)
+		if err != nil {
+			if code := errs.CodeOf(err); code == errs.EINTERNAL || code == errs.ECORRUPT {
+				return engine.Decision{}, err
+			}
+			continue
+		}
+		emits = append(emits, d.Emits...)
+	}
+	if len(emits) == 0 {
+		return engine.Decision{Outcome: "none", Value: 0}, nil
+	}
+	return engine.Decision{Outcome: "issued", Emits: emits, Value: len(emits)}, nil
 }
 
 // BindRelayScanner binds the relay scanner of a bridge thread to one
@@ -154,6 +233,9 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	no := func(outcome, reason string) (engine.Decision, error) {
 		return engine.Decision{Outcome: outcome, Value: Consumed{Reason: reason}}, nil
 	}
+	if c.Kind == RelayPaused {
+		return c.consumePause(v, now)
+	}
 	refs := v.Lookup(index.RelayMarker, c.Marker)
 	if len(refs) != 1 {
 		return no("unknown_marker", "the marker was never issued")
@@ -195,4 +277,47 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	emits := append(d.Emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
 	return engine.Decision{Outcome: "consumed", Emits: emits, Value: Consumed{AttemptID: a.ID, Applied: d.Outcome}}, nil
+}
+
+// consumePause applies a paused envelope: NotePaused under the marker's
+// generation and request, with the consumption recorded on the binding.
+func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decision, error) {
+	no := func(outcome, reason string) (engine.Decision, error) {
+		return engine.Decision{Outcome: outcome, Value: Consumed{Reason: reason}}, nil
+	}
+	refs := v.Lookup(index.BindingRelayMarker, c.Marker)
+	if len(refs) != 1 {
+		return no("unknown_marker", "the marker was never issued (or expired long ago)")
+	}
+	s, err := v.State(events.KindBinding, refs[0].ID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	bd, _ := s.(*aggregate.Binding)
+	var m *aggregate.RelayMarker
+	if bd != nil {
+		m = bd.Marker(c.Marker)
+	}
+	switch {
+	case m == nil:
+		return no("unknown_marker", "the marker was never issued")
+	case m.Kind != c.Kind || bd.SourceThreadID != c.ThreadID || m.AttemptID != c.AttemptID || m.Generation != c.Generation || m.BridgeRequestID != c.RequestID:
+		return no("mismatch", "the envelope's kind or token is not the one the marker was issued for")
+	case m.ConsumedSHA256 == c.SHA256:
+		return no("already_consumed", "this envelope was consumed at "+m.ConsumedAt.Format(time.RFC3339))
+	case m.ConsumedSHA256 != "":
+		return no("conflict", "another envelope consumed this marker")
+	case !now.Before(m.ExpiresAt):
+		return no("expired", "the marker expired at "+m.ExpiresAt.Format(time.RFC3339))
+	}
+	d, err := NotePaused{ThreadID: c.ThreadID, Generation: c.Generation, BridgeRequestID: c.RequestID}.Decide(v, now)
+	if err != nil {
+		if code := errs.CodeOf(err); code == errs.EINTERNAL || code == errs.ECORRUPT {
+			return engine.Decision{}, err
+		}
+		return engine.Decision{Outcome: "refused", Value: Consumed{AttemptID: c.AttemptID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}}, nil
+	}
+	emits := append(d.Emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingRelayConsumed{Marker: c.Marker, Kind: c.Kind,
+		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
+	return engine.Decision{Outcome: "consumed", Emits: emits, Value: Consumed{AttemptID: c.AttemptID, Applied: d.Outcome}}, nil
 }

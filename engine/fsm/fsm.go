@@ -171,6 +171,10 @@ var bindingTable = Table{
 		{"binding.bound", []string{"bound"}}, // operator repair of a bound thread
 		{"binding.armed", []string{"bound"}},
 		{"binding.quiesced", []string{"bound", "degraded"}},
+		// Pause-proof relay markers: a degraded binding's armed
+		// generation may still be proven paused (note-paused).
+		{"binding.relay_marker_issued", []string{"bound", "degraded"}},
+		{"binding.relay_consumed", []string{"bound", "degraded"}},
 	},
 }
 

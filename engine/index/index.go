@@ -35,6 +35,9 @@ const (
 	BindingUnquiesced   = "binding.unquiesced"
 	// RelayMarker finds the attempt a transcript-relay marker was issued for.
 	RelayMarker = "attempt.relay_marker"
+	// BindingRelayMarker finds the binding a pause-proof marker was
+	// issued for.
+	BindingRelayMarker = "binding.relay_marker"
 
 	TaskJob  = "task.job"  // job -> the task that runs it
 	TaskLive = "task.live" // "" -> tasks queued, running or stopping

@@ -116,6 +116,10 @@ type ReadyEntry struct {
 	SnapshotRevision     uint64 `json:"snapshot_revision"`
 	SnapshotPath         string `json:"snapshot_path"`
 	RequiresArtifactRead bool   `json:"requires_artifact_read"`
+	// RelayLine is the arm-pending envelope a sandboxed bridge prints to
+	// write this arm back through the transcript relay; empty while no
+	// relay scanner is bound for the bridge.
+	RelayLine string `json:"relay_line"`
 }
 
 // ByThreadPath is a thread's locator in the inbox: by-thread/<thread>.json,
@@ -142,6 +146,12 @@ type ArmPendingEntry struct {
 	ArmPendingSince        time.Time `json:"arm_pending_since"`
 	ArmPendingDeadline     time.Time `json:"arm_pending_deadline"`
 	BridgeArmLeaseDeadline time.Time `json:"bridge_arm_lease_deadline"`
+	// RelayLine is the arm-accepted envelope (print it once the caller
+	// automation is armed); RelayPausedLine the paused envelope (print it
+	// once the caller automation is proven PAUSED: the arm never took
+	// effect). Empty while no relay scanner is bound for the bridge.
+	RelayLine       string `json:"relay_line"`
+	RelayPausedLine string `json:"relay_paused_line"`
 }
 
 // ArmPendingBindings is arm-pending-bindings.json.
@@ -163,6 +173,10 @@ type PauseDueEntry struct {
 	PauseNotBefore     time.Time `json:"pause_not_before"`
 	PauseDeadline      time.Time `json:"pause_deadline"`
 	Overdue            bool      `json:"overdue"`
+	// RelayLine is the paused envelope for ArmedGeneration (print it once
+	// the caller automation reads back PAUSED); empty while no relay
+	// scanner is bound for the bridge.
+	RelayLine string `json:"relay_line"`
 }
 
 // PauseDueBindings is pause-due-bindings.json.

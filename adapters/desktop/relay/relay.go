@@ -30,10 +30,13 @@ const Prefix = "CBTH-RELAY/1 "
 const (
 	KindArmPending  = "arm-pending"  // note-arm-pending
 	KindArmAccepted = "arm-accepted" // note-arm (the lease is read from the durable attempt)
+	// KindPaused is note-paused. Its attempt_id is the arm_pending
+	// attempt the proof abandons, or empty for the armed generation.
+	KindPaused = "paused"
 )
 
 // Kinds lists the envelope kinds.
-var Kinds = []string{KindArmPending, KindArmAccepted}
+var Kinds = []string{KindArmPending, KindArmAccepted, KindPaused}
 
 // Envelope is what a heartbeat prints after Prefix. It never carries the
 // bridge arm lease: secrets do not pass through prompts or tool output.

@@ -163,6 +163,7 @@ var All = []string{
 	DesktopReadArtifact.Name, DesktopRevokeLease.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
+	PluginHandshake.Name, AppServerEnsure.Name, DeliveryEnqueue.Name, DeliveryInspect.Name,
 }
 
 // Empty is the request of operations that take none.
