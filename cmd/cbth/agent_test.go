@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -501,7 +502,16 @@ func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	a.ok(&res, "job", "submit", "--target", "ctx", "--thread-id", "agent/coder/alpha", "--task-kind", "ci", "--summary", "slow work")
-	a.ok(nil, "job", "complete", "--job-id", res.JobID, "--summary", "slow\n"+`!tool shell.exec {"command":"sleep 5"}`)
+	// The turn's shell.exec outlives the daemon's kill (its own process
+	// group); it says its pid so the test can end it.
+	a.ok(nil, "job", "complete", "--job-id", res.JobID, "--summary", "slow\n"+`!tool shell.exec {"command":"echo $$ > sleeper.pid; exec sleep 30"}`)
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(filepath.Join(a.proj, "sleeper.pid"))
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	events := filepath.Join(a.sessions(), "alpha", "events.jsonl")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
