@@ -547,3 +547,115 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 		})
 	}
 }
+
+type scannerView struct {
+	Bridge   string `json:"bridge_thread_id"`
+	Revision uint64 `json:"binding_revision"`
+	Offset   int64  `json:"offset"`
+	State    string `json:"state"`
+	Reason   string `json:"degraded_reason"`
+}
+
+func (h *homeDir) scanner() scannerView {
+	h.t.Helper()
+	var v struct {
+		Scanners []scannerView `json:"relay_scanners"`
+	}
+	h.ok(&v, "desktop", "installation-state")
+	if len(v.Scanners) != 1 {
+		h.t.Fatalf("relay scanners: %+v", v.Scanners)
+	}
+	return v.Scanners[0]
+}
+
+// The scanner's read position is in the log: a restarted daemon resumes
+// where the last one recorded, rather than reading the rollout again.
+// Proof: while the daemon is down, the part already read is rewritten in
+// place (same file, same size) to hold the arm-accepted line, and the
+// paused line (the arm never took effect) is appended. Read again from
+// the start, the attempt would be armed (and the pause refused); resumed,
+// only the pause applies and the attempt is abandoned, the batch
+// automatic and not counted.
+func TestDesktop_RelayScannerResumesAfterRestart(t *testing.T) {
+	s := newRelaySim(t, "S")
+	s.desktopJob("S")
+	s.readyFor("S")
+	if err := s.desk.Print("Bridge: " + strings.Repeat("read the snapshot, print the relay lines; ", 20)); err != nil {
+		t.Fatal(err)
+	}
+	s.wake(desktopsim.StepNone)
+	waitFor(t, "arm_pending", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "arm_pending" })
+	st, err := os.Stat(s.desk.Rollout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the position recorded", 20*time.Second, func() bool { return s.scanner().Offset == st.Size() })
+	d := s.published("the arm-pending lines", func(d desktopsim.DirectRead) bool {
+		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayLine != ""
+	})
+	pend := d.ArmPending.Entries[0]
+	s.ok(nil, "daemon", "stop")
+
+	rec, _ := json.Marshal(map[string]any{"type": "response_item", "payload": map[string]any{"type": "function_call_output",
+		"call_id": "call_x", "output": pend.RelayLine + "\n"}})
+	if int64(len(rec))+1 > st.Size() {
+		t.Fatalf("the rewritten record (%d bytes) does not fit the %d read", len(rec)+1, st.Size())
+	}
+	prefix := append(rec, []byte(strings.Repeat(" ", int(st.Size())-len(rec)-1)+"\n")...)
+	f, err := os.OpenFile(s.desk.Rollout, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(prefix, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := s.desk.Print("", pend.RelayPausedLine); err != nil {
+		t.Fatal(err)
+	}
+	s.preflight() // starts the daemon; it scans
+	waitFor(t, "the pause line applied", 20*time.Second, func() bool { st, _ := s.headState("S"); return st != "arm_pending" })
+	var in batchState
+	s.ok(&in, "batch", "inspect-head", "--source-thread-id", "S")
+	if in.Batch.Replay != "automatic" || in.Batch.Count != 0 {
+		t.Fatalf("the restarted scanner read the rollout again: %+v (head %+v)", in.Batch, in.Head)
+	}
+}
+
+// A rollout that stops being the bound file degrades the scanner with a
+// stable reason, visible in installation-state and doctor; a rebind
+// starts it again.
+func TestDesktop_RelayScannerDegradedThenRebound(t *testing.T) {
+	s := newRelaySim(t, "S")
+	if v := s.scanner(); v.State != "reading" || v.Revision != 1 {
+		t.Fatalf("bound: %+v", v)
+	}
+	// Another file takes the path (renamed over it: another inode).
+	other := s.desk.Rollout + ".new"
+	if err := os.WriteFile(other, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(other, s.desk.Rollout); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the scanner degraded", 20*time.Second, func() bool { return s.scanner().State == "degraded" })
+	if v := s.scanner(); v.Reason != "rollout_replaced" {
+		t.Fatalf("degraded: %+v", v)
+	}
+	rep, r := s.doctor()
+	if f := rep.get("desktop.relay"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Detail, "rollout_replaced") ||
+		!strings.Contains(f.Fix, "relay scanner bind") {
+		t.Fatalf("doctor: exit %d %+v", r.code, f)
+	}
+	var b struct {
+		Outcome  string `json:"outcome"`
+		Revision uint64 `json:"binding_revision"`
+	}
+	s.ok(&b, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", s.desk.Rollout)
+	if v := s.scanner(); b.Outcome != "bound" || v.State != "reading" || v.Revision != 2 {
+		t.Fatalf("rebound: %+v %+v", b, v)
+	}
+	if rep, _ := s.doctor(); rep.get("desktop.relay").State != "ok" {
+		t.Fatalf("doctor after the rebind: %+v", rep.get("desktop.relay"))
+	}
+}
