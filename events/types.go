@@ -138,6 +138,28 @@ type JobSubmitted struct {
 	// TimeoutAt is when the job fails unless reported first (job_timeout
 	// after submission); zero for none.
 	TimeoutAt time.Time `json:"timeout_at,omitzero"`
+	// DeliveryTarget is the resolved host-plugin target of a
+	// codex_app_server job (nil for every other target kind).
+	DeliveryTarget *DeliveryTarget `json:"delivery_target,omitempty"`
+}
+
+// DeliveryTarget is the resolved codex_app_server target of a host-plugin
+// delivery (spec/plugin-target.md): which daemon-owned app-server lease
+// carries it, the managed session and epoch its accepted turn is
+// reported on, and the codex executable the app-server runs. It is
+// persisted with the job and its batch so a restarted daemon (or a
+// restarted plugin) can find the same target again.
+type DeliveryTarget struct {
+	// Ownership is "delivery_owned" (the daemon derived the lease from
+	// the plugin identity, the thread and the idempotency key) or
+	// "explicit_lease" (the plugin ensured the lease itself).
+	Ownership        string `json:"ownership"`
+	PluginID         string `json:"plugin_id"`
+	AppServerLeaseID string `json:"app_server_lease_id"`
+	ManagedSessionID string `json:"managed_session_id"`
+	BoundThreadID    string `json:"bound_thread_id"`
+	SessionEpoch     uint64 `json:"session_epoch"`
+	CodexBinary      string `json:"codex_binary"`
 }
 
 // JobCompleted moves a running job to ready; its result is an artifact.
@@ -178,6 +200,9 @@ type BatchOpened struct {
 	// Head is set when the thread had no open batch: this one is its head.
 	Head                  bool      `json:"head,omitempty"`
 	NextDeliveryNotBefore time.Time `json:"next_delivery_not_before,omitzero"`
+	// DeliveryTarget is its jobs' resolved codex_app_server target (a
+	// batch only ever holds jobs of one target).
+	DeliveryTarget *DeliveryTarget `json:"delivery_target,omitempty"`
 }
 
 // BatchPromoted makes a queued batch its thread's head once the batch in

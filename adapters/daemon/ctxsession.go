@@ -2,14 +2,18 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"path/filepath"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -64,7 +68,61 @@ func (d *Daemon) ctxTarget() *target.CtxTarget {
 			return nil, err
 		}
 		return srv, nil
-	}}
+	}, Turns: d.ctxTurn}
+}
+
+// ctxTurn finds, in the log, the turn msgID started in the private
+// session a ctx thread names, and how its run ended. It reads the log
+// alone, so it answers at start-up before any agent socket is served.
+// More than one tree with that session is EINVAL: the thread names no
+// tree, so nothing is proven.
+func (d *Daemon) ctxTurn(_ context.Context, thread, msgID string) (target.CtxTurn, error) {
+	agent, sess, err := target.ParseCtxThread(thread)
+	if err != nil {
+		return target.CtxTurn{}, err
+	}
+	uid := os.Getuid()
+	var dirs []string
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
+			if c.Object == "agent/"+agent && c.Scope == session.ScopePrivate && c.UID == uid && c.Name == sess {
+				dirs = append(dirs, c.ID)
+			}
+			return nil
+		})
+	}); err != nil {
+		return target.CtxTurn{}, err
+	}
+	switch len(dirs) {
+	case 0:
+		// The session was never opened, so the turn was never recorded.
+		return target.CtxTurn{}, nil
+	case 1:
+	default:
+		return target.CtxTurn{}, errs.New(errs.EINVAL, "ctx thread %s names a session in %d trees", thread, len(dirs))
+	}
+	var turn target.CtxTurn
+	ends := map[string]string{}
+	err = d.eng.ReadStream(sessionStream(dirs[0]), func(env events.Envelope) error {
+		p, err := events.DecodePayload(&env)
+		if err != nil {
+			return err
+		}
+		switch p := p.(type) {
+		case *events.CtxSessionMessage:
+			if p.ID == msgID && p.Role == "user" && !turn.Found {
+				turn.Found, turn.RunID = true, p.Run
+			}
+		case *events.CtxSessionEvent:
+			var f struct{ Type, Run, Status string }
+			if json.Unmarshal(p.Event, &f) == nil && f.Type == stream.TypeDone {
+				ends[f.Run] = f.Status
+			}
+		}
+		return nil
+	})
+	turn.Status = ends[turn.RunID]
+	return turn, err
 }
 
 // catchUpSessions makes every recorded session directory and index match

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
@@ -122,4 +123,37 @@ func (d *Daemon) catchUpTrees() error {
 		}
 	}
 	return nil
+}
+
+// ctxServe makes sure the daemon serves a session=socket object's socket
+// (cbth model serve): its sessions are then events like those of every
+// socket the daemon serves. The request's connection is attached, so the
+// daemon stays up while the foreground holds it.
+func (d *Daemon) ctxServe(_ context.Context, a api.CtxServeArgs) (api.CtxServeReply, error) {
+	doc, err := d.loadTree(a.Root)
+	if err != nil {
+		return api.CtxServeReply{}, err
+	}
+	if !doc.Exists {
+		return api.CtxServeReply{}, errs.New(errs.ENOENT, "no tree is registered at %s (cbth ctx init)", a.Root)
+	}
+	var obj *object.Object
+	for i := range doc.Set.Objects {
+		if doc.Set.Objects[i].Rel() == a.Object {
+			obj = &doc.Set.Objects[i]
+		}
+	}
+	switch {
+	case obj == nil:
+		return api.CtxServeReply{}, errs.New(errs.ENOENT, "no %s in the tree at %s", a.Object, a.Root)
+	case obj.Session != object.SessionSocket:
+		return api.CtxServeReply{}, errs.New(errs.EINVAL, "%s has session=%s; a socket is only served for session=socket", a.Object, obj.Session)
+	}
+	// Serving follows the registrations; a socket that failed to start
+	// is tried again here.
+	d.sockets.Sync(a.Root, doc.Set)
+	if !d.sockets.Serves(a.Root, a.Object) {
+		return api.CtxServeReply{}, errs.New(errs.EHOSTDOWN, "the daemon could not serve %s (its log says why)", a.Object)
+	}
+	return api.CtxServeReply{Object: a.Object, Socket: filepath.Join(a.Root, a.Object) + ".sock"}, nil
 }

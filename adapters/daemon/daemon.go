@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
+	"github.com/cbth-dev/cbth/adapters/codex/plugintarget"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/gateway"
@@ -85,7 +86,10 @@ type Daemon struct {
 	desk    deskState
 	// codex is the Codex CLI adapter: the shared app-server, started when
 	// a CLI session first needs it, and the attached foregrounds.
-	codex    *sessions.Manager
+	codex *sessions.Manager
+	// plugin is the host-plugin codex_app_server target and its
+	// daemon-owned app-servers.
+	plugin   *plugintarget.Target
 	codexErr error // a configuration that cannot run Codex
 
 	inflight     atomic.Int64
@@ -133,7 +137,7 @@ func Run(ctx context.Context, opt Options) error {
 	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
 		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes},
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
-		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log},
+		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log, Shared: opt.Config.Ctx.SharedSpaces()},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
 		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
 		tasks:     newTasks()}
@@ -168,6 +172,7 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	d.codex, d.codexErr = d.newCodex(opt)
 	d.addCLITarget()
+	d.addPluginTarget()
 	defer func() {
 		// What outlives a request stops before the log closes:
 		// deliveries record their answers, hooks their runs, the
@@ -180,6 +185,7 @@ func Run(ctx context.Context, opt Options) error {
 		if err := d.codex.Stop(stopCtx); err != nil {
 			opt.Log.Error("stop the codex app-server", "err", err)
 		}
+		d.stopPlugin(stopCtx)
 		stopCancel()
 		d.eng.Close()
 	}()

@@ -401,16 +401,30 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 			continue
 		}
 		for _, p := range r.Reconcile(ctx, mine) {
-			if p.Continues {
+			switch {
+			case p.Continues:
 				continuing = append(continuing, command.SessionRef{AttemptID: p.AttemptID, ManagedSessionID: p.ManagedSessionID, SessionEpoch: p.SessionEpoch})
-				continue
+			case p.Outcome != "":
+				res, err := d.eng.Execute(ctx, meta, command.RecordOutcome{Config: cfg, AttemptID: p.AttemptID, RPCRequestID: p.RPCRequestID,
+					ManagedSessionID: p.ManagedSessionID, SessionEpoch: p.SessionEpoch, Outcome: p.Outcome, TurnID: p.TurnID, Reason: p.Reason, Tracks: p.Tracks})
+				if err != nil {
+					return fmt.Errorf("record %s's proof for attempt %s: %w", t.Spec().Name, p.AttemptID, err)
+				}
+				d.opt.Log.Info("in-flight attempt proven after restart", "target", t.Spec().Name, "attempt", p.AttemptID, "outcome", res.Outcome)
+				if res.Outcome != command.Accepted {
+					continue
+				}
 			}
-			res, err := d.eng.Execute(ctx, meta, command.RecordOutcome{Config: cfg, AttemptID: p.AttemptID, RPCRequestID: p.RPCRequestID,
-				ManagedSessionID: p.ManagedSessionID, SessionEpoch: p.SessionEpoch, Outcome: p.Outcome, TurnID: p.TurnID, Reason: p.Reason, Tracks: p.Tracks})
-			if err != nil {
-				return fmt.Errorf("record %s's proof for attempt %s: %w", t.Spec().Name, p.AttemptID, err)
+			// Turn events the target found already happened: recorded
+			// now, before what is left unproven is parked.
+			for _, ev := range p.Turn {
+				out, err := d.eng.Execute(ctx, meta, command.ObserveTurn{Config: cfg, AttemptID: p.AttemptID, TurnID: p.TurnID, Event: ev,
+					ManagedSessionID: p.ManagedSessionID, SessionEpoch: p.SessionEpoch})
+				if err != nil {
+					return fmt.Errorf("record %s's turn event %s for attempt %s: %w", t.Spec().Name, ev, p.AttemptID, err)
+				}
+				d.opt.Log.Info("turn event proven after restart", "target", t.Spec().Name, "attempt", p.AttemptID, "event", ev, "outcome", out.Outcome)
 			}
-			d.opt.Log.Info("in-flight attempt proven after restart", "target", t.Spec().Name, "attempt", p.AttemptID, "outcome", res.Outcome)
 		}
 	}
 	res, err := d.eng.Execute(ctx, meta, command.ReconcileInFlight{Config: cfg, Continuing: continuing})

@@ -112,7 +112,9 @@ func (d *Daemon) ops() api.Table {
 
 	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
 	api.Handle(t, api.CtxTreeSave, d.saveTree)
+	api.Handle(t, api.CtxServe, d.ctxServe)
 	d.codexOps(t)
+	d.pluginOps(t)
 	d.desktopOps(t)
 	d.desktopWritebackOps(t)
 	d.relayOps(t)

@@ -85,10 +85,16 @@ var replyBounds = map[string]string{
 	api.TaskList.Name:       "paged (query.PageBytes)",
 	api.TaskCancel.Name:     "one task",
 	api.DaemonHandover.Name: "small",
+	api.CtxServe.Name:       "one object name and socket path",
 
 	api.GatewayRouteAdd.Name:    "one route",
 	api.GatewayRouteRemove.Name: "one route",
 	api.GatewayRouteList.Name:   "at most query.MaxRoutes routes of bounded ids (about 1 KB each), the rest counted",
+
+	api.PluginHandshake.Name: "small",
+	api.AppServerEnsure.Name: "one lease",
+	api.DeliveryEnqueue.Name: "one job",
+	api.DeliveryInspect.Name: "one job without its metadata (job query shows it), one batch as batch.inspect bounds it, one lease",
 }
 
 func TestEveryReplyIsBounded(t *testing.T) {

@@ -246,14 +246,14 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 	}
 	// One attempt in flight per thread, all on session s-<thread> epoch 1.
 	inFlight := map[string]command.Delivery{}
-	for _, th := range []string{"rejected", "accepted", "wrong-epoch", "pending", "continues", "lost"} {
+	for _, th := range []string{"rejected", "accepted", "wrong-epoch", "pending", "continues", "lost", "turn-done", "turn-cut", "tracked-done"} {
 		j := exec(command.SubmitJob{Target: "cli", ThreadID: th, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy}).Value.(string)
 		exec(command.CompleteJob{Config: cfg, JobID: j, Summary: "ok"})
 		res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Route: command.Route{RPCKind: command.RPCTurnStart,
 			DeliveryMode: command.ModeCLIStart, ManagedSessionID: "s-" + th, SessionEpoch: 1}})
 		d := res.Value.(command.Delivery)
 		inFlight[th] = d
-		if th == "continues" || th == "lost" {
+		if th == "continues" || th == "lost" || th == "tracked-done" {
 			exec(command.RecordOutcome{Config: cfg, AttemptID: d.AttemptID, RPCRequestID: d.RPCRequestID, ManagedSessionID: d.ManagedSessionID,
 				SessionEpoch: 1, Outcome: command.Accepted, TurnID: "turn-" + th, Tracks: true})
 		}
@@ -271,9 +271,25 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 		{AttemptID: inFlight["wrong-epoch"].AttemptID, RPCRequestID: inFlight["wrong-epoch"].RPCRequestID, ManagedSessionID: "s-wrong-epoch", SessionEpoch: 2, Outcome: command.Accepted},
 		{AttemptID: inFlight["continues"].AttemptID, ManagedSessionID: "s-continues", SessionEpoch: 1, Continues: true},
 	}}
+	// Turn events a target found already happened: recorded after the
+	// outcome, so a turn that ended while no daemon watched is closed or
+	// parked by its real end.
+	done := proof("turn-done", command.Accepted)
+	done.Tracks, done.Turn = true, []string{"turn_started", "turn_completed"}
+	cut := proof("turn-cut", command.Accepted)
+	cut.Tracks, cut.Turn = true, []string{"turn_started", "turn_interrupted"}
+	tracked := proof("tracked-done", "")
+	tracked.Turn = []string{"turn_completed"}
+	push.proofs = append(push.proofs, done, cut, tracked)
 	r := start(t, root, push)
-	if len(push.open) != 6 {
-		t.Fatalf("the target was shown %d attempts in flight, want 6", len(push.open))
+	if len(push.open) != 9 {
+		t.Fatalf("the target was shown %d attempts in flight, want 9", len(push.open))
+	}
+	for _, th := range []string{"turn-done", "tracked-done"} {
+		in := call(r, api.BatchInspect, api.BatchArgs{BatchID: inFlight[th].BatchID})
+		if in.Batch.State != "closed" || in.Batch.CloseReason != command.CloseDelivered {
+			t.Errorf("%s: batch %+v, want closed delivered", th, in.Batch)
+		}
 	}
 	want := map[string]struct{ attempt, replay string }{
 		"rejected":    {"prepared", "automatic"}, // proven: retried after the back-off
@@ -282,6 +298,7 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 		"pending":     {"abandoned", "manual_resolution_only"},
 		"continues":   {"cooldown", "automatic"},
 		"lost":        {"abandoned", "manual_resolution_only"},
+		"turn-cut":    {"abandoned", "manual_resolution_only"},
 	}
 	for th, w := range want {
 		in := r.head(th)

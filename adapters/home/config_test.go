@@ -214,3 +214,51 @@ func TestCLIConfig(t *testing.T) {
 		}
 	}
 }
+
+// [[ctx.shared]]: each space names the objects whose sessions may use
+// scope shared; a bad name or object, a name used twice, or an object in
+// two spaces is EINVAL naming the key. No section: no shared space.
+func TestCtxSharedConfig(t *testing.T) {
+	if len(home.Defaults().Ctx.Shared) != 0 {
+		t.Fatal("a shared space by default")
+	}
+	for _, tc := range []struct {
+		toml, wantErr string
+		spaces        map[string]string
+	}{
+		{toml: "[[ctx.shared]]\nname = \"team\"\nobjects = [\"agent/coder\", \"model/debug/echo\"]\n[[ctx.shared]]\nname = \"ops\"\nobjects = [\"agent/ops\"]\n",
+			spaces: map[string]string{"agent/coder": "team", "model/debug/echo": "team", "agent/ops": "ops"}},
+		{toml: "[[ctx.shared]]\nname = \"../x\"\nobjects = [\"agent/coder\"]\n", wantErr: `name "../x"`},
+		{toml: "[[ctx.shared]]\nname = \"\"\nobjects = [\"agent/coder\"]\n", wantErr: "[[ctx.shared]] #1"},
+		{toml: "[[ctx.shared]]\nname = \"team\"\nobjects = [\"coder\"]\n", wantErr: "agent/NAME or model/PROVIDER/MODEL"},
+		{toml: "[[ctx.shared]]\nname = \"team\"\nobjects = [\"model/echo\"]\n", wantErr: `object "model/echo"`},
+		{toml: "[[ctx.shared]]\nname = \"team\"\nobjects = []\n", wantErr: "lists no objects"},
+		{toml: "[[ctx.shared]]\nname = \"a\"\nobjects = [\"agent/x\"]\n[[ctx.shared]]\nname = \"a\"\nobjects = [\"agent/y\"]\n", wantErr: "used twice"},
+		{toml: "[[ctx.shared]]\nname = \"a\"\nobjects = [\"agent/x\"]\n[[ctx.shared]]\nname = \"b\"\nobjects = [\"agent/x\"]\n", wantErr: "in one shared space"},
+		{toml: "[[ctx.shared]]\nname = \"a\"\nobject = [\"agent/x\"]\n", wantErr: "unknown key"},
+	} {
+		h := home.Home{Root: t.TempDir()}
+		if err := os.WriteFile(h.Config(), []byte(tc.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := h.LoadConfig(func(string) string { return "" })
+		if tc.wantErr != "" {
+			if errs.CodeOf(err) != errs.EINVAL || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "config.toml") {
+				t.Errorf("%q: %v, want EINVAL %q", tc.toml, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.toml, err)
+		}
+		got := c.Ctx.SharedSpaces()
+		if len(got) != len(tc.spaces) {
+			t.Fatalf("%q: spaces %v", tc.toml, got)
+		}
+		for o, sp := range tc.spaces {
+			if got[o] != sp {
+				t.Errorf("%q: %s in %q, want %q", tc.toml, o, got[o], sp)
+			}
+		}
+	}
+}

@@ -167,6 +167,8 @@ type Config struct {
 	CodexHome   string  `toml:"codex_home"`
 	CLI         CLI     `toml:"cli"`
 	Desktop     Desktop `toml:"desktop"`
+	// CortexFS trees: shared session spaces (adapters/home/ctx_config.go).
+	Ctx Ctx `toml:"ctx"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -286,6 +288,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := checkCLI(c); err != nil {
+		return c, err
+	}
+	if err := h.checkCtx(c); err != nil {
 		return c, err
 	}
 	return c, h.checkTask(&c)

@@ -27,6 +27,9 @@ type AgentSessions interface {
 type CtxTarget struct {
 	// Agents finds an agent's sessions by name.
 	Agents func(name string) (AgentSessions, error)
+	// Turns reads, from the log, what became of the turn a delivery's
+	// message id started in a thread's session (Reconcile).
+	Turns func(ctx context.Context, thread, msgID string) (CtxTurn, error)
 
 	mu   sync.Mutex
 	sink Sink
@@ -141,4 +144,68 @@ func turnEnd(status string) string {
 		return "turn_interrupted"
 	}
 	return "turn_failed"
+}
+
+// CtxTurn is what an agent session's log says about a delivered turn.
+type CtxTurn struct {
+	// Found: the turn's user message is in the session's log.
+	Found bool
+	// RunID is the run the message started; Status its done frame's
+	// status ("" when the log has no done frame for it).
+	RunID, Status string
+}
+
+// Reconcile implements Reconciler. An agent session's turns are in the
+// same log as the attempts, written by the daemon alone, so at start-up
+// (the last daemon gone, no socket served yet) the log is the whole truth:
+//
+//   - accept_pending, message absent: the turn was never recorded and no
+//     one can record it now: rejected before accept (retried after the
+//     back-off);
+//   - accept_pending, message present: accepted, with its run as the
+//     turn, and the run's end as turn events;
+//   - tracking a turn: the run's end as a turn event.
+//
+// A run without a done frame died with the last daemon (runs live in the
+// daemon's process): turn_interrupted, so the batch is parked with that
+// reason, fail-closed, since the run's tools may have acted. A run that
+// ended ok closes the batch delivered. A thread or session the log cannot
+// answer for is left unproven (parked by the core).
+func (t *CtxTarget) Reconcile(ctx context.Context, open []InFlight) []Proof {
+	if t.Turns == nil {
+		return nil
+	}
+	var out []Proof
+	for _, o := range open {
+		if _, _, err := ParseCtxThread(o.ThreadID); err != nil {
+			continue
+		}
+		turn, err := t.Turns(ctx, o.ThreadID, o.RPCRequestID)
+		if err != nil {
+			continue
+		}
+		p := Proof{AttemptID: o.AttemptID, RPCRequestID: o.RPCRequestID, ManagedSessionID: o.ManagedSessionID, SessionEpoch: o.SessionEpoch}
+		switch {
+		case o.State == "accept_pending" && !turn.Found:
+			p.Outcome, p.Reason = command.RejectedBefore, "the daemon stopped before the turn's message was recorded in the session"
+		case o.State == "accept_pending":
+			p.Outcome, p.TurnID, p.Tracks = command.Accepted, turn.RunID, true
+			p.Turn = []string{"turn_started", runEnd(turn.Status)}
+		case turn.Found && turn.RunID == o.TurnID:
+			p.TurnID, p.Turn = o.TurnID, []string{runEnd(turn.Status)}
+		default:
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// runEnd is the turn event of a run's recorded end; no end at start-up
+// means the run was cut off with the last daemon.
+func runEnd(status string) string {
+	if status == "" {
+		return "turn_interrupted"
+	}
+	return turnEnd(status)
 }

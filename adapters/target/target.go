@@ -203,6 +203,11 @@ type Proof struct {
 	TurnID           string
 	Tracks           bool
 	Continues        bool
+	// Turn lists turn events of the attempt's turn the target found
+	// already happened (command.TurnEvents), in order: the daemon records
+	// them after the outcome, as it does Result.Turn, so a turn that
+	// ended while no daemon watched is closed or parked by its real end.
+	Turn []string
 }
 
 // Reconciler is a target that can look for proofs after a restart.

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,9 +24,21 @@ type agentHome struct {
 	ctx, proj string
 }
 
-func newAgentHome(t *testing.T) *agentHome {
+func newAgentHome(t *testing.T) *agentHome { t.Helper(); return newAgentHomeConfig(t, "") }
+
+// newAgentHomeConfig is newAgentHome with a config.toml (if not empty)
+// written before the daemon first starts.
+func newAgentHomeConfig(t *testing.T, config string) *agentHome {
 	t.Helper()
 	h := newHome(t)
+	if config != "" {
+		if err := os.MkdirAll(h.root, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
 	if err := os.Symlink(cbthBin, runner); err != nil {
 		t.Fatal(err)
@@ -402,4 +415,156 @@ func TestAgentSessions(t *testing.T) {
 func sha256hex(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])
+}
+
+// TestAgentSharedScope: scope shared is allowed exactly where config.toml
+// puts the object in a [[ctx.shared]] space. coder is in space team: its
+// shared sessions are events projected under ctx/shared/team/agent/coder/
+// session/ (with their own index), apart from its private sessions of the
+// same name, and rebuilt at start like them; agent other is in no space
+// and still refuses shared with EACCES.
+func TestAgentSharedScope(t *testing.T) {
+	a := newAgentHomeConfig(t, "[[ctx.shared]]\nname = \"team\"\nobjects = [\"agent/coder\"]\n")
+	a.ok(nil, "agent", "add", "other", "--model", "debug/echo")
+	other := filepath.Join(a.ctx, "agent", "other.sock")
+	waitFor(t, "agent other's socket", 10*time.Second, func() bool {
+		c, err := net.Dial("unix", other)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	s := dialSock(t, a.sock())
+	if f := s.do(`{"op":"send","id":"s1","session":"plan","scope":"shared","input":"team notes"}`); f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("shared send: %v", f)
+	}
+	if f := s.do(`{"op":"send","id":"p1","session":"plan","input":"my notes"}`); f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("private send: %v", f)
+	}
+	shared := filepath.Join(a.ctx, "shared", "team", "agent", "coder", "session")
+	for f, want := range map[string]string{"plan/latest.md": "team notes", "index/list": "plan\n", "index/current": "plan\n"} {
+		if b, _ := os.ReadFile(filepath.Join(shared, f)); string(b) != want {
+			t.Errorf("shared %s = %q, want %q", f, b, want)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(shared, "plan", "meta.json")); !strings.Contains(string(b), `"scope":"shared"`) {
+		t.Errorf("shared meta.json: %s", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(a.sessions(), "plan", "latest.md")); string(b) != "my notes" {
+		t.Errorf("the private session of the same name: %q", b)
+	}
+	// resume in scope shared replays the shared session only.
+	res := s.do(`{"op":"resume","id":"r1","session":"plan","scope":"shared"}`)
+	joined, _ := json.Marshal(res)
+	if !strings.Contains(string(joined), "team notes") || strings.Contains(string(joined), "my notes") {
+		t.Fatalf("shared resume: %s", joined)
+	}
+	o := dialSock(t, other)
+	if f := o.do(`{"op":"send","id":"x1","session":"plan","scope":"shared","input":"x"}`); f[0]["type"] != "error" || f[0]["code"] != "EACCES" {
+		t.Fatalf("shared on an agent in no space: %v, want EACCES", f)
+	}
+	if _, err := os.Stat(filepath.Join(a.ctx, "shared", "team", "agent", "other")); err == nil {
+		t.Fatal("a refused shared send made a directory")
+	}
+
+	// Deleted, the shared tree comes back from the log at start.
+	before := readTree(t, shared)
+	s.c.Close()
+	o.c.Close()
+	a.ok(nil, "daemon", "stop")
+	if err := os.RemoveAll(shared); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(nil, "daemon", "status")
+	after := readTree(t, shared)
+	if len(after) != len(before) {
+		t.Errorf("rebuilt %d entries, had %d", len(after), len(before))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Errorf("%s after the rebuild: %q, want %q", k, after[k], v)
+		}
+	}
+}
+
+// TestCtxDeliveryReconciledAtRestart kills the daemon (SIGKILL) while a
+// ctx delivery's agent run is going on (the turn's shell.exec sleeps), so
+// its attempt is left accept_pending. At start the ctx target's reconcile
+// hook reads the session's log: the turn's message is there, so the
+// attempt is recorded accepted with that run as its turn, and the run,
+// cut off with the daemon, is the turn's end (turn_interrupted): the batch
+// is parked for that reason, fail-closed since the run's tools may have
+// acted, not as an unknown acceptance; it is never delivered again.
+func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
+	a := newAgentHomeConfig(t, "[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"20ms\"\ndelivery_timeout = \"1h\"\n")
+	var res struct {
+		JobID string `json:"job_id"`
+	}
+	a.ok(&res, "job", "submit", "--target", "ctx", "--thread-id", "agent/coder/alpha", "--task-kind", "ci", "--summary", "slow work")
+	a.ok(nil, "job", "complete", "--job-id", res.JobID, "--summary", "slow\n"+`!tool shell.exec {"command":"sleep 5"}`)
+	events := filepath.Join(a.sessions(), "alpha", "events.jsonl")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(events)
+		if strings.Contains(string(b), `"type":"tool_call"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			r := a.run("batch", "inspect-head", "--source-thread-id", "agent/coder/alpha", "--json")
+			t.Fatalf("no tool call in the delivered turn:\n%s\n%+v", b, r)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var in struct {
+		Batch struct {
+			ID     string `json:"batch_id"`
+			State  string `json:"state"`
+			Replay string `json:"replay_policy"`
+			Reason string `json:"replay_policy_reason"`
+		} `json:"batch"`
+		Head *struct {
+			State  string `json:"state"`
+			TurnID string `json:"delivery_turn_id"`
+		} `json:"head_attempt"`
+	}
+	a.ok(&in, "batch", "inspect-head", "--source-thread-id", "agent/coder/alpha")
+	if in.Head == nil || in.Head.State != "accept_pending" {
+		t.Fatalf("before the kill: %+v", in)
+	}
+	pid := a.pid()
+	syscall.Kill(pid, syscall.SIGKILL)
+	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return a.pid() != pid })
+	a.ok(nil, "daemon", "status") // starts it again: reconcile runs
+	var after struct {
+		Batch struct {
+			State  string `json:"state"`
+			Replay string `json:"replay_policy"`
+			Reason string `json:"replay_policy_reason"`
+		} `json:"batch"`
+		Attempts []struct {
+			State    string `json:"state"`
+			TurnID   string `json:"delivery_turn_id"`
+			RPCState string `json:"delivery_rpc_state"`
+		} `json:"attempts"`
+	}
+	a.ok(&after, "batch", "inspect", "--batch-id", in.Batch.ID)
+	if after.Batch.Replay != "manual_resolution_only" || !strings.Contains(after.Batch.Reason, "turn_interrupted") {
+		t.Fatalf("after the restart: batch %+v, want parked for turn_interrupted", after.Batch)
+	}
+	if len(after.Attempts) != 1 || after.Attempts[0].TurnID == "" || after.Attempts[0].RPCState == "acceptance_unknown" {
+		t.Fatalf("the attempt was not proven accepted with its run: %+v", after.Attempts)
+	}
+	var hist struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	a.ok(&hist, "ctx", "history", "coder", "--session", "alpha")
+	users := 0
+	for _, m := range hist.Messages {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	if users != 1 {
+		t.Fatalf("the turn was delivered %d times: %+v", users, hist.Messages)
+	}
 }

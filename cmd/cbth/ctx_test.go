@@ -184,3 +184,58 @@ func TestCtxInitNeedsARunner(t *testing.T) {
 		t.Fatalf("model/debug/echo: %v %s", err, out)
 	}
 }
+
+// TestModelServeThroughDaemon: `cbth model serve` has the daemon serve
+// the model's socket and holds the daemon up (an attached client) until
+// it is interrupted, so the sessions it serves are events like every
+// daemon-served session: their directory, deleted, comes back from the
+// log at the next start. A model without session=socket is EINVAL.
+func TestModelServeThroughDaemon(t *testing.T) {
+	h := newHome(t)
+	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
+	os.Symlink(cbthBin, runner)
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ok(nil, "model", "add", "local/chat", "--driver", "debug", "--id", "echo", "--session", "socket")
+	h.ok(nil, "model", "add", "local/plain", "--driver", "debug", "--id", "echo")
+	if r := h.run("model", "serve", "local/plain"); r.code != 2 || !strings.Contains(r.stderr, "EINVAL") {
+		t.Fatalf("serve a session=none model: %+v", r)
+	}
+	serve := h.cmd("model", "serve", "local/chat")
+	stderr, err := serve.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer serve.Process.Kill()
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	sock := filepath.Join(h.root, "ctx", "model", "local", "chat.sock")
+	if err != nil || !strings.Contains(line, "serving "+sock) {
+		t.Fatalf("model serve said %q, %v", line, err)
+	}
+	if st := h.status(); !strings.Contains(strings.Join(st.Busy, ";"), "integration clients") {
+		t.Fatalf("the foreground does not hold the daemon up: %v", st.Busy)
+	}
+	s := dialSock(t, sock)
+	if f := s.do(`{"op":"send","id":"m1","session":"fg","input":"through the daemon"}`); f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("send: %v", f)
+	}
+	dir := filepath.Join(h.root, "ctx", "home", itoa(os.Getuid()), "model", "local", "chat.d", "session", "fg")
+	before := readTree(t, dir)
+	if !strings.Contains(before["latest.md"], "through the daemon") {
+		t.Fatalf("session files: %v", before)
+	}
+	serve.Process.Signal(os.Interrupt)
+	if err := serve.Wait(); err != nil {
+		t.Fatalf("model serve ended with %v", err)
+	}
+	s.c.Close()
+	h.ok(nil, "daemon", "stop")
+	os.RemoveAll(dir)
+	h.ok(nil, "daemon", "status")
+	after := readTree(t, dir)
+	if len(after) != len(before) || after["latest.md"] != before["latest.md"] || after["messages.jsonl"] != before["messages.jsonl"] {
+		t.Fatalf("the session was not rebuilt from the log:\n%v\nwant\n%v", after, before)
+	}
+}

@@ -237,6 +237,25 @@ func (d daemonTrees) Load(root string) (tree.Set, bool, error) {
 	return doc.Set, doc.Exists, err
 }
 
+// Hold implements cortexcli.SocketHost: ctx.serve on a connection kept
+// open (attached) until release.
+func (d daemonTrees) Hold(root, object string) (string, func(), error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", nil, errs.Wrap(errs.EINVAL, err, "tree root")
+	}
+	c, err := d.e.Client()
+	if err != nil {
+		return "", nil, err
+	}
+	rep, err := api.CtxServe.Call(c, api.CtxServeArgs{Root: abs, Object: object})
+	if err != nil {
+		c.Close()
+		return "", nil, err
+	}
+	return rep.Socket, func() { c.Close() }, nil
+}
+
 func (d daemonTrees) Save(root string, set tree.Set) error {
 	abs, err := filepath.Abs(root)
 	if err != nil {

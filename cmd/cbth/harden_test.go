@@ -464,6 +464,17 @@ func TestRemovedSocketDoesNotBrickTheHome(t *testing.T) {
 	if h.pid() != pid {
 		t.Fatalf("another daemon (%d) serves; want the first (%d)", h.pid(), pid)
 	}
+	// The gateway's socket is kept the same way: a channel client finds
+	// the gateway by its path only.
+	os.Remove(filepath.Join(h.root, "run", "gateway.sock"))
+	waitFor(t, "the gateway socket back", 15*time.Second, func() bool {
+		_, err := os.Lstat(filepath.Join(h.root, "run", "gateway.sock"))
+		return err == nil
+	})
+	// No route: the gateway itself answers, refusing the routing key.
+	if got := h.gwSend(2, "--stream-id", "s", "--seq", "1", "--session-id", "x", "--text", "hi"); len(got) == 0 || last(got).ReasonCode != "routing_key" {
+		t.Fatalf("gateway send through the new socket: %+v", got)
+	}
 
 	// With a 1 h tick the daemon does not notice: daemon stop signals it.
 	slow := newHome(t)

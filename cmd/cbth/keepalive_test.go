@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,5 +363,35 @@ func TestAuditCommandsNeverStartADaemon(t *testing.T) {
 		if h.pid() != 0 {
 			t.Fatalf("%v started a daemon", args)
 		}
+	}
+}
+
+// An open gateway connection keeps the daemon up past its idle timeout: a
+// channel client waiting on its stream is work. Closed, the daemon leaves
+// by the idle rule.
+func TestKeepAlive_GatewayConnection(t *testing.T) {
+	h := newHome(t, "CBTH_IDLE_TIMEOUT=2s")
+	os.MkdirAll(h.root, 0o700)
+	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nsweep_interval = \"50ms\"\n"), 0o600)
+	pid := h.status().PID
+	c, err := net.Dial("unix", filepath.Join(h.root, "run", "gateway.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, "the gateway client named as a busy reason", 10*time.Second, func() bool { return hasReason(h.busy(), "1 gateway clients") })
+	// Past several idle timeouts, with only the connection open.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if h.pid() != pid {
+			t.Fatal("the daemon left with a gateway client connected")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	c.Close()
+	waitFor(t, "the daemon to leave once the client is gone", 20*time.Second, func() bool { return h.pid() != pid })
+	log, _ := os.ReadFile(filepath.Join(h.root, "log", "daemon.log"))
+	if !strings.Contains(string(log), "idle timeout reached") {
+		t.Fatalf("the daemon did not leave by the idle rule:\n%s", log)
 	}
 }

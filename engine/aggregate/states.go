@@ -18,23 +18,24 @@ const (
 // Job is a tracked long-running task.
 type Job struct {
 	Header
-	TargetKind     string                `json:"target_kind"`
-	SourceThreadID string                `json:"source_thread_id"`
-	TaskKind       string                `json:"task_kind"`
-	TaskSummary    string                `json:"task_summary"`
-	Metadata       events.RawJSON        `json:"metadata,omitempty"`
-	DedupeKey      string                `json:"dedupe_key,omitempty"`
-	DeliveryPolicy events.DeliveryPolicy `json:"delivery_policy"`
-	ArtifactID     string                `json:"artifact_id,omitempty"`
-	ResultSummary  string                `json:"result_summary,omitempty"`
-	ResultBytes    int64                 `json:"result_bytes,omitempty"`
-	BatchID        string                `json:"batch_id,omitempty"`
-	FailReason     string                `json:"fail_reason,omitempty"`
-	CancelReason   string                `json:"cancel_reason,omitempty"`
-	CreatedSeq     uint64                `json:"created_seq"`
-	ReadyAt        time.Time             `json:"ready_at,omitzero"`
-	CompletedAt    time.Time             `json:"completed_at,omitzero"`
-	TimeoutAt      time.Time             `json:"timeout_at,omitzero"`
+	TargetKind     string                 `json:"target_kind"`
+	SourceThreadID string                 `json:"source_thread_id"`
+	TaskKind       string                 `json:"task_kind"`
+	TaskSummary    string                 `json:"task_summary"`
+	Metadata       events.RawJSON         `json:"metadata,omitempty"`
+	DedupeKey      string                 `json:"dedupe_key,omitempty"`
+	DeliveryPolicy events.DeliveryPolicy  `json:"delivery_policy"`
+	ArtifactID     string                 `json:"artifact_id,omitempty"`
+	ResultSummary  string                 `json:"result_summary,omitempty"`
+	ResultBytes    int64                  `json:"result_bytes,omitempty"`
+	BatchID        string                 `json:"batch_id,omitempty"`
+	FailReason     string                 `json:"fail_reason,omitempty"`
+	CancelReason   string                 `json:"cancel_reason,omitempty"`
+	CreatedSeq     uint64                 `json:"created_seq"`
+	ReadyAt        time.Time              `json:"ready_at,omitzero"`
+	CompletedAt    time.Time              `json:"completed_at,omitzero"`
+	TimeoutAt      time.Time              `json:"timeout_at,omitzero"`
+	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
 }
 
 func (j *Job) mutate(e *events.Envelope, p events.Payload) {
@@ -43,7 +44,7 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.TargetKind, j.SourceThreadID = p.TargetKind, p.SourceThreadID
 		j.TaskKind, j.TaskSummary = p.TaskKind, p.TaskSummary
 		j.Metadata, j.DedupeKey, j.DeliveryPolicy = p.Metadata, p.DedupeKey, p.DeliveryPolicy
-		j.CreatedSeq, j.TimeoutAt = e.Seq, p.TimeoutAt
+		j.CreatedSeq, j.TimeoutAt, j.DeliveryTarget = e.Seq, p.TimeoutAt, p.DeliveryTarget
 	case *events.JobCompleted:
 		j.ResultSummary, j.ArtifactID, j.ResultBytes, j.BatchID = p.ResultSummary, p.ArtifactID, p.ResultBytes, p.BatchID
 		j.ReadyAt, j.CompletedAt = e.RecordedAt, e.RecordedAt
@@ -129,6 +130,7 @@ type Batch struct {
 	InlinePayloadBytes          int64                    `json:"inline_payload_bytes"`
 	ArtifactCount               int                      `json:"artifact_count"`
 	RequiresArtifactRead        bool                     `json:"requires_artifact_read"`
+	DeliveryTarget              *events.DeliveryTarget   `json:"delivery_target,omitempty"`
 }
 
 // Replay policies and boundary states.
@@ -154,6 +156,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.MaxDeliveryAttempts, b.RedeliveryWindowEndsAt = p.MaxDeliveryAttempts, p.RedeliveryWindowEndsAt
 		b.ReplayPolicy, b.ContinuationBoundaryState = ReplayAutomatic, BoundaryNot
 		b.IsHead, b.NextDeliveryNotBefore = p.Head, p.NextDeliveryNotBefore
+		b.DeliveryTarget = p.DeliveryTarget
 	case *events.BatchPromoted:
 		b.IsHead, b.NextDeliveryNotBefore = true, p.NextDeliveryNotBefore
 	case *events.BatchParkNotified:

@@ -149,7 +149,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 	}
 	if n := len(open); n > 0 {
 		tail := open[n-1]
-		if tail.Status == "queued" && tail.HeadAttemptID == "" && tail.TargetKind == j.TargetKind &&
+		if tail.Status == "queued" && tail.HeadAttemptID == "" && tail.TargetKind == j.TargetKind && sameTarget(tail.DeliveryTarget, j.DeliveryTarget) &&
 			len(tail.JobIDs) < c.MaxJobsPerBatch && tail.InlinePayloadBytes+size <= c.MaxTotalBytes &&
 			now.Before(tail.MergeUntil) && tail.ReplayPolicy == aggregate.ReplayAutomatic {
 			add := &events.BatchJobsAdded{
@@ -166,12 +166,21 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 		Summary: line, FirstReadyAt: now, LastReadyAt: now, Policy: j.DeliveryPolicy, InlinePayloadBytes: size,
 		RequiresArtifactRead: needsRead, MaxDeliveryAttempts: c.MaxDeliveryAttempts,
 		RedeliveryWindowEndsAt: now.Add(c.RedeliveryWindow), MergeUntil: now.Add(c.MaxWaitWindow),
-		Head: len(open) == 0,
+		Head: len(open) == 0, DeliveryTarget: j.DeliveryTarget,
 	}
 	if op.Head {
 		op.NextDeliveryNotBefore = c.notBefore(v, j.SourceThreadID)
 	}
 	return id, []engine.Emit{{Stream: batchStream(id), Payload: op}}, nil
+}
+
+// sameTarget says whether two jobs may share a batch as far as their
+// resolved delivery targets go: a batch goes through one target.
+func sameTarget(a, b *events.DeliveryTarget) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }
 
 func batchStream(id string) events.StreamID { return events.StreamID{Kind: events.KindBatch, ID: id} }
@@ -351,12 +360,15 @@ const (
 	ModeDesktop  = "desktop_heartbeat"
 	ModeCLIStart = "cli_turn_start"
 	ModeCLISteer = "cli_turn_steer"
+	// ModePluginStart is a host-plugin delivery: turn/start on a
+	// daemon-owned app-server acquired for the batch's resolved target.
+	ModePluginStart = "codex_app_server_turn_start"
 )
 
 // RPCKinds and DeliveryModes list the enums.
 var (
 	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, DebugDeliver, CtxTurn}
-	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, DebugDeliver, CtxTurn}
+	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, DebugDeliver, CtxTurn, ModePluginStart}
 )
 
 // Route says how a push delivery goes, as its target decided when it let
@@ -497,6 +509,12 @@ const (
 	Accepted          = "accepted"
 	RejectedBefore    = "rejected_before_accept"
 	AcceptanceUnknown = "acceptance_unknown"
+	// AcquisitionFailed: the target could not be acquired after the
+	// barrier (a host-plugin target's app-server would not start), so
+	// nothing was sent. The attempt is rejected durably, as a proven
+	// reject, and the batch goes to manual resolution rather than
+	// waiting with a pending attempt.
+	AcquisitionFailed = "acquisition_failed"
 )
 
 // RecordOutcome records what the channel said about an accept_pending
@@ -558,6 +576,11 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 			{Stream: as, Payload: &events.AttemptRejectedBeforeAccept{Reason: c.Reason}},
 			{Stream: batchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(wait),
 				Reason: fmt.Sprintf("rejected before accept (reject %d, back-off %s): %s", n, wait, c.Reason)}},
+		}}, nil
+	case AcquisitionFailed:
+		return engine.Decision{Outcome: AcquisitionFailed, Emits: []engine.Emit{
+			{Stream: as, Payload: &events.AttemptRejectedBeforeAccept{Reason: "target acquisition failed: " + c.Reason}},
+			park(b, "target acquisition failed: "+c.Reason, a.ID),
 		}}, nil
 	case AcceptanceUnknown:
 		return engine.Decision{Outcome: AcceptanceUnknown, Emits: []engine.Emit{
@@ -753,4 +776,43 @@ func (c ReconcileInFlight) continues(a *aggregate.Attempt) bool {
 		}
 	}
 	return false
+}
+
+// LoseStream records that the event stream of a managed session's epoch
+// is gone without an epoch of its own to advance (a host-plugin target's
+// app-server exited): the attempt observing an accepted turn on it is
+// abandoned and its batch parked, never resent. An attempt still
+// accept_pending is left to its delivery, which settles it on the same
+// instance or parks it.
+type LoseStream struct {
+	ManagedSessionID string
+	SessionEpoch     uint64
+	Reason           string
+}
+
+// Decide implements engine.Decider.
+func (c LoseStream) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	var emits []engine.Emit
+	for _, r := range v.Scan(index.ThreadLive, "") {
+		s, err := v.State(events.KindAttempt, r.ID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		a, ok := s.(*aggregate.Attempt)
+		if !ok || !a.Tracking() || a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
+			continue
+		}
+		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Reason, ObservationState: "lost"}})
+		bs, err := v.State(events.KindBatch, a.BatchID)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+			emits = append(emits, park(b, "continuity lost: "+c.Reason, a.ID))
+		}
+	}
+	if len(emits) == 0 {
+		return engine.Decision{Outcome: "nothing_tracked"}, nil
+	}
+	return engine.Decision{Outcome: Parked, Emits: emits}, nil
 }

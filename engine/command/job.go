@@ -19,7 +19,17 @@ import (
 )
 
 // Targets a job can be delivered to.
-var Targets = []string{"cli", "desktop", "debug", "ctx"}
+var Targets = []string{"cli", "desktop", "debug", "ctx", TargetCodexAppServer}
+
+// TargetCodexAppServer is the host-plugin target (spec/plugin-target.md):
+// its jobs carry a resolved DeliveryTarget.
+const TargetCodexAppServer = "codex_app_server"
+
+// Ownerships of a codex_app_server target.
+const (
+	OwnershipDeliveryOwned = "delivery_owned"
+	OwnershipExplicitLease = "explicit_lease"
+)
 
 // Limits on free-text fields, so a runaway script cannot bloat the log.
 const (
@@ -43,6 +53,8 @@ type SubmitJob struct {
 	// Timeout fails the job if it is not reported within this long (the
 	// job_timeout setting); 0 for never.
 	Timeout time.Duration
+	// DeliveryTarget is required for, and only for, codex_app_server.
+	DeliveryTarget *events.DeliveryTarget
 }
 
 // Validate checks the command's own fields; Decide calls it too.
@@ -70,6 +82,37 @@ func (c SubmitJob) Validate() error {
 	if len(c.Metadata) > 0 && !json.Valid(c.Metadata) {
 		return errs.New(errs.EINVAL, "metadata is not valid JSON")
 	}
+	return checkDeliveryTarget(c.Target, c.ThreadID, c.DeliveryTarget)
+}
+
+// checkDeliveryTarget checks a codex_app_server job's resolved target: it
+// names its ownership, lease, session and codex executable, at an epoch,
+// bound to the job's own thread. Other targets take none.
+func checkDeliveryTarget(kind, thread string, t *events.DeliveryTarget) error {
+	if kind != TargetCodexAppServer {
+		if t != nil {
+			return errs.New(errs.EINVAL, "target %s takes no delivery target", kind)
+		}
+		return nil
+	}
+	if t == nil {
+		return errs.New(errs.EINVAL, "a %s job needs a resolved delivery target (delivery.enqueue)", kind)
+	}
+	if t.Ownership != OwnershipDeliveryOwned && t.Ownership != OwnershipExplicitLease {
+		return errs.New(errs.EINVAL, "delivery target ownership %q is not %s or %s", t.Ownership, OwnershipDeliveryOwned, OwnershipExplicitLease)
+	}
+	for _, f := range []struct{ name, v string }{{"plugin id", t.PluginID}, {"app_server_lease_id", t.AppServerLeaseID},
+		{"managed_session_id", t.ManagedSessionID}, {"bound_thread_id", t.BoundThreadID}} {
+		if err := checkID(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if t.BoundThreadID != thread {
+		return errs.New(errs.EINVAL, "delivery target is bound to thread %s, not %s", t.BoundThreadID, thread)
+	}
+	if t.SessionEpoch == 0 || t.CodexBinary == "" {
+		return errs.New(errs.EINVAL, "delivery target needs a session_epoch and a codex_binary")
+	}
 	return nil
 }
 
@@ -95,6 +138,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
 			TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
 			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
+			DeliveryTarget: c.DeliveryTarget,
 		}}},
 	}, nil
 }

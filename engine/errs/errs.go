@@ -46,6 +46,10 @@ const (
 	AlreadyCrossed             Code = "already_crossed_or_handoff_recorded" // crossed before: operator recovery (cbth batch inspect --batch-id)
 	BindingOrCapabilityInvalid Code = "binding_or_capability_invalid"       // the binding or installation may not continue automatically
 	UnknownAfterHelperFailure  Code = "unknown_after_helper_failure"        // the helper failed after sending: reconcile durably first
+
+	// A host-plugin enqueue named an app-server lease bound to another
+	// thread than its source_thread_id (spec/plugin-target.md).
+	LeaseThreadMismatch Code = "lease_thread_mismatch"
 )
 
 // Exit codes of MISSION.md rule 10.

@@ -47,8 +47,10 @@ type JobView struct {
 	Batch *BatchRef `json:"batch"`
 	// TaskID names the task that runs the job's command, for a job
 	// submitted by cbth task run.
-	TaskID  string `json:"task_id,omitempty"`
-	Version uint64 `json:"version"`
+	TaskID string `json:"task_id,omitempty"`
+	// DeliveryTarget is a codex_app_server job's resolved target.
+	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
+	Version        uint64                 `json:"version"`
 }
 
 // BatchRef is a batch as seen from one of its jobs.
@@ -67,7 +69,7 @@ func NewJobView(j *aggregate.Job, a *aggregate.Artifact, b *aggregate.Batch) Job
 		TaskKind: j.TaskKind, TaskSummary: j.TaskSummary, ResultSummary: j.ResultSummary, DedupeKey: j.DedupeKey,
 		ArtifactID: j.ArtifactID, CreatedAt: j.CreatedAt, ReadyAt: opt(j.ReadyAt), UpdatedAt: j.UpdatedAt,
 		CompletedAt: opt(j.CompletedAt), TimeoutAt: opt(j.TimeoutAt), DeliveryPolicy: j.DeliveryPolicy,
-		FailReason: j.FailReason, CancelReason: j.CancelReason, Version: j.Version,
+		FailReason: j.FailReason, CancelReason: j.CancelReason, Version: j.Version, DeliveryTarget: j.DeliveryTarget,
 	}
 	if len(j.Metadata) > 0 {
 		v.Metadata = json.RawMessage(j.Metadata)
@@ -156,7 +158,9 @@ type BatchView struct {
 	CloseDetail                 string                `json:"close_detail"`
 	CreatedAt                   time.Time             `json:"created_at"`
 	UpdatedAt                   time.Time             `json:"updated_at"`
-	Version                     uint64                `json:"version"`
+	// DeliveryTarget is a codex_app_server batch's resolved target.
+	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
+	Version        uint64                 `json:"version"`
 }
 
 // NewBatchView renders a batch.
@@ -181,6 +185,7 @@ func NewBatchView(b *aggregate.Batch) BatchView {
 		BoundaryRecoveryBytes: b.BoundaryRecoveryBytes, BoundaryRecoveryRetention: opt(b.BoundaryRecoveryRetention),
 		BoundaryRecoveryOperatorPin: opt(b.BoundaryRecoveryOperatorPin), ClosedAt: opt(b.ClosedAt),
 		CloseReason: b.CloseReason, CloseDetail: b.CloseDetail, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, Version: b.Version,
+		DeliveryTarget: b.DeliveryTarget,
 	}
 }
 

@@ -296,6 +296,35 @@ func (t *Target) lookup(tr *track) {
 	}
 }
 
+// Follows reports whether the accepted turn of attemptID is being
+// observed on a running instance.
+func (t *Target) Follows(attemptID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tr := range t.tracks {
+		if tr.attempt == attemptID && tr.turnID != "" && !tr.ended {
+			return t.m.Alive(tr.instance)
+		}
+	}
+	return false
+}
+
+// LookUp looks the followed turn of attemptID up on its instance, as
+// after a reconnection, and reports an end no notification told.
+func (t *Target) LookUp(attemptID string) {
+	t.mu.Lock()
+	var found *track
+	for _, tr := range t.tracks {
+		if tr.attempt == attemptID && tr.turnID != "" && !tr.ended {
+			found = tr
+		}
+	}
+	t.mu.Unlock()
+	if found != nil {
+		t.lookup(found)
+	}
+}
+
 var (
 	_ target.Preparer     = (*Target)(nil)
 	_ target.Acknowledger = (*Target)(nil)

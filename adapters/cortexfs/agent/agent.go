@@ -58,7 +58,9 @@ func (l *Loop) Run(ctx context.Context, r socket.Run, history []driver.Message, 
 	if r.Cwd != "" {
 		env.Cwd = r.Cwd
 	}
-	if r.Session != "" && r.Scope != "temp" {
+	// Only a private session is a thread a job's result can come back
+	// to (the ctx target delivers to private sessions).
+	if r.Session != "" && (r.Scope == "" || r.Scope == "private") {
 		env.Thread = "agent/" + l.Name + "/" + r.Session
 	}
 	return l.loop(ctx, env, history, emit)
@@ -79,9 +81,10 @@ func (l *Loop) loop(ctx context.Context, env tool.Env, history []driver.Message,
 	}
 	msgs := append([]driver.Message(nil), history...)
 	var added []driver.Message
+	defs := l.ToolDefs()
 	for step := 0; step < steps; step++ {
 		req := l.Request
-		req.Messages = msgs
+		req.Messages, req.Tools = msgs, defs
 		var text strings.Builder
 		var calls []driver.ToolCall
 		err := l.Driver.Stream(ctx, req, stream.SinkFunc(func(e stream.Event) error {
@@ -117,6 +120,19 @@ func (l *Loop) loop(ctx context.Context, env tool.Env, history []driver.Message,
 		}
 	}
 	return nil, errs.New(errs.ETIMEDOUT, "agent %s stopped after %d model calls without an answer", l.Name, steps)
+}
+
+// ToolDefs are the definitions of the agent's tools, in its order: what
+// the driver offers the model. A name this build lacks is left out (a
+// call to it is refused like any other unlisted tool).
+func (l *Loop) ToolDefs() []driver.ToolDef {
+	var defs []driver.ToolDef
+	for _, n := range l.Tools {
+		if s, ok := tool.Lookup(n); ok {
+			defs = append(defs, driver.ToolDef{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+		}
+	}
+	return defs
 }
 
 // ToolError is the result a failed or refused call gives the model.

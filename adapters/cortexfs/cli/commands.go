@@ -328,21 +328,45 @@ func (c *ModelRmCmd) Run(env *Env) error {
 	return env.emit(env.JSON, map[string]string{"removed": id.String()}, func(w io.Writer) { fmt.Fprintf(w, "removed model/%s\n", id) })
 }
 
-// ModelServeCmd is `model serve`: a foreground server for one model's
-// socket, for use until the daemon serves sockets itself.
+// ModelServeCmd is `model serve`: the model's socket, served in the
+// foreground's lifetime.
 type ModelServeCmd struct {
 	Model string `arg:"" help:"provider/model with session=socket."`
 }
 
-// Run implements the command.
+// SocketHost is a Store whose daemon serves the trees' sockets itself.
+// Hold asks it to serve object ("model/P/M") of the tree at root and
+// holds the daemon up until release; the socket's sessions are then
+// events of the daemon's log, like those of every socket it serves.
+type SocketHost interface {
+	Hold(root, object string) (socket string, release func(), err error)
+}
+
+// Run implements the command. With the daemon (cbth's Store) the daemon
+// serves the socket and this process only holds it up until interrupted;
+// without one (a bare tree) it serves in-process with plain-file sessions.
 func (c *ModelServeCmd) Run(env *Env) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if h, ok := env.store().(SocketHost); ok {
+		id, err := name.ParseModel(c.Model)
+		if err != nil {
+			return err
+		}
+		sock, release, err := h.Hold(env.CtxRoot, "model/"+id.String())
+		if err != nil {
+			return err
+		}
+		defer release()
+		fmt.Fprintf(env.Stderr, "serving %s (by the daemon; sessions are events)\n", sock)
+		<-ctx.Done()
+		return nil
+	}
 	return ServeModel(ctx, env.CtxRoot, c.Model, env.UID, env.Stderr, env.Now)
 }
 
-// ServeModel serves a session=socket model's .sock until ctx ends, its
-// sessions kept as plain files (a foreground server without the daemon).
+// ServeModel serves a session=socket model's .sock in-process until ctx
+// ends, its sessions kept as plain files: a tree without a daemon.
 func ServeModel(ctx context.Context, ctxRoot, model string, uid int, stderr io.Writer, now func() time.Time) error {
 	srv, ln, err := PrepareModel(ctxRoot, model, uid, stderr, now, nil)
 	if err != nil {

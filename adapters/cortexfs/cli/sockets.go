@@ -35,6 +35,10 @@ type ModelSockets struct {
 	Sessions session.Log
 	// Jobs is what agents' cbth.job.submit calls reach.
 	Jobs tool.Jobs
+	// Shared maps an object ("agent/coder", "model/debug/echo") to the
+	// shared space its scope-shared sessions live in (config.toml
+	// [[ctx.shared]]); an object not in it refuses scope shared (EACCES).
+	Shared map[string]string
 
 	mu      sync.Mutex
 	running map[string]*served // root \0 object rel path
@@ -97,6 +101,20 @@ func jsonKey(o object.Object) (string, error) {
 	return strings.Join([]string{o.Model, strings.Join(o.Tools, ","), o.Root, o.Cwd, o.Driver.String()}, "|"), nil
 }
 
+// Serves reports whether the socket of object rel ("model/P/M",
+// "agent/NAME") of the tree at root is being served.
+func (m *ModelSockets) Serves(root, rel string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, s := range m.running {
+		parts := strings.Split(key, "\x00")
+		if len(parts) >= 2 && parts[0] == root && parts[1] == rel && s.srv != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Agent returns the server of agent nm: in the one tree that has it. More
 // than one tree with that agent is EINVAL (the thread id names no tree).
 func (m *ModelSockets) Agent(nm string) (*socket.Server, error) {
@@ -120,10 +138,46 @@ func (m *ModelSockets) Agent(nm string) (*socket.Server, error) {
 }
 
 func (m *ModelSockets) prepare(root, rel string) (*socket.Server, *Prepared, error) {
+	var srv *socket.Server
+	var p *Prepared
+	var err error
 	if strings.HasPrefix(rel, "agent/") {
-		return PrepareAgent(root, strings.TrimPrefix(rel, "agent/"), m.UID, m.Sessions, m.Jobs)
+		srv, p, err = PrepareAgent(root, strings.TrimPrefix(rel, "agent/"), m.UID, m.Sessions, m.Jobs)
+	} else {
+		srv, p, err = PrepareModel(root, strings.TrimPrefix(rel, "model/"), m.UID, io.Discard, m.Now, m.Sessions)
 	}
-	return PrepareModel(root, strings.TrimPrefix(rel, "model/"), m.UID, io.Discard, m.Now, m.Sessions)
+	if err != nil {
+		return nil, nil, err
+	}
+	if space := m.Shared[rel]; space != "" {
+		if srv.Shared, err = SharedStore(m.Sessions, root, rel, space, m.UID, srv.Identity()); err != nil {
+			p.Close()
+			return nil, nil, err
+		}
+	}
+	return srv, p, nil
+}
+
+// SharedDir is where an object's sessions in shared space live:
+// <tree>/shared/<space>/agent/<name>/session/ for an agent,
+// <tree>/shared/<space>/model/<provider>/<model>.d/session/ for a model.
+func SharedDir(ctxRoot, rel, space string) string {
+	if strings.HasPrefix(rel, "model/") {
+		return filepath.Join(ctxRoot, "shared", space, rel+".d", "session")
+	}
+	return filepath.Join(ctxRoot, "shared", space, rel, "session")
+}
+
+// SharedStore is the store of an object's sessions in a shared space.
+func SharedStore(log session.Log, ctxRoot, rel, space string, uid int, model string) (session.Store, error) {
+	dir := SharedDir(ctxRoot, rel, space)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, errs.Wrap(errs.EINTERNAL, err, "create shared session dir")
+	}
+	if log == nil {
+		return &session.Files{Dir: dir, Model: model}, nil
+	}
+	return &session.Logged{Log: log, Root: ctxRoot, Object: rel, Dir: dir, Scope: session.ScopeShared, UID: uid, Model: model}, nil
 }
 
 // Prepared is a listening socket and what to release with it.

@@ -116,6 +116,9 @@ type Request struct {
 	Defaults []object.KV
 	// Caps are the model's capability words (.d/cap).
 	Caps []string
+	// Tools are the tools the model may call (an agent's); empty for a
+	// plain model call.
+	Tools []ToolDef
 }
 
 // Default looks up a .d/default value.

@@ -184,3 +184,66 @@ func helperRunning(t *testing.T, path string) bool {
 	}
 	return n > 0
 }
+
+// TestAgentOnNetworkModels runs an agent object through the kernel's #!
+// on each network driver: the real binary, the real cbth-providers helper
+// and a fake provider on 127.0.0.1 that answers with a call to fs.read
+// (as fs_read, the wire name) and, once the result comes back in its own
+// wire shape, with a final answer quoting it. The file lives in the
+// agent's root; the run streams the call, the tool's result and the
+// answer, and ends ok.
+func TestAgentOnNetworkModels(t *testing.T) {
+	runner, helper := bins(t)
+	cases := []struct{ kind, provider, driver, keyEnv string }{
+		{fakeprovider.OpenAIChat, "openai", "openai-chat", "OPENAI_API_KEY"},
+		{fakeprovider.OpenAIResponses, "openai", "openai-responses", "OPENAI_API_KEY"},
+		{fakeprovider.Anthropic, "anthropic", "anthropic-messages", "ANTHROPIC_API_KEY"},
+		{fakeprovider.Gemini, "google", "gemini", "GEMINI_API_KEY"},
+	}
+	for _, c := range cases {
+		t.Run(c.driver, func(t *testing.T) {
+			dir := t.TempDir()
+			srv := fakeprovider.Start(c.kind, secret)
+			defer srv.Close()
+			proj := filepath.Join(dir, "proj")
+			if err := os.MkdirAll(proj, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(proj, "note.txt"), []byte("buy milk"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			root := filepath.Join(dir, "ctx")
+			set := tree.Set{Runner: runner, Objects: []object.Object{
+				model(c.provider+"/m", fakeprovider.AgentModel, c.driver, object.KV{Key: "base_url", Value: srv.BaseURL()}),
+				{Kind: object.KindAgent, Path: "coder", Meta: object.Meta{ID: "coder", Name: "coder", Type: object.KindAgent},
+					Session: object.SessionSocket, Status: "ready", Model: c.provider + "/m", Tools: []string{"fs.read", "shell.exec"}, Root: proj},
+			}}
+			if err := tree.Materialize(root, set); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(filepath.Join(root, "agent/coder"), "what does the note say?")
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, c.keyEnv + "=" + secret, "CBTH_PROVIDERS=" + helper}
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("%v\n%s\nstderr: %s", err, stdout.String(), stderr.String())
+			}
+			out := stdout.String()
+			for _, want := range []string{
+				`"type":"tool_call"`, `"name":"fs.read","arguments":{"path":"note.txt"}`,
+				`"role":"tool"`, `"text":"buy milk"`,
+				`"text":"the note says: buy milk"`, `"status":"ok"}`,
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %s:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out+stderr.String(), secret) {
+				t.Fatal("secret leaked")
+			}
+			if n := len(srv.Bodies()); n != 2 {
+				t.Fatalf("%d model calls, want 2", n)
+			}
+		})
+	}
+}

@@ -274,6 +274,9 @@ func (s *Server) turn() Turn {
 	return ModelTurn{Request: s.Request, Driver: s.Driver}
 }
 
+// Identity is the model identity the server's start frames name.
+func (s *Server) Identity() string { return s.model() }
+
 func (s *Server) model() string {
 	if s.Model != "" {
 		return s.Model

@@ -81,16 +81,38 @@ func (e Env) maxOutput() int {
 type Spec struct {
 	Name        string
 	Description string
-	run         func(ctx context.Context, env Env, args json.RawMessage) (string, error)
+	// Parameters is the JSON Schema of the arguments object: what an
+	// agent's driver offers the model (spec/cortexfs.md, "Tool calling
+	// on network models").
+	Parameters json.RawMessage
+	run        func(ctx context.Context, env Env, args json.RawMessage) (string, error)
+}
+
+// schema builds an object schema from (name, type, description) triples.
+func schema(required []string, props ...[3]string) json.RawMessage {
+	p := map[string]any{}
+	for _, t := range props {
+		p[t[0]] = map[string]string{"type": t[1], "description": t[2]}
+	}
+	b, _ := json.Marshal(map[string]any{"type": "object", "properties": p, "required": required})
+	return b
 }
 
 var builtins = []Spec{
-	{FSRead, "read a file inside the agent root: {\"path\":P}", fsRead},
-	{FSList, "list a directory inside the agent root: {\"path\":P}", fsList},
-	{FSWrite, "write a file inside the agent root: {\"path\":P,\"content\":TEXT}", fsWrite},
-	{FSSearch, "search files under a directory for a substring: {\"pattern\":S,\"path\":P}", fsSearch},
-	{ShellExec, "run a shell command in the session's cwd: {\"command\":CMD,\"timeout_ms\":N}", shellExec},
-	{JobSubmit, "start a background job whose result comes back to this session: {\"summary\":TEXT}", jobSubmit},
+	{FSRead, "read a file inside the agent root: {\"path\":P}",
+		schema([]string{"path"}, [3]string{"path", "string", "file path, relative to the cwd or absolute inside the root"}), fsRead},
+	{FSList, "list a directory inside the agent root: {\"path\":P}",
+		schema([]string{}, [3]string{"path", "string", "directory path (default the cwd)"}), fsList},
+	{FSWrite, "write a file inside the agent root: {\"path\":P,\"content\":TEXT}",
+		schema([]string{"path", "content"}, [3]string{"path", "string", "file path"}, [3]string{"content", "string", "the whole new contents"}), fsWrite},
+	{FSSearch, "search files under a directory for a substring: {\"pattern\":S,\"path\":P}",
+		schema([]string{"pattern"}, [3]string{"pattern", "string", "substring to find"}, [3]string{"path", "string", "directory to search (default the cwd)"}), fsSearch},
+	{ShellExec, "run a shell command in the session's cwd: {\"command\":CMD,\"timeout_ms\":N}",
+		schema([]string{"command"}, [3]string{"command", "string", "sh -c command line"}, [3]string{"timeout_ms", "integer", "timeout in milliseconds"}), shellExec},
+	{JobSubmit, "start a background job whose result comes back to this session: {\"summary\":TEXT}",
+		schema([]string{"summary"}, [3]string{"summary", "string", "what the job does"}, [3]string{"kind", "string", "task kind (default agent)"},
+			[3]string{"target", "string", "delivery target (default this session's ctx)"}, [3]string{"thread_id", "string", "thread the result goes to"},
+			[3]string{"dedupe_key", "string", "idempotency key"}), jobSubmit},
 }
 
 // Builtins lists the built-in tools in a fixed order.

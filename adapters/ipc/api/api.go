@@ -103,6 +103,10 @@ var (
 
 	CtxTreeLoad = Op[TreeArgs, TreeDoc]{Name: "ctx.tree.load"}
 	CtxTreeSave = Op[TreeArgs, TreeSaveReply]{Name: "ctx.tree.save"}
+	// CtxServe is `cbth model serve`: the daemon serves the object's
+	// socket (its sessions are events) and the foreground's attached
+	// connection holds the daemon up until it ends.
+	CtxServe = Op[CtxServeArgs, CtxServeReply]{Name: "ctx.serve", Attach: true}
 
 	// The Codex CLI adapter (adapters/codex/sessions): a foreground `cbth
 	// cli run` attaches on its connection, which then holds the session
@@ -150,7 +154,7 @@ var All = []string{
 	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, Wait.Name,
 	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
-	CtxTreeLoad.Name, CtxTreeSave.Name,
+	CtxTreeLoad.Name, CtxTreeSave.Name, CtxServe.Name,
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
 	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
@@ -159,6 +163,7 @@ var All = []string{
 	DesktopReadArtifact.Name, DesktopRevokeLease.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
+	PluginHandshake.Name, AppServerEnsure.Name, DeliveryEnqueue.Name, DeliveryInspect.Name,
 }
 
 // Empty is the request of operations that take none.
@@ -387,6 +392,18 @@ type TreeArgs struct {
 type TreeDoc struct {
 	Exists bool     `json:"exists"`
 	Set    tree.Set `json:"set"`
+}
+
+// CtxServeArgs name a tree and one of its objects ("model/P/M").
+type CtxServeArgs struct {
+	Root   string `json:"root"`
+	Object string `json:"object"`
+}
+
+// CtxServeReply says where the daemon serves the object's socket.
+type CtxServeReply struct {
+	Object string `json:"object"`
+	Socket string `json:"socket"`
 }
 
 // TreeSaveReply is ctx.tree.save's reply.

@@ -3,6 +3,7 @@ package anthropic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -66,12 +67,54 @@ func (m Messages) Stream(ctx context.Context, req driver.Request, out stream.Sin
 	if p.TopP != nil {
 		params.TopP = sdk.Float(*p.TopP)
 	}
-	for _, msg := range req.Messages {
+	names, err := driver.NewToolNames(req.Tools)
+	if err != nil {
+		return err
+	}
+	for _, t := range req.Tools {
+		sch, err := t.Schema()
+		if err != nil {
+			return err
+		}
+		in := sdk.ToolInputSchemaParam{Properties: sch["properties"], ExtraFields: map[string]any{}}
+		for k, v := range sch {
+			switch k {
+			case "type", "properties":
+			case "required":
+				rb, _ := json.Marshal(v)
+				_ = json.Unmarshal(rb, &in.Required)
+			default:
+				in.ExtraFields[k] = v
+			}
+		}
+		tp := sdk.ToolParam{Name: names.Wire(t.Name), InputSchema: in}
+		if t.Description != "" {
+			tp.Description = sdk.String(t.Description)
+		}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tp})
+	}
+	for i, msg := range req.Messages {
 		switch msg.Role {
 		case driver.RoleSystem:
 			params.System = append(params.System, sdk.TextBlockParam{Text: msg.Content})
 		case driver.RoleAssistant:
-			params.Messages = append(params.Messages, sdk.NewAssistantMessage(sdk.NewTextBlock(msg.Content)))
+			var blocks []sdk.ContentBlockParamUnion
+			if msg.Content != "" || len(msg.ToolCalls) == 0 {
+				blocks = append(blocks, sdk.NewTextBlock(msg.Content))
+			}
+			for _, c := range msg.ToolCalls {
+				blocks = append(blocks, sdk.NewToolUseBlock(c.ID, driver.ArgsObject(c.Arguments), names.Wire(c.Name)))
+			}
+			params.Messages = append(params.Messages, sdk.NewAssistantMessage(blocks...))
+		case driver.RoleTool:
+			// The results of one assistant turn's calls go back together
+			// in the one user message that follows it.
+			block := sdk.NewToolResultBlock(msg.CallID, msg.Content, false)
+			if n := len(params.Messages); i > 0 && req.Messages[i-1].Role == driver.RoleTool && n > 0 {
+				params.Messages[n-1].Content = append(params.Messages[n-1].Content, block)
+				continue
+			}
+			params.Messages = append(params.Messages, sdk.NewUserMessage(block))
 		default:
 			params.Messages = append(params.Messages, sdk.NewUserMessage(sdk.NewTextBlock(msg.Content)))
 		}
@@ -113,7 +156,7 @@ func (m Messages) Stream(ctx context.Context, req driver.Request, out stream.Sin
 			if tu := tools[e.Index]; tu != nil {
 				delete(tools, e.Index)
 				ncalls++
-				if err := out.Emit(stream.ToolCall(tu.id, tu.name, tu.args.String())); err != nil {
+				if err := out.Emit(stream.ToolCall(tu.id, names.Canonical(tu.name), tu.args.String())); err != nil {
 					return err
 				}
 			}

@@ -4,6 +4,7 @@
 //
 //	ok         text in two deltas, then usage
 //	tool       a tool call (function get_weather, {"city":"Paris"})
+//	agent      one turn of an agent's tool loop (agent.go)
 //	reason     reasoning text, then the answer
 //	midstream  one delta, then an in-stream error event
 //	status-N   an HTTP error N with the provider's error body
@@ -150,9 +151,17 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, code)
 		return
 	}
+	script := s.script(model)
+	if model == AgentModel {
+		var status int
+		var msg string
+		if script, status, msg = s.agentTurn(body); status != 0 {
+			s.failMsg(w, status, msg)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
-	script := s.script(model)
 	if model == "hang" {
 		script = s.script("ok")[:1]
 	}
@@ -218,6 +227,12 @@ func chatScript(model string) []sse {
 	usage := sse{data: fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":%q,"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`, model)}
 	done := sse{data: "[DONE]"}
 	switch model {
+	case "agent-call":
+		args, _ := json.Marshal(AgentArgs)
+		return []sse{
+			chunk(fmt.Sprintf(`{"role":"assistant","tool_calls":[{"index":0,"id":%q,"type":"function","function":{"name":%q,"arguments":%s}}]}`, AgentCallID, AgentTool, args), ""),
+			chunk(`{}`, "tool_calls"), usage, done,
+		}
 	case "tool":
 		return []sse{
 			chunk(`{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}`, ""),
@@ -250,6 +265,11 @@ func responsesScript(model string) []sse {
 		return ev("response.output_text.delta", fmt.Sprintf(`,"item_id":"msg_1","output_index":0,"content_index":0,"delta":%q`, d))
 	}
 	switch model {
+	case "agent-call":
+		args, _ := json.Marshal(AgentArgs)
+		return []sse{created,
+			ev("response.output_item.done", fmt.Sprintf(`,"output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":%q,"name":%q,"arguments":%s,"status":"completed"}`, AgentCallID, AgentTool, args)),
+			completed}
 	case "tool":
 		return []sse{created,
 			ev("response.function_call_arguments.delta", `,"item_id":"fc_1","output_index":0,"delta":"{\"city\":\"Paris\"}"`),
@@ -283,6 +303,12 @@ func anthropicScript(model string) []sse {
 		return []sse{ev("message_delta", fmt.Sprintf(`,"delta":{"stop_reason":%q,"stop_sequence":null},"usage":{"output_tokens":2}`, reason)), ev("message_stop", "")}
 	}
 	switch model {
+	case "agent-call":
+		args, _ := json.Marshal(AgentArgs)
+		return append([]sse{start,
+			blockStart(0, fmt.Sprintf(`{"type":"tool_use","id":%q,"name":%q,"input":{}}`, AgentCallID, AgentTool)),
+			delta(0, fmt.Sprintf(`{"type":"input_json_delta","partial_json":%s}`, args)),
+			stop(0)}, end("tool_use")...)
 	case "tool":
 		return append([]sse{start,
 			blockStart(0, `{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}`),
@@ -314,6 +340,8 @@ func geminiScript(model string) []sse {
 	}
 	usage := `,"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"totalTokenCount":7}`
 	switch model {
+	case "agent-call":
+		return []sse{chunk(fmt.Sprintf(`[{"functionCall":{"name":%q,"args":%s}}]`, AgentTool, AgentArgs), usage)}
 	case "tool":
 		return []sse{chunk(`[{"functionCall":{"name":"get_weather","args":{"city":"Paris"}}}]`, usage)}
 	case "reason":

@@ -56,8 +56,23 @@ func (g Gemini) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 	if p.MaxTokens != nil {
 		gc.MaxOutputTokens = int32(*p.MaxTokens)
 	}
+	names, err := driver.NewToolNames(req.Tools)
+	if err != nil {
+		return err
+	}
+	if len(req.Tools) > 0 {
+		decls := make([]*genai.FunctionDeclaration, 0, len(req.Tools))
+		for _, t := range req.Tools {
+			sch, err := t.Schema()
+			if err != nil {
+				return err
+			}
+			decls = append(decls, &genai.FunctionDeclaration{Name: names.Wire(t.Name), Description: t.Description, ParametersJsonSchema: sch})
+		}
+		gc.Tools = []*genai.Tool{{FunctionDeclarations: decls}}
+	}
 	var contents []*genai.Content
-	for _, m := range req.Messages {
+	for i, m := range req.Messages {
 		part := &genai.Part{Text: m.Content}
 		switch m.Role {
 		case driver.RoleSystem:
@@ -66,7 +81,24 @@ func (g Gemini) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 			}
 			gc.SystemInstruction.Parts = append(gc.SystemInstruction.Parts, part)
 		case driver.RoleAssistant:
-			contents = append(contents, &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{part}})
+			var parts []*genai.Part
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				parts = append(parts, part)
+			}
+			for _, c := range m.ToolCalls {
+				parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: c.ID, Name: names.Wire(c.Name), Args: driver.ArgsObject(c.Arguments)}})
+			}
+			contents = append(contents, &genai.Content{Role: genai.RoleModel, Parts: parts})
+		case driver.RoleTool:
+			// Gemini pairs results with calls by name (and id when the
+			// call had one); one turn's results share one user content.
+			fr := &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: m.CallID, Name: names.Wire(m.Name),
+				Response: map[string]any{"output": m.Content}}}
+			if n := len(contents); i > 0 && req.Messages[i-1].Role == driver.RoleTool && n > 0 {
+				contents[n-1].Parts = append(contents[n-1].Parts, fr)
+				continue
+			}
+			contents = append(contents, &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{fr}})
 		default:
 			contents = append(contents, &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{part}})
 		}
@@ -91,7 +123,7 @@ func (g Gemini) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 				switch {
 				case part.FunctionCall != nil:
 					args, _ := json.Marshal(part.FunctionCall.Args)
-					e = stream.ToolCall(part.FunctionCall.ID, part.FunctionCall.Name, string(args))
+					e = stream.ToolCall(part.FunctionCall.ID, names.Canonical(part.FunctionCall.Name), string(args))
 					ncalls++
 				case part.Thought && part.Text != "":
 					thought.WriteString(part.Text)

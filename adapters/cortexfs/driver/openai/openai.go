@@ -16,6 +16,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
 	"github.com/tidwall/gjson"
 )
 
@@ -92,12 +93,45 @@ func (c Chat) Stream(ctx context.Context, req driver.Request, out stream.Sink) e
 		Model:         sdk.ChatModel(req.NativeID),
 		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
 	}
+	names, err := driver.NewToolNames(req.Tools)
+	if err != nil {
+		return err
+	}
+	for _, t := range req.Tools {
+		sch, err := t.Schema()
+		if err != nil {
+			return err
+		}
+		fn := shared.FunctionDefinitionParam{Name: names.Wire(t.Name), Parameters: shared.FunctionParameters(sch)}
+		if t.Description != "" {
+			fn.Description = sdk.String(t.Description)
+		}
+		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
 	for _, m := range req.Messages {
 		switch m.Role {
 		case driver.RoleSystem:
 			params.Messages = append(params.Messages, sdk.SystemMessage(m.Content))
 		case driver.RoleAssistant:
-			params.Messages = append(params.Messages, sdk.AssistantMessage(m.Content))
+			if len(m.ToolCalls) == 0 {
+				params.Messages = append(params.Messages, sdk.AssistantMessage(m.Content))
+				continue
+			}
+			var a sdk.ChatCompletionAssistantMessageParam
+			if m.Content != "" {
+				a.Content.OfString = sdk.String(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				args := string(c.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+					ID: c.ID, Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: names.Wire(c.Name), Arguments: args}}})
+			}
+			params.Messages = append(params.Messages, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		case driver.RoleTool:
+			params.Messages = append(params.Messages, sdk.ToolMessage(m.Content, m.CallID))
 		default:
 			params.Messages = append(params.Messages, sdk.UserMessage(m.Content))
 		}
@@ -170,7 +204,7 @@ func (c Chat) Stream(ctx context.Context, req driver.Request, out stream.Sink) e
 	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
 	for _, i := range idx {
 		pc := calls[i]
-		final = append(final, stream.ToolCall(pc.id, pc.name, pc.args))
+		final = append(final, stream.ToolCall(pc.id, names.Canonical(pc.name), pc.args))
 	}
 	if text.Len() > 0 || len(calls) == 0 {
 		final = append(final, stream.Message(text.String()))

@@ -28,12 +28,42 @@ func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Si
 	params := responses.ResponseNewParams{Model: shared.ResponsesModel(req.NativeID), Store: sdk.Bool(false)}
 	var system []string
 	var items responses.ResponseInputParam
+	names, err := driver.NewToolNames(req.Tools)
+	if err != nil {
+		return err
+	}
+	for _, t := range req.Tools {
+		sch, err := t.Schema()
+		if err != nil {
+			return err
+		}
+		// Not strict: strict mode needs every property required, and
+		// the built-in tools have optional ones.
+		fn := responses.FunctionToolParam{Name: names.Wire(t.Name), Parameters: sch, Strict: sdk.Bool(false)}
+		if t.Description != "" {
+			fn.Description = sdk.String(t.Description)
+		}
+		params.Tools = append(params.Tools, responses.ToolUnionParam{OfFunction: &fn})
+	}
 	for _, m := range req.Messages {
 		switch m.Role {
 		case driver.RoleSystem:
 			system = append(system, m.Content)
 		case driver.RoleAssistant:
-			items = append(items, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleAssistant))
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				items = append(items, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleAssistant))
+			}
+			for _, c := range m.ToolCalls {
+				args := string(c.Arguments)
+				if args == "" {
+					args = "{}"
+				}
+				items = append(items, responses.ResponseInputItemParamOfFunctionCall(args, c.ID, names.Wire(c.Name)))
+			}
+		case driver.RoleTool:
+			out := responses.ResponseInputItemParamOfFunctionCallOutput(m.Content)
+			out.OfFunctionCallOutput.CallID = sdk.String(m.CallID)
+			items = append(items, out)
 		default:
 			items = append(items, responses.ResponseInputItemParamOfMessage(m.Content, responses.EasyInputMessageRoleUser))
 		}
@@ -74,7 +104,7 @@ func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Si
 			if ev.Item.Type == "function_call" {
 				fc := ev.Item.AsFunctionCall()
 				ncalls++
-				if err := out.Emit(stream.ToolCall(fc.CallID, fc.Name, fc.Arguments)); err != nil {
+				if err := out.Emit(stream.ToolCall(fc.CallID, names.Canonical(fc.Name), fc.Arguments)); err != nil {
 					return err
 				}
 			}

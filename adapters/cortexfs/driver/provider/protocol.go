@@ -10,7 +10,10 @@
 //     {"v":1,"driver":"openai-chat","model":"openai/gpt-4o",
 //     "provider":"openai","native_id":"gpt-4o","base_url":"https://...",
 //     "defaults":[{"key":"temperature","value":"0.2"}],"capabilities":["chat"],
-//     "messages":[{"role":"user","content":"hello"}]}
+//     "messages":[{"role":"user","content":"hello"}],
+//     "tools":[{"name":"fs.read","description":"...","parameters":{...}}]}
+//     messages may hold an assistant turn's tool_calls and role "tool"
+//     results (call_id, name); tools is absent for a plain model call.
 //     Unknown fields are ignored; a different "v" is EVERSION.
 //   - stdout: canonical stream events, one JSON object per line, without
 //     run ids: any number of body events (delta, message, reasoning_delta,
@@ -68,6 +71,9 @@ type WireRequest struct {
 	Defaults     []object.KV      `json:"defaults"`
 	Capabilities []string         `json:"capabilities"`
 	Messages     []driver.Message `json:"messages"`
+	// Tools are the tools offered to the model (an agent's turn):
+	// [{"name":"fs.read","description":"...","parameters":{JSON Schema}}].
+	Tools []driver.ToolDef `json:"tools,omitempty"`
 }
 
 // Wire builds the request line fields for a driver call.
@@ -82,7 +88,7 @@ func Wire(driverName string, req driver.Request) WireRequest {
 		caps = []string{}
 	}
 	return WireRequest{V: Version, Driver: driverName, Model: req.Model, Provider: req.Provider,
-		NativeID: req.NativeID, BaseURL: base, Defaults: defaults, Capabilities: caps, Messages: req.Messages}
+		NativeID: req.NativeID, BaseURL: base, Defaults: defaults, Capabilities: caps, Messages: req.Messages, Tools: req.Tools}
 }
 
 // Request turns a request line back into a driver request.
@@ -98,5 +104,5 @@ func (w WireRequest) Request() driver.Request {
 		defaults = append(defaults, object.KV{Key: "base_url", Value: w.BaseURL})
 	}
 	return driver.Request{Model: w.Model, Provider: w.Provider, NativeID: w.NativeID,
-		Messages: w.Messages, Defaults: defaults, Caps: w.Capabilities}
+		Messages: w.Messages, Defaults: defaults, Caps: w.Capabilities, Tools: w.Tools}
 }

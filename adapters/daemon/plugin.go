@@ -1,0 +1,335 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
+	"github.com/cbth-dev/cbth/adapters/codex/plugintarget"
+	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/adapters/target"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// addPluginTarget registers the host-plugin codex_app_server target
+// (spec/plugin-target.md), unless Options.Targets put another one in. Its
+// app-servers run with the daemon's Codex home and start only when a
+// delivery or an ensure needs one.
+func (d *Daemon) addPluginTarget() {
+	if d.target(command.TargetCodexAppServer) != nil {
+		return
+	}
+	h, c := d.opt.Home, d.opt.Config
+	codexHome, err := c.CodexHomeDir(os.Getenv)
+	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "plugin"),
+		LogPath: filepath.Join(h.LogDir(), "codex-plugin-app-server.log"), Env: os.Environ(), Version: d.opt.Version,
+		Clock: d.opt.Clock, Log: d.opt.Log.With("component", "codex-plugin")})
+	d.plugin = plugintarget.New(clitarget.Config{
+		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
+		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
+		TrustedAll: c.CLI.TrustedAll, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: err,
+	}, pool, d.eng, d.opt.Clock.Now, d.opt.Log.With("target", command.TargetCodexAppServer))
+	d.targets = append(d.targets, target.Target(d.plugin))
+	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+}
+
+// stopPlugin stops the host-plugin target's app-servers.
+func (d *Daemon) stopPlugin(ctx context.Context) {
+	if d.plugin == nil {
+		return
+	}
+	if err := d.plugin.Pool().Stop(ctx); err != nil {
+		d.opt.Log.Error("stop the plugin codex app-servers", "err", err)
+	}
+}
+
+func leaseView(l plugintarget.Lease) api.Lease {
+	return api.Lease{AppServerLeaseID: l.ID, Ownership: l.Ownership, PluginID: l.PluginID, BoundThreadID: l.Thread,
+		CodexBinary: l.CodexBinary, ManagedSessionID: l.ManagedSessionID, SessionEpoch: l.Epoch, AppServerInstance: l.Instance, AppServerPID: l.PID}
+}
+
+func checkNamed(what, v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errs.New(errs.EINVAL, "%s is required", what)
+	}
+	if len(v) > 256 || strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errs.New(errs.EINVAL, "%s is longer than 256 bytes or holds a control character", what)
+	}
+	return nil
+}
+
+func (d *Daemon) pluginOps(t api.Table) {
+	api.Handle(t, api.PluginHandshake, func(_ context.Context, a api.HandshakeArgs) (api.HandshakeReply, error) {
+		if err := checkNamed("plugin_id", a.PluginID); err != nil {
+			return api.HandshakeReply{}, err
+		}
+		return api.HandshakeReply{PluginID: a.PluginID, ServiceCapabilities: slices.Clone(plugintarget.Capabilities),
+			Version: d.opt.Version, Protocol: ipc.Proto, PID: os.Getpid()}, nil
+	})
+	api.Handle(t, api.AppServerEnsure, withPlugin(d, d.ensureLease))
+	api.Handle(t, api.DeliveryEnqueue, withPlugin(d, d.enqueue))
+	api.Handle(t, api.DeliveryInspect, withPlugin(d, d.inspectDelivery))
+}
+
+// withPlugin refuses an operation of the host-plugin target when another
+// codex_app_server target replaced it (Options.Targets).
+func withPlugin[Req, Rep any](d *Daemon, f func(context.Context, Req) (Rep, error)) func(context.Context, Req) (Rep, error) {
+	return func(ctx context.Context, r Req) (Rep, error) {
+		if d.plugin == nil {
+			var zero Rep
+			return zero, errs.New(errs.ENOTSUP, "this daemon runs no host-plugin codex_app_server target")
+		}
+		return f(ctx, r)
+	}
+}
+
+// ensureLease serves app_server.ensure: the explicit lease of a plugin
+// instance's thread, made the first time and reused while held; its
+// app-server is started, or restarted, on the way.
+func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureReply, error) {
+	for _, f := range []struct{ n, v string }{{"plugin_id", a.PluginID}, {"plugin_instance_id", a.PluginInstanceID},
+		{"source_thread_id", a.SourceThreadID}, {"codex_binary", a.CodexBinary}} {
+		if err := checkNamed(f.n, f.v); err != nil {
+			return api.EnsureReply{}, err
+		}
+	}
+	pool := d.plugin.Pool()
+	scope := plugintarget.PluginScope(a.PluginID, a.PluginInstanceID, a.SourceThreadID)
+	outcome, l := "reused", plugintarget.Lease{}
+	if held, ok := pool.ByScope(scope); ok && held.CodexBinary == a.CodexBinary {
+		l = held
+	} else {
+		outcome = "started"
+		l = plugintarget.Lease{ID: "asl-" + uuid.NewString(), Scope: scope, Ownership: command.OwnershipExplicitLease,
+			PluginID: a.PluginID, Thread: a.SourceThreadID, CodexBinary: a.CodexBinary, ManagedSessionID: "ams-" + uuid.NewString(), Epoch: 1}
+	}
+	l, err := pool.Ensure(ctx, l)
+	if err != nil {
+		return api.EnsureReply{}, err
+	}
+	defer d.poke(ctx) // a batch waiting for its lease may go
+	return api.EnsureReply{Outcome: outcome, Lease: leaseView(l)}, nil
+}
+
+// enqueue serves delivery.enqueue: it resolves the target (the held
+// explicit lease, checked against the thread and the caller's
+// assertions; or the delivery-owned lease derived from the plugin, the
+// thread and the idempotency key) and submits the job with it. A refusal
+// appends nothing. Nothing is started here: a delivery-owned app-server
+// starts when the job's batch is delivered.
+func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueReply, error) {
+	if err := checkNamed("plugin_id", a.PluginID); err != nil {
+		return api.EnqueueReply{}, err
+	}
+	if err := checkNamed("source_thread_id", a.SourceThreadID); err != nil {
+		return api.EnqueueReply{}, err
+	}
+	var dt *events.DeliveryTarget
+	if id := a.Target.AppServerLeaseID; id != "" {
+		l, ok := d.plugin.Pool().Lookup(id)
+		if !ok {
+			return api.EnqueueReply{}, errs.New(errs.ENOENT, "app-server lease %s is not held (app_server.ensure first)", id)
+		}
+		if l.Thread != a.SourceThreadID {
+			return api.EnqueueReply{}, errs.New(errs.LeaseThreadMismatch, "app-server lease %s is bound to thread %s, not %s", id, l.Thread, a.SourceThreadID)
+		}
+		if l.PluginID != a.PluginID {
+			return api.EnqueueReply{}, errs.New(errs.EACCES, "app-server lease %s belongs to another plugin", id)
+		}
+		if a.Target.CodexBinary != "" && a.Target.CodexBinary != l.CodexBinary {
+			return api.EnqueueReply{}, errs.New(errs.EINVAL, "app-server lease %s runs %s, not %s", id, l.CodexBinary, a.Target.CodexBinary)
+		}
+		if (a.Target.ManagedSessionID != "" && a.Target.ManagedSessionID != l.ManagedSessionID) ||
+			(a.Target.SessionEpoch != 0 && a.Target.SessionEpoch != l.Epoch) {
+			return api.EnqueueReply{}, errs.New(errs.ESTALE, "app-server lease %s is managed session %s at epoch %d, not what the caller asserts",
+				id, l.ManagedSessionID, l.Epoch)
+		}
+		dt = l.Target()
+	} else {
+		if err := checkNamed("target.codex_binary", a.Target.CodexBinary); err != nil {
+			return api.EnqueueReply{}, errs.Wrap(errs.EINVAL, err, "delivery-owned mode (no target.app_server_lease_id)")
+		}
+		if err := checkNamed("idempotency_key", a.IdempotencyKey); err != nil {
+			return api.EnqueueReply{}, errs.Wrap(errs.EINVAL, err, "delivery-owned mode derives its target from it")
+		}
+		l := plugintarget.DeliveryOwned(a.PluginID, a.SourceThreadID, a.IdempotencyKey, a.Target.CodexBinary)
+		if (a.Target.ManagedSessionID != "" && a.Target.ManagedSessionID != l.ManagedSessionID) ||
+			(a.Target.SessionEpoch != 0 && a.Target.SessionEpoch != l.Epoch) {
+			return api.EnqueueReply{}, errs.New(errs.ESTALE, "the delivery-owned target is managed session %s at epoch %d, not what the caller asserts",
+				l.ManagedSessionID, l.Epoch)
+		}
+		dt = l.Target()
+	}
+	pol, err := command.NormalizePolicy(a.Policy, a.Metadata)
+	if err != nil {
+		return api.EnqueueReply{}, err
+	}
+	cmd := command.SubmitJob{Target: command.TargetCodexAppServer, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
+		Metadata: a.Metadata, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration, DeliveryTarget: dt}
+	m := d.meta("")
+	if a.IdempotencyKey != "" {
+		// A key is the plugin's own, for one thread.
+		cmd.DedupeKey = plugintarget.EnqueueKey(a.PluginID, a.SourceThreadID, a.IdempotencyKey)
+		m.CommandID = "delivery.enqueue/" + cmd.DedupeKey
+	}
+	res, err := d.eng.Execute(ctx, m, cmd)
+	if err != nil {
+		return api.EnqueueReply{}, err
+	}
+	id, _ := res.Value.(string)
+	if res.Replayed && len(res.Events) > 0 {
+		id = res.Events[0].Stream.ID
+	}
+	j, err := d.job(id)
+	if err != nil {
+		return api.EnqueueReply{}, err
+	}
+	return api.EnqueueReply{SubmitReply: api.SubmitReply{JobID: id, Status: j.Status, AcceptedAt: j.CreatedAt,
+		Deduplicated: res.Replayed || res.Outcome == "deduplicated"}, DeliveryTarget: j.DeliveryTarget}, nil
+}
+
+// inspectDelivery serves delivery.inspect: the job, its batch and its
+// resolved target, reconciled. A delivery-owned target is found again
+// from the persisted target alone (its app-server ensured again if
+// needed); an explicit-lease target needs its lease id. An accepted turn
+// still observed is looked up on its instance (an end missed meanwhile
+// is reported); one whose instance is gone is parked; for a parked batch
+// the turn's status is shown as evidence and nothing changes.
+func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs) (api.DeliveryInspection, error) {
+	var rep api.DeliveryInspection
+	jobID, batchID := a.JobID, a.BatchID
+	if jobID == "" && batchID == "" {
+		return rep, errs.New(errs.EINVAL, "name a job or a batch")
+	}
+	if jobID == "" {
+		in, err := d.inspect(ctx, batchID)
+		if err != nil {
+			return rep, err
+		}
+		if len(in.Batch.JobIDs) == 0 {
+			return rep, errs.New(errs.ENOENT, "batch %s has no jobs", batchID)
+		}
+		jobID = in.Batch.JobIDs[0]
+	}
+	j, err := d.job(jobID)
+	if err != nil {
+		return rep, err
+	}
+	if j.TargetKind != command.TargetCodexAppServer || j.DeliveryTarget == nil {
+		return rep, errs.New(errs.EINVAL, "job %s is not a codex_app_server delivery", jobID)
+	}
+	if batchID == "" && j.Batch != nil {
+		batchID = j.Batch.BatchID
+	}
+	// The metadata (up to command.MaxMetadata) stays with job query, so
+	// the reply is one batch inspection and a little more.
+	j.Metadata = nil
+	rep.Job, rep.DeliveryTarget = j, j.DeliveryTarget
+	dt := j.DeliveryTarget
+	pool := d.plugin.Pool()
+	if dt.Ownership == command.OwnershipExplicitLease && a.AppServerLeaseID != "" && a.AppServerLeaseID != dt.AppServerLeaseID {
+		return rep, errs.New(errs.EINVAL, "job %s is delivered through lease %s, not %s", jobID, dt.AppServerLeaseID, a.AppServerLeaseID)
+	}
+	if l, ok := pool.Lookup(dt.AppServerLeaseID); ok {
+		v := leaseView(l)
+		rep.Lease = &v
+	}
+	rep.Reconcile, err = d.reconcileTarget(ctx, dt, batchID, a.AppServerLeaseID != "")
+	if err != nil {
+		return rep, err
+	}
+	if batchID != "" {
+		in, err := d.inspect(ctx, batchID)
+		if err != nil {
+			return rep, err
+		}
+		rep.Batch = &in
+	}
+	if l, ok := pool.Lookup(dt.AppServerLeaseID); ok {
+		v := leaseView(l)
+		rep.Lease = &v
+	}
+	return rep, nil
+}
+
+func (d *Daemon) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget, batchID string, leaseGiven bool) (api.Reconcile, error) {
+	if batchID == "" {
+		return api.Reconcile{Outcome: "not_needed", Detail: "the job is not ready: nothing was delivered"}, nil
+	}
+	var in query.BatchInspection
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		var err error
+		in, err = query.Inspect(s, batchID)
+		return err
+	}); err != nil {
+		return api.Reconcile{}, err
+	}
+	h := in.HeadAttempt
+	if h == nil || h.TurnID == "" || in.Batch.State == "closed" {
+		return api.Reconcile{Outcome: "not_needed", Detail: "no accepted turn of an open batch"}, nil
+	}
+	rc := api.Reconcile{TurnID: h.TurnID}
+	if dt.Ownership == command.OwnershipExplicitLease && !leaseGiven {
+		rc.Outcome, rc.Detail = "lease_required", "an explicit-lease target is reconciled only with its lease id (--lease-id)"
+		return rc, nil
+	}
+	pool := d.plugin.Pool()
+	tracking := in.Batch.ReplayPolicy == "automatic" && h.ObservationState == "tracking"
+	if tracking && d.plugin.Follows(h.AttemptID) {
+		d.plugin.LookUp(h.AttemptID)
+		rc.Outcome, rc.Detail = "followed", "the accepted turn is observed on the app-server instance that accepted it"
+		return rc, nil
+	}
+	if tracking {
+		// Nobody follows the turn on a running instance: the stream that
+		// accepted it is gone.
+		if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: "delivery.inspect:" + h.AttemptID},
+			command.LoseStream{ManagedSessionID: h.ManagedSessionID, SessionEpoch: h.SessionEpoch,
+				Reason: "the app-server instance that accepted the turn is gone (delivery.inspect)"}); err != nil {
+			return rc, err
+		}
+		d.poke(ctx)
+		rc.Outcome, rc.Detail = "continuity_lost", "the instance that accepted the turn is gone: parked for manual resolution"
+		return rc, nil
+	}
+	var l plugintarget.Lease
+	var err error
+	if dt.Ownership == command.OwnershipDeliveryOwned {
+		// The same active target, found again from what was persisted.
+		l, err = pool.Ensure(ctx, plugintarget.LeaseOf(dt))
+	} else if held, ok := pool.Lookup(dt.AppServerLeaseID); ok {
+		l, err = pool.Ensure(ctx, held)
+	} else {
+		rc.Outcome, rc.Detail = "lease_required", "lease "+dt.AppServerLeaseID+" is not held: app_server.ensure again"
+		return rc, nil
+	}
+	rc.Outcome = "evidence"
+	if err != nil {
+		rc.Detail = "the target could not be acquired: " + err.Error()
+		return rc, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := d.plugin.TurnStatus(lctx, l, h.TurnID)
+	switch {
+	case err != nil:
+		rc.Detail = "the turn could not be looked up: " + err.Error()
+	case st == "":
+		rc.Detail = "the thread has no such turn among its latest"
+	default:
+		rc.TurnStatus = st
+		rc.Detail = "operator evidence only: the batch waits for manual resolution (cbth batch close-head)"
+	}
+	return rc, nil
+}
