@@ -614,7 +614,21 @@ type Installation struct {
 	BridgeThreadID string    `json:"bridge_thread_id,omitempty"`
 	// RelayScanners are the transcript-relay scanner bindings, by bridge
 	// thread.
-	RelayScanners map[string]events.InstallationRelayScannerBound `json:"relay_scanners,omitempty"`
+	RelayScanners map[string]RelayScanner `json:"relay_scanners,omitempty"`
+}
+
+// RelayScanner is one bridge thread's relay scanner: the rollout it is
+// bound to, how far it has recorded reading it (a restarted daemon
+// resumes there), and why it stopped, if it did.
+type RelayScanner struct {
+	events.InstallationRelayScannerBound
+	Offset int64 `json:"offset"`
+	Line   int64 `json:"line"`
+	// DegradedReason is a stable code (events.RelayScanner*) while the
+	// scanner is stopped until a rebind; empty while it reads.
+	DegradedReason string    `json:"degraded_reason,omitempty"`
+	DegradedDetail string    `json:"degraded_detail,omitempty"`
+	DegradedAt     time.Time `json:"degraded_at,omitzero"`
 }
 
 func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
@@ -624,13 +638,31 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 	case *events.InstallationBridgeSelected:
 		i.BridgeThreadID = p.BridgeThreadID
 	case *events.InstallationRelayScannerBound:
-		m := make(map[string]events.InstallationRelayScannerBound, len(i.RelayScanners)+1)
-		for k, v := range i.RelayScanners {
-			m[k] = v
-		}
-		m[p.BridgeThreadID] = *p
-		i.RelayScanners = m
+		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) { *s = RelayScanner{InstallationRelayScannerBound: *p} })
+	case *events.InstallationRelayScannerAdvanced:
+		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) { s.Offset, s.Line = p.Offset, p.Line })
+	case *events.InstallationRelayScannerDegraded:
+		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) {
+			s.DegradedReason, s.DegradedDetail, s.DegradedAt = p.Reason, p.Detail, e.RecordedAt
+		})
 	}
+}
+
+// scanner applies fn to a copy of the bridge's scanner (a new one when
+// revision is 0; otherwise only if it is of that binding revision) and
+// replaces the map, which snapshots share.
+func (i *Installation) scanner(bridge string, revision uint64, fn func(*RelayScanner)) {
+	cur, ok := i.RelayScanners[bridge]
+	if revision != 0 && (!ok || cur.Revision != revision) {
+		return
+	}
+	m := make(map[string]RelayScanner, len(i.RelayScanners)+1)
+	for k, v := range i.RelayScanners {
+		m[k] = v
+	}
+	fn(&cur)
+	m[bridge] = cur
+	i.RelayScanners = m
 }
 
 // Session is a CLI managed session: one Codex thread delivered into
