@@ -37,6 +37,7 @@ bench:
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
     go test -run '^$' -bench . -benchtime 20x ./adapters/desktop/relay/
     go test -run '^$' -bench . -benchtime 200x ./adapters/gateway/
+    go test -run '^$' -bench StartSessions -benchtime 10x ./adapters/daemon/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
 
 # Daemon start-up on a log of 1,000,000 events holding 100,000 open

@@ -59,6 +59,8 @@ func declarations() []declaration {
 		decl[InstallationStateRepaired](KindInstallation),
 		decl[InstallationBridgeSelected](KindInstallation),
 		decl[InstallationRelayScannerBound](KindInstallation),
+		decl[InstallationRelayScannerAdvanced](KindInstallation),
+		decl[InstallationRelayScannerDegraded](KindInstallation),
 
 		decl[SessionCreated](KindSession),
 		decl[SessionDetached](KindSession),
@@ -502,6 +504,34 @@ type InstallationRelayScannerBound struct {
 	Revision       uint64 `json:"binding_revision"`
 }
 
+// InstallationRelayScannerAdvanced records how far the relay scanner of
+// a bridge thread has read its bound rollout (binding revision Revision):
+// a restarted daemon resumes there instead of reading the file again.
+type InstallationRelayScannerAdvanced struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	Revision       uint64 `json:"binding_revision"`
+	Offset         int64  `json:"offset"`
+	Line           int64  `json:"line"`
+}
+
+// Reasons a relay scanner binding degrades (InstallationRelayScannerDegraded).
+const (
+	RelayScannerNotRegular = "rollout_not_regular" // the path no longer names a regular file
+	RelayScannerReplaced   = "rollout_replaced"    // the path names another file (device or inode)
+	RelayScannerTruncated  = "rollout_truncated"   // the file is shorter than what was read
+	RelayScannerUnreadable = "rollout_unreadable"  // the file cannot be opened or read
+)
+
+// InstallationRelayScannerDegraded records that the relay scanner of a
+// bridge thread stopped reading its bound rollout (binding revision
+// Revision) until it is rebound: Reason is a stable code.
+type InstallationRelayScannerDegraded struct {
+	BridgeThreadID string `json:"bridge_thread_id"`
+	Revision       uint64 `json:"binding_revision"`
+	Reason         string `json:"reason"`
+	Detail         string `json:"detail,omitempty"`
+}
+
 // BindingArmed advances armed_generation after a durable note-arm.
 type BindingArmed struct {
 	Generation     uint64    `json:"armed_generation"`
@@ -888,6 +918,12 @@ func (ArtifactRecoveryLeaseRevoked) EventType() string {
 }
 func (InstallationRelayScannerBound) EventType() string {
 	return "installation.relay_scanner_bound"
+}
+func (InstallationRelayScannerAdvanced) EventType() string {
+	return "installation.relay_scanner_advanced"
+}
+func (InstallationRelayScannerDegraded) EventType() string {
+	return "installation.relay_scanner_degraded"
 }
 func (AttemptPrepared) EventType() string             { return "attempt.prepared" }
 func (AttemptArmPendingNoted) EventType() string      { return "attempt.arm_pending_noted" }

@@ -145,7 +145,7 @@ func (d *Daemon) catchUpSessions() error {
 		dir := c.ID
 		groups[group{c.Root, c.Object, c.Scope, c.UID}] = filepath.Join(filepath.Dir(dir), session.DirIndex)
 		files := session.Small(c)
-		if session.Current(dir, files) && d.linesCurrent(dir, c) {
+		if sizesCurrent(dir, c) && session.Current(dir, files) {
 			continue
 		}
 		full, err := session.Render(c, func(fn func(events.Envelope) error) error { return d.eng.ReadStream(sessionStream(dir), fn) })
@@ -168,9 +168,16 @@ func (d *Daemon) catchUpSessions() error {
 	return nil
 }
 
-// linesCurrent compares the JSONL files' line counts with the recorded
-// counts: a cheap check that the appends all landed.
-func (d *Daemon) linesCurrent(dir string, c *aggregate.CtxSession) bool {
-	return session.CountLines(filepath.Join(dir, session.FileMessages)) == c.Messages &&
-		session.CountLines(filepath.Join(dir, session.FileEvents)) == c.Events
+// sizesCurrent compares the JSONL files' sizes with the sizes their
+// events give them: a start checks a session's history by two stats, not
+// by reading it (the files only ever grow by whole lines, so a missing,
+// truncated, half-written or extended file has another size).
+func sizesCurrent(dir string, c *aggregate.CtxSession) bool {
+	for f, want := range map[string]int64{session.FileMessages: c.MessagesBytes, session.FileEvents: c.EventsBytes} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || !st.Mode().IsRegular() || st.Size() != want {
+			return false
+		}
+	}
+	return true
 }

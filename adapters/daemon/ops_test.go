@@ -63,8 +63,8 @@ var replyBounds = map[string]string{
 	api.CLISessionList.Name:    "paged (query.PageBytes)",
 	api.CLISessionInspect.Name: "one session and app-server",
 
-	api.DesktopInstallation.Name:        "one installation",
-	api.DesktopInstallationRepair.Name:  "one installation, and the ids of the bindings one repair degraded (36 bytes each)",
+	api.DesktopInstallation.Name:        "one installation and at most query.MaxRelayScanners scanners",
+	api.DesktopInstallationRepair.Name:  "one installation (at most query.MaxRelayScanners scanners), and the ids of the bindings one repair degraded (36 bytes each)",
 	api.DesktopBindingRepair.Name:       "one binding",
 	api.DesktopBindingUnbind.Name:       "one binding",
 	api.DesktopBindingList.Name:         "paged (query.PageBytes)",

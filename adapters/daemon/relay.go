@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -34,14 +35,22 @@ var scanLimits = relay.Limits{Records: 256, Bytes: 1 << 20}
 // maxTranscript bounds what consume-transcript reads of one file.
 const maxTranscript = 256 << 20
 
-// scanCursor is how far the scanner has read one bound rollout. It lives
-// in memory: a restarted daemon reads the file again from the start, and
-// the replay fence makes what it already consumed change nothing.
+// scanCursor is how far the scanner has read one bound rollout. It
+// starts at the position the log records for the binding
+// (installation.relay_scanner_advanced) and is recorded again after a
+// round that found envelopes, or at most every recordEvery otherwise: a
+// restarted daemon resumes there, and what it reads twice the replay
+// fence makes harmless.
 type scanCursor struct {
 	revision     uint64
 	offset, line int64
-	broken       string // why the scanner stopped on this binding
+	recorded     int64     // the offset the log holds
+	recordedAt   time.Time // when it was recorded (wall clock)
 }
+
+// recordEvery bounds how often the scanner records a position that
+// found nothing: at most one event a minute per bridge thread.
+const recordEvery = time.Minute
 
 type relayState struct {
 	mu       sync.Mutex
@@ -186,7 +195,7 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.lastScan = time.Now()
-	var scanners map[string]events.InstallationRelayScannerBound
+	var scanners map[string]aggregate.RelayScanner
 	if err := d.eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
 		if inst != nil {
@@ -201,18 +210,24 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 	}
 	consumed := false
 	for bridge, b := range scanners {
+		if b.DegradedReason != "" {
+			continue // stopped until a rebind
+		}
 		c := rs.cursors[bridge]
 		if c == nil || c.revision != b.Revision {
-			c = &scanCursor{revision: b.Revision}
+			c = &scanCursor{revision: b.Revision, offset: b.Offset, line: b.Line, recorded: b.Offset, recordedAt: time.Now()}
 			rs.cursors[bridge] = c
 		}
-		if c.broken != "" {
-			continue
-		}
-		found, err := d.scanOnce(c, b)
+		found, err := d.scanOnce(c, b.InstallationRelayScannerBound)
 		if err != nil {
-			c.broken = err.Error()
-			d.opt.Log.Error("relay scanner stopped; rebind it (cbth desktop relay scanner bind)", "bridge", bridge, "rollout", b.RolloutPath, "err", err)
+			reason := scanFailure(err)
+			d.opt.Log.Error("relay scanner degraded; rebind it (cbth desktop relay scanner bind)", "bridge", bridge, "rollout", b.RolloutPath,
+				"reason", reason, "err", err)
+			if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
+				command.DegradeRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Reason: reason, Detail: err.Error()}); err != nil {
+				d.opt.Log.Error("record the relay scanner degraded", "bridge", bridge, "err", err)
+			}
+			delete(rs.cursors, bridge)
 			continue
 		}
 		for _, x := range found {
@@ -224,6 +239,14 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			consumed = consumed || res.Outcome == "consumed"
 			d.opt.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
 		}
+		if c.offset > c.recorded && (len(found) > 0 || time.Since(c.recordedAt) >= recordEvery) {
+			if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
+				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line}); err != nil {
+				d.opt.Log.Error("record the relay scanner's position", "bridge", bridge, "err", err)
+			} else {
+				c.recorded, c.recordedAt = c.offset, time.Now()
+			}
+		}
 	}
 	if consumed {
 		d.poke(ctx)
@@ -234,30 +257,52 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 // be the bound one (same device and inode, a regular file, never
 // shorter than what was read).
 func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound) ([]relay.Found, error) {
-	f, err := os.Open(b.RolloutPath)
+	// O_NONBLOCK: a FIFO swapped in at the path must not hang the open.
+	f, err := os.OpenFile(b.RolloutPath, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, err
+		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	switch {
 	case !st.Mode().IsRegular():
-		return nil, errs.New(errs.EACCES, "not_regular: the rollout is no longer a regular file")
+		return nil, scanError{events.RelayScannerNotRegular, errs.New(errs.EACCES, "the rollout is no longer a regular file")}
 	case !ok || uint64(sys.Dev) != b.Device || uint64(sys.Ino) != b.Inode:
-		return nil, errs.New(errs.ESTALE, "the rollout path now names another file")
+		return nil, scanError{events.RelayScannerReplaced, errs.New(errs.ESTALE, "the rollout path now names another file")}
 	case st.Size() < c.offset:
-		return nil, errs.New(errs.ESTALE, "the rollout was truncated")
+		return nil, scanError{events.RelayScannerTruncated, errs.New(errs.ESTALE, "the rollout is %d bytes, shorter than the %d read", st.Size(), c.offset)}
 	}
 	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
-		return nil, err
+		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
 	found, off, line, err := relay.Read(f, c.offset, c.line, st.Size(), scanLimits)
+	if err != nil {
+		return nil, scanError{events.RelayScannerUnreadable, err}
+	}
 	c.offset, c.line = off, line
-	return found, err
+	return found, nil
+}
+
+// scanError is a scan failure with its degraded reason code.
+type scanError struct {
+	reason string
+	err    error
+}
+
+func (e scanError) Error() string { return e.reason + ": " + e.err.Error() }
+func (e scanError) Unwrap() error { return e.err }
+
+// scanFailure is the degraded reason code of a scan error.
+func scanFailure(err error) string {
+	var se scanError
+	if errors.As(err, &se) {
+		return se.reason
+	}
+	return events.RelayScannerUnreadable
 }
 
 func (rs *relayState) lastScanned() time.Time {

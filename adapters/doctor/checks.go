@@ -197,6 +197,42 @@ func checkLog(ctx context.Context, e *Env) []Finding {
 	return one("", OK, fmt.Sprintf("%d events, head seq %d: hash chain, transitions and projections verify", rep.Events, rep.Head), "")
 }
 
+// checkRelay reports the Desktop transcript-relay scanners, asked of the
+// daemon: a degraded one stops a sandboxed bridge's writeback until it is
+// rebound, so it fails with its reason code.
+func checkRelay(_ context.Context, e *Env) []Finding {
+	if e.status == nil {
+		return one("", Skip, "no daemon of this protocol to ask (see the daemon check)", "")
+	}
+	c, err := ipc.Dial(e.Home.Socket(), e.Version)
+	if err != nil {
+		return one("", Fail, "cannot ask the daemon: "+err.Error(), "cbth daemon restart")
+	}
+	defer c.Close()
+	v, err := api.DesktopInstallation.Call(c, api.InstallationArgs{})
+	if err != nil {
+		return one("", Fail, "cannot read the Desktop installation state: "+err.Error(), "")
+	}
+	if len(v.RelayScanners) == 0 {
+		return one("", OK, "no relay scanner bound", "")
+	}
+	var out []Finding
+	reading := 0
+	for _, r := range v.RelayScanners {
+		if r.State != "degraded" {
+			reading++
+			continue
+		}
+		out = append(out, Finding{State: Fail,
+			Detail: fmt.Sprintf("the relay scanner of bridge thread %s is degraded (%s): %s; its relay lines are not read", r.BridgeThreadID, r.DegradedReason, r.DegradedDetail),
+			Fix:    fmt.Sprintf("cbth desktop relay scanner bind --bridge-thread-id %s --rollout-path <the bridge thread's current rollout file>", quote(r.BridgeThreadID))})
+	}
+	if reading > 0 {
+		out = append(out, Finding{State: OK, Detail: fmt.Sprintf("%d relay scanners reading", reading)})
+	}
+	return out
+}
+
 // checkRunner checks the CortexFS runner: present where cbth looks for it,
 // and named by every object's #! line as an executable file.
 func checkRunner(ctx context.Context, e *Env) []Finding {

@@ -52,6 +52,7 @@ func Checks() []Check {
 		{"providers", checkProviders},
 		{"credentials", checkCredentials},
 		{"codex", checkCodex},
+		{"desktop.relay", checkRelay},
 	}
 }
 

@@ -6,15 +6,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 )
 
 // agentHome is a home with a tree whose agent coder runs the debug model
@@ -501,7 +506,16 @@ func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	a.ok(&res, "job", "submit", "--target", "ctx", "--thread-id", "agent/coder/alpha", "--task-kind", "ci", "--summary", "slow work")
-	a.ok(nil, "job", "complete", "--job-id", res.JobID, "--summary", "slow\n"+`!tool shell.exec {"command":"sleep 5"}`)
+	// The turn's shell.exec outlives the daemon's kill (its own process
+	// group); it says its pid so the test can end it.
+	a.ok(nil, "job", "complete", "--job-id", res.JobID, "--summary", "slow\n"+`!tool shell.exec {"command":"echo $$ > sleeper.pid; exec sleep 30"}`)
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(filepath.Join(a.proj, "sleeper.pid"))
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	events := filepath.Join(a.sessions(), "alpha", "events.jsonl")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -567,4 +581,102 @@ func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
 	if users != 1 {
 		t.Fatalf("the turn was delivered %d times: %+v", users, hist.Messages)
 	}
+}
+
+// TestAgentOnNetworkModelSession runs an agent on a network model (the
+// openai-chat driver through the real cbth-providers helper, against a
+// fake provider on 127.0.0.1) over its daemon-served socket: the turn
+// offers the tools, runs the model's fs.read call in the agent's root and
+// answers with the file's text; after a daemon restart the next turn
+// sends the stored history back, the assistant's call and the tool's
+// result in the provider's shape (the fake refuses a result that answers
+// no call in the history), so the loop's history survives as events.
+func TestAgentOnNetworkModelSession(t *testing.T) {
+	helper := providersBin(t)
+	const key = "sk-AGENT-TEST-KEY-1234"
+	srv := fakeprovider.Start(fakeprovider.OpenAIChat, key)
+	defer srv.Close()
+	h := newHome(t, "CBTH_PROVIDERS="+helper, "OPENAI_API_KEY="+key)
+	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		t.Fatal(err)
+	}
+	proj := filepath.Join(t.TempDir(), "proj")
+	os.MkdirAll(proj, 0o700)
+	os.WriteFile(filepath.Join(proj, "note.txt"), []byte("buy milk"), 0o600)
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", fakeprovider.AgentModel, "--base-url", srv.BaseURL())
+	h.ok(nil, "agent", "add", "coder", "--model", "openai/m", "--tool", "fs.read", "--root", proj)
+	sock := filepath.Join(h.root, "ctx", "agent", "coder.sock")
+	up := func() {
+		waitFor(t, "the agent socket", 10*time.Second, func() bool {
+			c, err := net.Dial("unix", sock)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
+	up()
+	s := dialSock(t, sock)
+	f := s.do(`{"op":"send","id":"n1","session":"net","input":"what does the note say?"}`)
+	joined, _ := json.Marshal(f)
+	for _, want := range []string{`"name":"fs.read"`, `"text":"buy milk"`, `"text":"the note says: buy milk"`} {
+		if !strings.Contains(string(joined), want) {
+			t.Fatalf("first turn lacks %s: %s", want, joined)
+		}
+	}
+	if f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("first turn: %s", joined)
+	}
+	s.c.Close()
+	h.ok(nil, "daemon", "stop")
+	h.ok(nil, "daemon", "status")
+	up()
+	s = dialSock(t, sock)
+	f = s.do(`{"op":"send","id":"n2","session":"net","input":"and again?"}`)
+	if f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("second turn after restart: %v", f)
+	}
+	bodies := srv.Bodies()
+	if len(bodies) != 3 {
+		t.Fatalf("%d model calls, want 3", len(bodies))
+	}
+	last := bodies[2]
+	for _, want := range []string{`"tool_calls":[{"id":"` + fakeprovider.AgentCallID + `"`, `"role":"tool"`, `"tool_call_id":"` + fakeprovider.AgentCallID + `"`, `"and again?"`} {
+		if !strings.Contains(last, want) {
+			t.Errorf("the history sent after the restart lacks %s: %s", want, last)
+		}
+	}
+	if strings.Contains(strings.Join(bodies, ""), key) {
+		t.Fatal("the key travelled in a request body")
+	}
+}
+
+var (
+	providersOnce sync.Once
+	providersPath string
+	providersErr  error
+)
+
+// providersBin builds the cbth-providers helper once for the package's
+// tests, into its own directory (not beside cbth, where the runner would
+// find it for every test), removed by TestMain.
+func providersBin(t *testing.T) string {
+	t.Helper()
+	providersOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cbth-providers-")
+		if err != nil {
+			providersErr = err
+			return
+		}
+		providersPath = filepath.Join(dir, "cbth-providers")
+		if out, err := exec.Command("go", "build", "-o", providersPath, "../cbth-providers").CombinedOutput(); err != nil {
+			providersErr = fmt.Errorf("build cbth-providers: %v\n%s", err, out)
+		}
+	})
+	if providersErr != nil {
+		t.Fatal(providersErr)
+	}
+	return providersPath
 }

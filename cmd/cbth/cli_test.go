@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if providersPath != "" {
+		os.RemoveAll(filepath.Dir(providersPath))
+	}
 	removeOldBuilds()
 	os.Exit(code)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,7 +45,7 @@ func (rep doctorReport) get(id string) finding {
 }
 
 // The checks every report has, in order.
-var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex"}
+var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex", "desktop.relay"}
 
 func checkIDs(t *testing.T, rep doctorReport) {
 	t.Helper()
@@ -155,10 +154,7 @@ func TestDoctorBrokenHome(t *testing.T) {
 // credential fails with where to put it, and a present one is found and
 // never printed.
 func TestDoctorProvidersAndCredentials(t *testing.T) {
-	helper := filepath.Join(t.TempDir(), "cbth-providers")
-	if out, err := exec.Command("go", "build", "-o", helper, "../cbth-providers").CombinedOutput(); err != nil {
-		t.Fatalf("build cbth-providers: %v\n%s", err, out)
-	}
+	helper := providersBin(t)
 	h := newHome(t, "CBTH_PROVIDERS=", "OPENAI_API_KEY=")
 	h.ctxInit()
 	h.ok(nil, "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")

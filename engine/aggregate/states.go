@@ -614,7 +614,21 @@ type Installation struct {
 	BridgeThreadID string    `json:"bridge_thread_id,omitempty"`
 	// RelayScanners are the transcript-relay scanner bindings, by bridge
 	// thread.
-	RelayScanners map[string]events.InstallationRelayScannerBound `json:"relay_scanners,omitempty"`
+	RelayScanners map[string]RelayScanner `json:"relay_scanners,omitempty"`
+}
+
+// RelayScanner is one bridge thread's relay scanner: the rollout it is
+// bound to, how far it has recorded reading it (a restarted daemon
+// resumes there), and why it stopped, if it did.
+type RelayScanner struct {
+	events.InstallationRelayScannerBound
+	Offset int64 `json:"offset"`
+	Line   int64 `json:"line"`
+	// DegradedReason is a stable code (events.RelayScanner*) while the
+	// scanner is stopped until a rebind; empty while it reads.
+	DegradedReason string    `json:"degraded_reason,omitempty"`
+	DegradedDetail string    `json:"degraded_detail,omitempty"`
+	DegradedAt     time.Time `json:"degraded_at,omitzero"`
 }
 
 func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
@@ -624,13 +638,31 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 	case *events.InstallationBridgeSelected:
 		i.BridgeThreadID = p.BridgeThreadID
 	case *events.InstallationRelayScannerBound:
-		m := make(map[string]events.InstallationRelayScannerBound, len(i.RelayScanners)+1)
-		for k, v := range i.RelayScanners {
-			m[k] = v
-		}
-		m[p.BridgeThreadID] = *p
-		i.RelayScanners = m
+		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) { *s = RelayScanner{InstallationRelayScannerBound: *p} })
+	case *events.InstallationRelayScannerAdvanced:
+		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) { s.Offset, s.Line = p.Offset, p.Line })
+	case *events.InstallationRelayScannerDegraded:
+		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) {
+			s.DegradedReason, s.DegradedDetail, s.DegradedAt = p.Reason, p.Detail, e.RecordedAt
+		})
 	}
+}
+
+// scanner applies fn to a copy of the bridge's scanner (a new one when
+// revision is 0; otherwise only if it is of that binding revision) and
+// replaces the map, which snapshots share.
+func (i *Installation) scanner(bridge string, revision uint64, fn func(*RelayScanner)) {
+	cur, ok := i.RelayScanners[bridge]
+	if revision != 0 && (!ok || cur.Revision != revision) {
+		return
+	}
+	m := make(map[string]RelayScanner, len(i.RelayScanners)+1)
+	for k, v := range i.RelayScanners {
+		m[k] = v
+	}
+	fn(&cur)
+	m[bridge] = cur
+	i.RelayScanners = m
 }
 
 // Session is a CLI managed session: one Codex thread delivered into
@@ -773,6 +805,11 @@ type CtxSession struct {
 	Events     int            `json:"events"`
 	LatestText string         `json:"latest_text,omitempty"`
 	Root       string         `json:"root,omitempty"`
+	// MessagesBytes and EventsBytes are the sizes messages.jsonl and
+	// events.jsonl have when current: a start checks a directory by
+	// stat instead of reading its history (adapters/daemon/ctxsession.go).
+	MessagesBytes int64 `json:"messages_bytes"`
+	EventsBytes   int64 `json:"events_bytes"`
 }
 
 func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
@@ -781,11 +818,15 @@ func (c *CtxSession) mutate(e *events.Envelope, p events.Payload) {
 		c.Object, c.Scope, c.Name, c.UID, c.Cwd, c.Meta, c.Root = p.Object, p.Scope, p.Name, p.UID, p.Cwd, p.Meta, p.Root
 	case *events.CtxSessionMessage:
 		c.Messages++
+		if l, err := p.Line(); err == nil {
+			c.MessagesBytes += int64(len(l))
+		}
 		if p.Role == "assistant" && len(p.ToolCalls) == 0 {
 			c.LatestText = textOf(p.Content)
 		}
 	case *events.CtxSessionEvent:
 		c.Events++
+		c.EventsBytes += int64(len(p.Line()))
 	}
 }
 

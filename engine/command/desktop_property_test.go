@@ -82,6 +82,36 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 		steps = 300
 	}
 	crossings, arms := 0, 0
+	// The relay: a marker issued for a kind and token, and its envelope
+	// printed one to three times (a heartbeat re-emits), now and then
+	// with a conflicting copy; an arm it applies counts like a direct one.
+	markers, relayed := 0, 0
+	issue := func(kind string, at command.ArmToken) (string, bool) {
+		markers++
+		res, err := exec(command.IssueRelayMarker{Kind: kind, BridgeThreadID: "bridge", ArmToken: at,
+			Marker: fmt.Sprintf("m1-%040d", markers), TTL: armCfg.Desktop.MarkerTTL})
+		if err != nil {
+			return "", false
+		}
+		return res.Value.(command.IssuedMarker).Marker, true
+	}
+	relay := func(kind, marker string, at command.ArmToken, batch string) {
+		for n := 1 + rnd.IntN(3); n > 0; n-- {
+			sha := "sha-" + marker
+			if rnd.IntN(6) == 0 {
+				sha += "-conflicting"
+			}
+			res, err := exec(command.ConsumeRelay{Config: armCfg, Marker: marker, Kind: kind, ThreadID: at.ThreadID, AttemptID: at.AttemptID,
+				Generation: at.Generation, RequestID: at.BridgeRequestID, SHA256: sha, Fingerprints: fps})
+			if err == nil && res.Outcome == "consumed" {
+				relayed++
+				if res.Value.(command.Consumed).Applied == "armed" {
+					armedFor[batch]++
+					arms++
+				}
+			}
+		}
+	}
 	for step := 0; step < steps; step++ {
 		th := threads[rnd.IntN(len(threads))]
 		req := fmt.Sprintf("wake-%d", rnd.IntN(3))
@@ -130,6 +160,18 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 				continue
 			}
 			at := command.ArmToken{ThreadID: tok.thread, AttemptID: tok.attempt, Generation: tok.gen, BridgeRequestID: req}
+			if rnd.IntN(2) == 0 { // the same two steps through the transcript relay
+				if m, ok := issue(command.RelayArmPending, at); ok {
+					relay(command.RelayArmPending, m, at, tok.batch)
+				}
+				if rnd.IntN(4) == 0 {
+					continue // the bridge crashed before the second wake
+				}
+				if m, ok := issue(command.RelayArmAccepted, at); ok {
+					relay(command.RelayArmAccepted, m, at, tok.batch)
+				}
+				continue
+			}
 			res, err := exec(command.NoteArmPending{Config: armCfg, ArmToken: at, Fingerprints: fps})
 			if err == nil {
 				leases[req+tok.attempt] = res.Value.(command.ArmLease).LeaseID
@@ -172,6 +214,13 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if gen > 1 && rnd.IntN(3) == 0 {
 				gen--
 			}
+			if rnd.IntN(2) == 0 { // through the relay
+				at := command.ArmToken{ThreadID: th, Generation: gen, BridgeRequestID: req}
+				if m, ok := issue(command.RelayPaused, at); ok {
+					relay(command.RelayPaused, m, at, "")
+				}
+				continue
+			}
 			exec(command.NotePaused{ThreadID: th, Generation: gen, BridgeRequestID: req})
 		case op < 88: // the operator repairs a degraded binding
 			exec(command.RepairBinding{ThreadID: th, AutomationID: "auto-" + th})
@@ -189,7 +238,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 		}
 		checkDesktop(t, e, seed, step, handed, armedFor)
 	}
-	t.Logf("%d steps: %d arms, %d continuations handed out, %d batches", steps, arms, crossings, len(handed))
+	t.Logf("%d steps: %d arms, %d continuations handed out, %d batches, %d relay envelopes consumed", steps, arms, crossings, len(handed), relayed)
 	if steps >= 1000 && (arms == 0 || crossings == 0) {
 		t.Fatalf("seed %d: the run exercised too little: %d arms, %d crossings", seed, arms, crossings)
 	}

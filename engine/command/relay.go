@@ -187,12 +187,61 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, err
 	}
 	cur, ok := inst.RelayScanners[c.BridgeThreadID]
-	if ok && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode {
-		return engine.Decision{Outcome: "unchanged", Value: cur}, nil
+	// A degraded binding is bound again even to the same file: the
+	// rebind is the operator's word that reading may start over.
+	if ok && cur.DegradedReason == "" && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode {
+		return engine.Decision{Outcome: "unchanged", Value: cur.InstallationRelayScannerBound}, nil
 	}
 	ev := events.InstallationRelayScannerBound{BridgeThreadID: c.BridgeThreadID, RolloutPath: c.RolloutPath,
 		Device: c.Device, Inode: c.Inode, Revision: cur.Revision + 1}
 	return engine.Decision{Outcome: "bound", Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}, Value: ev}, nil
+}
+
+// AdvanceRelayScanner records how far the scanner of a bridge thread has
+// read its rollout under binding revision Revision. Outcomes "advanced",
+// or "unchanged" (appending nothing) when the binding was replaced or
+// degraded since, or the position is not past the recorded one.
+type AdvanceRelayScanner struct {
+	BridgeThreadID string
+	Revision       uint64
+	Offset, Line   int64
+}
+
+// Decide implements engine.Decider.
+func (c AdvanceRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	cur, ok := inst.RelayScanners[c.BridgeThreadID]
+	if !ok || cur.Revision != c.Revision || cur.DegradedReason != "" || c.Offset <= cur.Offset {
+		return engine.Decision{Outcome: "unchanged"}, nil
+	}
+	return engine.Decision{Outcome: "advanced", Emits: []engine.Emit{{Stream: installationStream(),
+		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line}}}}, nil
+}
+
+// DegradeRelayScanner stops the scanner of a bridge thread (binding
+// revision Revision) until a rebind, with a stable reason code. Outcomes
+// "degraded", or "unchanged" when it already is or was rebound since.
+type DegradeRelayScanner struct {
+	BridgeThreadID string
+	Revision       uint64
+	Reason, Detail string
+}
+
+// Decide implements engine.Decider.
+func (c DegradeRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	cur, ok := inst.RelayScanners[c.BridgeThreadID]
+	if !ok || cur.Revision != c.Revision || cur.DegradedReason != "" {
+		return engine.Decision{Outcome: "unchanged"}, nil
+	}
+	return engine.Decision{Outcome: "degraded", Emits: []engine.Emit{{Stream: installationStream(),
+		Payload: &events.InstallationRelayScannerDegraded{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Reason: c.Reason, Detail: c.Detail}}}}, nil
 }
 
 // ConsumeRelay applies one relay envelope found in a rollout's tool

@@ -188,6 +188,8 @@ var installationTable = Table{
 		{"installation.repaired", []string{"configured"}},
 		{"installation.bridge_selected", []string{"configured"}},
 		{"installation.relay_scanner_bound", []string{"configured"}},
+		{"installation.relay_scanner_advanced", []string{"configured"}},
+		{"installation.relay_scanner_degraded", []string{"configured"}},
 	},
 }
 

@@ -46,7 +46,9 @@ var (
 //	   and not quiesced, by pause_not_before.
 //	4: ctx session directories keyed by their tree root first, so the
 //	   sessions of two CortexFS trees never share a key.
-const Version = 4
+//	5: ctx sessions count the bytes of their messages.jsonl and
+//	   events.jsonl.
+const Version = 5
 
 // countKey names a counter in p.meta. The bucket stays small enough to be
 // stored inline in the root page, which every commit rewrites anyway.

@@ -2,6 +2,8 @@ package query
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
@@ -33,13 +35,38 @@ type InstallationView struct {
 	FingerprintMatch      bool   `json:"fingerprint_match"`
 	AutomaticContinuation bool   `json:"automatic_continuation"`
 	SnapshotManifestPath  string `json:"snapshot_manifest_path"`
+	// RelayScanners are the transcript-relay scanners by bridge thread
+	// (at most MaxRelayScanners, the rest counted in RelayScannersOmitted).
+	RelayScanners        []RelayScannerView `json:"relay_scanners"`
+	RelayScannersOmitted int                `json:"relay_scanners_omitted"`
+}
+
+// MaxRelayScanners bounds the scanners an installation view lists: one
+// is bound per bridge thread, and bridge threads are replaced only when
+// they wear out.
+const MaxRelayScanners = 64
+
+// RelayScannerView is one bridge thread's relay scanner: its rollout,
+// the position recorded in the log, and its state: "reading", or
+// "degraded" with a stable reason code until it is rebound.
+type RelayScannerView struct {
+	BridgeThreadID  string     `json:"bridge_thread_id"`
+	RolloutPath     string     `json:"rollout_path"`
+	BindingRevision uint64     `json:"binding_revision"`
+	Offset          int64      `json:"offset"`
+	Line            int64      `json:"line"`
+	State           string     `json:"state"`
+	DegradedReason  string     `json:"degraded_reason"`
+	DegradedDetail  string     `json:"degraded_detail"`
+	DegradedAt      *time.Time `json:"degraded_at"`
 }
 
 // NewInstallationView renders the installation state (nil before the
 // first repair) for a cbth observing fingerprint observed.
 func NewInstallationView(inst *aggregate.Installation, observed, manifest string) InstallationView {
 	v := InstallationView{ReadTransportCapability: command.CapUnknown, ArtifactReadCapability: command.CapUnknown,
-		WritebackCapability: command.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest}
+		WritebackCapability: command.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest,
+		RelayScanners: []RelayScannerView{}}
 	if inst == nil {
 		return v
 	}
@@ -51,6 +78,19 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 	v.BridgeThreadID = inst.BridgeThreadID
 	v.FingerprintMatch = observed == c.ValidationFingerprint
 	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == command.CapValidated && c.WritebackCapability == command.CapValidated
+	for _, bridge := range slices.Sorted(maps.Keys(inst.RelayScanners)) {
+		if len(v.RelayScanners) == MaxRelayScanners {
+			v.RelayScannersOmitted++
+			continue
+		}
+		r := inst.RelayScanners[bridge]
+		sv := RelayScannerView{BridgeThreadID: bridge, RolloutPath: r.RolloutPath, BindingRevision: r.Revision, Offset: r.Offset,
+			Line: r.Line, State: "reading", DegradedReason: r.DegradedReason, DegradedDetail: r.DegradedDetail, DegradedAt: opt(r.DegradedAt)}
+		if r.DegradedReason != "" {
+			sv.State = "degraded"
+		}
+		v.RelayScanners = append(v.RelayScanners, sv)
+	}
 	return v
 }
 

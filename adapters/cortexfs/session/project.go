@@ -65,19 +65,13 @@ func Line(env events.Envelope) (file string, line []byte, err error) {
 	}
 	switch p := p.(type) {
 	case *events.CtxSessionMessage:
-		r := Record{ID: p.ID, Run: p.Run, Role: p.Role, CallID: p.CallID, Name: p.Name}
-		if err := json.Unmarshal(p.Content, &r.Content); err != nil {
-			return "", nil, errs.Wrap(errs.ECORRUPT, err, "message content at seq %d", env.Seq)
+		b, err := p.Line()
+		if err != nil {
+			return "", nil, errs.Wrap(errs.ECORRUPT, err, "message at seq %d", env.Seq)
 		}
-		if len(p.ToolCalls) > 0 {
-			if err := json.Unmarshal(p.ToolCalls, &r.ToolCalls); err != nil {
-				return "", nil, errs.Wrap(errs.ECORRUPT, err, "tool calls at seq %d", env.Seq)
-			}
-		}
-		b, _ := json.Marshal(r)
-		return FileMessages, append(b, '\n'), nil
+		return FileMessages, b, nil
 	case *events.CtxSessionEvent:
-		return FileEvents, append(bytes.TrimSpace(p.Event), '\n'), nil
+		return FileEvents, p.Line(), nil
 	}
 	return "", nil, nil
 }
