@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -180,4 +182,83 @@ func sizesCurrent(dir string, c *aggregate.CtxSession) bool {
 		}
 	}
 	return true
+}
+
+// endCutRuns ends, at start-up, every session run the last daemon did not
+// live to end (killed mid-run: runs live in the daemon's process). Such a
+// session is still active in the log, and its last run has a start frame
+// and no done frame; it gets an error frame (EHOSTDOWN: the daemon went
+// away) and a done frame with status interrupted, then the error state,
+// so its state file and `cbth ctx session show` say the run is over. A
+// session left active with no open run (cut between its message and its
+// start frame) only moves to error. The command id names the run, so a
+// replayed start appends nothing twice. It runs after the delivery
+// reconcile, though the ctx target reads interrupted as no end at all
+// (adapters/target/ctx.go runEnd), so the order does not change a proof.
+func (d *Daemon) endCutRuns(ctx context.Context) error {
+	var active []string
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
+			if c.Status == session.StateActive {
+				active = append(active, c.ID)
+			}
+			return nil
+		})
+	}); err != nil {
+		return err
+	}
+	for _, dir := range active {
+		var open string
+		var seq uint64
+		if err := d.eng.ReadStream(sessionStream(dir), func(env events.Envelope) error {
+			p, err := events.DecodePayload(&env)
+			if err != nil {
+				return err
+			}
+			ev, ok := p.(*events.CtxSessionEvent)
+			if !ok {
+				return nil
+			}
+			var f stream.Event
+			if json.Unmarshal(ev.Event, &f) != nil {
+				return nil
+			}
+			if n, err := session.Seq(f.ID); err == nil && n > seq {
+				seq = n
+			}
+			switch f.Type {
+			case stream.TypeStart:
+				open = f.Run
+			case stream.TypeDone:
+				if f.Run == open {
+					open = ""
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		var ps []events.Payload
+		cmd := "ctxsession/" + dir + "/ended-at-start"
+		if open != "" {
+			cmd += "/" + open
+			for _, f := range []stream.Event{
+				{Type: stream.TypeError, ID: session.EventID(seq + 1), Run: open, Code: errs.EHOSTDOWN,
+					Message: "the daemon stopped during this run; the next start ended it"},
+				{Type: stream.TypeDone, ID: session.EventID(seq + 2), Run: open, Status: stream.StatusInterrupted},
+			} {
+				line, err := stream.Encode(f)
+				if err != nil {
+					return err
+				}
+				ps = append(ps, &events.CtxSessionEvent{Event: events.RawJSON(bytes.TrimRight(line, "\n"))})
+			}
+		}
+		ps = append(ps, &events.CtxSessionStateChanged{State: session.StateError})
+		if _, _, err := (sessionLog{d}).Append(ctx, dir, cmd, ps...); err != nil {
+			return fmt.Errorf("end the cut run of session %s: %w", dir, err)
+		}
+		d.opt.Log.Warn("session run cut off by the last daemon's stop; ended as interrupted", "session", dir, "run", open)
+	}
+	return nil
 }

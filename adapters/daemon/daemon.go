@@ -285,6 +285,9 @@ func (d *Daemon) startup(ctx context.Context) error {
 	}
 	// Session directories before the trees: serving the sockets starts
 	// with the trees, and a session is projected before it is served.
+	if err := d.endCutRuns(ctx); err != nil {
+		return err
+	}
 	if err := d.catchUpSessions(); err != nil {
 		return err
 	}

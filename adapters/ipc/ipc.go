@@ -378,6 +378,18 @@ func Dial(path, version string) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// Wait blocks until the connection ends, for a client that holds it
+// attached with no call going on (the daemon sends nothing unasked): the
+// daemon stopping or dying closes it. It reports EHOSTDOWN either way; a
+// caller that closed the connection itself knows to ignore that.
+func (c *Client) Wait() error {
+	_, err := io.Copy(io.Discard, c.r)
+	if err == nil || errors.Is(err, net.ErrClosed) {
+		return errs.New(errs.EHOSTDOWN, "the daemon closed the connection")
+	}
+	return errs.Wrap(errs.EHOSTDOWN, err, "read from daemon")
+}
+
 // Call sends one request and decodes the result into out (which may be
 // nil). A daemon error comes back as an *errs.Error with its code.
 func (c *Client) Call(op string, args any, out any) error {

@@ -140,7 +140,7 @@ func turnEnd(status string) string {
 	switch status {
 	case stream.StatusOK:
 		return "turn_completed"
-	case stream.StatusCancelled:
+	case stream.StatusCancelled, stream.StatusInterrupted:
 		return "turn_interrupted"
 	}
 	return "turn_failed"
@@ -202,7 +202,8 @@ func (t *CtxTarget) Reconcile(ctx context.Context, open []InFlight) []Proof {
 }
 
 // runEnd is the turn event of a run's recorded end; no end at start-up
-// means the run was cut off with the last daemon.
+// means the run was cut off with the last daemon, as does the end a later
+// start writes for it (stream.StatusInterrupted).
 func runEnd(status string) string {
 	if status == "" {
 		return "turn_interrupted"

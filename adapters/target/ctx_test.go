@@ -11,8 +11,9 @@ import (
 
 // The ctx target's reconcile hook reads the session's log: a message
 // never recorded is a proven reject, a recorded one is accepted with its
-// run as the turn and the run's end (none: cut off with the daemon) as
-// turn events; a thread the log cannot answer for is left unproven.
+// run as the turn and the run's end (none, or interrupted: cut off with
+// the daemon) as turn events; a thread the log cannot answer for is left
+// unproven.
 func TestCtxReconcile(t *testing.T) {
 	log := map[string]CtxTurn{
 		"agent/a/s|m-absent":   {},
@@ -21,6 +22,7 @@ func TestCtxReconcile(t *testing.T) {
 		"agent/a/s|m-failed":   {Found: true, RunID: "run-3", Status: "error"},
 		"agent/a/s|m-tracked":  {Found: true, RunID: "run-4", Status: "cancelled"},
 		"agent/a/s|m-othertrn": {Found: true, RunID: "run-5", Status: "ok"},
+		"agent/a/s|m-ended":    {Found: true, RunID: "run-6", Status: "interrupted"},
 	}
 	tg := &CtxTarget{Turns: func(_ context.Context, thread, msgID string) (CtxTurn, error) {
 		if thread == "agent/a/two-trees" {
@@ -40,6 +42,7 @@ func TestCtxReconcile(t *testing.T) {
 		in("6", "agent/a/s", "cooldown", "m-othertrn", "run-x"),
 		in("7", "agent/a/two-trees", "accept_pending", "m", ""),
 		in("8", "not-a-ctx-thread", "accept_pending", "m", ""),
+		in("9", "agent/a/s", "accept_pending", "m-ended", ""),
 	})
 	p := func(id, msg, outcome, turn string, tracks bool, events ...string) Proof {
 		return Proof{AttemptID: id, RPCRequestID: msg, ManagedSessionID: "ctx:agent/a/s", SessionEpoch: 1, Outcome: outcome, TurnID: turn, Tracks: tracks, Turn: events}
@@ -52,6 +55,8 @@ func TestCtxReconcile(t *testing.T) {
 		p("3", "m-cut", command.Accepted, "run-2", true, "turn_started", "turn_interrupted"),
 		p("4", "m-failed", command.Accepted, "run-3", true, "turn_started", "turn_failed"),
 		p("5", "m-tracked", "", "run-4", false, "turn_interrupted"),
+		// A cut run a start already ended reads as cut, not failed.
+		p("9", "m-ended", command.Accepted, "run-6", true, "turn_started", "turn_interrupted"),
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("proofs:\n got %+v\nwant %+v", got, want)

@@ -581,6 +581,35 @@ func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
 	if users != 1 {
 		t.Fatalf("the turn was delivered %d times: %+v", users, hist.Messages)
 	}
+
+	// The cut run was ended at the start, after the reconcile above read
+	// it as cut: its session says error (not active forever), and its
+	// events end the run as interrupted with a reason code; another start
+	// appends nothing more.
+	var show struct{ State string }
+	a.ok(&show, "ctx", "session", "show", "coder", "alpha")
+	if show.State != "error" {
+		t.Fatalf("session show after the restart: state %q, want error", show.State)
+	}
+	state, _ := os.ReadFile(filepath.Join(a.sessions(), "alpha", "state"))
+	if strings.TrimSpace(string(state)) != "error" {
+		t.Fatalf("state file after the restart: %q", state)
+	}
+	ended, _ := os.ReadFile(events)
+	lines := strings.Split(strings.TrimSpace(string(ended)), "\n")
+	if len(lines) < 2 || !strings.Contains(lines[len(lines)-2], `"code":"EHOSTDOWN"`) ||
+		!strings.Contains(lines[len(lines)-1], `"type":"done"`) || !strings.Contains(lines[len(lines)-1], `"status":"interrupted"`) {
+		t.Fatalf("the cut run was not ended as interrupted:\n%s", ended)
+	}
+	a.ok(nil, "daemon", "stop")
+	a.ok(nil, "daemon", "status")
+	if again, _ := os.ReadFile(events); string(again) != string(ended) {
+		t.Fatalf("a second start changed the events:\n%s\nwas\n%s", again, ended)
+	}
+	a.ok(&after, "batch", "inspect", "--batch-id", in.Batch.ID)
+	if after.Batch.Replay != "manual_resolution_only" || !strings.Contains(after.Batch.Reason, "turn_interrupted") {
+		t.Fatalf("after a second start: batch %+v", after.Batch)
+	}
 }
 
 // TestAgentOnNetworkModelSession runs an agent on a network model (the

@@ -3,6 +3,8 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cbth-dev/cbth/engine/errs"
 )
 
 // Registering objects is an event; the tree under $CTX_ROOT is its
@@ -189,7 +193,8 @@ func TestCtxInitNeedsARunner(t *testing.T) {
 // the model's socket and holds the daemon up (an attached client) until
 // it is interrupted, so the sessions it serves are events like every
 // daemon-served session: their directory, deleted, comes back from the
-// log at the next start. A model without session=socket is EINVAL.
+// log at the next start. A model without session=socket is EINVAL. A
+// foreground whose daemon stops under it exits EHOSTDOWN.
 func TestModelServeThroughDaemon(t *testing.T) {
 	h := newHome(t)
 	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
@@ -231,7 +236,34 @@ func TestModelServeThroughDaemon(t *testing.T) {
 		t.Fatalf("model serve ended with %v", err)
 	}
 	s.c.Close()
+
+	// A foreground whose daemon goes away under it says so and exits
+	// EHOSTDOWN (unavailable) instead of waiting to be interrupted.
+	held := h.cmd("model", "serve", "local/chat")
+	heldErr, err := held.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer held.Process.Kill()
+	r := bufio.NewReader(heldErr)
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "serving "+sock) {
+		t.Fatalf("model serve said %q, %v", line, err)
+	}
 	h.ok(nil, "daemon", "stop")
+	// One that keeps waiting is killed, so the test fails, not hangs.
+	stuck := time.AfterFunc(30*time.Second, func() { held.Process.Kill() })
+	defer stuck.Stop()
+	rest, _ := io.ReadAll(r)
+	err = held.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != errs.ExitUnavailable || !strings.Contains(string(rest), "EHOSTDOWN") ||
+		!strings.Contains(string(rest), "went away") {
+		t.Fatalf("model serve after the daemon stopped: %v, stderr %q", err, rest)
+	}
+	t.Logf("model serve after the daemon stopped: %s", rest)
 	os.RemoveAll(dir)
 	h.ok(nil, "daemon", "status")
 	after := readTree(t, dir)

@@ -238,22 +238,29 @@ func (d daemonTrees) Load(root string) (tree.Set, bool, error) {
 }
 
 // Hold implements cortexcli.SocketHost: ctx.serve on a connection kept
-// open (attached) until release.
-func (d daemonTrees) Hold(root, object string) (string, func(), error) {
+// open (attached) until release; the connection ending before that is
+// the daemon gone.
+func (d daemonTrees) Hold(root, object string) (string, <-chan struct{}, func() error, func(), error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return "", nil, errs.Wrap(errs.EINVAL, err, "tree root")
+		return "", nil, nil, nil, errs.Wrap(errs.EINVAL, err, "tree root")
 	}
 	c, err := d.e.Client()
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, nil, err
 	}
 	rep, err := api.CtxServe.Call(c, api.CtxServeArgs{Root: abs, Object: object})
 	if err != nil {
 		c.Close()
-		return "", nil, err
+		return "", nil, nil, nil, err
 	}
-	return rep.Socket, func() { c.Close() }, nil
+	gone := make(chan struct{})
+	var why error
+	go func() {
+		why = c.Wait()
+		close(gone)
+	}()
+	return rep.Socket, gone, func() error { <-gone; return why }, func() { c.Close() }, nil
 }
 
 func (d daemonTrees) Save(root string, set tree.Set) error {

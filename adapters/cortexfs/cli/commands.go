@@ -65,7 +65,7 @@ type ModelCmd struct {
 	List  ModelListCmd  `cmd:"" help:"List model objects."`
 	Alias ModelAliasCmd `cmd:"" help:"Point an alias symlink at a model."`
 	Rm    ModelRmCmd    `cmd:"" help:"Remove a model object."`
-	Serve ModelServeCmd `cmd:"" help:"Serve a session=socket model's .sock in the foreground."`
+	Serve ModelServeCmd `cmd:"" help:"Serve a session=socket model's .sock in the foreground (by the daemon, if there is one; exits EHOSTDOWN if it goes away)."`
 }
 
 // ModelAddCmd is `model add`.
@@ -337,9 +337,11 @@ type ModelServeCmd struct {
 // SocketHost is a Store whose daemon serves the trees' sockets itself.
 // Hold asks it to serve object ("model/P/M") of the tree at root and
 // holds the daemon up until release; the socket's sessions are then
-// events of the daemon's log, like those of every socket it serves.
+// events of the daemon's log, like those of every socket it serves. gone
+// is closed when the daemon goes away under the hold (stopped, killed),
+// after which its error says why (EHOSTDOWN).
 type SocketHost interface {
-	Hold(root, object string) (socket string, release func(), err error)
+	Hold(root, object string) (socket string, gone <-chan struct{}, why func() error, release func(), err error)
 }
 
 // Run implements the command. With the daemon (cbth's Store) the daemon
@@ -353,14 +355,20 @@ func (c *ModelServeCmd) Run(env *Env) error {
 		if err != nil {
 			return err
 		}
-		sock, release, err := h.Hold(env.CtxRoot, "model/"+id.String())
+		sock, gone, why, release, err := h.Hold(env.CtxRoot, "model/"+id.String())
 		if err != nil {
 			return err
 		}
 		defer release()
 		fmt.Fprintf(env.Stderr, "serving %s (by the daemon; sessions are events)\n", sock)
-		<-ctx.Done()
-		return nil
+		// The socket is the daemon's: when the daemon goes, so does the
+		// socket, and this foreground says so instead of waiting on.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-gone:
+			return errs.Wrap(errs.EHOSTDOWN, why(), "the daemon serving %s went away; %s is no longer served", c.Model, sock)
+		}
 	}
 	return ServeModel(ctx, env.CtxRoot, c.Model, env.UID, env.Stderr, env.Now)
 }

@@ -33,6 +33,9 @@ const (
 	StatusOK        = "ok"
 	StatusError     = "error"
 	StatusCancelled = "cancelled"
+	// StatusInterrupted ends a run that the daemon serving it did not
+	// live to end: written at the next start (adapters/daemon/ctxsession.go).
+	StatusInterrupted = "interrupted"
 )
 
 // Part is one element of a message's content.
