@@ -272,18 +272,9 @@ type NotePaused struct {
 
 // Decide implements engine.Decider.
 func (c NotePaused) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
-		return engine.Decision{}, err
-	}
-	if err := checkID("bridge request id", c.BridgeRequestID); err != nil {
-		return engine.Decision{}, err
-	}
-	bd, err := BindingOf(v, c.ThreadID)
+	bd, err := pauseBinding(v, c.ThreadID, c.BridgeRequestID)
 	if err != nil {
 		return engine.Decision{}, err
-	}
-	if bd == nil || bd.Status == "unbound" {
-		return engine.Decision{}, errs.New(errs.ESTALE, "stale: thread %s is not bound", c.ThreadID)
 	}
 	if c.Generation > 0 && c.Generation == bd.ArmedGeneration {
 		if !bd.ArmedGenerationQuiesced.IsZero() {
@@ -322,4 +313,24 @@ func degradeBinding(v engine.Reader, bd *aggregate.Binding, reason string) ([]en
 	emits := []engine.Emit{{Stream: bindingStream(bd.ID), Payload: &events.BindingDegraded{Reason: reason}}}
 	ab, _, err := abandonLive(v, bd.SourceThreadID, "binding degraded: "+reason)
 	return append(emits, ab...), err
+}
+
+// pauseBinding is the binding a pause proof for thread, sent under a
+// bridge request, applies to: any binding of the thread not unbound.
+// note-paused and the paused relay marker check it the same way.
+func pauseBinding(v engine.View, thread, bridgeRequestID string) (*aggregate.Binding, error) {
+	if err := checkID("source thread id", thread); err != nil {
+		return nil, err
+	}
+	if err := checkID("bridge request id", bridgeRequestID); err != nil {
+		return nil, err
+	}
+	bd, err := BindingOf(v, thread)
+	if err != nil {
+		return nil, err
+	}
+	if bd == nil || bd.Status == "unbound" {
+		return nil, errs.New(errs.ESTALE, "stale: thread %s is not bound", thread)
+	}
+	return bd, nil
 }

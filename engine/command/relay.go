@@ -97,18 +97,9 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 // not yet quiesced (AttemptID empty), or the generation of the thread's
 // arm_pending attempt under the same request (AttemptID that attempt).
 func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
-		return engine.Decision{}, err
-	}
-	if err := checkID("bridge request id", c.BridgeRequestID); err != nil {
-		return engine.Decision{}, err
-	}
-	bd, err := BindingOf(v, c.ThreadID)
+	bd, err := pauseBinding(v, c.ThreadID, c.BridgeRequestID)
 	if err != nil {
 		return engine.Decision{}, err
-	}
-	if bd == nil || bd.Status == "unbound" {
-		return engine.Decision{}, errs.New(errs.ESTALE, "stale: thread %s is not bound", c.ThreadID)
 	}
 	switch {
 	case c.AttemptID == "" && c.Generation > 0 && c.Generation == bd.ArmedGeneration && bd.Unquiesced():
