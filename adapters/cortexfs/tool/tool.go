@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,29 +99,33 @@ func schema(required []string, props ...[3]string) json.RawMessage {
 	return b
 }
 
-var builtins = []Spec{
-	{FSRead, "read a file inside the agent root: {\"path\":P}",
-		schema([]string{"path"}, [3]string{"path", "string", "file path, relative to the cwd or absolute inside the root"}), fsRead},
-	{FSList, "list a directory inside the agent root: {\"path\":P}",
-		schema([]string{}, [3]string{"path", "string", "directory path (default the cwd)"}), fsList},
-	{FSWrite, "write a file inside the agent root: {\"path\":P,\"content\":TEXT}",
-		schema([]string{"path", "content"}, [3]string{"path", "string", "file path"}, [3]string{"content", "string", "the whole new contents"}), fsWrite},
-	{FSSearch, "search files under a directory for a substring: {\"pattern\":S,\"path\":P}",
-		schema([]string{"pattern"}, [3]string{"pattern", "string", "substring to find"}, [3]string{"path", "string", "directory to search (default the cwd)"}), fsSearch},
-	{ShellExec, "run a shell command in the session's cwd: {\"command\":CMD,\"timeout_ms\":N}",
-		schema([]string{"command"}, [3]string{"command", "string", "sh -c command line"}, [3]string{"timeout_ms", "integer", "timeout in milliseconds"}), shellExec},
-	{JobSubmit, "start a background job whose result comes back to this session: {\"summary\":TEXT}",
-		schema([]string{"summary"}, [3]string{"summary", "string", "what the job does"}, [3]string{"kind", "string", "task kind (default agent)"},
-			[3]string{"target", "string", "delivery target (default this session's ctx)"}, [3]string{"thread_id", "string", "thread the result goes to"},
-			[3]string{"dedupe_key", "string", "idempotency key"}), jobSubmit},
-}
+// builtins is built on first use: its schemas are marshalled, and every
+// cbth command links this package, most never needing a tool.
+var builtins = sync.OnceValue(func() []Spec {
+	return []Spec{
+		{FSRead, "read a file inside the agent root: {\"path\":P}",
+			schema([]string{"path"}, [3]string{"path", "string", "file path, relative to the cwd or absolute inside the root"}), fsRead},
+		{FSList, "list a directory inside the agent root: {\"path\":P}",
+			schema([]string{}, [3]string{"path", "string", "directory path (default the cwd)"}), fsList},
+		{FSWrite, "write a file inside the agent root: {\"path\":P,\"content\":TEXT}",
+			schema([]string{"path", "content"}, [3]string{"path", "string", "file path"}, [3]string{"content", "string", "the whole new contents"}), fsWrite},
+		{FSSearch, "search files under a directory for a substring: {\"pattern\":S,\"path\":P}",
+			schema([]string{"pattern"}, [3]string{"pattern", "string", "substring to find"}, [3]string{"path", "string", "directory to search (default the cwd)"}), fsSearch},
+		{ShellExec, "run a shell command in the session's cwd: {\"command\":CMD,\"timeout_ms\":N}",
+			schema([]string{"command"}, [3]string{"command", "string", "sh -c command line"}, [3]string{"timeout_ms", "integer", "timeout in milliseconds"}), shellExec},
+		{JobSubmit, "start a background job whose result comes back to this session: {\"summary\":TEXT}",
+			schema([]string{"summary"}, [3]string{"summary", "string", "what the job does"}, [3]string{"kind", "string", "task kind (default agent)"},
+				[3]string{"target", "string", "delivery target (default this session's ctx)"}, [3]string{"thread_id", "string", "thread the result goes to"},
+				[3]string{"dedupe_key", "string", "idempotency key"}), jobSubmit},
+	}
+})
 
 // Builtins lists the built-in tools in a fixed order.
-func Builtins() []Spec { return append([]Spec(nil), builtins...) }
+func Builtins() []Spec { return append([]Spec(nil), builtins()...) }
 
 // Lookup finds a built-in tool.
 func Lookup(name string) (Spec, bool) {
-	for _, s := range builtins {
+	for _, s := range builtins() {
 		if s.Name == name {
 			return s, true
 		}
