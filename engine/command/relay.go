@@ -200,12 +200,11 @@ type AdvanceRelayScanner struct {
 
 // Decide implements engine.Decider.
 func (c AdvanceRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	inst, err := requireInstallation(v)
+	cur, ok, err := activeScanner(v, c.BridgeThreadID, c.Revision)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	cur, ok := inst.RelayScanners[c.BridgeThreadID]
-	if !ok || cur.Revision != c.Revision || cur.DegradedReason != "" || c.Offset <= cur.Offset {
+	if !ok || c.Offset <= cur.Offset {
 		return engine.Decision{Outcome: "unchanged"}, nil
 	}
 	return engine.Decision{Outcome: "advanced", Emits: []engine.Emit{{Stream: installationStream(),
@@ -223,12 +222,11 @@ type DegradeRelayScanner struct {
 
 // Decide implements engine.Decider.
 func (c DegradeRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	inst, err := requireInstallation(v)
+	_, ok, err := activeScanner(v, c.BridgeThreadID, c.Revision)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	cur, ok := inst.RelayScanners[c.BridgeThreadID]
-	if !ok || cur.Revision != c.Revision || cur.DegradedReason != "" {
+	if !ok {
 		return engine.Decision{Outcome: "unchanged"}, nil
 	}
 	return engine.Decision{Outcome: "degraded", Emits: []engine.Emit{{Stream: installationStream(),
@@ -360,4 +358,16 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 	emits := append(d.Emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
 	return engine.Decision{Outcome: "consumed", Emits: emits, Value: Consumed{AttemptID: c.AttemptID, Applied: d.Outcome}}, nil
+}
+
+// activeScanner is the scanner of a bridge thread if it is still bound
+// under revision and not degraded: the only one a position or a
+// degradation may be recorded for.
+func activeScanner(v engine.View, bridgeThreadID string, revision uint64) (aggregate.RelayScanner, bool, error) {
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return aggregate.RelayScanner{}, false, err
+	}
+	cur, ok := inst.RelayScanners[bridgeThreadID]
+	return cur, ok && cur.Revision == revision && cur.DegradedReason == "", nil
 }
