@@ -45,7 +45,7 @@ const (
 
 // Kinds lists every aggregate kind in a fixed order.
 var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer,
-	KindTask, KindGatewayRoute, KindGatewayStream}
+	KindTask, KindGatewayRoute, KindGatewayStream, KindMCP}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {
@@ -76,6 +76,9 @@ const (
 	ActorOperator Actor = "operator"
 	ActorSweep    Actor = "sweep"
 	ActorAdapter  Actor = "adapter"
+	// ActorAgent is the agent inside a Codex thread, through cbth's MCP
+	// tools (spec/mcp.md).
+	ActorAgent Actor = "agent"
 )
 
 // Hash is a SHA-256 digest.

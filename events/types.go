@@ -100,6 +100,8 @@ func declarations() []declaration {
 		decl[GatewayEnvelopeRecorded](KindGatewayStream),
 		decl[GatewayGapReported](KindGatewayStream),
 		decl[GatewayModeChanged](KindGatewayStream),
+
+		decl[MCPToolCalled](KindMCP),
 	}
 }
 

@@ -2,12 +2,14 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
+	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/target"
 
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
@@ -28,10 +30,24 @@ func (d *Daemon) newCodex(opt Options) (*sessions.Manager, error) {
 	codexHome, err := opt.Config.CodexHomeDir(os.Getenv)
 	m := sessions.New(sessions.Config{
 		Codex: opt.Config.CodexBinaryName(), CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "codex"),
+		Args:    mcpOverrides(h.Root, opt.Log),
 		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), "codex-app-server.log"), Env: os.Environ(),
 		Version: opt.Version, Clock: opt.Clock, Log: opt.Log.With("component", "codex"), Steer: opt.Config.CLI.Steer,
 	}, d.eng)
 	return m, err
+}
+
+// mcpOverrides make every session of the shared app-server load cbth's
+// MCP server for this home (spec/mcp.md), whether or not the user ran
+// `cbth mcp install`: the agent in a managed session can always hand its
+// work back to cbth.
+func mcpOverrides(root string, log *slog.Logger) []string {
+	exe, err := os.Executable()
+	if err != nil {
+		log.Warn("the agent's MCP tools are off: this executable's path is unknown", "err", err)
+		return nil
+	}
+	return mcpconfig.Entry{Command: exe, Home: root, Approve: mcpconfig.ApprovalTools}.Overrides()
 }
 
 func (d *Daemon) codexOps(t api.Table) {

@@ -34,12 +34,7 @@ func (d *Daemon) ops() api.Table {
 		return d.transition(ctx, a.JobID, command.FailJob{JobID: a.JobID, Reason: a.Reason})
 	})
 	api.Handle(t, api.JobCancel, func(ctx context.Context, a api.JobArgs) (api.TransitionReply, error) {
-		defer d.poke(ctx)
-		rep, err := d.transition(ctx, a.JobID, command.CancelJob{Config: d.deliveryConfig(), JobID: a.JobID, Reason: a.Reason})
-		if err == nil && rep.Outcome == "cancelled" {
-			d.stopTasksOfJobs(ctx, []string{a.JobID}, command.StopJobCancelled)
-		}
-		return rep, err
+		return d.cancel(ctx, d.meta(""), a.JobID, func(c command.CancelJob) engine.Decider { return c }, a.Reason)
 	})
 	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error { v, err = query.Job(s, a.JobID); return err })
@@ -149,6 +144,7 @@ func (d *Daemon) ops() api.Table {
 	})
 	api.Handle(t, api.DaemonHandover, d.handover)
 	d.gatewayOps(t)
+	d.mcpOps(t)
 	return t
 }
 
@@ -175,6 +171,11 @@ func (d *Daemon) submit(ctx context.Context, a api.SubmitArgs) (api.SubmitReply,
 	pol, err := command.NormalizePolicy(a.Policy, a.Metadata)
 	if err != nil {
 		return api.SubmitReply{}, err
+	}
+	if a.TargetKind == "" {
+		if a.TargetKind, err = d.threadTarget(a.SourceThreadID); err != nil {
+			return api.SubmitReply{}, err
+		}
 	}
 	cmd := command.SubmitJob{Target: a.TargetKind, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
 		Metadata: a.Metadata, DedupeKey: a.DedupeKey, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration}
@@ -243,7 +244,11 @@ func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.Transiti
 }
 
 func (d *Daemon) transition(ctx context.Context, id string, cmd engine.Decider) (api.TransitionReply, error) {
-	res, err := d.eng.Execute(ctx, d.meta(""), cmd)
+	return d.transitionAs(ctx, d.meta(""), id, cmd)
+}
+
+func (d *Daemon) transitionAs(ctx context.Context, m engine.Meta, id string, cmd engine.Decider) (api.TransitionReply, error) {
+	res, err := d.eng.Execute(ctx, m, cmd)
 	if err != nil {
 		return api.TransitionReply{}, err
 	}
@@ -252,6 +257,17 @@ func (d *Daemon) transition(ctx context.Context, id string, cmd engine.Decider) 
 		return api.TransitionReply{}, err
 	}
 	return api.TransitionReply{JobID: id, Status: j.Status, Outcome: res.Outcome, Job: j, Artifact: j.Artifact}, nil
+}
+
+// cancel cancels a job, through wrap (which may record more in the same
+// append), and stops the task that runs for it.
+func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func(command.CancelJob) engine.Decider, reason string) (api.TransitionReply, error) {
+	defer d.poke(ctx)
+	rep, err := d.transitionAs(ctx, m, id, wrap(command.CancelJob{Config: d.deliveryConfig(), JobID: id, Reason: reason}))
+	if err == nil && rep.Outcome == "cancelled" {
+		d.stopTasksOfJobs(ctx, []string{id}, command.StopJobCancelled)
+	}
+	return rep, err
 }
 
 func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseHeadReply, error) {

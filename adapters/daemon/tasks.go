@@ -71,6 +71,14 @@ func (d *Daemon) taskMeta(id string) engine.Meta {
 // runTask submits the job and its task, then starts it when a slot is
 // free (at once when one is).
 func (d *Daemon) runTask(ctx context.Context, a api.TaskRunArgs) (query.TaskView, error) {
+	return d.startTask(ctx, d.meta(""), a, func(c command.SubmitTask) engine.Decider { return c })
+}
+
+// startTask submits a task's job and the task, through wrap (which may
+// record more in the same append), and queues it to run. A command the
+// log already holds (a retried call with the same command id) is not
+// queued again: a task runs once.
+func (d *Daemon) startTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs, wrap func(command.SubmitTask) engine.Decider) (query.TaskView, error) {
 	d.tasks.mu.Lock()
 	draining := d.tasks.draining
 	d.tasks.mu.Unlock()
@@ -81,17 +89,30 @@ func (d *Daemon) runTask(ctx context.Context, a api.TaskRunArgs) (query.TaskView
 	if err != nil {
 		return query.TaskView{}, err
 	}
+	if a.TimeoutMS < 0 {
+		return query.TaskView{}, errs.New(errs.EINVAL, "the timeout is negative")
+	}
+	if a.TargetKind == "" {
+		if a.TargetKind, err = d.threadTarget(a.SourceThreadID); err != nil {
+			return query.TaskView{}, err
+		}
+	}
 	cmd := command.SubmitTask{
 		Job: command.SubmitJob{Target: a.TargetKind, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
 			Metadata: a.Metadata, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd, Timeout: time.Duration(a.TimeoutMS) * time.Millisecond,
 	}
-	if a.TimeoutMS < 0 {
-		return query.TaskView{}, errs.New(errs.EINVAL, "the timeout is negative")
-	}
-	res, err := d.eng.Execute(ctx, d.meta(""), cmd)
+	res, err := d.eng.Execute(ctx, m, wrap(cmd))
 	if err != nil {
 		return query.TaskView{}, err
+	}
+	if res.Replayed {
+		for _, e := range res.Events {
+			if e.Stream.Kind == events.KindTask {
+				return d.taskView(e.Stream.ID)
+			}
+		}
+		return query.TaskView{}, errs.New(errs.EINTERNAL, "a replayed task submission holds no task")
 	}
 	ref := res.Value.(command.TaskRef)
 	d.tasks.mu.Lock()

@@ -169,6 +169,8 @@ type Config struct {
 	Desktop     Desktop `toml:"desktop"`
 	// CortexFS trees: shared session spaces (adapters/home/ctx_config.go).
 	Ctx Ctx `toml:"ctx"`
+	// The agent's MCP tools (adapters/home/mcp_config.go).
+	MCP MCP `toml:"mcp"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -291,6 +293,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := h.checkCtx(c); err != nil {
+		return c, err
+	}
+	if err := h.checkMCP(c); err != nil {
 		return c, err
 	}
 	return c, h.checkTask(&c)

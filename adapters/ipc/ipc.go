@@ -49,7 +49,10 @@ import (
 //	   with an unknown operation that would read as a refused CAS. The
 //	   host-plugin operations (plugin.handshake, app_server.ensure,
 //	   delivery.enqueue, delivery.inspect) came in the same release.
-const Proto = 5
+//	6: the agent's MCP tools (mcp.job_submit, mcp.task_run,
+//	   mcp.job_status, mcp.job_list, mcp.job_cancel); job.submit and
+//	   task.run resolve an empty target_kind from the thread.
+const Proto = 6
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

@@ -65,13 +65,14 @@ func (h *homeDir) codexConfig(binary, codexHome, extra string) {
 type logged struct {
 	Seq     uint64 `json:"seq"`
 	Type    string `json:"type"`
+	Actor   string `json:"actor"`
 	Stream  struct{ Kind, ID string }
 	Payload map[string]any `json:"payload"`
 	line    string
 }
 
 // events returns the log's events of the given types (all session and
-// app-server events when none is given).
+// app-server events when none is given, every event for "*").
 func (h *homeDir) events(types ...string) []logged {
 	h.t.Helper()
 	r := h.run("events", "export")
@@ -87,7 +88,8 @@ func (h *homeDir) events(types ...string) []logged {
 			h.t.Fatal(err)
 		}
 		e.line = sc.Text()
-		keep := len(types) == 0 && (strings.HasPrefix(e.Type, "session.") || strings.HasPrefix(e.Type, "appserver."))
+		keep := len(types) == 0 && (strings.HasPrefix(e.Type, "session.") || strings.HasPrefix(e.Type, "appserver.")) ||
+			slices.Contains(types, "*")
 		for _, ty := range types {
 			keep = keep || e.Type == ty
 		}

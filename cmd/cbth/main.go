@@ -47,6 +47,7 @@ type CLI struct {
 	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
 	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
 	Desktop    DesktopCmd    `cmd:"" help:"Codex Desktop: installation state, thread bindings and the bridge's helpers."`
+	Mcp        McpCmd        `cmd:"" name:"mcp" help:"cbth as an MCP server for the agent inside Codex: serve, install into Codex's config, uninstall."`
 	Plugin     PluginCmd     `cmd:"" help:"Host plugins: the codex_app_server delivery target (handshake, ensure, enqueue, inspect)."`
 	Service    ServiceCmd    `cmd:"" help:"Keep the daemon running as a per-user service (systemd user unit, launchd agent)."`
 	Gateway    GatewayCmd    `cmd:"" help:"The channel gateway: send dialog / ssh_remote envelopes, tail what it routes, manage its routes."`

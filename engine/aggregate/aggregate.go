@@ -99,6 +99,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &GatewayRoute{}
 	case events.KindGatewayStream:
 		s = &GatewayStream{}
+	case events.KindMCP:
+		s = &MCPThread{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -214,6 +216,9 @@ func Clone(s State) State {
 		c := *s
 		c.Missing = slices.Clone(s.Missing)
 		return &c
+	case *MCPThread:
+		c := *s
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -249,6 +254,8 @@ func KindOf(s State) events.Kind {
 		return events.KindGatewayRoute
 	case *GatewayStream:
 		return events.KindGatewayStream
+	case *MCPThread:
+		return events.KindMCP
 	}
 	return ""
 }

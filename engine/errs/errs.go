@@ -33,6 +33,7 @@ const (
 	ECORRUPT  Code = "ECORRUPT"  // stored data failed verification
 	ENOSPC    Code = "ENOSPC"    // the disk (or the user's quota) is full
 	EINTERNAL Code = "EINTERNAL" // a bug or an unexpected failure
+	ESANDBOX  Code = "ESANDBOX"  // a sandbox (Codex's) refused the connection to the daemon
 
 	// The seed's refusals of a CLI managed session attach
 	// (spec/codex-cli.md, "Managed sessions").
@@ -50,6 +51,11 @@ const (
 	// A host-plugin enqueue named an app-server lease bound to another
 	// thread than its source_thread_id (spec/plugin-target.md).
 	LeaseThreadMismatch Code = "lease_thread_mismatch"
+
+	// Refusals of the agent's MCP tools (spec/mcp.md).
+	ThreadUnidentified Code = "thread_unidentified" // the call's metadata names no calling thread
+	ThreadMismatch     Code = "thread_mismatch"     // the call names a job or thread of another thread
+	TaskNotAllowed     Code = "task_not_allowed"    // task_run's command matches no [mcp] task_allow rule
 )
 
 // Exit codes of MISSION.md rule 10.
@@ -67,11 +73,11 @@ func (c Code) ExitCode() int {
 	switch c {
 	case "":
 		return ExitOK
-	case EINVAL, EMSGSIZE, EFBIG:
+	case EINVAL, EMSGSIZE, EFBIG, ThreadUnidentified:
 		return ExitUsage
-	case EACCES:
+	case EACCES, ThreadMismatch, TaskNotAllowed:
 		return ExitPermission
-	case EHOSTDOWN, EAGAIN, ENOTCONF, ENOTSUP, EVERSION, ENOSPC:
+	case EHOSTDOWN, EAGAIN, ENOTCONF, ENOTSUP, EVERSION, ENOSPC, ESANDBOX:
 		return ExitUnavailable
 	case EINTERNAL, ECORRUPT:
 		return ExitInternal

@@ -49,7 +49,7 @@ type Table struct {
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
 	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable, appServerTable,
-		taskTable, gatewayRouteTable, gatewayStreamTable}
+		taskTable, gatewayRouteTable, gatewayStreamTable, mcpTable}
 }
 
 var jobTable = Table{
@@ -102,6 +102,19 @@ var ctxTreeTable = Table{
 		{"ctxtree.object_removed", []string{"active"}},
 		{"ctxtree.alias_put", []string{"active"}},
 		{"ctxtree.alias_removed", []string{"active"}},
+	},
+}
+
+// The MCP calls of one Codex thread are an audit stream, not one of the
+// seed's aggregates: every call is recorded, none changes its state.
+var mcpTable = Table{
+	Kind:   events.KindMCP,
+	States: []string{"active"},
+	Moves: []Move{
+		{"mcp.tool_called", []string{None}, "active"},
+	},
+	Updates: []Update{
+		{"mcp.tool_called", []string{"active"}},
 	},
 }
 

@@ -41,9 +41,12 @@ type Config struct {
 	TempDir   string // scratch space (the probe's schema files)
 	LogPath   string // the app-server's stdout and stderr
 	Env       []string
-	Version   string // cbth's, for the app-server's clientInfo
-	Clock     engine.Clock
-	Log       *slog.Logger
+	// Args are extra arguments of the app-server (`-c` overrides: the
+	// agent's cbth MCP tools, spec/mcp.md).
+	Args    []string
+	Version string // cbth's, for the app-server's clientInfo
+	Clock   engine.Clock
+	Log     *slog.Logger
 	// Steer makes the probe require turn/steer (the steer feature is on).
 	Steer bool
 	// StartTimeout bounds spawn to initialized (supervisor default when 0).
@@ -184,7 +187,7 @@ func (m *Manager) start(ctx context.Context) error {
 		}
 	}
 	sup, err := supervisor.New(supervisor.Config{
-		Codex: bin, CodexHome: m.cfg.CodexHome, Dir: m.cfg.RunDir, Env: m.cfg.Env, Log: m.logFile,
+		Codex: bin, Args: m.cfg.Args, CodexHome: m.cfg.CodexHome, Dir: m.cfg.RunDir, Env: m.cfg.Env, Log: m.logFile,
 		ClientInfo: appserver.ClientInfo{Name: "cbth", Title: "cbth", Version: m.cfg.Version},
 		// The daemon reads turns, not their text as it streams.
 		Capabilities: appserver.Capabilities{ExperimentalAPI: true, OptOutNotificationMethods: []string{appserver.NoteAgentMessageDelta}},

@@ -164,6 +164,7 @@ var All = []string{
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
 	PluginHandshake.Name, AppServerEnsure.Name, DeliveryEnqueue.Name, DeliveryInspect.Name,
+	MCPJobSubmit.Name, MCPTaskRun.Name, MCPJobStatus.Name, MCPJobList.Name, MCPJobCancel.Name,
 }
 
 // Empty is the request of operations that take none.

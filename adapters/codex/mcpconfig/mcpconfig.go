@@ -1,0 +1,335 @@
+// Package mcpconfig writes, removes and reads cbth's entry in a Codex
+// config.toml (spec/mcp.md): the [mcp_servers.cbth] server Codex starts
+// for each session, the approval of the tools that act, and the skill
+// that tells an agent when to use them. The same entry becomes `-c`
+// overrides for an app-server cbth starts itself, so a managed session
+// has the tools whether or not the user installed them.
+//
+// The entry is one marked block of text. Everything outside the markers
+// (the user's settings, comments and order) is left byte for byte; the
+// whole file must still parse after a change, or nothing is written.
+package mcpconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine/errs"
+)
+
+// Server is the server's name in Codex: its tools reach the model in the
+// namespace mcp__cbth.
+const Server = "cbth"
+
+// The markers around the block cbth owns.
+const (
+	beginMarker = "# >>> cbth mcp: written by `cbth mcp install`, removed by `cbth mcp uninstall` >>>"
+	endMarker   = "# <<< cbth mcp <<<"
+)
+
+// Entry is cbth's MCP server entry: the executable Codex runs (with the
+// arguments `mcp serve`), the cbth home it serves (Codex passes only a
+// short allow-list of environment variables to MCP servers, and
+// CBTH_HOME is not on it) and the tools Codex may run without asking.
+type Entry struct {
+	Command string
+	Home    string
+	Approve []string
+}
+
+// ApprovalTools are the tools of `cbth mcp serve` that act (they carry no
+// readOnlyHint): Codex asks before running them, and refuses them under
+// approval_policy = "never", unless its config approves them.
+var ApprovalTools = []string{"job_submit", "task_run", "job_cancel"}
+
+// Args are the arguments Codex starts the command with.
+var Args = []string{"mcp", "serve"}
+
+// Block is the entry as config.toml text, markers included.
+func (e Entry) Block() string {
+	var b strings.Builder
+	fmt.Fprintln(&b, beginMarker)
+	fmt.Fprintf(&b, "[mcp_servers.%s]\n", Server)
+	fmt.Fprintf(&b, "command = %s\n", quote(e.Command))
+	fmt.Fprintf(&b, "args = %s\n", TOMLList(Args))
+	fmt.Fprintf(&b, "env = { CBTH_HOME = %s }\n", quote(e.Home))
+	for _, t := range e.Approve {
+		fmt.Fprintf(&b, "\n[mcp_servers.%s.tools.%s]\napproval_mode = \"approve\"\n", Server, t)
+	}
+	fmt.Fprintln(&b, endMarker)
+	return b.String()
+}
+
+// Overrides are the same settings as `codex -c` arguments.
+func (e Entry) Overrides() []string {
+	p := "mcp_servers." + Server + "."
+	out := []string{
+		"-c", p + "command=" + quote(e.Command),
+		"-c", p + "args=" + TOMLList(Args),
+		"-c", p + "env={ CBTH_HOME = " + quote(e.Home) + " }",
+	}
+	for _, t := range e.Approve {
+		out = append(out, "-c", p+"tools."+t+".approval_mode=\"approve\"")
+	}
+	return out
+}
+
+// Install writes e into the config.toml at path (created 0600 with its
+// directory 0700 if absent), replacing an earlier block of cbth's. It
+// reports whether the file changed. An entry for a server named cbth that
+// is not cbth's block is left alone and refused (EEXIST).
+func Install(path string, e Entry) (bool, error) {
+	old, err := read(path)
+	if err != nil {
+		return false, err
+	}
+	rest, _, err := cut(old)
+	if err != nil {
+		return false, errs.Wrap(errs.EINVAL, err, "%s", path)
+	}
+	if servers(rest)[Server] {
+		return false, errs.New(errs.EEXIST, "%s already has an [mcp_servers.%s] entry that cbth did not write: remove it, then run cbth mcp install again", path, Server)
+	}
+	next := append([]byte(nil), rest...)
+	if len(next) > 0 && !bytes.HasSuffix(next, []byte("\n")) {
+		next = append(next, '\n')
+	}
+	if len(next) > 0 {
+		next = append(next, '\n')
+	}
+	next = append(next, e.Block()...)
+	if bytes.Equal(next, old) {
+		return false, nil
+	}
+	if err := write(path, next); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Uninstall removes cbth's block from the config.toml at path; the rest
+// stays as it was. It reports whether the file changed.
+func Uninstall(path string) (bool, error) {
+	old, err := read(path)
+	if err != nil || old == nil {
+		return false, err
+	}
+	rest, found, err := cut(old)
+	if err != nil {
+		return false, errs.Wrap(errs.EINVAL, err, "%s", path)
+	}
+	if !found {
+		return false, nil
+	}
+	if err := write(path, rest); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// Status is what Codex will make of cbth's entry in a config.toml.
+type Status struct {
+	Path      string   `json:"path"`
+	Installed bool     `json:"installed"` // cbth's block is there
+	Command   string   `json:"command"`
+	Home      string   `json:"cbth_home"`
+	Approved  []string `json:"approved_tools"`
+	Problems  []string `json:"problems"`
+}
+
+// Inspect reads the config.toml at path and checks the cbth entry against
+// want: the executable exists and runs `mcp serve`, it serves want.Home,
+// and the tools that act are approved.
+func Inspect(path string, want Entry) Status {
+	st := Status{Path: path, Approved: []string{}, Problems: []string{}}
+	raw, err := read(path)
+	if err != nil {
+		st.Problems = append(st.Problems, err.Error())
+		return st
+	}
+	var doc struct {
+		MCPServers map[string]struct {
+			Command string            `toml:"command"`
+			Args    []string          `toml:"args"`
+			Env     map[string]string `toml:"env"`
+			Enabled *bool             `toml:"enabled"`
+			Tools   map[string]struct {
+				ApprovalMode string `toml:"approval_mode"`
+			} `toml:"tools"`
+		} `toml:"mcp_servers"`
+	}
+	if err := toml.Unmarshal(raw, &doc); err != nil {
+		st.Problems = append(st.Problems, fmt.Sprintf("%s does not parse: %v", path, err))
+		return st
+	}
+	s, ok := doc.MCPServers[Server]
+	if !ok {
+		st.Problems = append(st.Problems, fmt.Sprintf("%s has no [mcp_servers.%s] entry: run cbth mcp install", path, Server))
+		return st
+	}
+	_, _, cerr := cut(raw)
+	st.Installed = cerr == nil && bytes.Contains(raw, []byte(beginMarker))
+	st.Command, st.Home = s.Command, s.Env["CBTH_HOME"]
+	for t, a := range s.Tools {
+		if a.ApprovalMode == "approve" {
+			st.Approved = append(st.Approved, t)
+		}
+	}
+	slices.Sort(st.Approved)
+	if s.Enabled != nil && !*s.Enabled {
+		st.Problems = append(st.Problems, "the entry is disabled (enabled = false)")
+	}
+	if fi, err := os.Stat(s.Command); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		st.Problems = append(st.Problems, fmt.Sprintf("its command %q is not an executable file: run cbth mcp install", s.Command))
+	}
+	if !slices.Equal(s.Args, Args) {
+		st.Problems = append(st.Problems, fmt.Sprintf("its args are %q, not %q", s.Args, Args))
+	}
+	if st.Home != want.Home {
+		st.Problems = append(st.Problems, fmt.Sprintf("it serves CBTH_HOME %q, not this home %q: run cbth mcp install", st.Home, want.Home))
+	}
+	for _, t := range want.Approve {
+		if !slices.Contains(st.Approved, t) {
+			st.Problems = append(st.Problems, fmt.Sprintf("tool %s is not approved: under approval_policy = \"never\" Codex refuses it", t))
+		}
+	}
+	return st
+}
+
+// read returns the file's bytes, nil if it does not exist.
+func read(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errs.Wrap(errs.EACCES, err, "read %s", path)
+	}
+	return b, nil
+}
+
+// cut takes cbth's block (and the blank line written before it) out of
+// b. A begin marker without its end is an error: what follows it cannot
+// be told apart from the user's own text.
+func cut(b []byte) (rest []byte, found bool, err error) {
+	i := bytes.Index(b, []byte(beginMarker))
+	if i < 0 {
+		return b, false, nil
+	}
+	j := bytes.Index(b[i:], []byte(endMarker))
+	if j < 0 {
+		return nil, false, fmt.Errorf("cbth's block begins but never ends (no %q line): fix the file by hand", endMarker)
+	}
+	end := i + j + len(endMarker)
+	if end < len(b) && b[end] == '\n' {
+		end++
+	}
+	start := i
+	if start >= 2 && b[start-1] == '\n' && b[start-2] == '\n' {
+		start--
+	}
+	rest = append(append([]byte(nil), b[:start]...), b[end:]...)
+	if bytes.Contains(rest, []byte(beginMarker)) {
+		return nil, false, errors.New("cbth's block appears twice: fix the file by hand")
+	}
+	return rest, true, nil
+}
+
+// servers lists the MCP servers a config defines, if it parses.
+func servers(b []byte) map[string]bool {
+	var doc struct {
+		MCPServers map[string]any `toml:"mcp_servers"`
+	}
+	out := map[string]bool{}
+	if toml.Unmarshal(b, &doc) == nil {
+		for k := range doc.MCPServers {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// write replaces the file atomically, after checking the new text still
+// parses: a config Codex cannot read would stop Codex, not only cbth.
+func write(path string, b []byte) error {
+	var v map[string]any
+	if err := toml.Unmarshal(b, &v); err != nil {
+		return errs.Wrap(errs.EINVAL, err, "%s would not parse after the change, so it was left as it was", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return errs.Wrap(errs.EACCES, err, "create %s", filepath.Dir(path))
+	}
+	return home.WriteFileAtomic(path, b)
+}
+
+// WriteSkill writes the cbth skill under codexHome/skills/cbth, reporting
+// whether it changed.
+func WriteSkill(codexHome string) (string, bool, error) {
+	path := SkillPath(codexHome)
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, []byte(Skill)) {
+		return path, false, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return path, false, errs.Wrap(errs.EACCES, err, "create %s", filepath.Dir(path))
+	}
+	if err := home.WriteFileAtomic(path, []byte(Skill)); err != nil {
+		return path, false, err
+	}
+	return path, true, nil
+}
+
+// RemoveSkill removes the skill cbth wrote (and its directory, if empty),
+// reporting whether it was there.
+func RemoveSkill(codexHome string) (bool, error) {
+	path := SkillPath(codexHome)
+	err := os.Remove(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errs.Wrap(errs.EACCES, err, "remove %s", path)
+	}
+	_ = os.Remove(filepath.Dir(path))
+	return true, nil
+}
+
+// SkillPath is where the skill lives in a Codex home.
+func SkillPath(codexHome string) string {
+	return filepath.Join(codexHome, "skills", Server, "SKILL.md")
+}
+
+// quote renders s as a TOML basic string.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, "\\u%04X", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// TOMLList renders l as a TOML array of strings.
+func TOMLList(l []string) string {
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}

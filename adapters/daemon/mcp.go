@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"context"
+	"os"
+	"strings"
+
+	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// The agent's MCP tools (spec/mcp.md). `cbth mcp serve` runs outside
+// Codex's sandbox and relays each tools/call with the calling thread
+// Codex put in its metadata; every decision is made here, where the log
+// is: the target of the thread, whether a command is allowed, whether a
+// job is the caller's. What the agent did, and what it tried and was
+// refused, is recorded on the thread's mcp stream.
+
+func (d *Daemon) mcpOps(t api.Table) {
+	api.Handle(t, api.MCPJobSubmit, d.mcpSubmit)
+	api.Handle(t, api.MCPTaskRun, d.mcpTaskRun)
+	api.Handle(t, api.MCPJobStatus, func(_ context.Context, a api.MCPJobArgs) (query.JobView, error) {
+		if err := checkCaller(a.Caller); err != nil {
+			return query.JobView{}, err
+		}
+		return d.callersJob(a.Caller, a.JobID)
+	})
+	api.Handle(t, api.MCPJobList, func(_ context.Context, a api.MCPJobListArgs) (p query.JobPage, err error) {
+		if err := checkCaller(a.Caller); err != nil {
+			return p, err
+		}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.Caller.ThreadID, Status: a.Status, Limit: a.Limit})
+			return err
+		})
+		return p, err
+	})
+	api.Handle(t, api.MCPJobCancel, d.mcpCancel)
+}
+
+// checkCaller refuses a call that does not say which thread made it.
+func checkCaller(c api.MCPCaller) error {
+	if strings.TrimSpace(c.ThreadID) == "" {
+		return errs.New(errs.ThreadUnidentified, "the call names no calling thread (Codex puts it in the tools/call _meta)")
+	}
+	return nil
+}
+
+// checkNamedThread refuses, and records, a call whose arguments name
+// another thread than the one that made it: a tool acts for its caller
+// only.
+func (d *Daemon) checkNamedThread(ctx context.Context, c api.MCPCaller, tool string) error {
+	if c.NamedThread == "" || c.NamedThread == c.ThreadID {
+		return nil
+	}
+	return d.refuse(ctx, c, callRecord(c, tool), errs.New(errs.ThreadMismatch,
+		"%s acts for the calling thread only; the arguments name thread %s, and this call comes from %s", tool, c.NamedThread, c.ThreadID))
+}
+
+func mcpMeta(c api.MCPCaller) engine.Meta {
+	return engine.Meta{Actor: events.ActorAgent, CorrelationID: "mcp:" + c.ThreadID}
+}
+
+func callRecord(c api.MCPCaller, tool string) events.MCPToolCalled {
+	return events.MCPToolCalled{Tool: tool, TurnID: c.TurnID, SandboxMode: c.SandboxMode}
+}
+
+// refuse records a call refused by policy and returns the refusal.
+func (d *Daemon) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPToolCalled, refusal error) error {
+	rec.Code = string(errs.CodeOf(refusal))
+	if _, err := d.eng.Execute(ctx, mcpMeta(c), command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
+		return err
+	}
+	return refusal
+}
+
+// threadTarget is where a result for thread goes when the submitter did
+// not say: a thread bound to a Desktop heartbeat is a Desktop thread;
+// any other is a Codex CLI thread.
+func (d *Daemon) threadTarget(thread string) (string, error) {
+	b, err := d.bindingView(thread)
+	if err != nil {
+		return "", err
+	}
+	if b.BindingID != "" && b.BindingState != "unbound" {
+		return "desktop", nil
+	}
+	return "cli", nil
+}
+
+// deliveryOf says when a result for thread through target will arrive.
+func (d *Daemon) deliveryOf(target, thread string) (api.MCPDelivery, error) {
+	switch target {
+	case "desktop":
+		return api.MCPDelivery{When: api.DeliverNextHeartbeat,
+			Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}, nil
+	case "cli":
+		var live bool
+		err := d.eng.Read(func(s engine.Snapshot) error {
+			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: "live"})
+			live = len(page.Sessions) > 0
+			return err
+		})
+		if err != nil {
+			return api.MCPDelivery{}, err
+		}
+		if live {
+			return api.MCPDelivery{When: api.DeliverWhenIdle,
+				Hint: "the result comes back into this thread as a new turn once the job is done and the thread is idle"}, nil
+		}
+		return api.MCPDelivery{When: api.DeliverWhenOpened,
+			Hint: "the result comes back into this thread once it is open under cbth: cbth cli run --bind-thread-id " + thread}, nil
+	}
+	return api.MCPDelivery{When: target, Hint: "the result goes to the " + target + " target"}, nil
+}
+
+func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {
+	c := a.Caller
+	if err := checkCaller(c); err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	pol, err := command.NormalizePolicy(a.Policy, nil)
+	if err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	if err := d.checkNamedThread(ctx, c, "job_submit"); err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	target, err := d.threadTarget(c.ThreadID)
+	if err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	cmd := command.SubmitJob{Target: target, ThreadID: c.ThreadID, TaskKind: a.TaskKind, Summary: a.Summary,
+		Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration}
+	m := mcpMeta(c)
+	if a.IdempotencyKey != "" {
+		// Scoped to the thread: two threads' keys never meet.
+		cmd.DedupeKey = "mcp/" + c.ThreadID + "/" + a.IdempotencyKey
+		m.CommandID = "job.submit/" + cmd.DedupeKey
+	}
+	res, err := d.eng.Execute(ctx, m, command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd})
+	if err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	id, _ := res.Value.(string)
+	if res.Replayed && len(res.Events) > 0 {
+		id = res.Events[0].Stream.ID
+	}
+	j, err := d.job(id)
+	if err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	del, err := d.deliveryOf(j.TargetKind, c.ThreadID)
+	if err != nil {
+		return api.MCPSubmitReply{}, err
+	}
+	return api.MCPSubmitReply{JobID: id, Status: j.Status, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
+		Deduplicated: res.Replayed || res.Outcome == "deduplicated", Delivery: del}, nil
+}
+
+func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {
+	c := a.Caller
+	if err := checkCaller(c); err != nil {
+		return api.MCPTaskRunReply{}, err
+	}
+	summary := a.Summary
+	if summary == "" {
+		summary = strings.Join(a.Argv, " ")
+	}
+	// Malformed input is refused before the policy, and recorded by
+	// neither: only a well-formed command can be judged.
+	run := command.SubmitTask{Job: command.SubmitJob{Target: "cli", ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
+		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd}
+	if err := run.Validate(); err != nil {
+		return api.MCPTaskRunReply{}, err
+	}
+	if err := d.checkNamedThread(ctx, c, "task_run"); err != nil {
+		return api.MCPTaskRunReply{}, err
+	}
+	// The rules are read at every call: a rule the user just added
+	// holds at once, without a daemon restart.
+	cfg, err := d.opt.Home.LoadConfig(os.Getenv)
+	if err != nil {
+		return api.MCPTaskRunReply{}, errs.Wrap(errs.ENOTCONF, err, "read the [mcp] task_allow rules")
+	}
+	rec := callRecord(c, "task_run")
+	rule, ok := cfg.MCP.Allowed(a.Argv)
+	if !ok {
+		rec.Argv = a.Argv
+		return api.MCPTaskRunReply{}, d.refuse(ctx, c, rec, errs.New(errs.TaskNotAllowed,
+			"task_run refused: %s matches no rule of [mcp] task_allow in %s, so nothing ran. "+
+				"A task runs outside Codex's sandbox, so only the user can allow it, by adding this command (or a shorter prefix of it, which allows more) to that file:\n[mcp]\ntask_allow = [%s]",
+			mcpconfig.TOMLList(a.Argv), d.opt.Home.Config(), mcpconfig.TOMLList(a.Argv)))
+	}
+	m := mcpMeta(c)
+	if c.TurnID != "" && c.CallID != "" {
+		// Codex names each call: the same call retried runs nothing twice.
+		m.CommandID = "mcp.task_run/" + c.ThreadID + "/" + c.TurnID + "/" + c.CallID
+	}
+	v, err := d.startTask(ctx, m, api.TaskRunArgs{
+		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
+		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS,
+	}, func(s command.SubmitTask) engine.Decider {
+		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
+	})
+	if err != nil {
+		return api.MCPTaskRunReply{}, err
+	}
+	j, err := d.job(v.JobID)
+	if err != nil {
+		return api.MCPTaskRunReply{}, err
+	}
+	del, err := d.deliveryOf(j.TargetKind, c.ThreadID)
+	if err != nil {
+		return api.MCPTaskRunReply{}, err
+	}
+	return api.MCPTaskRunReply{TaskID: v.TaskID, JobID: v.JobID, State: v.State, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
+		Argv: a.Argv, Rule: rule, Delivery: del}, nil
+}
+
+// callersJob returns the job if it is the calling thread's.
+func (d *Daemon) callersJob(c api.MCPCaller, id string) (query.JobView, error) {
+	j, err := d.job(id)
+	if err != nil {
+		return j, err
+	}
+	if j.SourceThreadID != c.ThreadID {
+		return query.JobView{}, errs.New(errs.ThreadMismatch, "job %s is not this thread's", id)
+	}
+	return j, nil
+}
+
+func (d *Daemon) mcpCancel(ctx context.Context, a api.MCPJobArgs) (api.TransitionReply, error) {
+	c := a.Caller
+	if err := checkCaller(c); err != nil {
+		return api.TransitionReply{}, err
+	}
+	rec := callRecord(c, "job_cancel")
+	rec.JobID = a.JobID
+	if _, err := d.callersJob(c, a.JobID); err != nil {
+		if errs.CodeOf(err) == errs.ThreadMismatch {
+			return api.TransitionReply{}, d.refuse(ctx, c, rec, err)
+		}
+		return api.TransitionReply{}, err
+	}
+	reason := a.Reason
+	if reason == "" {
+		reason = "cancelled by the agent through MCP"
+	}
+	return d.cancel(ctx, mcpMeta(c), a.JobID, func(cj command.CancelJob) engine.Decider {
+		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: cj}
+	}, reason)
+}

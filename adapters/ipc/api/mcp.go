@@ -1,0 +1,108 @@
+package api
+
+import (
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/query"
+)
+
+// The agent's MCP tools (spec/mcp.md): `cbth mcp serve` relays each
+// tools/call with the calling thread Codex named in its metadata. The
+// daemon decides: which target, whether a task is allowed, whether a job
+// is the caller's.
+var (
+	MCPJobSubmit = Op[MCPSubmitArgs, MCPSubmitReply]{Name: "mcp.job_submit"}
+	MCPTaskRun   = Op[MCPTaskRunArgs, MCPTaskRunReply]{Name: "mcp.task_run"}
+	MCPJobStatus = Op[MCPJobArgs, query.JobView]{Name: "mcp.job_status"}
+	MCPJobList   = Op[MCPJobListArgs, query.JobPage]{Name: "mcp.job_list"}
+	MCPJobCancel = Op[MCPJobArgs, TransitionReply]{Name: "mcp.job_cancel"}
+)
+
+// MCPCaller is who makes a tool call, as Codex put it in the call's
+// _meta: never an argument the model wrote.
+type MCPCaller struct {
+	ThreadID string `json:"thread_id"`
+	// NamedThread is a thread the model wrote into the arguments: the
+	// daemon refuses the call (thread_mismatch) unless it is ThreadID.
+	NamedThread string `json:"named_thread,omitempty"`
+	TurnID      string `json:"turn_id,omitempty"`
+	CallID      string `json:"call_id,omitempty"`
+	SandboxMode string `json:"sandbox_mode,omitempty"`
+}
+
+// MCPSubmitArgs are mcp.job_submit's request.
+type MCPSubmitArgs struct {
+	Caller         MCPCaller           `json:"caller"`
+	TaskKind       string              `json:"task_kind"`
+	Summary        string              `json:"summary"`
+	IdempotencyKey string              `json:"idempotency_key,omitempty"`
+	Policy         command.PolicyFlags `json:"delivery_policy"`
+}
+
+// MCPDelivery says when a result for the calling thread will arrive.
+type MCPDelivery struct {
+	// When is "when_idle" (a managed session of the thread is live: the
+	// result is a new turn as soon as the thread is idle),
+	// "when_opened" (once the user opens the thread with `cbth cli run
+	// --bind-thread-id`) or "next_heartbeat" (a Desktop thread: through
+	// its bound heartbeats).
+	When string `json:"when"`
+	// Hint is the same for people (and models), with the command to run
+	// where one is needed.
+	Hint string `json:"hint"`
+}
+
+// The values of MCPDelivery.When.
+const (
+	DeliverWhenIdle      = "when_idle"
+	DeliverWhenOpened    = "when_opened"
+	DeliverNextHeartbeat = "next_heartbeat"
+)
+
+// MCPSubmitReply is mcp.job_submit's reply.
+type MCPSubmitReply struct {
+	JobID        string      `json:"job_id"`
+	Status       string      `json:"status"`
+	TargetKind   string      `json:"target_kind"`
+	ThreadID     string      `json:"source_thread_id"`
+	Deduplicated bool        `json:"deduplicated"`
+	Delivery     MCPDelivery `json:"delivery"`
+}
+
+// MCPTaskRunArgs are mcp.task_run's request. Path is argv[0] resolved on
+// the MCP server's PATH, Cwd its working directory (the thread's), Env
+// its environment: kept in the daemon's memory, never in the log.
+type MCPTaskRunArgs struct {
+	Caller    MCPCaller `json:"caller"`
+	Argv      []string  `json:"argv"`
+	Path      string    `json:"path"`
+	Cwd       string    `json:"cwd"`
+	Env       []string  `json:"env"`
+	Summary   string    `json:"summary"`
+	TimeoutMS int64     `json:"timeout_ms,omitempty"`
+}
+
+// MCPTaskRunReply is mcp.task_run's reply.
+type MCPTaskRunReply struct {
+	TaskID     string      `json:"task_id"`
+	JobID      string      `json:"job_id"`
+	State      string      `json:"state"`
+	TargetKind string      `json:"target_kind"`
+	ThreadID   string      `json:"source_thread_id"`
+	Argv       []string    `json:"argv"`
+	Rule       []string    `json:"allowed_by"`
+	Delivery   MCPDelivery `json:"delivery"`
+}
+
+// MCPJobArgs name one job of the calling thread.
+type MCPJobArgs struct {
+	Caller MCPCaller `json:"caller"`
+	JobID  string    `json:"job_id"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// MCPJobListArgs select the calling thread's jobs.
+type MCPJobListArgs struct {
+	Caller MCPCaller `json:"caller"`
+	Status string    `json:"status,omitempty"`
+	Limit  int       `json:"limit,omitempty"`
+}

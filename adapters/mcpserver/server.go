@@ -1,0 +1,432 @@
+// Package mcpserver is cbth as an MCP server for the agent inside a Codex
+// thread (spec/mcp.md): `cbth mcp serve`, one process per Codex session on
+// stdio, built on the official Go SDK. Codex runs it outside the tool
+// sandbox, so it reaches the daemon's socket where the agent's own shell
+// cannot.
+//
+// It decides nothing. Each tools/call is bound to the thread Codex names
+// in the call's _meta (never to an argument the model wrote), checked for
+// shape, and relayed to the daemon, which chooses the target, applies the
+// [mcp] task_allow rules and records the call. Every failure is a tool
+// error result with a stable code, so the model reads the refusal and
+// the user sees it in the transcript.
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+)
+
+// Daemon is what the tools ask of cbth's daemon: the mcp.* operations of
+// adapters/ipc/api, reached however the caller reaches the daemon.
+type Daemon interface {
+	JobSubmit(context.Context, api.MCPSubmitArgs) (api.MCPSubmitReply, error)
+	TaskRun(context.Context, api.MCPTaskRunArgs) (api.MCPTaskRunReply, error)
+	JobStatus(context.Context, api.MCPJobArgs) (query.JobView, error)
+	JobList(context.Context, api.MCPJobListArgs) (query.JobPage, error)
+	JobCancel(context.Context, api.MCPJobArgs) (api.TransitionReply, error)
+}
+
+// Tool names: the names Codex shows the model in the mcp__cbth namespace.
+const (
+	ToolJobSubmit = "job_submit"
+	ToolTaskRun   = "task_run"
+	ToolJobStatus = "job_status"
+	ToolJobList   = "job_list"
+	ToolJobCancel = "job_cancel"
+)
+
+// MaxArguments bounds a call's encoded arguments. The largest legitimate
+// call is a task_run argv; a bigger one is refused whole (EMSGSIZE)
+// before anything reads it.
+const MaxArguments = 64 << 10
+
+// instructions is what the server tells the client (and through it the
+// model) about itself in the initialize answer.
+const instructions = `cbth runs long work in the background for this conversation and brings the result back into this same thread as a new turn, once, when it is done. Use task_run for a command that takes long (tests, builds, waiting on CI or a reviewer) instead of running and polling it yourself; then end your turn: do not wait or poll. Use job_submit when something outside will report the outcome. job_status and job_list show this thread's jobs.`
+
+// New returns the server; Run serves it.
+func New(d Daemon, version string, log *slog.Logger) *sdk.Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "cbth", Title: "cbth background jobs", Version: version},
+		&sdk.ServerOptions{Instructions: instructions, Logger: log})
+	t := tools{d: d}
+	no, yes := false, true
+	add := func(name, desc string, schema *jsonschema.Schema, ann *sdk.ToolAnnotations, h func(context.Context, caller, json.RawMessage) (string, any, error)) {
+		s.AddTool(&sdk.Tool{Name: name, Description: desc, InputSchema: schema, Annotations: ann}, t.handler(h))
+	}
+	add(ToolJobSubmit, "Submit a background job for this conversation; when something outside reports it done (cbth job complete), its result comes back into this thread as a new turn.",
+		schemaFor[submitIn](), &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}, t.submit)
+	add(ToolTaskRun, "Run a command in the background, outside this sandbox, in this thread's working directory; when it exits, its outcome and output come back into this thread as a new turn. Only commands the user allowed in cbth's config ([mcp] task_allow) run; anything else is refused and nothing runs.",
+		schemaFor[taskRunIn](), &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, t.taskRun)
+	add(ToolJobStatus, "Show one of this thread's background jobs: its status, and where its result went.",
+		schemaFor[jobIn](), &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}, t.status)
+	add(ToolJobList, "List this thread's background jobs.",
+		schemaFor[listIn](), &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}, t.list)
+	add(ToolJobCancel, "Cancel one of this thread's background jobs (and stop its command if one runs).",
+		schemaFor[cancelIn](), &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}, t.cancel)
+	// The SDK answers a call of an unknown tool with a JSON-RPC error;
+	// this answers it as every other refusal, a tool error with a code.
+	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if r, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && !known(r.Params.Name) {
+				return failure(errs.New(errs.ENOENT, "no tool %q: cbth has %s", r.Params.Name, strings.Join(toolNames, ", "))), nil
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return s
+}
+
+var toolNames = []string{ToolJobSubmit, ToolTaskRun, ToolJobStatus, ToolJobList, ToolJobCancel}
+
+func known(name string) bool {
+	for _, n := range toolNames {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// schemaFor is the input schema of T, which closes the object: an
+// argument the tool does not take is refused, not ignored.
+func schemaFor[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcpserver: schema of %T: %v", *new(T), err))
+	}
+	s.AdditionalProperties = &jsonschema.Schema{Not: &jsonschema.Schema{}}
+	return s
+}
+
+type submitIn struct {
+	TaskKind       string `json:"task_kind" jsonschema:"what kind of work the job is, in a word: ci, build, review, deploy"`
+	Summary        string `json:"summary" jsonschema:"one line saying what the job is"`
+	IdempotencyKey string `json:"idempotency_key,omitempty" jsonschema:"submitting again with the same key returns the first job instead of a new one"`
+	policyIn
+}
+
+// policyIn is a job's delivery policy: what continuing the conversation
+// with its result may need. Left out, each is the strict default.
+type policyIn struct {
+	DeliveryReadOnly            *bool `json:"delivery_read_only,omitempty" jsonschema:"the turn that carries the result only reads (default false)"`
+	DeliveryRequiresApproval    *bool `json:"delivery_requires_approval,omitempty" jsonschema:"that turn may need approvals (default true)"`
+	DeliveryRequiresNetwork     *bool `json:"delivery_requires_network,omitempty" jsonschema:"that turn may need the network (default true)"`
+	DeliveryRequiresWriteAccess *bool `json:"delivery_requires_write_access,omitempty" jsonschema:"that turn may need to write files (default true)"`
+}
+
+func (p policyIn) flags() command.PolicyFlags {
+	return command.PolicyFlags{ReadOnly: p.DeliveryReadOnly, RequiresApproval: p.DeliveryRequiresApproval,
+		RequiresNetwork: p.DeliveryRequiresNetwork, RequiresWriteAccess: p.DeliveryRequiresWriteAccess}
+}
+
+type taskRunIn struct {
+	Argv    []string `json:"argv" jsonschema:"the command and its arguments, one element each, as exec takes them (no shell unless argv names one)"`
+	Summary string   `json:"summary,omitempty" jsonschema:"one line saying what the command is for (default: the command line)"`
+	Timeout string   `json:"timeout,omitempty" jsonschema:"stop the command after this long, as a duration like 30m or 2h (default: no limit of its own)"`
+}
+
+type jobIn struct {
+	JobID string `json:"job_id" jsonschema:"the job, as job_submit or task_run answered"`
+}
+
+type cancelIn struct {
+	JobID  string `json:"job_id" jsonschema:"the job to cancel"`
+	Reason string `json:"reason,omitempty" jsonschema:"why, in one line"`
+}
+
+type listIn struct {
+	Status string `json:"status,omitempty" jsonschema:"only jobs in this status: running, ready, failed or cancelled"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"at most this many jobs (default 100)"`
+}
+
+// caller is the calling thread, from the call's _meta.
+type caller = api.MCPCaller
+
+// threadKeys are the argument names a model might use to point a tool at
+// another thread; they are checked, never obeyed.
+var threadKeys = []string{"thread_id", "source_thread_id", "threadId"}
+
+// callerOf reads who calls from the _meta Codex sends with every
+// tools/call: threadId, and the turn metadata with thread_id, turn_id and
+// sandbox_mode (research: codex-mcp F5). The two thread ids must agree.
+func callerOf(meta map[string]any) (caller, error) {
+	var c caller
+	str := func(m map[string]any, k string) string {
+		v, _ := m[k].(string)
+		return v
+	}
+	c.ThreadID = str(meta, "threadId")
+	c.CallID = str(meta, "callId")
+	if turn, ok := meta["x-codex-turn-metadata"].(map[string]any); ok {
+		if t := str(turn, "thread_id"); t != "" {
+			if c.ThreadID != "" && c.ThreadID != t {
+				return c, errs.New(errs.ThreadUnidentified, "the call's metadata names two threads (%s and %s)", c.ThreadID, t)
+			}
+			c.ThreadID = t
+		}
+		c.TurnID, c.SandboxMode = str(turn, "turn_id"), str(turn, "sandbox_mode")
+	}
+	if c.ThreadID == "" {
+		return c, errs.New(errs.ThreadUnidentified, "the call carries no calling thread in its _meta: cbth's tools act for the Codex thread that calls them, and only Codex can say which")
+	}
+	for _, s := range []string{c.ThreadID, c.TurnID, c.CallID, c.SandboxMode} {
+		if len(s) > 256 || !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+			return c, errs.New(errs.ThreadUnidentified, "the call's metadata holds an id that is not a short text")
+		}
+	}
+	return c, nil
+}
+
+type tools struct{ d Daemon }
+
+// handler wraps a tool: it binds the call to its thread, bounds and
+// decodes nothing itself, and turns the outcome into a result.
+func (t tools) handler(h func(context.Context, caller, json.RawMessage) (string, any, error)) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		c, err := callerOf(req.Params.Meta)
+		if err != nil {
+			return failure(err), nil
+		}
+		args := req.Params.Arguments
+		if len(args) > MaxArguments {
+			return failure(errs.New(errs.EMSGSIZE, "the arguments are %d bytes, over the %d byte limit", len(args), MaxArguments)), nil
+		}
+		text, out, err := h(ctx, c, args)
+		if err != nil {
+			return failure(err), nil
+		}
+		raw, err := json.Marshal(out)
+		if err != nil {
+			return failure(errs.Wrap(errs.EINTERNAL, err, "encode the answer")), nil
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: json.RawMessage(raw)}, nil
+	}
+}
+
+// failure is a refusal or an error as the model reads it: the stable
+// code first, then why; the same as data in structuredContent.
+func failure(err error) *sdk.CallToolResult {
+	code := errs.CodeOf(err)
+	if code == "" {
+		code = errs.EINTERNAL
+	}
+	msg := err.Error()
+	var ce *errs.Error
+	if errors.As(err, &ce) && ce.Message != "" && ce.Err == nil {
+		msg = ce.Message
+	}
+	raw, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: string(code) + ": " + msg}},
+		StructuredContent: json.RawMessage(raw)}
+}
+
+// decode reads a call's arguments into v strictly: unknown arguments and
+// wrong types are EINVAL. A thread named in the arguments is taken out
+// and returned, for the daemon to judge.
+func decode(args json.RawMessage, v any) (named string, err error) {
+	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
+		args = json.RawMessage("{}")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil {
+		return "", errs.New(errs.EINVAL, "the arguments are not a JSON object: %v", err)
+	}
+	for _, k := range threadKeys {
+		raw, ok := m[k]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(raw, &named); err != nil {
+			return "", errs.New(errs.EINVAL, "argument %s must be a string", k)
+		}
+		delete(m, k)
+	}
+	rest, _ := json.Marshal(m)
+	dec := json.NewDecoder(bytes.NewReader(rest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return "", errs.New(errs.EINVAL, "bad arguments: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return named, nil
+}
+
+func (t tools) submit(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
+	var in submitIn
+	named, err := decode(args, &in)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, f := range []struct{ name, v string }{{"task_kind", in.TaskKind}, {"summary", in.Summary}} {
+		if strings.TrimSpace(f.v) == "" {
+			return "", nil, errs.New(errs.EINVAL, "%s is required", f.name)
+		}
+	}
+	c.NamedThread = named
+	rep, err := t.d.JobSubmit(ctx, api.MCPSubmitArgs{Caller: c, TaskKind: in.TaskKind, Summary: in.Summary,
+		IdempotencyKey: in.IdempotencyKey, Policy: in.flags()})
+	if err != nil {
+		return "", nil, err
+	}
+	again := ""
+	if rep.Deduplicated {
+		again = " (already submitted with this idempotency key)"
+	}
+	return fmt.Sprintf("Job %s submitted for this thread%s, target %s. When it is reported done, %s. Report it with: cbth job complete --job-id %s --summary '...'",
+		rep.JobID, again, rep.TargetKind, rep.Delivery.Hint, rep.JobID), rep, nil
+}
+
+func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
+	var in taskRunIn
+	named, err := decode(args, &in)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(in.Argv) == 0 {
+		return "", nil, errs.New(errs.EINVAL, "argv is required: the command and its arguments")
+	}
+	for i, a := range in.Argv {
+		if a == "" && i == 0 {
+			return "", nil, errs.New(errs.EINVAL, "argv[0], the command, is empty")
+		}
+		if strings.ContainsRune(a, 0) || !utf8.ValidString(a) {
+			return "", nil, errs.New(errs.EINVAL, "argv[%d] is not text (it holds a NUL or invalid UTF-8)", i)
+		}
+	}
+	var timeout time.Duration
+	if in.Timeout != "" {
+		if timeout, err = time.ParseDuration(in.Timeout); err != nil || timeout < 0 {
+			return "", nil, errs.New(errs.EINVAL, "timeout %q is not a duration like 30m or 2h", in.Timeout)
+		}
+	}
+	a := api.MCPTaskRunArgs{Caller: c, Argv: in.Argv, Summary: in.Summary, TimeoutMS: timeout.Milliseconds()}
+	a.Caller.NamedThread = named
+	// The command runs where this server runs: Codex starts it in the
+	// thread's working directory, with the environment its config gives.
+	if a.Cwd, err = os.Getwd(); err != nil {
+		return "", nil, errs.Wrap(errs.EINTERNAL, err, "working directory")
+	}
+	if a.Path, err = resolve(in.Argv[0], a.Cwd); err != nil {
+		return "", nil, err
+	}
+	for _, kv := range os.Environ() {
+		if utf8.ValidString(kv) {
+			a.Env = append(a.Env, kv)
+		}
+	}
+	rep, err := t.d.TaskRun(ctx, a)
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("Task %s (job %s) is %s in the background: %s. When it exits, %s. Nothing more to do now: end your turn; do not wait or poll.",
+		rep.TaskID, rep.JobID, rep.State, strings.Join(rep.Argv, " "), rep.Delivery.Hint), rep, nil
+}
+
+// resolve finds the command as the agent's shell would: on PATH, or
+// relative to the working directory.
+func resolve(name, cwd string) (string, error) {
+	p := name
+	if !strings.Contains(name, "/") {
+		var err error
+		if p, err = exec.LookPath(name); err != nil {
+			return "", errs.New(errs.ENOENT, "%s: command not found on PATH", name)
+		}
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cwd, p)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", errs.New(errs.ENOENT, "%s is not an executable file", p)
+	}
+	return p, nil
+}
+
+func (t tools) status(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
+	var in jobIn
+	if _, err := decode(args, &in); err != nil {
+		return "", nil, err
+	}
+	if in.JobID == "" {
+		return "", nil, errs.New(errs.EINVAL, "job_id is required")
+	}
+	j, err := t.d.JobStatus(ctx, api.MCPJobArgs{Caller: c, JobID: in.JobID})
+	if err != nil {
+		return "", nil, err
+	}
+	return describe(j), j, nil
+}
+
+func describe(j query.JobView) string {
+	s := fmt.Sprintf("Job %s (%s: %s) is %s", j.JobID, j.TaskKind, j.TaskSummary, j.Status)
+	switch {
+	case j.Batch != nil && j.Batch.CloseReason != "":
+		s += fmt.Sprintf("; its result was %s", j.Batch.CloseReason)
+	case j.Batch != nil:
+		s += "; its result waits to be delivered into this thread"
+	}
+	if j.ResultSummary != "" {
+		s += ". Result: " + j.ResultSummary
+	}
+	if j.FailReason != "" {
+		s += ". Failed: " + j.FailReason
+	}
+	return s + "."
+}
+
+func (t tools) list(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
+	var in listIn
+	if _, err := decode(args, &in); err != nil {
+		return "", nil, err
+	}
+	if in.Limit < 0 {
+		return "", nil, errs.New(errs.EINVAL, "limit must not be negative")
+	}
+	p, err := t.d.JobList(ctx, api.MCPJobListArgs{Caller: c, Status: in.Status, Limit: in.Limit})
+	if err != nil {
+		return "", nil, err
+	}
+	if len(p.Jobs) == 0 {
+		return "This thread has no background jobs.", p, nil
+	}
+	lines := make([]string, len(p.Jobs))
+	for i, j := range p.Jobs {
+		lines[i] = describe(j)
+	}
+	return strings.Join(lines, "\n"), p, nil
+}
+
+func (t tools) cancel(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
+	var in cancelIn
+	if _, err := decode(args, &in); err != nil {
+		return "", nil, err
+	}
+	if in.JobID == "" {
+		return "", nil, errs.New(errs.EINVAL, "job_id is required")
+	}
+	rep, err := t.d.JobCancel(ctx, api.MCPJobArgs{Caller: c, JobID: in.JobID, Reason: in.Reason})
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("Job %s: %s (now %s).", rep.JobID, rep.Outcome, rep.Status), rep, nil
+}

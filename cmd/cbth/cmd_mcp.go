@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
+	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/adapters/mcpserver"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/engine/query"
+)
+
+// McpCmd groups cbth as an MCP server for the agent inside Codex
+// (spec/mcp.md).
+type McpCmd struct {
+	Serve     McpServeCmd     `cmd:"" help:"Serve the agent's cbth tools over MCP on stdio (Codex starts this itself)."`
+	Install   McpInstallCmd   `cmd:"" help:"Add cbth's MCP server, its tool approvals and the cbth skill to Codex's config."`
+	Uninstall McpUninstallCmd `cmd:"" help:"Remove what cbth mcp install added to Codex's config."`
+}
+
+// McpServeCmd is `cbth mcp serve`.
+type McpServeCmd struct{}
+
+// Run serves MCP on stdin and stdout until the client closes them.
+func (c *McpServeCmd) Run(env *Env) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// stdout is the protocol: everything else goes to stderr, which
+	// Codex keeps in its log.
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := mcpserver.New(mcpDaemon{env}, Version, log)
+	if err := s.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil && !isEOF(err) {
+		return errs.Wrap(errs.EHOSTDOWN, err, "mcp serve")
+	}
+	return nil
+}
+
+func isEOF(err error) bool {
+	return err == io.EOF || strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "closed")
+}
+
+// mcpDaemon reaches the daemon as every command does: a connection per
+// call, the daemon started when it is not running.
+type mcpDaemon struct{ env *Env }
+
+func (d mcpDaemon) JobSubmit(_ context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {
+	return call(d.env, api.MCPJobSubmit, a)
+}
+
+func (d mcpDaemon) TaskRun(_ context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {
+	return call(d.env, api.MCPTaskRun, a)
+}
+
+func (d mcpDaemon) JobStatus(_ context.Context, a api.MCPJobArgs) (query.JobView, error) {
+	return call(d.env, api.MCPJobStatus, a)
+}
+
+func (d mcpDaemon) JobList(_ context.Context, a api.MCPJobListArgs) (query.JobPage, error) {
+	return call(d.env, api.MCPJobList, a)
+}
+
+func (d mcpDaemon) JobCancel(_ context.Context, a api.MCPJobArgs) (api.TransitionReply, error) {
+	return call(d.env, api.MCPJobCancel, a)
+}
+
+// codexTarget is the Codex home and cbth entry that install, uninstall
+// and doctor work on.
+type codexTarget struct {
+	CodexHome string
+	Config    string
+	Entry     mcpconfig.Entry
+}
+
+// mcpTarget resolves the Codex home (--codex-home, else codex_home in
+// cbth's config, else $CODEX_HOME, else ~/.codex: the one cbth's shared
+// app-server runs with) and the entry for this home and executable.
+func mcpTarget(env *Env, codexHome, command string) (codexTarget, error) {
+	h, err := env.Home()
+	if err != nil {
+		return codexTarget{}, err
+	}
+	if codexHome == "" {
+		cfg, err := h.LoadConfig(env.Getenv)
+		if err != nil {
+			return codexTarget{}, err
+		}
+		if codexHome, err = cfg.CodexHomeDir(env.Getenv); err != nil {
+			return codexTarget{}, err
+		}
+	}
+	if codexHome, err = filepath.Abs(codexHome); err != nil {
+		return codexTarget{}, errs.Wrap(errs.EINVAL, err, "--codex-home")
+	}
+	if command == "" {
+		if command, err = os.Executable(); err != nil {
+			return codexTarget{}, errs.Wrap(errs.EINTERNAL, err, "this executable's path")
+		}
+	}
+	if command, err = filepath.Abs(command); err != nil {
+		return codexTarget{}, errs.Wrap(errs.EINVAL, err, "--command")
+	}
+	return codexTarget{CodexHome: codexHome, Config: filepath.Join(codexHome, "config.toml"),
+		Entry: mcpconfig.Entry{Command: command, Home: h.Root, Approve: mcpconfig.ApprovalTools}}, nil
+}
+
+// McpInstallCmd is `cbth mcp install`.
+type McpInstallCmd struct {
+	CodexHome string `name:"codex-home" placeholder:"DIR" help:"The Codex home to configure (default: codex_home in cbth's config, else $CODEX_HOME, else ~/.codex)."`
+	Command   string `name:"command" placeholder:"PATH" help:"The cbth executable Codex runs (default: this one)."`
+	NoSkill   bool   `name:"no-skill" help:"Do not write the cbth skill."`
+}
+
+type mcpInstallResult struct {
+	Config        string   `json:"config"`
+	ConfigChanged bool     `json:"config_changed"`
+	Skill         string   `json:"skill"`
+	SkillChanged  bool     `json:"skill_changed"`
+	Command       string   `json:"command"`
+	CBTHHome      string   `json:"cbth_home"`
+	Approved      []string `json:"approved_tools"`
+	Warnings      []string `json:"warnings"`
+}
+
+// Run writes the entry and the skill.
+func (c *McpInstallCmd) Run(env *Env) error {
+	t, err := mcpTarget(env, c.CodexHome, c.Command)
+	if err != nil {
+		return err
+	}
+	res := mcpInstallResult{Config: t.Config, Command: t.Entry.Command, CBTHHome: t.Entry.Home, Approved: t.Entry.Approve, Warnings: []string{}}
+	if tmp := os.TempDir(); strings.HasPrefix(t.Entry.Command, filepath.Join(tmp, "go-build")) || strings.Contains(t.Entry.Command, "/go-build") {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is a temporary build (go run): install a built cbth and run its mcp install, or pass --command", t.Entry.Command))
+	}
+	if res.ConfigChanged, err = mcpconfig.Install(t.Config, t.Entry); err != nil {
+		return err
+	}
+	if !c.NoSkill {
+		if res.Skill, res.SkillChanged, err = mcpconfig.WriteSkill(t.CodexHome); err != nil {
+			return err
+		}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(env.Stderr, "cbth: warning:", w)
+	}
+	return env.emit(res, func(w io.Writer) {
+		state := map[bool]string{true: "updated", false: "already up to date"}
+		fmt.Fprintf(w, "%s: [mcp_servers.cbth] %s (command %s, CBTH_HOME %s; approved: %s)\n",
+			res.Config, state[res.ConfigChanged], res.Command, res.CBTHHome, strings.Join(res.Approved, ", "))
+		if res.Skill != "" {
+			fmt.Fprintf(w, "%s: %s\n", res.Skill, state[res.SkillChanged])
+		}
+		fmt.Fprintln(w, "New Codex sessions get the tools in the mcp__cbth namespace. To let task_run run a command, allow it in", filepath.Join(t.Entry.Home, "config.toml")+":")
+		fmt.Fprintln(w, "  [mcp]\n  task_allow = [[\"make\", \"test\"]]")
+	})
+}
+
+// McpUninstallCmd is `cbth mcp uninstall`.
+type McpUninstallCmd struct {
+	CodexHome string `name:"codex-home" placeholder:"DIR" help:"The Codex home to clean (default: as for install)."`
+}
+
+type mcpUninstallResult struct {
+	Config       string `json:"config"`
+	Removed      bool   `json:"removed"`
+	SkillRemoved bool   `json:"skill_removed"`
+}
+
+// Run removes the entry and the skill.
+func (c *McpUninstallCmd) Run(env *Env) error {
+	t, err := mcpTarget(env, c.CodexHome, "")
+	if err != nil {
+		return err
+	}
+	res := mcpUninstallResult{Config: t.Config}
+	if res.Removed, err = mcpconfig.Uninstall(t.Config); err != nil {
+		return err
+	}
+	if res.SkillRemoved, err = mcpconfig.RemoveSkill(t.CodexHome); err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		if !res.Removed && !res.SkillRemoved {
+			fmt.Fprintf(w, "%s: no cbth entry to remove\n", t.Config)
+			return
+		}
+		fmt.Fprintf(w, "%s: cbth entry removed: %v; skill removed: %v\n", t.Config, res.Removed, res.SkillRemoved)
+	})
+}
