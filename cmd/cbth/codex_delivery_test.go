@@ -262,6 +262,59 @@ func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
 	}
 }
 
+// A result ready before the new thread's first turn: `cbth cli run
+// --new-thread`, nothing typed, a job of the thread completes. Codex has
+// no rollout of the thread yet, so its permissions cannot be read: the
+// batch waits with the gate reason awaiting_first_turn while the session
+// stays live (never stale), and goes once, right after the user's first
+// turn; the thread then goes on.
+func TestCLIDelivery_NewThreadWaitsForItsFirstTurn(t *testing.T) {
+	t.Parallel()
+	r := newDeliveryRig(t, "", "")
+	tm := r.startTerminal(r.project, "cli", "run", "--new-thread")
+	var thread string
+	waitFor(t, "the new thread's session", codextest.Guard, func() bool {
+		l := r.sessions()
+		if len(l) == 1 && l[0].State == "live" {
+			thread = l[0].Thread
+		}
+		return thread != ""
+	})
+	tm.waitText("Ask Codex", codextest.Guard)
+	r.complete(thread, "[mark:n1] done before the first turn")
+	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "awaiting_first_turn") })
+	var head struct {
+		Gate string `json:"delivery_gate"`
+	}
+	r.ok(&head, "batch", "inspect-head", "--source-thread-id", thread)
+	if in.Head != nil || r.model.Count("[mark:n1]") != 0 || !strings.Contains(head.Gate, "awaiting_first_turn") {
+		t.Fatalf("before the first turn: head %+v, inspect-head gate %q, the model saw the result %d times", in.Head, head.Gate, r.model.Count("[mark:n1]"))
+	}
+	if s := r.session(thread); s.State != "live" {
+		t.Fatalf("the session went %s before the first turn", s.State)
+	}
+
+	r.userTurn(tm, "[mark:first] the user's first turn", "[mark:first]")
+	in = r.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	if n := r.model.Count(in.Head.Marker); n != 1 || r.model.Count("[mark:n1]") != 1 || r.threadOfMarker(in.Head.Marker) != thread {
+		t.Fatalf("the model got the marker in %d requests (want 1), the summary %d times, in thread %s (want %s)",
+			n, r.model.Count("[mark:n1]"), r.threadOfMarker(in.Head.Marker), thread)
+	}
+	tm.waitText("ECHO:["+in.Head.Marker+"]", codextest.Guard)
+
+	// The thread goes on: the user types again, in the same thread.
+	r.userTurn(tm, "[mark:after] and on", "[mark:after]")
+	if r.threadOfMarker("[mark:after]") != thread || r.model.Count(in.Head.Marker) != 1 {
+		t.Fatalf("the user's next turn went to %s (want %s); the continuation was seen %d times", r.threadOfMarker("[mark:after]"), thread, r.model.Count(in.Head.Marker))
+	}
+	if s := r.session(thread); s.State != "live" || len(r.events("session.stale")) != 0 {
+		t.Fatalf("session %+v, stale events %d", s, len(r.events("session.stale")))
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("cbth cli run exited %d", code)
+	}
+}
+
 // The delivered turn is interrupted: parked for manual resolution, never
 // resent; the head attempt says why.
 func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {

@@ -272,6 +272,12 @@ type ThreadStatusChangedNote struct {
 	Status   ThreadStatus `json:"status"`
 }
 
+// ThreadClosedNote is the params of thread/closed (sent to every
+// connection when a thread is unloaded).
+type ThreadClosedNote struct {
+	ThreadID string `json:"threadId"`
+}
+
 // TurnNote is the params of turn/started and turn/completed (sent to the
 // connections subscribed to the thread).
 type TurnNote struct {

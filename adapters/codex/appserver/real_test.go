@@ -234,7 +234,8 @@ func TestRealResumeSubscribesSecondClient(t *testing.T) {
 
 // A thread has no rollout before its first turn, so another connection
 // cannot resume it: -32600, an answer (a proven refusal), distinct from
-// the other codes.
+// the other codes. Nor can it read the thread's permissions: thread/read
+// answers without them. It can start the thread's first turn, though.
 func TestRealResumeBeforeFirstTurnRefused(t *testing.T) {
 	r := codextest.StartRig(t)
 	a := r.Inst.Client()
@@ -242,16 +243,26 @@ func TestRealResumeBeforeFirstTurnRefused(t *testing.T) {
 	th := startThread(t, a, appserver.ThreadStartParams{Cwd: r.Cwd})
 	_, err := b.ThreadResume(ctxFor(t), appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true})
 	code, answered := appserver.RPCCode(err)
-	if !answered || code != appserver.CodeInvalidRequest {
-		t.Fatalf("resume of a brand-new thread: %v (code %d, answered %v), want -32600", err, code, answered)
+	if !answered || code != appserver.CodeInvalidRequest || !strings.Contains(err.Error(), "no rollout found") {
+		t.Fatalf("resume of a brand-new thread: %v (code %d, answered %v), want -32600 no rollout found", err, code, answered)
 	}
 	if errs.CodeOf(err) != errs.ESTATE {
 		t.Errorf("cbth code %s, want ESTATE", errs.CodeOf(err))
 	}
+	var read json.RawMessage
+	if err := b.Call(ctxFor(t), appserver.MethodThreadRead, appserver.ThreadReadParams{ThreadID: th.Thread.ID}, &read); err != nil {
+		t.Fatalf("thread/read of a brand-new thread: %v", err)
+	}
+	for _, k := range []string{"approvalPolicy", "sandbox", "activePermissionProfile"} {
+		if strings.Contains(string(read), `"`+k+`"`) {
+			t.Errorf("thread/read reports %s: %s", k, read)
+		}
+	}
 
-	// After the first turn starts, the same resume works.
+	// The other connection starts the first turn; after that the same
+	// resume works.
 	sub := a.Subscribe()
-	turn := startTurn(t, a, th.Thread.ID, "materialize")
+	turn := startTurn(t, b, th.Thread.ID, "materialize")
 	next(t, sub, turnNote(appserver.NoteTurnCompleted, th.Thread.ID, turn.ID))
 	if _, err := b.ThreadResume(ctxFor(t), appserver.ThreadResumeParams{ThreadID: th.Thread.ID, ExcludeTurns: true}); err != nil {
 		t.Fatalf("resume after the first turn: %v", err)

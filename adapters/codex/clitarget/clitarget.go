@@ -42,6 +42,7 @@ type Config struct {
 type Sessions interface {
 	Current() (instance string, probed bool)
 	ThreadStatus(thread string) string
+	AwaitingFirstTurn(thread string) bool
 	Refresh(ctx context.Context, sessionID string) (sessions.Refreshed, error)
 	Client(instance string) (*appserver.Client, error)
 	Alive(instance string) bool

@@ -3,6 +3,7 @@ package clitarget
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -51,6 +52,11 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	case s.AppServerInstance != inst:
 		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is at epoch %d of another app-server instance", s.ID, s.Epoch)}
 	}
+	if t.m.AwaitingFirstTurn(h.ThreadID) {
+		// The thread's first turn wakes the scheduler when it ends (the
+		// thread goes idle), so no retry time is needed.
+		return target.Gate{Reason: ReasonAwaitingFirstTurn}
+	}
 	if st := t.m.ThreadStatus(h.ThreadID); st == appserver.ThreadActive {
 		if t.cfg.Steer && readOnlyBatch(h.Policy) {
 			// Prepare classifies the running turn before anything is sent.
@@ -62,6 +68,15 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
 		ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
 }
+
+// ReasonAwaitingFirstTurn is the gate's reason while the thread of a
+// `cbth cli run --new-thread` has not begun its first turn. Codex writes
+// a thread's rollout when that turn starts; before it, the daemon could
+// start a turn on the thread but cannot read its permissions (no
+// thread/resume, and nothing else reports them), and a turn/start that
+// pinned them would rewrite what the user's own turns get. So the result
+// waits, the session stays live, and it goes once the first turn ended.
+const ReasonAwaitingFirstTurn = "cli: awaiting_first_turn: Codex has no rollout of this new thread before its first turn, so its permissions cannot be read; delivery goes once the user's first turn has ended"
 
 // readOnlyBatch reports whether a batch's policy lets it be steered into
 // a running turn: it only reads, and needs no approval, network or write.
@@ -110,6 +125,9 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ref, err := t.m.Refresh(rctx, g.Route.ManagedSessionID)
+	if errors.Is(err, sessions.ErrAwaitingFirstTurn) {
+		return target.Gate{Reason: ReasonAwaitingFirstTurn}
+	}
 	if err != nil {
 		return target.Gate{Reason: "cli: read the thread before turn/start: " + err.Error(), Retry: t.now().Add(retryIn)}
 	}

@@ -386,6 +386,10 @@ func (p *Pool) ThreadStatus(thread string) string {
 	return p.status[thread]
 }
 
+// AwaitingFirstTurn implements clitarget.Sessions; the host-plugin target
+// has its own gate and never asks.
+func (p *Pool) AwaitingFirstTurn(string) bool { return false }
+
 // Client implements clitarget.Sessions: the supervisor's connection to
 // instance while it runs, ESTALE once it ended.
 func (p *Pool) Client(instance string) (*appserver.Client, error) {

@@ -47,6 +47,33 @@ func (m *Manager) ThreadStatus(thread string) string {
 	return m.status[thread]
 }
 
+// AwaitingFirstTurn reports whether the running instance started thread
+// (thread/started) and has not seen it begin a turn: Codex has no rollout
+// of it yet, so no other connection can resume it or read its
+// permissions (ErrAwaitingFirstTurn).
+func (m *Manager) AwaitingFirstTurn(thread string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unborn[thread]
+}
+
+// awaitingFirstTurn is AwaitingFirstTurn of instance, false when it is no
+// longer the running one (a new instance has loaded nothing).
+func (m *Manager) awaitingFirstTurn(instance, thread string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cur != nil && m.cur.nonce == instance && m.unborn[thread]
+}
+
+// born forgets thread as awaiting its first turn: a resume of it was
+// answered, so it has a rollout (a thread forked from another one has
+// one before any turn).
+func (m *Manager) born(thread string) {
+	m.mu.Lock()
+	delete(m.unborn, thread)
+	m.mu.Unlock()
+}
+
 // NoteThreadStatus records a status read in an answer (thread/resume,
 // thread/read) of instance, when it is still the running one.
 func (m *Manager) NoteThreadStatus(instance, thread, status string) {

@@ -85,10 +85,12 @@ type Manager struct {
 	pending *foreground
 	fgs     map[*ipc.Conn]*foreground
 
-	// The delivery side (delivery.go): the CLI target's watcher, and the
-	// last status of each thread the running instance reported.
+	// The delivery side (delivery.go): the CLI target's watcher, the
+	// last status of each thread the running instance reported, and the
+	// threads it started that have not begun a turn yet (no rollout).
 	watcher Watcher
 	status  map[string]string
+	unborn  map[string]bool
 }
 
 // instance is an app-server instance as recorded.
@@ -123,7 +125,7 @@ func New(cfg Config, eng *engine.Engine) *Manager {
 		cfg.ClaimTimeout = 30 * time.Second
 	}
 	return &Manager{cfg: cfg, eng: eng, log: cfg.Log, changed: make(chan struct{}), stop: make(chan struct{}),
-		slot: make(chan struct{}, 1), fgs: map[*ipc.Conn]*foreground{}, status: map[string]string{}}
+		slot: make(chan struct{}, 1), fgs: map[*ipc.Conn]*foreground{}, status: map[string]string{}, unborn: map[string]bool{}}
 }
 
 var meta = engine.Meta{Actor: events.ActorAdapter, CorrelationID: "codex-cli"}
@@ -305,6 +307,7 @@ func (m *Manager) adopt(ctx context.Context, inst *supervisor.Instance) *instanc
 	m.mu.Lock()
 	m.cur = in
 	m.status = map[string]string{} // a new instance has loaded nothing
+	m.unborn = map[string]bool{}
 	close(m.changed)
 	m.changed = make(chan struct{})
 	m.mu.Unlock()
@@ -397,6 +400,11 @@ func (m *Manager) notice(inst *supervisor.Instance, msg appserver.Message) {
 			return
 		}
 		m.mu.Lock()
+		// Marked before the thread is bound, so that no delivery for its
+		// session can find it unmarked before its first turn.
+		if m.cur != nil && m.cur.inst == inst {
+			m.unborn[n.Thread.ID] = true
+		}
 		fg := m.pending
 		if fg != nil && fg.in.inst == inst {
 			m.pending = nil
@@ -408,12 +416,21 @@ func (m *Manager) notice(inst *supervisor.Instance, msg appserver.Message) {
 		if fg != nil && fg.mode == ModeNewThread {
 			m.bindNewThread(fg, n.Thread.ID)
 		}
+	case appserver.NoteThreadClosed:
+		var n appserver.ThreadClosedNote
+		if json.Unmarshal(msg.Params, &n) == nil {
+			m.mu.Lock()
+			delete(m.unborn, n.ThreadID) // unloaded: it is gone from this instance
+			m.mu.Unlock()
+		}
 	case appserver.NoteThreadStatusChanged:
 		var n appserver.ThreadStatusChangedNote
 		if json.Unmarshal(msg.Params, &n) != nil || n.Status.Type != appserver.ThreadActive {
 			return
 		}
 		m.mu.Lock()
+		// A turn started: Codex wrote the thread's rollout as it did.
+		delete(m.unborn, n.ThreadID)
 		var todo []*foreground
 		for _, fg := range m.fgs {
 			if fg.thread == n.ThreadID && fg.session != "" && !fg.read && !fg.detached {
@@ -507,6 +524,7 @@ func (m *Manager) read(ctx context.Context, in *instance, session, thread string
 	if err != nil {
 		return command.Observation{}, resumeError(thread, err)
 	}
+	m.born(thread)
 	res, err := m.exec(ctx, command.ObservePermissions{SessionID: session, Instance: in.nonce, Reading: ReadingOf(ts)})
 	if err != nil {
 		return command.Observation{}, err
@@ -514,12 +532,30 @@ func (m *Manager) read(ctx context.Context, in *instance, session, thread string
 	return res.Value.(command.Observation), nil
 }
 
+// The refusals of thread/resume that show Codex has no such thread: none
+// in its home (or one that never began a turn), or a loaded thread whose
+// rollout was deleted under it.
+var goneMessages = []string{"no rollout found", "thread not found", "missing source rollout"}
+
+// refusedWith reports whether err is Codex's answer carrying one of msgs.
+func refusedWith(err error, msgs ...string) bool {
+	var rpc *appserver.RPCError
+	if !errors.As(err, &rpc) {
+		return false
+	}
+	for _, s := range msgs {
+		if strings.Contains(rpc.Message, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // resumeError classes a failed thread/resume: a thread the app-server
 // cannot find is ENOENT; another refusal keeps its class; no answer stays
 // what it was (it proves nothing).
 func resumeError(thread string, err error) error {
-	var rpc *appserver.RPCError
-	if errors.As(err, &rpc) && (strings.Contains(rpc.Message, "no rollout found") || strings.Contains(rpc.Message, "thread not found")) {
+	if refusedWith(err, goneMessages...) {
 		return errs.Wrap(errs.ENOENT, err, "codex has no thread %s in its home (or it never had a turn)", thread)
 	}
 	return errs.Wrap(errs.CodeOf(err), err, "resume thread %s", thread)
@@ -527,19 +563,23 @@ func resumeError(thread string, err error) error {
 
 // unreachable says why a refused thread/resume shows the thread cannot be
 // reached through the shared app-server ("" when it does not): Codex has
-// no such thread, or another process holds it.
+// no such thread, or another process holds it. The caller has ruled out
+// a thread of this instance that has not begun its first turn, which has
+// no rollout yet and is refused the same way.
 func unreachable(err error) string {
 	var rpc *appserver.RPCError
-	if !errors.As(err, &rpc) {
-		return ""
-	}
-	for _, s := range []string{"no rollout found", "thread not found", "active writer"} {
-		if strings.Contains(rpc.Message, s) {
-			return "thread/resume refused: " + rpc.Message
-		}
+	if errors.As(err, &rpc) && (refusedWith(err, goneMessages...) || refusedWith(err, "active writer")) {
+		return "thread/resume refused: " + rpc.Message
 	}
 	return ""
 }
+
+// ErrAwaitingFirstTurn is the class of Refresh's answer for a thread the
+// running instance started that has not begun a turn: Codex writes a
+// thread's rollout when its first turn starts, and until then no other
+// connection can resume it or read its permissions. Nothing is wrong
+// with the thread; delivery waits for that turn.
+var ErrAwaitingFirstTurn = errors.New("the thread has not begun its first turn")
 
 // Refreshed is a fresh reading of a session's thread.
 type Refreshed struct {
@@ -578,6 +618,11 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 	if s.AppServerInstance != in.nonce {
 		return Refreshed{}, errs.New(errs.ESTALE, "session %s is at epoch %d on instance %s, not the running %s", s.ID, s.Epoch, s.AppServerInstance, in.nonce)
 	}
+	if m.awaitingFirstTurn(in.nonce, s.BoundThreadID) {
+		// Checked before asking: a resume would be refused "no rollout
+		// found", which for any other thread proves it gone.
+		return Refreshed{}, errs.Wrap(errs.EAGAIN, ErrAwaitingFirstTurn, "thread %s has no rollout until its first turn", s.BoundThreadID)
+	}
 	ts, err := in.inst.Client().ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: s.BoundThreadID, ExcludeTurns: true})
 	if err != nil {
 		if why := unreachable(err); why != "" {
@@ -589,6 +634,7 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 		}
 		return Refreshed{}, resumeError(s.BoundThreadID, err)
 	}
+	m.born(s.BoundThreadID)
 	m.NoteThreadStatus(in.nonce, s.BoundThreadID, ts.Thread.Status.Type)
 	res, err := m.exec(ctx, command.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)})
 	if err != nil {
@@ -690,6 +736,7 @@ func (m *Manager) attachBound(ctx context.Context, in *instance, fg *foreground,
 	if err != nil {
 		return ts, "", resumeError(thread, err)
 	}
+	m.born(thread)
 	r := ReadingOf(ts)
 	res, err := m.exec(ctx, command.AttachSession{Mode: command.ModeBindThread, ThreadID: thread, Profile: fg.profile, Instance: in.nonce, Reading: &r})
 	if err != nil {

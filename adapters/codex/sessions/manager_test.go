@@ -3,8 +3,12 @@ package sessions_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,7 +21,9 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -31,6 +37,7 @@ type managerRig struct {
 	m     *sessions.Manager
 	model *fakeprovider.Server
 	cwd   string
+	home  string // CODEX_HOME
 }
 
 func newManagerRig(t *testing.T) *managerRig {
@@ -43,7 +50,7 @@ func newManagerRig(t *testing.T) *managerRig {
 	m := sessions.New(sessions.Config{Codex: codextest.Binary(t), CodexHome: codexHome, RunDir: filepath.Join(dir, "run"),
 		TempDir: dir, LogPath: filepath.Join(dir, "app-server.log"), Env: codextest.Env(t, codexHome), Version: "0.0.0-test",
 		Clock: engine.SystemClock{}, StartTimeout: codextest.Guard}, eng)
-	r := &managerRig{t: t, eng: eng, m: m, model: model, cwd: dir}
+	r := &managerRig{t: t, eng: eng, m: m, model: model, cwd: dir, home: codexHome}
 	t.Cleanup(func() {
 		_, pid, err := m.Instance(context.Background())
 		if err := m.Stop(context.Background()); err != nil {
@@ -219,5 +226,135 @@ func TestManager_SessionsOnTheRealAppServer(t *testing.T) {
 	}
 	if _, err := r.m.Detach(ctx, fg2); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// newThreadSession attaches a new-thread foreground and starts its thread
+// from the user's client, as the TUI does at launch: the session is bound
+// and live, the thread has no turn.
+func (r *managerRig) newThreadSession(user *appserver.Client) (fg *ipc.Conn, session string, th appserver.ThreadSession) {
+	r.t.Helper()
+	ctx := codextest.Context(r.t)
+	fg = &ipc.Conn{}
+	if _, err := r.m.Attach(ctx, fg, api.CLIAttachArgs{Mode: sessions.ModeNewThread, Cwd: r.cwd}); err != nil {
+		r.t.Fatal(err)
+	}
+	th, err := user.ThreadStart(ctx, appserver.ThreadStartParams{Cwd: r.cwd})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	waitUntil(r.t, "the new thread's session", func() bool {
+		_ = r.eng.Read(func(v engine.Snapshot) error {
+			if s, _ := command.SessionOf(v, th.Thread.ID); s != nil {
+				session = s.ID
+			}
+			return nil
+		})
+		return session != ""
+	})
+	return fg, session, th
+}
+
+// Before its first turn a new thread has no rollout: Refresh answers
+// ErrAwaitingFirstTurn (EAGAIN) without asking Codex, and the session
+// stays live. Once a turn began, the thread is read as any other. A
+// rollout deleted under the loaded thread is then proof the thread is
+// gone: the session goes stale.
+func TestManager_NewThreadAwaitsItsFirstTurn(t *testing.T) {
+	r := newManagerRig(t)
+	ctx := codextest.Context(t)
+	user := r.user()
+	fg, id, th := r.newThreadSession(user)
+
+	if !r.m.AwaitingFirstTurn(th.Thread.ID) {
+		t.Fatal("a thread without a turn is not awaiting its first turn")
+	}
+	_, err := r.m.Refresh(ctx, id)
+	if !errors.Is(err, sessions.ErrAwaitingFirstTurn) || errs.CodeOf(err) != errs.EAGAIN {
+		t.Fatalf("refresh before the first turn: %v (%s)", err, errs.CodeOf(err))
+	}
+	if s := r.session(id); s.Status != "live" || r.count("session.stale") != 0 {
+		t.Fatalf("before the first turn the session is %s (%d stale events)", s.Status, r.count("session.stale"))
+	}
+
+	r.turn(user, th.Thread.ID, "first turn", nil)
+	// The daemon's connection hears the thread turn active on its own.
+	waitUntil(t, "the first turn to be seen", func() bool { return !r.m.AwaitingFirstTurn(th.Thread.ID) })
+	if ref, err := r.m.Refresh(ctx, id); err != nil || ref.SessionID != id {
+		t.Fatalf("refresh after the first turn: %+v %v", ref, err)
+	}
+
+	if err := os.Remove(*th.Thread.Path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.m.Refresh(ctx, id)
+	if errs.CodeOf(err) != errs.ENOENT || errors.Is(err, sessions.ErrAwaitingFirstTurn) {
+		t.Fatalf("refresh of a thread whose rollout was deleted: %v (%s)", err, errs.CodeOf(err))
+	}
+	if s := r.session(id); s.Status != "stale" || r.count("session.stale") != 1 {
+		t.Fatalf("after its rollout was deleted the session is %s", s.Status)
+	}
+	if _, err := r.m.Detach(ctx, fg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A thread Codex cannot give the shared app-server is stale, on the same
+// refusals as before: a new thread whose instance died before its first
+// turn ("no rollout found" on the next instance, which did not start it),
+// and a thread another app-server process holds ("active writer").
+func TestManager_UnreachableThreadsGoStale(t *testing.T) {
+	r := newManagerRig(t)
+	ctx := codextest.Context(t)
+	user := r.user()
+	fgNew, unborn, _ := r.newThreadSession(user)
+	held := codextest.ThreadWithTurn(t, user, r.cwd)
+	fgHeld := &ipc.Conn{}
+	rep, err := r.m.Attach(ctx, fgHeld, api.CLIAttachArgs{Mode: sessions.ModeBindThread, BoundThreadID: held, Cwd: r.cwd})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The shared app-server dies; the supervisor starts another.
+	nonce, pid, _ := r.m.Instance(ctx)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the next instance", func() bool {
+		n, _, err := r.m.Instance(ctx)
+		return err == nil && n != nonce && r.session(unborn).AppServerInstance == n
+	})
+	// Another app-server process on the same Codex home takes the thread.
+	cfg, _ := codextest.SupervisorConfig(t, r.model)
+	cfg.CodexHome, cfg.Env = r.home, codextest.Env(t, r.home)
+	other, err := supervisor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := other.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		other.Stop(context.Background())
+		codextest.GroupGone(t, inst.Identity.PID)
+	})
+	if _, err := inst.Client().ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: held, ExcludeTurns: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct{ session, refusal string }{{unborn, "no rollout found"}, {rep.Session.ManagedSessionID, "active writer"}} {
+		_, err := r.m.Refresh(ctx, c.session)
+		if err == nil || errors.Is(err, sessions.ErrAwaitingFirstTurn) || !strings.Contains(err.Error(), c.refusal) {
+			t.Fatalf("refresh, want %q: %v", c.refusal, err)
+		}
+		if s := r.session(c.session); s.Status != "stale" || !strings.Contains(s.StaleReason, c.refusal) {
+			t.Fatalf("session %s after %q: %+v", c.session, c.refusal, s)
+		}
+	}
+	for _, fg := range []*ipc.Conn{fgNew, fgHeld} {
+		if _, err := r.m.Detach(ctx, fg); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
