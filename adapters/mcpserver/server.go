@@ -217,11 +217,18 @@ func (t tools) handler(h func(context.Context, caller, json.RawMessage) (string,
 		if err != nil {
 			return failure(err), nil
 		}
+		// Codex 0.169 gives the model the structured content alone when
+		// there is one, so the sentence for the model is in it too.
 		raw, err := json.Marshal(out)
+		var data map[string]any
+		if err == nil {
+			err = json.Unmarshal(raw, &data)
+		}
 		if err != nil {
 			return failure(errs.Wrap(errs.EINTERNAL, err, "encode the answer")), nil
 		}
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: json.RawMessage(raw)}, nil
+		data["message"] = text
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: data}, nil
 	}
 }
 

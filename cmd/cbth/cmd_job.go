@@ -27,8 +27,8 @@ type JobCmd struct {
 
 // JobSubmitCmd is `cbth job submit`.
 type JobSubmitCmd struct {
-	Target    string `help:"Where the result is delivered: cli, desktop or debug." required:"" placeholder:"cli|desktop|debug"`
-	ThreadID  string `help:"The conversation thread the result goes back to." required:"" name:"thread-id"`
+	Target    string `help:"Where the result is delivered: cli, desktop, ctx or debug (default: desktop for a thread bound to a Desktop heartbeat, else cli)." placeholder:"cli|desktop|ctx|debug"`
+	ThreadID  string `help:"The conversation thread the result goes back to (default: $CODEX_THREAD_ID, the Codex thread whose shell runs this)." name:"thread-id"`
 	TaskKind  string `help:"What kind of task this is (free-form, e.g. ci, review)." required:"" name:"task-kind"`
 	Summary   string `help:"One line that says what the job is." required:""`
 	DedupeKey string `help:"Submitting the same key again returns the original job." name:"dedupe-key"`
@@ -76,8 +76,11 @@ func (c policyFlags) read() (p command.PolicyFlags, metadata json.RawMessage, er
 
 // Run submits the job.
 func (c *JobSubmitCmd) Run(env *Env) error {
-	a := api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary, DedupeKey: c.DedupeKey}
-	var err error
+	thread, err := env.threadID(c.ThreadID)
+	if err != nil {
+		return err
+	}
+	a := api.SubmitArgs{TargetKind: c.Target, SourceThreadID: thread, TaskKind: c.TaskKind, TaskSummary: c.Summary, DedupeKey: c.DedupeKey}
 	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {
 		return err
 	}

@@ -31,8 +31,8 @@ type TaskCmd struct {
 
 // TaskRunCmd is `cbth task run`.
 type TaskRunCmd struct {
-	Target   string        `help:"Where the result is delivered: cli, desktop or debug." required:"" placeholder:"cli|desktop|debug"`
-	ThreadID string        `help:"The conversation thread the result goes back to." required:"" name:"thread-id"`
+	Target   string        `help:"Where the result is delivered: cli, desktop, ctx or debug (default: desktop for a thread bound to a Desktop heartbeat, else cli)." placeholder:"cli|desktop|ctx|debug"`
+	ThreadID string        `help:"The conversation thread the result goes back to (default: $CODEX_THREAD_ID, the Codex thread whose shell runs this)." name:"thread-id"`
 	TaskKind string        `help:"What kind of task this is (free-form)." name:"task-kind" default:"task"`
 	Summary  string        `help:"One line that says what the job is (default: the command line)."`
 	Timeout  time.Duration `help:"Stop the command after this long (TERM, then KILL after kill_grace); 0 for none." default:"0s"`
@@ -46,15 +46,18 @@ func (c *TaskRunCmd) Run(env *Env) error {
 	if len(c.Command) > 0 && c.Command[0] == "--" {
 		c.Command = c.Command[1:] // kong passes the -- that ended the flags through
 	}
-	a := api.TaskRunArgs{SubmitArgs: api.SubmitArgs{TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary},
-		Argv: c.Command, Env: taskEnv(env), TimeoutMS: c.Timeout.Milliseconds()}
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return errs.New(errs.EINVAL, "no command to run: give it after --")
 	}
+	thread, err := env.threadID(c.ThreadID)
+	if err != nil {
+		return err
+	}
+	a := api.TaskRunArgs{SubmitArgs: api.SubmitArgs{TargetKind: c.Target, SourceThreadID: thread, TaskKind: c.TaskKind, TaskSummary: c.Summary},
+		Argv: c.Command, Env: taskEnv(env), TimeoutMS: c.Timeout.Milliseconds()}
 	if c.Timeout < 0 {
 		return errs.New(errs.EINVAL, "--timeout must not be negative")
 	}
-	var err error
 	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {
 		return err
 	}

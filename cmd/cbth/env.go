@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,17 +52,59 @@ func (e *Env) Client() (*ipc.Client, error) {
 	}
 	timeout := e.startTimeout()
 	var start func() error
-	if e.Getenv("CBTH_NO_AUTOSTART") != "1" {
+	inCodex := e.Getenv("CODEX_THREAD_ID") != ""
+	if e.Getenv("CBTH_NO_AUTOSTART") != "1" && !inCodex {
 		start = func() error { return e.spawnDaemon(h, timeout) }
+	}
+	if e.Getenv("CODEX_SANDBOX_NETWORK_DISABLED") == "1" {
+		// Codex's sandbox refuses every connect() without network, the
+		// daemon's unix socket included, and a daemon started from in
+		// here could not write its home: say so at once.
+		if c, err := ipc.Dial(h.Socket(), Version); err == nil {
+			return c, nil
+		}
+		return nil, sandboxError()
 	}
 	c, err := ipc.Connect(context.Background(), h.Socket(), Version, start, timeout)
 	if err != nil {
+		if errors.Is(err, syscall.EPERM) {
+			return nil, sandboxError()
+		}
+		if inCodex && ipc.Absent(err) {
+			// Codex ends what a tool call started when the call ends (its
+			// sandbox is a process namespace of its own), so a daemon
+			// started from here would take the jobs down with it.
+			return nil, errs.Wrap(errs.EHOSTDOWN, err, "no cbth daemon runs, and this command runs in an agent's shell inside Codex (CODEX_THREAD_ID is set), where a daemon it started would end with the command: "+
+				"start it outside Codex (any cbth command in your own terminal does, e.g. cbth daemon status), or use cbth's MCP tools (mcp__cbth), whose server Codex runs outside the sandbox and which start the daemon themselves")
+		}
 		if errs.CodeOf(err) == errs.EHOSTDOWN && h.DaemonRunning() {
 			return nil, errs.Wrap(errs.EHOSTDOWN, err, "a daemon holds the lock of %s but does not answer on %s (`cbth daemon stop` stops it)", h.Root, h.Socket())
 		}
 		return nil, err
 	}
 	return c, nil
+}
+
+// sandboxError is why a command in an agent's shell inside Codex's
+// sandbox cannot reach the daemon, and the ways through.
+func sandboxError() error {
+	return errs.New(errs.ESANDBOX, "cbth cannot reach its daemon from inside Codex's sandbox: this shell has no network access, and the sandbox refuses every socket connection, the daemon's local socket included. "+
+		"Two ways through: use cbth's MCP tools (mcp__cbth: task_run, job_submit), which Codex runs outside the sandbox (cbth mcp install adds them to Codex), "+
+		"or give the workspace network access ([sandbox_workspace_write] network_access = true in Codex's config.toml)")
+}
+
+// threadID is the thread a command is for: --thread-id, else the Codex
+// thread whose shell runs it (Codex exports CODEX_THREAD_ID to every
+// shell tool call), said on stderr so a script sees which was taken.
+func (e *Env) threadID(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if t := e.Getenv("CODEX_THREAD_ID"); t != "" {
+		fmt.Fprintf(e.Stderr, "cbth: thread %s (from CODEX_THREAD_ID)\n", t)
+		return t, nil
+	}
+	return "", errs.New(errs.EINVAL, "no thread: give --thread-id (in a Codex thread's shell, CODEX_THREAD_ID gives it)")
 }
 
 // startTimeout bounds the wait for a starting daemon: CBTH_START_TIMEOUT,

@@ -81,18 +81,7 @@ func (a toolAnswer) code() string {
 // exported is every event of h's log, as `events export` prints them.
 func (h *homeDir) exported() []logged {
 	h.t.Helper()
-	all := h.events("*")
-	return all
-}
-
-func (h *homeDir) writeConfig(text string) {
-	h.t.Helper()
-	if err := os.MkdirAll(h.root, 0o700); err != nil {
-		h.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(text), 0o600); err != nil {
-		h.t.Fatal(err)
-	}
+	return h.events("*")
 }
 
 // The tools Codex lists: their names, which are read-only, and closed
@@ -143,7 +132,7 @@ func TestMCPServe_ToolList(t *testing.T) {
 func TestMCPServe_JobsForTheCallingThread(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	h.writeConfig("[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	h.config("[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
 	work := t.TempDir()
 	s := h.mcpSession(work)
 	const thread = "01a2aaaa-0000-7000-8000-000000000001"
@@ -252,7 +241,7 @@ func TestMCPServe_BadInputChangesNothing(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
 	marker := filepath.Join(t.TempDir(), "ran")
-	h.writeConfig("[mcp]\ntask_allow = [[\"touch\", \"" + marker + "\"], [\"make\", \"test\"]]\n")
+	h.config("[mcp]\ntask_allow = [[\"touch\", \"" + marker + "\"], [\"make\", \"test\"]]\n")
 	s := h.mcpSession(t.TempDir())
 	const thread = "01a2cccc-0000-7000-8000-000000000003"
 	meta := codexMeta(thread)
@@ -333,4 +322,45 @@ func clipText(s string) string {
 		return s[:300] + "..."
 	}
 	return s
+}
+
+// In an agent's shell inside Codex (CODEX_THREAD_ID set) the CLI takes
+// the thread from it, and never starts a daemon there: one started from a
+// tool call would end with the call. With none running, the error says
+// so and what to do; nothing is started.
+func TestCLIInsideCodexShell(t *testing.T) {
+	t.Parallel()
+	const thread = "01a2eeee-0000-7000-8000-000000000005"
+	h := newHome(t, "CODEX_THREAD_ID="+thread)
+	r := h.run("job", "submit", "--task-kind", "ci", "--summary", "x", "--json")
+	if r.code != 69 || !strings.Contains(r.stdout, `"EHOSTDOWN"`) || !strings.Contains(r.stdout, "MCP tools") || strings.Contains(r.stdout, "daemon stop") {
+		t.Fatalf("with no daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if h.pid() != 0 {
+		t.Fatal("a daemon was started from inside Codex")
+	}
+	start := newHome(t) // the same home, outside Codex
+	start.root, start.env = h.root, []string{"CBTH_HOME=" + h.root, "HOME=" + t.TempDir()}
+	start.ok(nil, "daemon", "status")
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	r = h.run("job", "submit", "--task-kind", "ci", "--summary", "x", "--json")
+	if r.code != 0 || !strings.Contains(r.stderr, "thread "+thread+" (from CODEX_THREAD_ID)") {
+		t.Fatalf("submit in a Codex shell: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	_ = json.Unmarshal([]byte(r.stdout), &sub)
+	var j struct {
+		Thread string `json:"source_thread_id"`
+		Target string `json:"target_kind"`
+	}
+	h.ok(&j, "job", "query", sub.JobID)
+	if j.Thread != thread || j.Target != "cli" {
+		t.Fatalf("the job %+v, want thread %s and target cli", j, thread)
+	}
+	// Outside Codex and with no flag, there is no thread to take.
+	r = start.run("job", "submit", "--task-kind", "ci", "--summary", "x", "--json")
+	if r.code != 2 || !strings.Contains(r.stdout, "CODEX_THREAD_ID") {
+		t.Fatalf("submit with no thread: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }

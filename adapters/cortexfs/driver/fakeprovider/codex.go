@@ -24,6 +24,13 @@ import (
 //	              on-request; once the output comes back, "TOOL OUTPUT: <out>"
 //	MarkRun cmd   the same call without asking for escalation: under a
 //	              sandbox that allows it (danger-full-access) it just runs
+//	MarkMCP ns/tool {args}
+//	              a call of an MCP tool as Codex names it (namespace
+//	              mcp__SERVER, the tool's own name); once the output comes
+//	              back, "TOOL OUTPUT: <out>"
+//
+// A prompt with no marker can be scripted too (Script): a user's plain
+// words, answered by a tool search and a tool call, as a real model would.
 //
 // Codex's title-generation calls get a short title whatever they contain.
 // Every request is logged (Requests, Count).
@@ -36,7 +43,43 @@ const (
 	MarkFail = "[fake:fail]"
 	MarkTool = "[fake:tool]"
 	MarkRun  = "[fake:run]"
+	MarkMCP  = "[fake:mcp]"
 )
+
+// Step is one model action of a script: a tool_search (Query set) or a
+// call of an MCP tool (Namespace, Name, Args).
+type Step struct {
+	Query     string
+	Namespace string
+	Name      string
+	Args      string
+}
+
+// script answers the turns whose prompt contains match.
+type script struct {
+	match string
+	steps []Step
+}
+
+// Script makes every turn whose prompt contains match take steps, one per
+// model call (the first call of the turn takes the first step; the call
+// after its output, the next), then answer "TOOL OUTPUT: <last output>".
+func (s *Server) Script(match string, steps ...Step) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scripts = append(s.scripts, script{match, steps})
+}
+
+func (s *Server) scripted(user string) []Step {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sc := range s.scripts {
+		if strings.Contains(user, sc.match) {
+			return sc.steps
+		}
+	}
+	return nil
+}
 
 // SlowDeltas and SlowStep shape a MarkSlow reply: about a second in all.
 const (
@@ -61,8 +104,11 @@ type Request struct {
 	// ToolOutput is set when a tool result follows that message: the call
 	// continues a turn after a tool ran rather than starting one.
 	ToolOutput bool
-	Title      bool // a title-generation call
-	Body       []byte
+	// Outputs counts the tool results (function calls and tool searches)
+	// after that message.
+	Outputs int
+	Title   bool // a title-generation call
+	Body    []byte
 }
 
 // Requests returns the model calls the Codex kind has received so far.
@@ -102,6 +148,7 @@ type codexBody struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 		Output  json.RawMessage `json:"output"`
+		Tools   json.RawMessage `json:"tools"`
 	} `json:"input"`
 }
 
@@ -121,13 +168,18 @@ func readCodexRequest(path string, h http.Header, body []byte) (Request, string)
 	for _, it := range b.Input {
 		switch {
 		case it.Type == "message" && it.Role == "user":
-			req.UserText, req.ToolOutput, toolOut = text(it.Content), false, ""
+			req.UserText, req.ToolOutput, req.Outputs, toolOut = text(it.Content), false, 0, ""
 			title = title || strings.Contains(req.UserText, titlePrompt)
 		case it.Type == "function_call_output":
 			req.ToolOutput = true
+			req.Outputs++
 			if err := json.Unmarshal(it.Output, &toolOut); err != nil {
 				toolOut = string(it.Output)
 			}
+		case it.Type == "tool_search_output":
+			req.ToolOutput = true
+			req.Outputs++
+			toolOut = string(it.Tools)
 		}
 	}
 	req.Title = title
@@ -194,6 +246,14 @@ func (s *Server) handleCodex(w http.ResponseWriter, r *http.Request, body []byte
 		failed["error"] = map[string]any{"code": "server_error", "message": "fake model failure (" + MarkFail + ")"}
 		e.send("response.failed", map[string]any{"response": failed})
 		return
+	case !req.Title && s.scripted(user) != nil && req.Outputs < len(s.scripted(user)):
+		sendStep(e, id, s.scripted(user)[req.Outputs])
+	case strings.Contains(user, MarkMCP) && !req.ToolOutput:
+		call := strings.TrimSpace(user[strings.Index(user, MarkMCP)+len(MarkMCP):])
+		call, _, _ = strings.Cut(call, "\n")
+		name, args, _ := strings.Cut(call, " ")
+		ns, name, _ := strings.Cut(name, "/")
+		sendStep(e, id, Step{Namespace: ns, Name: name, Args: strings.TrimSpace(args)})
 	case (strings.Contains(user, MarkTool) || strings.Contains(user, MarkRun)) && !req.ToolOutput:
 		mark := MarkTool
 		if !strings.Contains(user, MarkTool) {
@@ -228,6 +288,25 @@ func (s *Server) handleCodex(w http.ResponseWriter, r *http.Request, body []byte
 		"output_tokens": 5, "output_tokens_details": map[string]any{"reasoning_tokens": 0},
 		"total_tokens": 15,
 	})})
+}
+
+// sendStep streams one scripted action as the output item Codex
+// executes: a client-side tool_search, or a namespaced function call.
+func sendStep(e *sseWriter, id string, st Step) {
+	var item map[string]any
+	if st.Query != "" {
+		item = map[string]any{"type": "tool_search_call", "id": "ts_" + id, "call_id": "call_" + id, "status": "completed",
+			"execution": "client", "arguments": map[string]any{"query": st.Query}}
+	} else {
+		args := st.Args
+		if args == "" {
+			args = "{}"
+		}
+		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": st.Name,
+			"namespace": st.Namespace, "arguments": args, "status": "completed"}
+	}
+	e.send("response.output_item.added", map[string]any{"output_index": 0, "item": item})
+	e.send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
 }
 
 // codexMessage streams one assistant message item in the order the real API

@@ -50,6 +50,7 @@ type Server struct {
 	mu       sync.Mutex
 	bodies   []string
 	requests []Request     // the Codex kind's log
+	scripts  []script      // the Codex kind's scripted prompts
 	hang     chan struct{} // closed by Release
 }
 
