@@ -516,7 +516,9 @@ func (s *Supervisor) connect(ctx context.Context, inst *Instance) (*appserver.Cl
 		if errs.CodeOf(err) == errs.EACCES {
 			return nil, appserver.InitializeResult{}, 0, err
 		}
-		last = err
+		if ctx.Err() == nil { // a dial cut short by the deadline says less than the one before it
+			last = err
+		}
 		select {
 		case <-ctx.Done():
 			return nil, appserver.InitializeResult{}, 0, errs.Wrap(errs.ETIMEDOUT, ctx.Err(), "codex app-server did not serve %s within %v%s", inst.Socket, s.cfg.StartTimeout, lastErr(last))

@@ -406,7 +406,7 @@ func TestUnrelatedServerRefused(t *testing.T) {
 	sup, err := supervisor.New(supervisor.Config{
 		Codex: script, CodexHome: dir, Dir: filepath.Join(dir, "run"),
 		ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
-		StartTimeout: 500 * time.Millisecond,
+		StartTimeout: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
