@@ -109,6 +109,19 @@ func WrapperForks(t testing.TB) bool {
 	return strings.TrimSpace(string(out)) != "function"
 }
 
+// ShellWrapper writes a shell script that runs real as its child (no
+// exec), as a wrapper on a user's PATH may, and returns its path: an
+// app-server started through it is served by another pid than the one
+// started, a member of its process group.
+func ShellWrapper(t testing.TB, real string) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "codex")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n\""+real+"\" \"$@\"\nexit $?\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
 func binaryIn(t testing.TB, dir string) string {
 	t.Helper()
 	pkg, triple, ok := platform()

@@ -324,18 +324,6 @@ func TestConfigChecked(t *testing.T) {
 	}
 }
 
-// forkingWrapper writes a shell script that runs real as its child (no
-// exec), as a wrapper on a user's PATH may: the socket is then served by
-// another pid than the one the supervisor started.
-func forkingWrapper(t *testing.T, real string) string {
-	t.Helper()
-	script := filepath.Join(t.TempDir(), "codex")
-	if err := os.WriteFile(script, []byte("#!/bin/sh\n\""+real+"\" \"$@\"\nexit $?\n"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	return script
-}
-
 // A codex that serves through a child of the process started is that
 // instance: it starts, serves initialized connections (the start's and
 // Dial's), and stops with nothing of its group left.
@@ -343,7 +331,7 @@ func TestWrapperServingThroughAChild(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
 	defer model.Close()
 	cfg, logPath := codextest.SupervisorConfig(t, model)
-	cfg.Codex = forkingWrapper(t, cfg.Codex)
+	cfg.Codex = codextest.ShellWrapper(t, cfg.Codex)
 	sup, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +408,7 @@ func TestUnrelatedServerRefused(t *testing.T) {
 	// socket is then made to lead to the stranger.
 	home := filepath.Join(dir, "home2")
 	sup, err = supervisor.New(supervisor.Config{
-		Codex: forkingWrapper(t, fake), CodexHome: home, Dir: filepath.Join(home, "run"),
+		Codex: codextest.ShellWrapper(t, fake), CodexHome: home, Dir: filepath.Join(home, "run"),
 		ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
 	})
 	if err != nil {
