@@ -46,6 +46,19 @@ func newCodexRig(t *testing.T, config string) *codexRig {
 // test.
 func (h *homeDir) codexConfig(binary, codexHome, extra string) {
 	h.t.Helper()
+	h.writeCodexConfig(binary, codexHome, extra)
+	h.t.Cleanup(func() {
+		h.run("daemon", "stop")
+		for _, e := range h.events("appserver.started") {
+			codextest.GroupGone(h.t, int(e.Payload["pid"].(float64)))
+		}
+	})
+}
+
+// writeCodexConfig writes the home's config.toml as codexConfig does,
+// and nothing else.
+func (h *homeDir) writeCodexConfig(binary, codexHome, extra string) {
+	h.t.Helper()
 	if err := os.MkdirAll(h.root, 0o700); err != nil {
 		h.t.Fatal(err)
 	}
@@ -53,12 +66,6 @@ func (h *homeDir) codexConfig(binary, codexHome, extra string) {
 	if err := os.WriteFile(filepath.Join(h.root, "config.toml"), []byte(cfg), 0o600); err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(func() {
-		h.run("daemon", "stop")
-		for _, e := range h.events("appserver.started") {
-			codextest.GroupGone(h.t, int(e.Payload["pid"].(float64)))
-		}
-	})
 }
 
 // logged is one event of the home's log, as `events export` prints it.
@@ -358,12 +365,21 @@ func TestCLIRun_KilledForegroundDetaches(t *testing.T) {
 // by the pid the kernel reports on the home's socket, which the log
 // recorded), starts its own, and every session moves to the next epoch.
 func TestCLIRun_OrphanedAppServerTakenOver(t *testing.T) {
-	h := fakeCodexHome(t)
+	orphanTakenOver(t, fakeCodexHome(t), false)
+}
+
+// orphanTakenOver is TestCLIRun_OrphanedAppServerTakenOver on h; with
+// throughChild, h's codex serves the app-server through a child.
+func orphanTakenOver(t *testing.T, h *homeDir, throughChild bool) {
+	t.Helper()
 	const thread = "01a20a52-0ef8-7891-a797-cb8f3bedceb8"
 	if r := h.run("cli", "run", "--bind-thread-id", thread); r.code != 0 {
 		t.Fatalf("cli run: exit %d %s", r.code, r.stderr)
 	}
 	orphan := int(h.events("appserver.started")[0].Payload["pid"].(float64))
+	if server, group := servingPID(t, filepath.Join(h.root, "run", "codex", "codex.sock")); (server != orphan) != throughChild || group != orphan {
+		t.Fatalf("the app-server started as pid %d is served by pid %d of group %d", orphan, server, group)
+	}
 	daemon := h.pid()
 	syscall.Kill(daemon, syscall.SIGKILL)
 	waitFor(t, "the killed daemon to go", codextest.Guard, func() bool { return h.pid() == 0 })

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -73,7 +72,7 @@ func BenchmarkSpawnStdio(b *testing.B) {
 			return d
 		}
 	}
-	wrapper := filepath.Join(codextest.FixtureDir(b), "node_modules", ".bin", "codex")
+	wrapper := codextest.Wrapper(b)
 	codextest.Pair(b, [2]string{"native", "npm-wrapper"}, [2]func() time.Duration{spawn(codextest.Binary(b)), spawn(wrapper)})
 }
 

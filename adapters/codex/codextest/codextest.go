@@ -2,10 +2,11 @@
 // CODEX_HOME wired to a fake model on loopback.
 //
 // The pin is fixtures/codex/package.json and its lock. The npm package is a
-// node wrapper that execs a native binary from a per-platform optional
-// dependency; tests run that native binary directly, because the wrapper
-// costs a node start on every spawn (BenchmarkSpawnStdio in
-// adapters/codex/appserver measures both).
+// node wrapper that runs a native binary from a per-platform optional
+// dependency; most tests run that native binary directly, because the
+// wrapper costs a node start on every spawn (BenchmarkSpawnStdio in
+// adapters/codex/appserver measures both). Wrapper gives the wrapper
+// itself, the codex a user's npm install puts on PATH.
 package codextest
 
 import (
@@ -74,6 +75,51 @@ func FixtureDir(t testing.TB) string {
 func Binary(t testing.TB) string {
 	t.Helper()
 	return binaryIn(t, FixtureDir(t))
+}
+
+// Wrapper returns the absolute path of the pinned npm package's own codex
+// command (fixtures/codex/node_modules/.bin/codex, the node script that
+// `npm i -g @openai/codex` puts on a user's PATH), installing the pin
+// first as Binary does. It runs under the node on PATH; with none, the
+// test fails.
+func Wrapper(t testing.TB) string {
+	t.Helper()
+	Binary(t)
+	w := filepath.Join(FixtureDir(t), "node_modules", ".bin", "codex")
+	if _, err := os.Stat(w); err != nil {
+		t.Fatalf("codextest: the pinned install has no npm wrapper: %v", err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("codextest: the npm wrapper needs node on PATH: %v", err)
+	}
+	return w
+}
+
+// WrapperForks reports whether the wrapper runs the native binary as its
+// child rather than in its own place: it does under a Node without
+// process.execve (Node 20, the one Debian ships). A socket the wrapper's
+// app-server listens on is then served by another pid than the one
+// started.
+func WrapperForks(t testing.TB) bool {
+	t.Helper()
+	out, err := exec.Command("node", "-p", "typeof process.execve").Output()
+	if err != nil {
+		t.Fatalf("codextest: node: %v", err)
+	}
+	return strings.TrimSpace(string(out)) != "function"
+}
+
+// ShellWrapper writes a shell script that runs real as its child (no
+// exec), as a wrapper on a user's PATH may, and returns its path: an
+// app-server started through it is served by another pid than the one
+// started, a member of its process group.
+func ShellWrapper(t testing.TB, real string) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "codex")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n\""+real+"\" \"$@\"\nexit $?\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return script
 }
 
 func binaryIn(t testing.TB, dir string) string {

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -114,6 +115,11 @@ func LoadSchema(ctx context.Context, codex string, env []string, tmp string) (*S
 func run(ctx context.Context, codex string, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, codex, args...)
 	cmd.Env = env
+	// A group of its own, ended whole when ctx ends: codex may be a
+	// wrapper whose child does the work and holds stdout, and killing the
+	// wrapper alone would leave Output waiting for that child.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError

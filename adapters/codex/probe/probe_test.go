@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +141,44 @@ func TestLoadSchemaFailures(t *testing.T) {
 	if _, err := probe.LoadSchema(ctxFor(t), filepath.Join(dir, "absent"), nil, dir); errs.CodeOf(err) != errs.ENOTCONF {
 		t.Errorf("absent codex: %v, want ENOTCONF", err)
 	}
+}
+
+// A schema load cut short ends the whole process group it started, a
+// wrapper's child included, and returns at once.
+func TestLoadSchemaCancelledEndsTheGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	script := filepath.Join(dir, "codex")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho $$ > "+pidFile+"\nsleep 300\nexit 0\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	guard := ctxFor(t)
+	ctx, cancel := context.WithCancel(guard)
+	done := make(chan error, 1)
+	go func() {
+		_, err := probe.LoadSchema(ctx, script, nil, dir)
+		done <- err
+	}()
+	var pid int
+	for pid == 0 {
+		if b, err := os.ReadFile(pidFile); err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			continue
+		}
+		select {
+		case <-guard.Done():
+			t.Fatal("the stand-in never ran")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a cancelled schema load succeeded")
+		}
+	case <-guard.Done():
+		t.Fatal("a cancelled schema load waits for the wrapper's child")
+	}
+	codextest.GroupGone(t, pid)
 }

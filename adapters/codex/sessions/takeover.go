@@ -3,10 +3,12 @@ package sessions
 import (
 	"context"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
+	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -22,10 +24,12 @@ const takeOverGrace = 5 * time.Second
 // could not stop (it was killed; its app-server, in a process group of its
 // own, lived on). Its stream cannot be proven continuous with anything
 // this daemon saw, so it is not adopted: it stops, and the sessions get a
-// new epoch on the instance that replaces it. It is recognised by the pid
-// the kernel reports listening on this home's private socket, which must
-// be one the log recorded for an instance whose daemon is gone; anything
-// else answering there is refused (EBUSY).
+// new epoch on the instance that replaces it. It is recognised by the
+// process the kernel reports listening on this home's private socket,
+// which must serve for a pid the log recorded for an instance whose daemon
+// is gone: that pid itself, or a process of its group or tree (a codex
+// wrapper serves through a child; supervisor.ServesFor). Anything else
+// answering there is refused (EBUSY).
 func (m *Manager) takeOver(ctx context.Context, socket string) error {
 	if _, err := os.Lstat(socket); err != nil {
 		return nil
@@ -40,12 +44,11 @@ func (m *Manager) takeOver(ctx context.Context, socket string) error {
 		return nil // nobody answers: Codex replaces a stale socket itself
 	}
 	t.Close()
-	ours := false
+	orphans := map[int]bool{}
 	err = m.eng.Read(func(r engine.Snapshot) error {
 		return r.ForEach(events.KindAppServer, func(st aggregate.State) error {
-			a := st.(*aggregate.AppServer)
-			if a.PID == peer.PID && a.ExitReason == command.ExitDaemonRestart {
-				ours = true
+			if a := st.(*aggregate.AppServer); a.ExitReason == command.ExitDaemonRestart {
+				orphans[a.PID] = true
 			}
 			return nil
 		})
@@ -53,19 +56,26 @@ func (m *Manager) takeOver(ctx context.Context, socket string) error {
 	if err != nil {
 		return err
 	}
-	if !ours {
+	// The nearest recorded pid is the orphan: the log keeps the pids of
+	// every instance ever orphaned, and an old one may since name some
+	// unrelated ancestor.
+	owners := supervisor.Owners(peer.PID)
+	i := slices.IndexFunc(owners, func(pid int) bool { return orphans[pid] })
+	if i < 0 {
 		return errs.New(errs.EBUSY, "a codex app-server (pid %d) this home's log does not know listens at %s", peer.PID, socket)
 	}
-	m.log.Warn("stopping the codex app-server an earlier daemon left running", "pid", peer.PID)
-	_ = syscall.Kill(-peer.PID, syscall.SIGTERM)
-	if gone(ctx, peer.PID, takeOverGrace) {
-		return nil
+	started := owners[i]
+	m.log.Warn("stopping the codex app-server an earlier daemon left running", "pid", started, "served_by_pid", peer.PID)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		_ = syscall.Kill(-started, sig)
+		if pg, err := syscall.Getpgid(peer.PID); err == nil && pg != started {
+			_ = syscall.Kill(peer.PID, sig) // a descendant that left the group
+		}
+		if gone(ctx, peer.PID, takeOverGrace) && gone(ctx, started, takeOverGrace) {
+			return nil
+		}
 	}
-	_ = syscall.Kill(-peer.PID, syscall.SIGKILL)
-	if gone(ctx, peer.PID, takeOverGrace) {
-		return nil
-	}
-	return errs.New(errs.EBUSY, "the codex app-server an earlier daemon left running (pid %d) does not exit", peer.PID)
+	return errs.New(errs.EBUSY, "the codex app-server an earlier daemon left running (pid %d, served by pid %d) does not exit", started, peer.PID)
 }
 
 // gone waits until pid has exited (exited, per OS). The orphan is not

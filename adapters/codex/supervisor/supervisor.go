@@ -2,7 +2,8 @@
 // with its own CODEX_HOME, keeps it running, and says which process is
 // serving: every start is an instance with an identity (pid, start time and
 // a random nonce), so a caller can tell a reconnection to the same process
-// from a restarted one.
+// from a restarted one. The process started may be a wrapper that serves
+// the socket through a child (ServesFor says which processes count).
 //
 // The app-server runs in its own process group. Stop sends SIGTERM to the
 // group, then SIGKILL after a grace period; an instance that dies has the
@@ -92,6 +93,9 @@ type Instance struct {
 	Identity Identity
 	Init     appserver.InitializeResult
 	Socket   string
+	// ServerPID is the process that serves the socket: Identity.PID, or a
+	// process that one runs (a wrapper's child; see ServesFor).
+	ServerPID int
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -139,15 +143,26 @@ func (i *Instance) Dial(ctx context.Context) (*appserver.Client, error) {
 // (for the capability probe, which initializes itself). It fails (ESTALE)
 // if the socket is now served by another process.
 func (i *Instance) Connect(ctx context.Context) (*appserver.Client, error) {
-	t, peer, err := appserver.DialUnix(ctx, i.Socket)
+	t, _, err := dialServed(ctx, i.Socket, i.Identity)
 	if err != nil {
 		return nil, err
 	}
-	if peer.PID != i.Identity.PID {
-		t.Close()
-		return nil, errs.New(errs.ESTALE, "codex app-server socket %s is served by pid %d, not by instance %s", i.Socket, peer.PID, i.Identity)
-	}
 	return appserver.New(t, appserver.Options{Logger: i.cfg.Logger}), nil
+}
+
+// dialServed connects to socket and checks, from the kernel's record of
+// the listener's pid, that the process serving it is the instance id or
+// one it runs (ServesFor); it returns that pid. Another process is ESTALE.
+func dialServed(ctx context.Context, socket string, id Identity) (appserver.Transport, int, error) {
+	t, peer, err := appserver.DialUnix(ctx, socket)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ServesFor(id.PID, peer.PID) {
+		t.Close()
+		return nil, peer.PID, errs.New(errs.ESTALE, "codex app-server socket %s is served by pid %d, which is not instance %s nor in its process group or tree", socket, peer.PID, id)
+	}
+	return t, peer.PID, nil
 }
 
 // Supervisor keeps one app-server running.
@@ -462,48 +477,51 @@ func (s *Supervisor) spawn(ctx context.Context) (*Instance, error) {
 		close(inst.exited)
 	}()
 
-	c, init, err := s.connect(ctx, inst)
+	c, init, server, err := s.connect(ctx, inst)
 	if err != nil {
 		s.kill(inst)
 		return nil, err
 	}
-	inst.client, inst.Init = c, init
-	s.log.Info("codex app-server started", "instance", inst.Identity.String(), "socket", inst.Socket, "user_agent", init.UserAgent)
+	inst.client, inst.Init, inst.ServerPID = c, init, server
+	attrs := []any{"instance", inst.Identity.String(), "socket", inst.Socket, "user_agent", init.UserAgent}
+	if server != inst.Identity.PID {
+		attrs = append(attrs, "served_by_pid", server)
+	}
+	s.log.Info("codex app-server started", attrs...)
 	return inst, nil
 }
 
-// connect polls the socket until the new process serves it, then
-// initializes. The kernel's record of the listening pid proves the
-// connection reaches this process and not an older one.
-func (s *Supervisor) connect(ctx context.Context, inst *Instance) (*appserver.Client, appserver.InitializeResult, error) {
+// connect polls the socket until the new process (or one it runs) serves
+// it, then initializes; it returns the serving pid. The kernel's record
+// of the listening pid proves the connection reaches this instance and
+// not an older one.
+func (s *Supervisor) connect(ctx context.Context, inst *Instance) (*appserver.Client, appserver.InitializeResult, int, error) {
 	var last error
 	for {
 		select {
 		case <-inst.exited:
-			return nil, appserver.InitializeResult{}, errs.New(errs.EHOSTDOWN, "codex app-server exited while starting (%s)%s", inst.ExitState(), lastErr(last))
+			return nil, appserver.InitializeResult{}, 0, errs.New(errs.EHOSTDOWN, "codex app-server exited while starting (%s)%s", inst.ExitState(), lastErr(last))
 		default:
 		}
-		t, peer, err := appserver.DialUnix(ctx, inst.Socket)
-		if err == nil && peer.PID != inst.Identity.PID {
-			t.Close()
-			err = errs.New(errs.ESTALE, "socket served by pid %d", peer.PID)
-		}
+		t, server, err := dialServed(ctx, inst.Socket, inst.Identity)
 		if err == nil {
 			c := appserver.New(t, appserver.Options{Logger: s.log})
 			init, err := c.Initialize(ctx, s.cfg.ClientInfo, s.cfg.Capabilities)
 			if err != nil {
 				c.Close()
-				return nil, init, err
+				return nil, init, 0, err
 			}
-			return c, init, nil
+			return c, init, server, nil
 		}
 		if errs.CodeOf(err) == errs.EACCES {
-			return nil, appserver.InitializeResult{}, err
+			return nil, appserver.InitializeResult{}, 0, err
 		}
-		last = err
+		if ctx.Err() == nil { // a dial cut short by the deadline says less than the one before it
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return nil, appserver.InitializeResult{}, errs.Wrap(errs.ETIMEDOUT, ctx.Err(), "codex app-server did not serve %s within %v%s", inst.Socket, s.cfg.StartTimeout, lastErr(last))
+			return nil, appserver.InitializeResult{}, 0, errs.Wrap(errs.ETIMEDOUT, ctx.Err(), "codex app-server did not serve %s within %v%s", inst.Socket, s.cfg.StartTimeout, lastErr(last))
 		case <-inst.exited:
 		case <-time.After(dialPoll):
 		}

@@ -323,3 +323,112 @@ func TestConfigChecked(t *testing.T) {
 		}
 	}
 }
+
+// A codex that serves through a child of the process started is that
+// instance: it starts, serves initialized connections (the start's and
+// Dial's), and stops with nothing of its group left.
+func TestWrapperServingThroughAChild(t *testing.T) {
+	model := fakeprovider.Start(fakeprovider.Codex, "")
+	defer model.Close()
+	cfg, logPath := codextest.SupervisorConfig(t, model)
+	cfg.Codex = codextest.ShellWrapper(t, cfg.Codex)
+	sup, err := supervisor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sup.Start(ctxFor(t))
+	if err != nil {
+		codextest.DumpLog(t, logPath)
+		t.Fatalf("start through a wrapper: %v", err)
+	}
+	defer func() {
+		sup.Stop(ctxFor(t))
+		codextest.GroupGone(t, inst.Identity.PID)
+	}()
+	if inst.ServerPID == inst.Identity.PID || inst.ServerPID <= 0 {
+		t.Fatalf("served by pid %d, started %d: the wrapper did not serve through a child", inst.ServerPID, inst.Identity.PID)
+	}
+	c, err := inst.Dial(ctxFor(t))
+	if err != nil {
+		t.Fatalf("dial the instance a child serves: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: cfg.Cwd, Ephemeral: true}); err != nil {
+		t.Errorf("thread/start: %v", err)
+	}
+}
+
+// A socket served by a process outside the started one's group and tree
+// is refused: a start never publishes it (it times out saying who
+// serves), and a running instance's Dial fails ESTALE once its socket
+// leads there.
+func TestUnrelatedServerRefused(t *testing.T) {
+	fake := codextest.FakeCodex(t)
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.sock")
+	stranger := exec.Command(fake, "app-server", "--listen", "unix://"+other)
+	stranger.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stranger.Process.Kill()
+		stranger.Wait()
+	}()
+	for {
+		if _, err := os.Stat(other); err == nil {
+			break
+		}
+		select {
+		case <-ctxFor(t).Done():
+			t.Fatal("the unrelated app-server never made its socket")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+
+	// A start whose process points the socket at the stranger.
+	script := filepath.Join(dir, "codex")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nln -s \""+other+"\" \"${3#unix://}\"\nexec sleep 300\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervisor.New(supervisor.Config{
+		Codex: script, CodexHome: dir, Dir: filepath.Join(dir, "run"),
+		ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
+		StartTimeout: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sup.Start(ctxFor(t))
+	if errs.CodeOf(err) != errs.ETIMEDOUT || !strings.Contains(err.Error(), "served by pid "+strconv.Itoa(stranger.Process.Pid)) {
+		t.Fatalf("start on a socket a stranger serves: %v, want ETIMEDOUT naming pid %d", err, stranger.Process.Pid)
+	}
+
+	// A running instance (a fake served through a wrapper's child) whose
+	// socket is then made to lead to the stranger.
+	home := filepath.Join(dir, "home2")
+	sup, err = supervisor.New(supervisor.Config{
+		Codex: codextest.ShellWrapper(t, fake), CodexHome: home, Dir: filepath.Join(home, "run"),
+		ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sup.Start(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		sup.Stop(ctxFor(t))
+		codextest.GroupGone(t, inst.Identity.PID)
+	}()
+	if err := os.Remove(inst.Socket); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(other, inst.Socket); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := inst.Dial(ctxFor(t)); errs.CodeOf(err) != errs.ESTALE {
+		t.Fatalf("dial an instance whose socket a stranger serves: %v, want ESTALE", err)
+	}
+}
