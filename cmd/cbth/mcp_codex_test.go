@@ -69,7 +69,11 @@ func (r *codexRig) toolOutputs() []string {
 		}
 		_ = json.Unmarshal(q.Body, &b)
 		if n := len(b.Input); n > 0 && b.Input[n-1].Type == "function_call_output" {
-			out = append(out, string(b.Input[n-1].Output))
+			var text string
+			if json.Unmarshal(b.Input[n-1].Output, &text) != nil {
+				text = string(b.Input[n-1].Output)
+			}
+			out = append(out, text)
 		}
 	}
 	return out
