@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
@@ -499,4 +500,33 @@ func checkCodex(ctx context.Context, e *Env) []Finding {
 		return one("", Fail, fmt.Sprintf("%s --version failed: %v", path, err), "reinstall the Codex CLI, or name a working one with codex_binary")
 	}
 	return one("", OK, "codex "+f[len(f)-1]+" at "+path, "")
+}
+
+// checkMCP says whether Codex will load cbth's MCP server for the agent
+// (spec/mcp.md) in the Codex home cbth's app-server uses: its entry in
+// config.toml, the approvals of the tools that act, the skill. A session
+// under `cbth cli run` gets the server anyway, so its absence is a
+// warning; an entry Codex would run wrongly is a failure.
+func checkMCP(_ context.Context, e *Env) []Finding {
+	c, err := e.Home.LoadConfig(e.Getenv)
+	if err != nil {
+		return one("", Skip, "the configuration does not load (see config)", "")
+	}
+	codexHome, err := c.CodexHomeDir(e.Getenv)
+	if err != nil {
+		return one("", Skip, err.Error(), "")
+	}
+	st := mcpconfig.Inspect(filepath.Join(codexHome, "config.toml"), mcpconfig.Entry{Home: e.Home.Root, Approve: mcpconfig.ApprovalTools})
+	switch {
+	case st.Command == "" && len(st.Problems) > 0:
+		return one("", Warn, "Codex sessions started outside cbth cli run will not have cbth's tools: "+st.Problems[0],
+			"cbth mcp install")
+	case len(st.Problems) > 0:
+		return one("", Fail, "Codex will not run cbth's MCP server as it should: "+strings.Join(st.Problems, "; "), "cbth mcp install")
+	}
+	detail := fmt.Sprintf("Codex (%s) loads cbth's MCP server: %s for CBTH_HOME %s; approved: %s", codexHome, st.Command, st.Home, strings.Join(st.Approved, ", "))
+	if _, err := os.Stat(mcpconfig.SkillPath(codexHome)); err != nil {
+		return one("", Warn, detail+"; the cbth skill is missing", "cbth mcp install")
+	}
+	return one("", OK, detail+"; the cbth skill is installed", "")
 }

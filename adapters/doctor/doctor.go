@@ -52,6 +52,7 @@ func Checks() []Check {
 		{"providers", checkProviders},
 		{"credentials", checkCredentials},
 		{"codex", checkCodex},
+		{"codex.mcp", checkMCP},
 		{"desktop.relay", checkRelay},
 	}
 }

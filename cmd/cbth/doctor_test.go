@@ -45,7 +45,7 @@ func (rep doctorReport) get(id string) finding {
 }
 
 // The checks every report has, in order.
-var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex", "desktop.relay"}
+var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex", "codex.mcp", "desktop.relay"}
 
 func checkIDs(t *testing.T, rep doctorReport) {
 	t.Helper()
@@ -212,5 +212,48 @@ func TestDoctorCodex(t *testing.T) {
 	os.WriteFile(cfg, []byte("codex_binary = \""+fake+"\"\n"), 0o600)
 	if rep, r := h.doctor(); r.code != 0 || rep.get("codex").State != "ok" || !strings.Contains(rep.get("codex").Detail, "0.169.0") {
 		t.Errorf("a working codex: exit %d, %+v", r.code, rep.get("codex"))
+	}
+}
+
+// Whether Codex will load cbth's MCP server (spec/mcp.md): absent is a
+// warning (cbth cli run adds it to its own sessions); `cbth mcp install`
+// makes it ok, and a second install changes nothing; an approval taken
+// out fails; uninstall leaves the user's own settings byte for byte.
+func TestDoctorMCP(t *testing.T) {
+	codexHome := filepath.Join(t.TempDir(), "codex")
+	h := newHome(t, "CODEX_HOME="+codexHome)
+	if rep, _ := h.doctor(); rep.get("codex.mcp").State != "warn" || rep.get("codex.mcp").Fix != "cbth mcp install" {
+		t.Fatalf("no entry: %+v", rep.get("codex.mcp"))
+	}
+	os.MkdirAll(codexHome, 0o700)
+	cfg := filepath.Join(codexHome, "config.toml")
+	user := "# my settings\nmodel = \"gpt-5.5\" # the one I like\n\n[projects.\"/src\"]\ntrust_level = \"trusted\"\n"
+	os.WriteFile(cfg, []byte(user), 0o600)
+	var inst struct {
+		Changed bool `json:"config_changed"`
+	}
+	h.ok(&inst, "mcp", "install")
+	rep, r := h.doctor()
+	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: job_cancel, job_submit, task_run") || !inst.Changed {
+		t.Fatalf("after install: exit %d %+v", r.code, f)
+	}
+	h.ok(&inst, "mcp", "install")
+	if inst.Changed {
+		t.Fatal("a second install changed the file")
+	}
+	b, _ := os.ReadFile(cfg)
+	if !strings.HasPrefix(string(b), user) {
+		t.Fatalf("install changed the user's settings:\n%s", b)
+	}
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), "[mcp_servers.cbth.tools.task_run]\napproval_mode = \"approve\"\n", "", 1)), 0o600)
+	if rep, r := h.doctor(); r.code != 1 || rep.get("codex.mcp").State != "fail" || !strings.Contains(rep.get("codex.mcp").Detail, "task_run is not approved") {
+		t.Fatalf("an approval taken out: exit %d %+v", r.code, rep.get("codex.mcp"))
+	}
+	h.ok(nil, "mcp", "uninstall")
+	if b, _ := os.ReadFile(cfg); string(b) != user {
+		t.Fatalf("uninstall left:\n%q\nwant:\n%q", b, user)
+	}
+	if _, err := os.Stat(filepath.Join(codexHome, "skills", "cbth", "SKILL.md")); err == nil {
+		t.Fatal("uninstall left the skill")
 	}
 }
