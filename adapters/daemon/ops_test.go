@@ -95,6 +95,12 @@ var replyBounds = map[string]string{
 	api.AppServerEnsure.Name: "one lease",
 	api.DeliveryEnqueue.Name: "one job",
 	api.DeliveryInspect.Name: "one job without its metadata (job query shows it), one batch as batch.inspect bounds it, one lease",
+
+	api.MCPJobSubmit.Name: "one job id and a hint",
+	api.MCPTaskRun.Name:   "one task's ids, its argv (which came in one request) and a hint",
+	api.MCPJobStatus.Name: "one job",
+	api.MCPJobList.Name:   "one page (query.PageBytes): the tool answers with the first",
+	api.MCPJobCancel.Name: "one job",
 }
 
 func TestEveryReplyIsBounded(t *testing.T) {

@@ -364,3 +364,24 @@ func TestCLIInsideCodexShell(t *testing.T) {
 		t.Fatalf("submit with no thread: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A thread bound to a Desktop heartbeat: job_submit from it targets
+// desktop and says the result comes through the heartbeat; unbound, the
+// same thread's next job targets cli.
+func TestMCPServe_DesktopThreadTargetsDesktop(t *testing.T) {
+	t.Parallel()
+	h := desktopHome(t)
+	h.validate()
+	const thread = "01a2ffff-0000-7000-8000-000000000006"
+	h.bind(thread, "automation-1")
+	s := h.mcpSession(t.TempDir())
+	a := callTool(t, s, codexMeta(thread), "job_submit", map[string]any{"task_kind": "review", "summary": "a review of #7"})
+	del, _ := a.Data["delivery"].(map[string]any)
+	if a.IsError || a.Data["target_kind"] != "desktop" || del["when"] != "next_heartbeat" {
+		t.Fatalf("job_submit from a Desktop thread: %s %v", a.Text, a.Data)
+	}
+	h.ok(nil, "desktop", "binding", "unbind", "--source-thread-id", thread, "--delete-automation", "true")
+	if a := callTool(t, s, codexMeta(thread), "job_submit", map[string]any{"task_kind": "review", "summary": "again"}); a.Data["target_kind"] != "cli" {
+		t.Fatalf("job_submit from the unbound thread: %s", a.Text)
+	}
+}
