@@ -520,6 +520,7 @@ const (
 	RelayScannerReplaced   = "rollout_replaced"    // the path names another file (device or inode)
 	RelayScannerTruncated  = "rollout_truncated"   // the file is shorter than what was read
 	RelayScannerUnreadable = "rollout_unreadable"  // the file cannot be opened or read
+	RelayScannerNotPrivate = "rollout_not_private" // another user could write the file (its owner or mode changed)
 )
 
 // InstallationRelayScannerDegraded records that the relay scanner of a

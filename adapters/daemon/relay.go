@@ -14,6 +14,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/desktop/relay"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -59,7 +60,8 @@ type relayState struct {
 }
 
 // identity is a rollout file's resolved path, device and inode; it must
-// be a regular file.
+// be a regular file that no other user could rewrite (whoever can write
+// a rollout can write relay lines into it).
 func identity(path string) (string, uint64, uint64, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -75,6 +77,9 @@ func identity(path string) (string, uint64, uint64, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return "", 0, 0, errs.New(errs.EACCES, "not_regular: %s is not a regular file", abs)
+	}
+	if err := home.CheckUnshared("rollout", abs, false); err != nil {
+		return "", 0, 0, err
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -275,6 +280,9 @@ func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound)
 		return nil, scanError{events.RelayScannerReplaced, errs.New(errs.ESTALE, "the rollout path now names another file")}
 	case st.Size() < c.offset:
 		return nil, scanError{events.RelayScannerTruncated, errs.New(errs.ESTALE, "the rollout is %d bytes, shorter than the %d read", st.Size(), c.offset)}
+	}
+	if err := home.CheckUnshared("rollout", b.RolloutPath, false); err != nil {
+		return nil, scanError{events.RelayScannerNotPrivate, err}
 	}
 	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
 		return nil, scanError{events.RelayScannerUnreadable, err}
