@@ -66,7 +66,7 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 	c, ok, err := d.buildDesktop(now)
 	if err == nil && ok && d.issueSnapshotMarkers(ctx, c) > 0 {
 		// The markers are in the log: build again so the revision
-		// carries their lines.
+		// carries them.
 		head = d.eng.Head()
 		c, ok, err = d.buildDesktop(now)
 	}
@@ -89,12 +89,12 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 }
 
 // issueSnapshotMarkers issues the relay markers the content lacks, so
-// that a sandboxed bridge finds in the snapshot every line it may print
-// (spec/desktop.md, "Markers in the snapshot"): an arm-pending marker per
-// ready entry, an arm-accepted and a paused marker per arm-pending entry,
-// a paused marker per pause-due entry. Only while a relay scanner is bound
-// for the bridge: without one no line would ever be read. It returns how
-// many it issued.
+// that a sandboxed bridge finds in the snapshot every marker whose line
+// it may print (spec/desktop.md, "Markers in the snapshot"): an
+// arm-pending marker per ready entry, an arm-accepted and a paused marker
+// per arm-pending entry, a paused marker per pause-due entry. Only while
+// a relay scanner is bound for the bridge: without one no line would
+// ever be read. It returns how many it issued.
 func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c desktop.Content) int {
 	var bound bool
 	if err := d.eng.Read(func(s engine.Snapshot) error {
@@ -122,20 +122,20 @@ func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c desktop.Content) in
 	}
 	var err error
 	for _, e := range c.Ready {
-		if e.RelayLine == "" && err == nil {
+		if e.RelayMarker == "" && err == nil {
 			err = add(command.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
 		}
 	}
 	for _, e := range c.ArmPending {
-		if e.RelayLine == "" && err == nil {
+		if e.RelayMarker == "" && err == nil {
 			err = add(command.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
-		if e.RelayPausedLine == "" && err == nil {
+		if e.RelayPausedMarker == "" && err == nil {
 			err = add(command.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
 	}
 	for _, e := range c.PauseDue {
-		if e.RelayLine == "" && err == nil {
+		if e.RelayMarker == "" && err == nil {
 			err = add(command.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
 		}
 	}

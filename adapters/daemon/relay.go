@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -131,19 +132,38 @@ func (d *Daemon) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.Ma
 	return api.MarkerIssueReply{Outcome: res.Outcome, Marker: m.Marker, Kind: a.Kind, ExpiresAt: m.ExpiresAt, Line: relay.Line(env)}, nil
 }
 
-// consume applies one found envelope.
-func (d *Daemon) consume(ctx context.Context, f relay.Found, path string) (engine.Result, error) {
+// consume applies one envelope found in the rollout of bridge.
+func (d *Daemon) consume(ctx context.Context, f relay.Found, bridge, path string) (engine.Result, error) {
 	e := f.Envelope
 	return d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
-		command.ConsumeRelay{Config: d.armConfig(), Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID, AttemptID: e.AttemptID,
-			Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line, Fingerprints: d.desk.fps})
+		command.ConsumeRelay{Config: d.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
+			AttemptID: e.AttemptID, Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line,
+			Fingerprints: d.desk.fps})
 }
 
 // consumeTranscript is the operator's one-shot run over a whole rollout
-// for one marker.
+// for one marker. The operator names the bridge whose rollout it is; a
+// rollout another bridge's scanner is bound to is not that.
 func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.ConsumeReply, error) {
-	path, _, _, err := identity(a.RolloutPath)
+	if strings.TrimSpace(a.BridgeThreadID) == "" {
+		return api.ConsumeReply{}, errs.New(errs.EINVAL, "bridge thread id is empty: name the bridge whose rollout this is")
+	}
+	path, dev, ino, err := identity(a.RolloutPath)
 	if err != nil {
+		return api.ConsumeReply{}, err
+	}
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst == nil || err != nil {
+			return err
+		}
+		for bridge, b := range inst.RelayScanners {
+			if bridge != a.BridgeThreadID && b.Device == dev && b.Inode == ino {
+				return errs.New(errs.EINVAL, "%s is the rollout bound to bridge thread %s's scanner, not %s's", path, bridge, a.BridgeThreadID)
+			}
+		}
+		return nil
+	}); err != nil {
 		return api.ConsumeReply{}, err
 	}
 	f, err := os.Open(path)
@@ -162,12 +182,12 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	if err != nil {
 		return api.ConsumeReply{}, err
 	}
-	rep := api.ConsumeReply{RolloutPath: path, Marker: a.Marker, LinesRead: lines, Results: []api.ConsumeResult{}}
+	rep := api.ConsumeReply{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Marker: a.Marker, LinesRead: lines, Results: []api.ConsumeResult{}}
 	for _, x := range found {
 		if x.Envelope.Marker != a.Marker {
 			continue
 		}
-		res, err := d.consume(ctx, x, path)
+		res, err := d.consume(ctx, x, a.BridgeThreadID, path)
 		if err != nil {
 			return rep, err
 		}
@@ -236,7 +256,7 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			continue
 		}
 		for _, x := range found {
-			res, err := d.consume(ctx, x, b.RolloutPath)
+			res, err := d.consume(ctx, x, bridge, b.RolloutPath)
 			if err != nil {
 				d.opt.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
 				continue

@@ -235,7 +235,7 @@ type MarkerIssueArgs struct {
 }
 
 // MarkerIssueReply is the issued marker ("issued" or "already_issued")
-// and the exact line the heartbeat prints.
+// and its relay line (for scripts; the human output shows it labelled).
 type MarkerIssueReply struct {
 	Outcome   string    `json:"outcome"`
 	Marker    string    `json:"marker"`
@@ -260,10 +260,12 @@ type ScannerBindReply struct {
 	BindingRevision uint64 `json:"binding_revision"`
 }
 
-// ConsumeArgs are relay consume-transcript's request.
+// ConsumeArgs are relay consume-transcript's request: BridgeThreadID is
+// the bridge whose rollout RolloutPath is, by the operator's word.
 type ConsumeArgs struct {
-	RolloutPath string `json:"rollout_path"`
-	Marker      string `json:"marker"`
+	BridgeThreadID string `json:"bridge_thread_id"`
+	RolloutPath    string `json:"rollout_path"`
+	Marker         string `json:"marker"`
 }
 
 // ConsumeResult is what became of one envelope carrying the marker.
@@ -280,11 +282,12 @@ type ConsumeResult struct {
 // envelope applied its CAS, else the first envelope's outcome, or
 // "not_found" when no tool output carries the marker.
 type ConsumeReply struct {
-	Outcome     string          `json:"outcome"`
-	RolloutPath string          `json:"rollout_path"`
-	Marker      string          `json:"marker"`
-	LinesRead   int64           `json:"lines_read"`
-	Results     []ConsumeResult `json:"results"`
+	Outcome        string          `json:"outcome"`
+	BridgeThreadID string          `json:"bridge_thread_id"`
+	RolloutPath    string          `json:"rollout_path"`
+	Marker         string          `json:"marker"`
+	LinesRead      int64           `json:"lines_read"`
+	Results        []ConsumeResult `json:"results"`
 }
 
 // Operator recovery of large artifacts.
