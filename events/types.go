@@ -502,6 +502,11 @@ type InstallationRelayScannerBound struct {
 	Device         uint64 `json:"device"`
 	Inode          uint64 `json:"inode"`
 	Revision       uint64 `json:"binding_revision"`
+	// StartOffset and StartLine are where reading starts: 0 for a new
+	// file; where the scanner was, for the same file rebound after it
+	// skipped records (the operator has seen the skip).
+	StartOffset int64 `json:"start_offset,omitempty"`
+	StartLine   int64 `json:"start_line,omitempty"`
 }
 
 // InstallationRelayScannerAdvanced records how far the relay scanner of
@@ -512,6 +517,16 @@ type InstallationRelayScannerAdvanced struct {
 	Revision       uint64 `json:"binding_revision"`
 	Offset         int64  `json:"offset"`
 	Line           int64  `json:"line"`
+	// Skipped are the records read through since the last position
+	// without being parsed (longer than the relay reads whole).
+	Skipped []RelaySkippedRecord `json:"skipped,omitempty"`
+}
+
+// RelaySkippedRecord is a rollout record the relay scanner read through
+// without parsing it: an envelope in it was not seen.
+type RelaySkippedRecord struct {
+	Line  int64 `json:"line"`
+	Bytes int64 `json:"bytes"`
 }
 
 // Reasons a relay scanner binding degrades (InstallationRelayScannerDegraded).
@@ -521,6 +536,10 @@ const (
 	RelayScannerTruncated  = "rollout_truncated"   // the file is shorter than what was read
 	RelayScannerUnreadable = "rollout_unreadable"  // the file cannot be opened or read
 	RelayScannerNotPrivate = "rollout_not_private" // another user could write the file (its owner or mode changed)
+	// RelayScannerRecordTooLong is the state of a scanner that skipped
+	// records too long to read whole: it reads on, but shows degraded
+	// until it is rebound.
+	RelayScannerRecordTooLong = "rollout_record_too_long"
 )
 
 // InstallationRelayScannerDegraded records that the relay scanner of a

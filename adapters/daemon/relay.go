@@ -30,9 +30,10 @@ import (
 // bound rollout file, and the one-shot consume-transcript.
 
 // Scan limits per rollout and tick (the research notes, upstream-facts
-// B7): at most 256 complete records or 1 MiB, never past the end captured
-// when the tick starts.
-var scanLimits = relay.Limits{Records: 256, Bytes: 1 << 20}
+// B7): at most 256 complete records, none starting past 1 MiB, never
+// past the end captured when the tick starts; a record is read whole up
+// to relay.MaxRecord, and a longer one read through and skipped.
+var scanLimits = relay.Limits{Records: 256, Bytes: 1 << 20, Record: relay.MaxRecord}
 
 // maxTranscript bounds what consume-transcript reads of one file.
 const maxTranscript = 256 << 20
@@ -48,6 +49,9 @@ type scanCursor struct {
 	offset, line int64
 	recorded     int64     // the offset the log holds
 	recordedAt   time.Time // when it was recorded (wall clock)
+	// skipped are the records read through since the recorded position,
+	// recorded with the next position at once.
+	skipped []events.RelaySkippedRecord
 }
 
 // recordEvery bounds how often the scanner records a position that
@@ -178,12 +182,13 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	if st.Size() > maxTranscript {
 		return api.ConsumeReply{}, errs.New(errs.EFBIG, "oversized: %s is over %d bytes", path, maxTranscript)
 	}
-	found, _, lines, err := relay.Read(f, 0, 0, st.Size(), relay.Limits{})
+	round, err := relay.Read(f, 0, 0, st.Size(), relay.Limits{Record: relay.MaxRecord})
 	if err != nil {
 		return api.ConsumeReply{}, err
 	}
-	rep := api.ConsumeReply{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Marker: a.Marker, LinesRead: lines, Results: []api.ConsumeResult{}}
-	for _, x := range found {
+	rep := api.ConsumeReply{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Marker: a.Marker, LinesRead: round.Line,
+		Results: []api.ConsumeResult{}, Skipped: skippedRecords(round.Skipped)}
+	for _, x := range round.Found {
 		if x.Envelope.Marker != a.Marker {
 			continue
 		}
@@ -205,6 +210,16 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	}
 	d.poke(ctx)
 	return rep, nil
+}
+
+// skippedRecords is the records a read skipped, as the log and the
+// replies name them.
+func skippedRecords(s []relay.Skipped) []events.RelaySkippedRecord {
+	out := make([]events.RelaySkippedRecord, len(s))
+	for i, sk := range s {
+		out[i] = events.RelaySkippedRecord{Line: sk.Line, Bytes: sk.Bytes}
+	}
+	return out
 }
 
 func consumeResult(x relay.Found, res engine.Result) api.ConsumeResult {
@@ -264,12 +279,14 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			consumed = consumed || res.Outcome == "consumed"
 			d.opt.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
 		}
-		if c.offset > c.recorded && (len(found) > 0 || time.Since(c.recordedAt) >= recordEvery) {
+		// A skipped record is recorded at once: it shows the scanner
+		// degraded, and a restart must not read it again.
+		if c.offset > c.recorded && (len(found) > 0 || len(c.skipped) > 0 || time.Since(c.recordedAt) >= recordEvery) {
 			if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
-				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line}); err != nil {
+				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line, Skipped: c.skipped}); err != nil {
 				d.opt.Log.Error("record the relay scanner's position", "bridge", bridge, "err", err)
 			} else {
-				c.recorded, c.recordedAt = c.offset, time.Now()
+				c.recorded, c.recordedAt, c.skipped = c.offset, time.Now(), nil
 			}
 		}
 	}
@@ -307,12 +324,17 @@ func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound)
 	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
 		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
-	found, off, line, err := relay.Read(f, c.offset, c.line, st.Size(), scanLimits)
+	round, err := relay.Read(f, c.offset, c.line, st.Size(), scanLimits)
 	if err != nil {
 		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
-	c.offset, c.line = off, line
-	return found, nil
+	for _, sk := range round.Skipped {
+		d.opt.Log.Warn("relay scanner skipped a rollout record too long to read whole; a relay line in it is not read",
+			"bridge", b.BridgeThreadID, "rollout", b.RolloutPath, "line", sk.Line, "bytes", sk.Bytes, "limit", scanLimits.Record)
+	}
+	c.skipped = append(c.skipped, skippedRecords(round.Skipped)...)
+	c.offset, c.line = round.Offset, round.Line
+	return round.Found, nil
 }
 
 // scanError is a scan failure with its degraded reason code.

@@ -721,3 +721,60 @@ func TestDesktop_RelayScannerDegradedThenRebound(t *testing.T) {
 		t.Fatalf("doctor after the rebind: %+v", rep.get("desktop.relay"))
 	}
 }
+
+// A rollout record longer than the scanner's round does not stop it: a
+// 2 MiB tool output is read whole and its line applied; one over the 8
+// MiB a record is read whole (relay.MaxRecord) is read through and
+// skipped, the position moves past it, and the scanner shows degraded
+// with the reason (doctor fails) while it reads on; a rebind to the same
+// file acknowledges the skip and resumes where it was.
+func TestDesktop_RelayScannerMovesPastLongRecords(t *testing.T) {
+	s := newRelaySim(t, "S")
+	s.desktopJob("S")
+	_, pending := s.readyFor("S")
+	if err := s.desk.Print("", strings.Repeat("x", 2<<20), pending); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the line in a 2 MiB record applied", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "arm_pending" })
+	if v := s.scanner(); v.State != "reading" {
+		t.Fatalf("after a 2 MiB record: %+v", v)
+	}
+	d := s.published("the arm-pending marker", func(d desktopsim.DirectRead) bool {
+		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != ""
+	})
+	accepted := s.line("arm-accepted", d.ArmPending.Entries[0].RelayMarker)
+	if err := s.desk.Print("", accepted, strings.Repeat("y", 9<<20)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(s.desk.Rollout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the 9 MiB record skipped", 20*time.Second, func() bool { return s.scanner().Offset == st.Size() })
+	v := s.scanner()
+	if v.State != "degraded" || v.Reason != "rollout_record_too_long" || v.Revision != 1 {
+		t.Fatalf("after a 9 MiB record: %+v", v)
+	}
+	if head, _ := s.headState("S"); head != "arm_pending" {
+		t.Fatalf("a line in a skipped record applied: %s", head)
+	}
+	rep, r := s.doctor()
+	if f := rep.get("desktop.relay"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Detail, "rollout_record_too_long") ||
+		!strings.Contains(f.Detail, "line 3") || !strings.Contains(f.Fix, s.desk.Rollout) {
+		t.Fatalf("doctor: exit %d %+v", r.code, f)
+	}
+	// It reads on: the same line printed again, in a record of its own.
+	if err := s.desk.Print("", accepted); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the line after the skipped record applied", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "cooldown" })
+	// The rebind acknowledges the skip: reading, from where it was.
+	at := s.scanner().Offset
+	s.ok(nil, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", s.desk.Rollout)
+	if v := s.scanner(); v.State != "reading" || v.Revision != 2 || v.Offset != at {
+		t.Fatalf("rebound: %+v, was at %d", v, at)
+	}
+	if rep, _ := s.doctor(); rep.get("desktop.relay").State != "ok" {
+		t.Fatalf("doctor after the rebind: %+v", rep.get("desktop.relay"))
+	}
+}

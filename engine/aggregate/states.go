@@ -629,6 +629,12 @@ type RelayScanner struct {
 	DegradedReason string    `json:"degraded_reason,omitempty"`
 	DegradedDetail string    `json:"degraded_detail,omitempty"`
 	DegradedAt     time.Time `json:"degraded_at,omitzero"`
+	// SkippedRecords counts the records the scanner read through without
+	// parsing under this binding, the last of them LastSkipped, recorded
+	// at SkippedAt: it reads on, but shows degraded until a rebind.
+	SkippedRecords int64                     `json:"skipped_records,omitempty"`
+	LastSkipped    events.RelaySkippedRecord `json:"last_skipped,omitzero"`
+	SkippedAt      time.Time                 `json:"skipped_at,omitzero"`
 }
 
 func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
@@ -638,9 +644,17 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 	case *events.InstallationBridgeSelected:
 		i.BridgeThreadID = p.BridgeThreadID
 	case *events.InstallationRelayScannerBound:
-		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) { *s = RelayScanner{InstallationRelayScannerBound: *p} })
+		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) {
+			*s = RelayScanner{InstallationRelayScannerBound: *p, Offset: p.StartOffset, Line: p.StartLine}
+		})
 	case *events.InstallationRelayScannerAdvanced:
-		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) { s.Offset, s.Line = p.Offset, p.Line })
+		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) {
+			s.Offset, s.Line = p.Offset, p.Line
+			if n := len(p.Skipped); n > 0 {
+				s.SkippedRecords += int64(n)
+				s.LastSkipped, s.SkippedAt = p.Skipped[n-1], e.RecordedAt
+			}
+		})
 	case *events.InstallationRelayScannerDegraded:
 		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) {
 			s.DegradedReason, s.DegradedDetail, s.DegradedAt = p.Reason, p.Detail, e.RecordedAt

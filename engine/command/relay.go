@@ -179,24 +179,32 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, err
 	}
 	cur, ok := inst.RelayScanners[c.BridgeThreadID]
-	// A degraded binding is bound again even to the same file: the
-	// rebind is the operator's word that reading may start over.
-	if ok && cur.DegradedReason == "" && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode {
+	same := ok && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode
+	if same && cur.DegradedReason == "" && cur.SkippedRecords == 0 {
 		return engine.Decision{Outcome: "unchanged", Value: cur.InstallationRelayScannerBound}, nil
 	}
+	// A stopped binding is bound again even to the same file, read from
+	// the start: the rebind is the operator's word that reading may
+	// start over. One that only skipped records resumes where it is:
+	// the rebind acknowledges the skip.
 	ev := events.InstallationRelayScannerBound{BridgeThreadID: c.BridgeThreadID, RolloutPath: c.RolloutPath,
 		Device: c.Device, Inode: c.Inode, Revision: cur.Revision + 1}
+	if same && cur.DegradedReason == "" {
+		ev.StartOffset, ev.StartLine = cur.Offset, cur.Line
+	}
 	return engine.Decision{Outcome: "bound", Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}, Value: ev}, nil
 }
 
 // AdvanceRelayScanner records how far the scanner of a bridge thread has
-// read its rollout under binding revision Revision. Outcomes "advanced",
-// or "unchanged" (appending nothing) when the binding was replaced or
-// degraded since, or the position is not past the recorded one.
+// read its rollout under binding revision Revision, and the records it
+// skipped on the way. Outcomes "advanced", or "unchanged" (appending
+// nothing) when the binding was replaced or degraded since, or the
+// position is not past the recorded one.
 type AdvanceRelayScanner struct {
 	BridgeThreadID string
 	Revision       uint64
 	Offset, Line   int64
+	Skipped        []events.RelaySkippedRecord
 }
 
 // Decide implements engine.Decider.
@@ -209,7 +217,8 @@ func (c AdvanceRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 		return engine.Decision{Outcome: "unchanged"}, nil
 	}
 	return engine.Decision{Outcome: "advanced", Emits: []engine.Emit{{Stream: installationStream(),
-		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line}}}}, nil
+		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line,
+			Skipped: c.Skipped}}}}, nil
 }
 
 // DegradeRelayScanner stops the scanner of a bridge thread (binding

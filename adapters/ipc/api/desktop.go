@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
 )
 
 // The Codex Desktop operations (spec/desktop.md). The sandbox-safe
@@ -282,12 +283,15 @@ type ConsumeResult struct {
 // envelope applied its CAS, else the first envelope's outcome, or
 // "not_found" when no tool output carries the marker.
 type ConsumeReply struct {
-	Outcome        string          `json:"outcome"`
-	BridgeThreadID string          `json:"bridge_thread_id"`
-	RolloutPath    string          `json:"rollout_path"`
-	Marker         string          `json:"marker"`
-	LinesRead      int64           `json:"lines_read"`
-	Results        []ConsumeResult `json:"results"`
+	// Skipped are the records too long to read whole (relay.MaxRecord),
+	// read through without looking for the marker in them.
+	Skipped        []events.RelaySkippedRecord `json:"skipped"`
+	Outcome        string                      `json:"outcome"`
+	BridgeThreadID string                      `json:"bridge_thread_id"`
+	RolloutPath    string                      `json:"rollout_path"`
+	Marker         string                      `json:"marker"`
+	LinesRead      int64                       `json:"lines_read"`
+	Results        []ConsumeResult             `json:"results"`
 }
 
 // Operator recovery of large artifacts.
