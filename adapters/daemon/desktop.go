@@ -45,9 +45,30 @@ func (d *Daemon) initDesktop() error {
 			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
 		pub: &desktop.Publisher{Dir: d.opt.Home.Inbox(), Interval: c.SnapshotInterval.Duration,
 			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration, NoSync: d.opt.NoSync,
-			Log: d.opt.Log.With("projection", "desktop")},
+			Log: d.opt.Log.With("projection", "desktop"), Revisions: snapshotRevisions{d}},
 	}
 	return nil
+}
+
+// snapshotRevisions keeps the Desktop snapshot revisions in the log, on
+// the installation (spec/desktop.md, "Revisions").
+type snapshotRevisions struct{ d *Daemon }
+
+func (r snapshotRevisions) Reserved() (n uint64, err error) {
+	err = r.d.eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst != nil {
+			n = inst.SnapshotRevisionsReserved
+		}
+		return err
+	})
+	return n, err
+}
+
+func (r snapshotRevisions) Reserve(through uint64) error {
+	_, err := r.d.eng.Execute(context.Background(), engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-revisions"},
+		command.ReserveSnapshotRevisions{Through: through})
+	return err
 }
 
 // publishDesktop brings the Desktop snapshot files up to date with the

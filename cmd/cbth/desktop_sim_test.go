@@ -252,9 +252,11 @@ func (s *relaySim) relayArm(thread string, crash1 desktopsim.Step) (e inbox.Read
 }
 
 // changedSince lists the types of the events appended after seq head,
-// leaving out the scanner's position records: reading a rollout records
-// how far it read (spec/desktop.md, "The scanner's position and
-// health"), which changes no batch, attempt or binding.
+// leaving out the scanner's position records and the publisher's
+// revision reservations: reading a rollout records how far it read
+// (spec/desktop.md, "The scanner's position and health"), publishing
+// reserves revision numbers now and then ("Revisions"), and neither
+// changes a batch, an attempt or a binding.
 func (s *relaySim) changedSince(head uint64) []string {
 	s.t.Helper()
 	r := s.run("events", "export", "--from", strconv.FormatUint(head+1, 10))
@@ -272,7 +274,7 @@ func (s *relaySim) changedSince(head uint64) []string {
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			s.t.Fatalf("events export line %q: %v", l, err)
 		}
-		if e.Type != "installation.relay_scanner_advanced" {
+		if e.Type != "installation.relay_scanner_advanced" && e.Type != "installation.snapshot_revisions_reserved" {
 			out = append(out, e.Type)
 		}
 	}

@@ -615,6 +615,9 @@ type Installation struct {
 	// RelayScanners are the transcript-relay scanner bindings, by bridge
 	// thread.
 	RelayScanners map[string]RelayScanner `json:"relay_scanners,omitempty"`
+	// SnapshotRevisionsReserved is the highest snapshot revision the
+	// publisher may have used: the next daemon starts after it.
+	SnapshotRevisionsReserved uint64 `json:"snapshot_revisions_reserved,omitempty"`
 }
 
 // RelayScanner is one bridge thread's relay scanner: the rollout it is
@@ -643,6 +646,8 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 		i.Capabilities, i.ValidatedAt, i.UpdatedBy = p.State, p.ValidatedAt, p.UpdatedBy
 	case *events.InstallationBridgeSelected:
 		i.BridgeThreadID = p.BridgeThreadID
+	case *events.InstallationSnapshotRevisionsReserved:
+		i.SnapshotRevisionsReserved = p.Through
 	case *events.InstallationRelayScannerBound:
 		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) {
 			*s = RelayScanner{InstallationRelayScannerBound: *p, Offset: p.StartOffset, Line: p.StartLine}
