@@ -111,6 +111,17 @@ func (d *Daemon) relayOps(t api.Table) {
 	})
 	api.Handle(t, api.DesktopRelayConsume, d.consumeTranscript)
 	api.Handle(t, api.DesktopReadArtifact, d.readArtifact)
+	api.Handle(t, api.DesktopIssueLeases, func(ctx context.Context, a api.IssueLeasesArgs) (api.IssueLeasesReply, error) {
+		in, err := d.inspect(ctx, a.BatchID)
+		if err != nil {
+			return api.IssueLeasesReply{}, err
+		}
+		outcome, leases, err := d.recoveryLeases(ctx, in, a.Rotate)
+		if leases == nil {
+			leases = []query.RecoveryLeaseView{}
+		}
+		return api.IssueLeasesReply{Outcome: outcome, BatchID: in.Batch.BatchID, Leases: leases}, err
+	})
 	api.Handle(t, api.DesktopRevokeLease, func(ctx context.Context, a api.ArtifactLeaseArgs) (api.Outcome, error) {
 		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease-revoke:" + a.ArtifactID},
 			command.RevokeRecoveryLease{ArtifactID: a.ArtifactID})
@@ -362,21 +373,23 @@ func (rs *relayState) lastScanned() time.Time {
 }
 
 // recoveryLeases issues (or, rotate, replaces) the recovery leases of the
-// inspected batch's artifacts too large to be inline.
-func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) ([]query.RecoveryLeaseView, error) {
+// inspected batch's artifacts too large to be inline: `cbth desktop
+// issue-artifact-leases`, the one command that does (batch inspect only
+// shows them).
+func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) (string, []query.RecoveryLeaseView, error) {
 	limit := d.opt.Config.Delivery.InlinePayloadLimit
 	large := false
 	for _, a := range in.Artifacts {
 		large = large || a.SizeBytes > limit
 	}
 	if !large {
-		return nil, nil
+		return "none", nil, nil
 	}
 	ids := make([]string, len(in.Batch.ArtifactIDs))
 	for i := range ids {
 		var b [20]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return nil, errs.Wrap(errs.EINTERNAL, err, "draw a lease id")
+			return "", nil, errs.Wrap(errs.EINTERNAL, err, "draw a lease id")
 		}
 		ids[i] = "arl-" + hex.EncodeToString(b[:])
 	}
@@ -384,13 +397,32 @@ func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, r
 		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: d.opt.Config.Desktop.RecoveryLease.Duration,
 			Rotate: rotate, LeaseIDs: ids})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var out []query.RecoveryLeaseView
 	for _, l := range res.Value.([]command.RecoveryLease) {
 		out = append(out, query.RecoveryLeaseView{ArtifactID: l.ArtifactID, LeaseID: l.LeaseID, Deadline: l.Deadline})
 	}
-	return out, nil
+	return res.Outcome, out, nil
+}
+
+// validLeases lists the recovery leases of the artifacts ids still valid
+// now: what batch inspect shows. A read: it issues nothing.
+func (d *Daemon) validLeases(ids []string) (out []query.RecoveryLeaseView, err error) {
+	now := d.opt.Clock.Now()
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		for _, id := range ids {
+			st, err := s.State(events.KindArtifact, id)
+			if err != nil {
+				return err
+			}
+			if a, ok := st.(*aggregate.Artifact); ok && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
+				out = append(out, query.RecoveryLeaseView{ArtifactID: id, LeaseID: a.RecoveryLeaseID, Deadline: a.RecoveryLeaseDeadline})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // readArtifact returns one chunk of an artifact under its recovery lease.

@@ -49,7 +49,11 @@ import (
 //	   with an unknown operation that would read as a refused CAS. The
 //	   host-plugin operations (plugin.handshake, app_server.ensure,
 //	   delivery.enqueue, delivery.inspect) came in the same release.
-const Proto = 5
+//	6: desktop.artifact_lease.issue (batch.inspect no longer issues
+//	   recovery leases: a read appends nothing), and
+//	   desktop.relay.consume_transcript names the bridge whose rollout it
+//	   reads.
+const Proto = 6
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

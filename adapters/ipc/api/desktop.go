@@ -298,7 +298,24 @@ type ConsumeReply struct {
 var (
 	DesktopReadArtifact = Op[ReadArtifactArgs, ReadArtifactReply]{Name: "desktop.read_artifact"}
 	DesktopRevokeLease  = Op[ArtifactLeaseArgs, Outcome]{Name: "desktop.artifact_lease.revoke"}
+	DesktopIssueLeases  = Op[IssueLeasesArgs, IssueLeasesReply]{Name: "desktop.artifact_lease.issue"}
 )
+
+// IssueLeasesArgs are issue-artifact-leases' request: Rotate replaces
+// leases still valid.
+type IssueLeasesArgs struct {
+	BatchID string `json:"batch_id"`
+	Rotate  bool   `json:"rotate,omitempty"`
+}
+
+// IssueLeasesReply is the batch's artifact recovery leases: "issued"
+// (some were issued), "unchanged" (every one still valid was kept), or
+// "none" (no artifact of the batch is over the inline limit).
+type IssueLeasesReply struct {
+	Outcome string                    `json:"outcome"`
+	BatchID string                    `json:"batch_id"`
+	Leases  []query.RecoveryLeaseView `json:"artifact_recovery_leases"`
+}
 
 // ReadArtifactArgs are read-artifact's request.
 type ReadArtifactArgs struct {
