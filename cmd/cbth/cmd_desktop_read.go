@@ -21,10 +21,11 @@ import (
 // The Desktop helpers a bridge heartbeat runs inside Codex Desktop's
 // sandbox, which lets it read the home's files and nothing more: no
 // chmod, no write, no lock, no socket, no log. list-arm-pending,
-// list-pause-due and claim-next-ready, and bridge-preflight's fallback,
-// therefore do nothing but resolve the home's path and read the published
-// inbox through package inbox: no home setup, no configuration, no
-// daemon. The sandbox test traces their system calls to prove it.
+// list-pause-due, claim-next-ready and relay print, and
+// bridge-preflight's fallback, therefore do nothing but resolve the
+// home's path and read the published inbox through package inbox: no
+// home setup, no configuration, no daemon. The sandbox test traces their
+// system calls to prove it.
 
 // readSnapshot opens the published snapshot for bridge.
 func readSnapshot(env *Env, bridge string) (*inbox.Snapshot, error) {
