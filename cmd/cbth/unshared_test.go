@@ -16,9 +16,6 @@ import (
 // (The auto-replacement of an idle older daemon: see
 // TestUpgrade_SharedBinaryDoesNotReplace.)
 func TestSharedExecutablesAndRolloutsAreRefused(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("making files owned by another uid needs root")
-	}
 	h := desktopHome(t)
 	h.validate()
 	dir := t.TempDir()
@@ -33,18 +30,24 @@ func TestSharedExecutablesAndRolloutsAreRefused(t *testing.T) {
 		}
 		return p
 	}
-	chown := func(p string, uid int) {
+	// Files of another owner can be made only by root: elsewhere those
+	// cases are left out.
+	type refusal struct{ path, says string }
+	foreign := func(cases []refusal, name, body string) []refusal {
 		t.Helper()
-		if err := os.Chown(p, uid, uid); err != nil {
+		if os.Getuid() != 0 {
+			return cases
+		}
+		p := file(name, body, 0o755)
+		if err := os.Chown(p, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
+		return append(cases, refusal{p, "uid 65534"})
 	}
 
 	// --codex-binary: group-writable, world-writable, another owner, in
 	// a directory others can write; each refused, nothing appended.
 	const codex = "#!/bin/sh\nexit 0\n"
-	foreign := file("codex-foreign", codex, 0o755)
-	chown(foreign, 65534)
 	shared := filepath.Join(dir, "shared")
 	if err := os.Mkdir(shared, 0o700); err != nil || os.Chmod(shared, 0o777) != nil {
 		t.Fatal(err)
@@ -54,12 +57,11 @@ func TestSharedExecutablesAndRolloutsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	head := h.head()
-	for _, c := range []struct{ path, says string }{
+	for _, c := range foreign([]refusal{
 		{file("codex-group", codex, 0o775), "mode 0775"},
 		{file("codex-world", codex, 0o757), "mode 0757"},
-		{foreign, "uid 65534"},
 		{inShared, "the directory " + shared},
-	} {
+	}, "codex-foreign", codex) {
 		f := h.fails(time.Minute, "plugin", "enqueue", "--plugin-id", "plug", "--thread-id", "T", "--idempotency-key", "k",
 			"--codex-binary", c.path, "--task-kind", "ci", "--summary", "s")
 		f.want(t, "EACCES", 13, c.path, c.says)
@@ -94,12 +96,7 @@ func TestSharedExecutablesAndRolloutsAreRefused(t *testing.T) {
 	// another user owns; a bound one that becomes writable by others
 	// degrades the scanner, which doctor reports.
 	const meta = "{\"type\":\"session_meta\"}\n"
-	other := file("rollout-foreign.jsonl", meta, 0o600)
-	chown(other, 65534)
-	for _, c := range []struct{ path, says string }{
-		{file("rollout-group.jsonl", meta, 0o660), "mode 0660"},
-		{other, "uid 65534"},
-	} {
+	for _, c := range foreign([]refusal{{file("rollout-group.jsonl", meta, 0o660), "mode 0660"}}, "rollout-foreign.jsonl", meta) {
 		h.fails(time.Minute, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", c.path).
 			want(t, "EACCES", 13, c.path, c.says)
 	}
