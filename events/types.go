@@ -61,6 +61,7 @@ func declarations() []declaration {
 		decl[InstallationRelayScannerBound](KindInstallation),
 		decl[InstallationRelayScannerAdvanced](KindInstallation),
 		decl[InstallationRelayScannerDegraded](KindInstallation),
+		decl[InstallationSnapshotRevisionsReserved](KindInstallation),
 
 		decl[SessionCreated](KindSession),
 		decl[SessionDetached](KindSession),
@@ -504,6 +505,11 @@ type InstallationRelayScannerBound struct {
 	Device         uint64 `json:"device"`
 	Inode          uint64 `json:"inode"`
 	Revision       uint64 `json:"binding_revision"`
+	// StartOffset and StartLine are where reading starts: 0 for a new
+	// file; where the scanner was, for the same file rebound after it
+	// skipped records (the operator has seen the skip).
+	StartOffset int64 `json:"start_offset,omitempty"`
+	StartLine   int64 `json:"start_line,omitempty"`
 }
 
 // InstallationRelayScannerAdvanced records how far the relay scanner of
@@ -514,6 +520,16 @@ type InstallationRelayScannerAdvanced struct {
 	Revision       uint64 `json:"binding_revision"`
 	Offset         int64  `json:"offset"`
 	Line           int64  `json:"line"`
+	// Skipped are the records read through since the last position
+	// without being parsed (longer than the relay reads whole).
+	Skipped []RelaySkippedRecord `json:"skipped,omitempty"`
+}
+
+// RelaySkippedRecord is a rollout record the relay scanner read through
+// without parsing it: an envelope in it was not seen.
+type RelaySkippedRecord struct {
+	Line  int64 `json:"line"`
+	Bytes int64 `json:"bytes"`
 }
 
 // Reasons a relay scanner binding degrades (InstallationRelayScannerDegraded).
@@ -522,7 +538,20 @@ const (
 	RelayScannerReplaced   = "rollout_replaced"    // the path names another file (device or inode)
 	RelayScannerTruncated  = "rollout_truncated"   // the file is shorter than what was read
 	RelayScannerUnreadable = "rollout_unreadable"  // the file cannot be opened or read
+	RelayScannerNotPrivate = "rollout_not_private" // another user could write the file (its owner or mode changed)
+	// RelayScannerRecordTooLong is the state of a scanner that skipped
+	// records too long to read whole: it reads on, but shows degraded
+	// until it is rebound.
+	RelayScannerRecordTooLong = "rollout_record_too_long"
 )
+
+// InstallationSnapshotRevisionsReserved reserves the Desktop snapshot
+// revisions up to Through for the publisher: the inbox is a projection
+// that can be deleted, and its revisions are never used twice, so the
+// log keeps how far they may have gone.
+type InstallationSnapshotRevisionsReserved struct {
+	Through uint64 `json:"through"`
+}
 
 // InstallationRelayScannerDegraded records that the relay scanner of a
 // bridge thread stopped reading its bound rollout (binding revision
@@ -951,30 +980,33 @@ func (BindingRelayMarkerIssued) EventType() string    { return "binding.relay_ma
 func (BindingRelayConsumed) EventType() string        { return "binding.relay_consumed" }
 func (InstallationStateRepaired) EventType() string   { return "installation.repaired" }
 func (InstallationBridgeSelected) EventType() string  { return "installation.bridge_selected" }
-func (SessionCreated) EventType() string              { return "session.created" }
-func (SessionDetached) EventType() string             { return "session.detached" }
-func (SessionAttached) EventType() string             { return "session.attached" }
-func (SessionEpochAdvanced) EventType() string        { return "session.epoch_advanced" }
-func (SessionPermissionObserved) EventType() string   { return "session.permission_observed" }
-func (SessionPermissionDrifted) EventType() string    { return "session.permission_drifted" }
-func (SessionParked) EventType() string               { return "session.parked" }
-func (SessionUnparked) EventType() string             { return "session.unparked" }
-func (SessionStale) EventType() string                { return "session.stale" }
-func (SessionRetired) EventType() string              { return "session.retired" }
-func (AppServerStarted) EventType() string            { return "appserver.started" }
-func (AppServerExited) EventType() string             { return "appserver.exited" }
-func (CtxSessionOpened) EventType() string            { return "ctxsession.opened" }
-func (CtxSessionMessage) EventType() string           { return "ctxsession.message" }
-func (CtxSessionEvent) EventType() string             { return "ctxsession.event" }
-func (CtxSessionStateChanged) EventType() string      { return "ctxsession.state_changed" }
-func (BatchPromoted) EventType() string               { return "batch.promoted" }
-func (BatchParkNotified) EventType() string           { return "batch.park_notified" }
-func (CursorAdvanced) EventType() string              { return "cursor.advanced" }
-func (CtxTreeInitialized) EventType() string          { return "ctxtree.initialized" }
-func (CtxTreeObjectPut) EventType() string            { return "ctxtree.object_put" }
-func (CtxTreeObjectRemoved) EventType() string        { return "ctxtree.object_removed" }
-func (CtxTreeAliasPut) EventType() string             { return "ctxtree.alias_put" }
-func (CtxTreeAliasRemoved) EventType() string         { return "ctxtree.alias_removed" }
+func (InstallationSnapshotRevisionsReserved) EventType() string {
+	return "installation.snapshot_revisions_reserved"
+}
+func (SessionCreated) EventType() string            { return "session.created" }
+func (SessionDetached) EventType() string           { return "session.detached" }
+func (SessionAttached) EventType() string           { return "session.attached" }
+func (SessionEpochAdvanced) EventType() string      { return "session.epoch_advanced" }
+func (SessionPermissionObserved) EventType() string { return "session.permission_observed" }
+func (SessionPermissionDrifted) EventType() string  { return "session.permission_drifted" }
+func (SessionParked) EventType() string             { return "session.parked" }
+func (SessionUnparked) EventType() string           { return "session.unparked" }
+func (SessionStale) EventType() string              { return "session.stale" }
+func (SessionRetired) EventType() string            { return "session.retired" }
+func (AppServerStarted) EventType() string          { return "appserver.started" }
+func (AppServerExited) EventType() string           { return "appserver.exited" }
+func (CtxSessionOpened) EventType() string          { return "ctxsession.opened" }
+func (CtxSessionMessage) EventType() string         { return "ctxsession.message" }
+func (CtxSessionEvent) EventType() string           { return "ctxsession.event" }
+func (CtxSessionStateChanged) EventType() string    { return "ctxsession.state_changed" }
+func (BatchPromoted) EventType() string             { return "batch.promoted" }
+func (BatchParkNotified) EventType() string         { return "batch.park_notified" }
+func (CursorAdvanced) EventType() string            { return "cursor.advanced" }
+func (CtxTreeInitialized) EventType() string        { return "ctxtree.initialized" }
+func (CtxTreeObjectPut) EventType() string          { return "ctxtree.object_put" }
+func (CtxTreeObjectRemoved) EventType() string      { return "ctxtree.object_removed" }
+func (CtxTreeAliasPut) EventType() string           { return "ctxtree.alias_put" }
+func (CtxTreeAliasRemoved) EventType() string       { return "ctxtree.alias_removed" }
 
 // ---- task (cbth task run) ----
 

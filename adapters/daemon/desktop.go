@@ -45,9 +45,30 @@ func (d *Daemon) initDesktop() error {
 			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
 		pub: &desktop.Publisher{Dir: d.opt.Home.Inbox(), Interval: c.SnapshotInterval.Duration,
 			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration, NoSync: d.opt.NoSync,
-			Log: d.opt.Log.With("projection", "desktop")},
+			Log: d.opt.Log.With("projection", "desktop"), Revisions: snapshotRevisions{d}},
 	}
 	return nil
+}
+
+// snapshotRevisions keeps the Desktop snapshot revisions in the log, on
+// the installation (spec/desktop.md, "Revisions").
+type snapshotRevisions struct{ d *Daemon }
+
+func (r snapshotRevisions) Reserved() (n uint64, err error) {
+	err = r.d.eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst != nil {
+			n = inst.SnapshotRevisionsReserved
+		}
+		return err
+	})
+	return n, err
+}
+
+func (r snapshotRevisions) Reserve(through uint64) error {
+	_, err := r.d.eng.Execute(context.Background(), engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-revisions"},
+		command.ReserveSnapshotRevisions{Through: through})
+	return err
 }
 
 // publishDesktop brings the Desktop snapshot files up to date with the
@@ -66,7 +87,7 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 	c, ok, err := d.buildDesktop(now)
 	if err == nil && ok && d.issueSnapshotMarkers(ctx, c) > 0 {
 		// The markers are in the log: build again so the revision
-		// carries their lines.
+		// carries them.
 		head = d.eng.Head()
 		c, ok, err = d.buildDesktop(now)
 	}
@@ -89,12 +110,12 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 }
 
 // issueSnapshotMarkers issues the relay markers the content lacks, so
-// that a sandboxed bridge finds in the snapshot every line it may print
-// (spec/desktop.md, "Markers in the snapshot"): an arm-pending marker per
-// ready entry, an arm-accepted and a paused marker per arm-pending entry,
-// a paused marker per pause-due entry. Only while a relay scanner is bound
-// for the bridge: without one no line would ever be read. It returns how
-// many it issued.
+// that a sandboxed bridge finds in the snapshot every marker whose line
+// it may print (spec/desktop.md, "Markers in the snapshot"): an
+// arm-pending marker per ready entry, an arm-accepted and a paused marker
+// per arm-pending entry, a paused marker per pause-due entry. Only while
+// a relay scanner is bound for the bridge: without one no line would
+// ever be read. It returns how many it issued.
 func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c desktop.Content) int {
 	var bound bool
 	if err := d.eng.Read(func(s engine.Snapshot) error {
@@ -122,20 +143,20 @@ func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c desktop.Content) in
 	}
 	var err error
 	for _, e := range c.Ready {
-		if e.RelayLine == "" && err == nil {
+		if e.RelayMarker == "" && err == nil {
 			err = add(command.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
 		}
 	}
 	for _, e := range c.ArmPending {
-		if e.RelayLine == "" && err == nil {
+		if e.RelayMarker == "" && err == nil {
 			err = add(command.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
-		if e.RelayPausedLine == "" && err == nil {
+		if e.RelayPausedMarker == "" && err == nil {
 			err = add(command.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
 	}
 	for _, e := range c.PauseDue {
-		if e.RelayLine == "" && err == nil {
+		if e.RelayMarker == "" && err == nil {
 			err = add(command.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
 		}
 	}

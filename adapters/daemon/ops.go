@@ -65,7 +65,7 @@ func (d *Daemon) ops() api.Table {
 		if err != nil {
 			return in, err
 		}
-		in.RecoveryLeases, err = d.recoveryLeases(ctx, in, a.RotateArtifactLeases)
+		in.RecoveryLeases, err = d.validLeases(in.Batch.ArtifactIDs)
 		return in, err
 	})
 	api.Handle(t, api.BatchList, func(_ context.Context, a api.BatchListArgs) (p query.BatchPage, err error) {

@@ -77,8 +77,9 @@ var replyBounds = map[string]string{
 	api.DesktopRelayMarkerIssue.Name:    "small",
 	api.DesktopReadArtifact.Name:        "one chunk of at most api.MaxArtifactChunk bytes",
 	api.DesktopRevokeLease.Name:         "small",
+	api.DesktopIssueLeases.Name:         "one lease per artifact of one batch (a batch holds at most [delivery] max_jobs_per_batch jobs' artifacts)",
 	api.DesktopRelayScannerBind.Name:    "small",
-	api.DesktopRelayConsume.Name:        "the results of the envelopes carrying one marker: a marker is consumed once, later copies are its re-emissions (bounded by the file, maxTranscript)",
+	api.DesktopRelayConsume.Name:        "the results of the envelopes carrying one marker: a marker is consumed once, later copies are its re-emissions (bounded by the file, maxTranscript), and the records skipped (at most maxTranscript / relay.MaxRecord)",
 
 	api.TaskRun.Name:        "one task: its argv came in one request, its tail is at most [task] output_tail",
 	api.TaskInspect.Name:    "one task",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
 	"github.com/cbth-dev/cbth/adapters/codex/plugintarget"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
@@ -72,13 +73,21 @@ func checkNamed(what, v string) error {
 }
 
 // checkCodexBinary refuses a relative path: the daemon's working
-// directory is not the caller's (a name looked up in PATH is fine).
+// directory is not the caller's (a name looked up in PATH is fine); and
+// an executable another user could rewrite, at once when it exists
+// (whatever it names is checked again when it is started).
 func checkCodexBinary(b string) error {
 	if err := checkNamed("codex_binary", b); err != nil {
 		return err
 	}
 	if strings.ContainsRune(b, '/') && !filepath.IsAbs(b) {
 		return errs.New(errs.EINVAL, "codex_binary %q is relative: give a name looked up in PATH or an absolute path", b)
+	}
+	if !filepath.IsAbs(b) {
+		return nil
+	}
+	if err := home.CheckUnshared("codex_binary", b, true); errs.CodeOf(err) != errs.ENOENT {
+		return err
 	}
 	return nil
 }
@@ -238,7 +247,7 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		dt = l.Target()
 	} else {
 		if err := checkCodexBinary(a.Target.CodexBinary); err != nil {
-			return api.EnqueueReply{}, errs.Wrap(errs.EINVAL, err, "delivery-owned mode (no target.app_server_lease_id)")
+			return api.EnqueueReply{}, errs.Wrap(errs.CodeOf(err), err, "delivery-owned mode (no target.app_server_lease_id)")
 		}
 		if err := checkNamed("idempotency_key", a.IdempotencyKey); err != nil {
 			return api.EnqueueReply{}, errs.Wrap(errs.EINVAL, err, "delivery-owned mode derives its target from it")

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/desktop/relay"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -28,9 +30,10 @@ import (
 // bound rollout file, and the one-shot consume-transcript.
 
 // Scan limits per rollout and tick (the research notes, upstream-facts
-// B7): at most 256 complete records or 1 MiB, never past the end captured
-// when the tick starts.
-var scanLimits = relay.Limits{Records: 256, Bytes: 1 << 20}
+// B7): at most 256 complete records, none starting past 1 MiB, never
+// past the end captured when the tick starts; a record is read whole up
+// to relay.MaxRecord, and a longer one read through and skipped.
+var scanLimits = relay.Limits{Records: 256, Bytes: 1 << 20, Record: relay.MaxRecord}
 
 // maxTranscript bounds what consume-transcript reads of one file.
 const maxTranscript = 256 << 20
@@ -46,6 +49,9 @@ type scanCursor struct {
 	offset, line int64
 	recorded     int64     // the offset the log holds
 	recordedAt   time.Time // when it was recorded (wall clock)
+	// skipped are the records read through since the recorded position,
+	// recorded with the next position at once.
+	skipped []events.RelaySkippedRecord
 }
 
 // recordEvery bounds how often the scanner records a position that
@@ -59,7 +65,8 @@ type relayState struct {
 }
 
 // identity is a rollout file's resolved path, device and inode; it must
-// be a regular file.
+// be a regular file that no other user could rewrite (whoever can write
+// a rollout can write relay lines into it).
 func identity(path string) (string, uint64, uint64, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -75,6 +82,9 @@ func identity(path string) (string, uint64, uint64, error) {
 	}
 	if !st.Mode().IsRegular() {
 		return "", 0, 0, errs.New(errs.EACCES, "not_regular: %s is not a regular file", abs)
+	}
+	if err := home.CheckUnshared("rollout", abs, false); err != nil {
+		return "", 0, 0, err
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -101,6 +111,17 @@ func (d *Daemon) relayOps(t api.Table) {
 	})
 	api.Handle(t, api.DesktopRelayConsume, d.consumeTranscript)
 	api.Handle(t, api.DesktopReadArtifact, d.readArtifact)
+	api.Handle(t, api.DesktopIssueLeases, func(ctx context.Context, a api.IssueLeasesArgs) (api.IssueLeasesReply, error) {
+		in, err := d.inspect(ctx, a.BatchID)
+		if err != nil {
+			return api.IssueLeasesReply{}, err
+		}
+		outcome, leases, err := d.recoveryLeases(ctx, in, a.Rotate)
+		if leases == nil {
+			leases = []query.RecoveryLeaseView{}
+		}
+		return api.IssueLeasesReply{Outcome: outcome, BatchID: in.Batch.BatchID, Leases: leases}, err
+	})
 	api.Handle(t, api.DesktopRevokeLease, func(ctx context.Context, a api.ArtifactLeaseArgs) (api.Outcome, error) {
 		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease-revoke:" + a.ArtifactID},
 			command.RevokeRecoveryLease{ArtifactID: a.ArtifactID})
@@ -126,19 +147,38 @@ func (d *Daemon) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.Ma
 	return api.MarkerIssueReply{Outcome: res.Outcome, Marker: m.Marker, Kind: a.Kind, ExpiresAt: m.ExpiresAt, Line: relay.Line(env)}, nil
 }
 
-// consume applies one found envelope.
-func (d *Daemon) consume(ctx context.Context, f relay.Found, path string) (engine.Result, error) {
+// consume applies one envelope found in the rollout of bridge.
+func (d *Daemon) consume(ctx context.Context, f relay.Found, bridge, path string) (engine.Result, error) {
 	e := f.Envelope
 	return d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
-		command.ConsumeRelay{Config: d.armConfig(), Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID, AttemptID: e.AttemptID,
-			Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line, Fingerprints: d.desk.fps})
+		command.ConsumeRelay{Config: d.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
+			AttemptID: e.AttemptID, Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line,
+			Fingerprints: d.desk.fps})
 }
 
 // consumeTranscript is the operator's one-shot run over a whole rollout
-// for one marker.
+// for one marker. The operator names the bridge whose rollout it is; a
+// rollout another bridge's scanner is bound to is not that.
 func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.ConsumeReply, error) {
-	path, _, _, err := identity(a.RolloutPath)
+	if strings.TrimSpace(a.BridgeThreadID) == "" {
+		return api.ConsumeReply{}, errs.New(errs.EINVAL, "bridge thread id is empty: name the bridge whose rollout this is")
+	}
+	path, dev, ino, err := identity(a.RolloutPath)
 	if err != nil {
+		return api.ConsumeReply{}, err
+	}
+	if err := d.eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst == nil || err != nil {
+			return err
+		}
+		for bridge, b := range inst.RelayScanners {
+			if bridge != a.BridgeThreadID && b.Device == dev && b.Inode == ino {
+				return errs.New(errs.EINVAL, "%s is the rollout bound to bridge thread %s's scanner, not %s's", path, bridge, a.BridgeThreadID)
+			}
+		}
+		return nil
+	}); err != nil {
 		return api.ConsumeReply{}, err
 	}
 	f, err := os.Open(path)
@@ -153,16 +193,17 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	if st.Size() > maxTranscript {
 		return api.ConsumeReply{}, errs.New(errs.EFBIG, "oversized: %s is over %d bytes", path, maxTranscript)
 	}
-	found, _, lines, err := relay.Read(f, 0, 0, st.Size(), relay.Limits{})
+	round, err := relay.Read(f, 0, 0, st.Size(), relay.Limits{Record: relay.MaxRecord})
 	if err != nil {
 		return api.ConsumeReply{}, err
 	}
-	rep := api.ConsumeReply{RolloutPath: path, Marker: a.Marker, LinesRead: lines, Results: []api.ConsumeResult{}}
-	for _, x := range found {
+	rep := api.ConsumeReply{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Marker: a.Marker, LinesRead: round.Line,
+		Results: []api.ConsumeResult{}, Skipped: skippedRecords(round.Skipped)}
+	for _, x := range round.Found {
 		if x.Envelope.Marker != a.Marker {
 			continue
 		}
-		res, err := d.consume(ctx, x, path)
+		res, err := d.consume(ctx, x, a.BridgeThreadID, path)
 		if err != nil {
 			return rep, err
 		}
@@ -180,6 +221,16 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	}
 	d.poke(ctx)
 	return rep, nil
+}
+
+// skippedRecords is the records a read skipped, as the log and the
+// replies name them.
+func skippedRecords(s []relay.Skipped) []events.RelaySkippedRecord {
+	out := make([]events.RelaySkippedRecord, len(s))
+	for i, sk := range s {
+		out[i] = events.RelaySkippedRecord{Line: sk.Line, Bytes: sk.Bytes}
+	}
+	return out
 }
 
 func consumeResult(x relay.Found, res engine.Result) api.ConsumeResult {
@@ -231,7 +282,7 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			continue
 		}
 		for _, x := range found {
-			res, err := d.consume(ctx, x, b.RolloutPath)
+			res, err := d.consume(ctx, x, bridge, b.RolloutPath)
 			if err != nil {
 				d.opt.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
 				continue
@@ -239,12 +290,14 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			consumed = consumed || res.Outcome == "consumed"
 			d.opt.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
 		}
-		if c.offset > c.recorded && (len(found) > 0 || time.Since(c.recordedAt) >= recordEvery) {
+		// A skipped record is recorded at once: it shows the scanner
+		// degraded, and a restart must not read it again.
+		if c.offset > c.recorded && (len(found) > 0 || len(c.skipped) > 0 || time.Since(c.recordedAt) >= recordEvery) {
 			if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
-				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line}); err != nil {
+				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line, Skipped: c.skipped}); err != nil {
 				d.opt.Log.Error("record the relay scanner's position", "bridge", bridge, "err", err)
 			} else {
-				c.recorded, c.recordedAt = c.offset, time.Now()
+				c.recorded, c.recordedAt, c.skipped = c.offset, time.Now(), nil
 			}
 		}
 	}
@@ -276,15 +329,23 @@ func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound)
 	case st.Size() < c.offset:
 		return nil, scanError{events.RelayScannerTruncated, errs.New(errs.ESTALE, "the rollout is %d bytes, shorter than the %d read", st.Size(), c.offset)}
 	}
+	if err := home.CheckUnshared("rollout", b.RolloutPath, false); err != nil {
+		return nil, scanError{events.RelayScannerNotPrivate, err}
+	}
 	if _, err := f.Seek(c.offset, io.SeekStart); err != nil {
 		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
-	found, off, line, err := relay.Read(f, c.offset, c.line, st.Size(), scanLimits)
+	round, err := relay.Read(f, c.offset, c.line, st.Size(), scanLimits)
 	if err != nil {
 		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
-	c.offset, c.line = off, line
-	return found, nil
+	for _, sk := range round.Skipped {
+		d.opt.Log.Warn("relay scanner skipped a rollout record too long to read whole; a relay line in it is not read",
+			"bridge", b.BridgeThreadID, "rollout", b.RolloutPath, "line", sk.Line, "bytes", sk.Bytes, "limit", scanLimits.Record)
+	}
+	c.skipped = append(c.skipped, skippedRecords(round.Skipped)...)
+	c.offset, c.line = round.Offset, round.Line
+	return round.Found, nil
 }
 
 // scanError is a scan failure with its degraded reason code.
@@ -312,21 +373,23 @@ func (rs *relayState) lastScanned() time.Time {
 }
 
 // recoveryLeases issues (or, rotate, replaces) the recovery leases of the
-// inspected batch's artifacts too large to be inline.
-func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) ([]query.RecoveryLeaseView, error) {
+// inspected batch's artifacts too large to be inline: `cbth desktop
+// issue-artifact-leases`, the one command that does (batch inspect only
+// shows them).
+func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) (string, []query.RecoveryLeaseView, error) {
 	limit := d.opt.Config.Delivery.InlinePayloadLimit
 	large := false
 	for _, a := range in.Artifacts {
 		large = large || a.SizeBytes > limit
 	}
 	if !large {
-		return nil, nil
+		return "none", nil, nil
 	}
 	ids := make([]string, len(in.Batch.ArtifactIDs))
 	for i := range ids {
 		var b [20]byte
 		if _, err := rand.Read(b[:]); err != nil {
-			return nil, errs.Wrap(errs.EINTERNAL, err, "draw a lease id")
+			return "", nil, errs.Wrap(errs.EINTERNAL, err, "draw a lease id")
 		}
 		ids[i] = "arl-" + hex.EncodeToString(b[:])
 	}
@@ -334,13 +397,32 @@ func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, r
 		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: d.opt.Config.Desktop.RecoveryLease.Duration,
 			Rotate: rotate, LeaseIDs: ids})
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var out []query.RecoveryLeaseView
 	for _, l := range res.Value.([]command.RecoveryLease) {
 		out = append(out, query.RecoveryLeaseView{ArtifactID: l.ArtifactID, LeaseID: l.LeaseID, Deadline: l.Deadline})
 	}
-	return out, nil
+	return res.Outcome, out, nil
+}
+
+// validLeases lists the recovery leases of the artifacts ids still valid
+// now: what batch inspect shows. A read: it issues nothing.
+func (d *Daemon) validLeases(ids []string) (out []query.RecoveryLeaseView, err error) {
+	now := d.opt.Clock.Now()
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		for _, id := range ids {
+			st, err := s.State(events.KindArtifact, id)
+			if err != nil {
+				return err
+			}
+			if a, ok := st.(*aggregate.Artifact); ok && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
+				out = append(out, query.RecoveryLeaseView{ArtifactID: id, LeaseID: a.RecoveryLeaseID, Deadline: a.RecoveryLeaseDeadline})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // readArtifact returns one chunk of an artifact under its recovery lease.

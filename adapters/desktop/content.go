@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
-	"github.com/cbth-dev/cbth/adapters/desktop/relay"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -271,14 +270,14 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		wake(bd.PauseDeadline)
 		bindings[bd.SourceThreadID] = bd
 		var expires time.Time
-		line := markerLine(bd.RelayMarkers, now, &expires, bd.SourceThreadID, "", bd.ArmedGeneration, func(m aggregate.RelayMarker) bool {
+		marker, request := relayMarker(bd.RelayMarkers, now, &expires, c.Bridge, func(m aggregate.RelayMarker) bool {
 			return m.Kind == command.RelayPaused && m.AttemptID == "" && m.Generation == bd.ArmedGeneration
 		})
 		wake(expires)
 		c.PauseDue = append(c.PauseDue, inbox.PauseDueEntry{SourceThreadID: bd.SourceThreadID, BindingID: bd.ID,
 			BindingState: bd.Status, CallerAutomationID: bd.CallerAutomationID, ArmedGeneration: bd.ArmedGeneration,
 			PauseNotBefore: bd.PauseNotBefore, PauseDeadline: bd.PauseDeadline,
-			Overdue: !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline), RelayLine: line})
+			Overdue: !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline), RelayMarker: marker, RelayBridgeRequestID: request})
 	}
 	// The bridge's reconciliation handles every binding past its pause
 	// deadline first.
@@ -370,16 +369,16 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th
 	if a.Status == "arm_pending" {
 		var wake time.Time
-		accepted := markerLine(a.RelayMarkers, now, &wake, th, a.ID, a.Generation, func(m aggregate.RelayMarker) bool {
+		accepted, _ := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
 			return m.Kind == command.RelayArmAccepted && m.BridgeRequestID == a.BridgeRequestID
 		})
-		paused := markerLine(bd.RelayMarkers, now, &wake, th, a.ID, a.Generation, func(m aggregate.RelayMarker) bool {
+		paused, _ := relayMarker(bd.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
 			return m.Kind == command.RelayPaused && m.AttemptID == a.ID && m.Generation == a.Generation && m.BridgeRequestID == a.BridgeRequestID
 		})
 		b.parts[th] = part{binding: bd, wake: wake, armPending: &inbox.ArmPendingEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
 			Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, CallerAutomationID: bd.CallerAutomationID,
 			BridgeRequestID: a.BridgeRequestID, ArmPendingSince: a.ArmPendingSince, ArmPendingDeadline: a.ArmPendingDeadline,
-			BridgeArmLeaseDeadline: a.BridgeArmLeaseDeadline, RelayLine: accepted, RelayPausedLine: paused}}
+			BridgeArmLeaseDeadline: a.BridgeArmLeaseDeadline, RelayMarker: accepted, RelayPausedMarker: paused}}
 		return nil
 	}
 	if reason, at := b.Config.BatchHold(bt, now); reason != "" {
@@ -392,29 +391,31 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		return nil
 	}
 	wake := g.Wake
-	line := markerLine(a.RelayMarkers, now, &wake, th, a.ID, a.Generation, func(m aggregate.RelayMarker) bool { return m.Kind == command.RelayArmPending })
+	marker, request := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool { return m.Kind == command.RelayArmPending })
 	b.parts[th] = part{binding: bd, wake: wake, ready: &inbox.ReadyEntry{SourceThreadID: th, BatchID: a.BatchID,
 		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, SnapshotPath: inbox.ByThreadPath(th),
-		RequiresArtifactRead: bt.RequiresArtifactRead, RelayLine: line}}
+		RequiresArtifactRead: bt.RequiresArtifactRead, RelayMarker: marker, RelayBridgeRequestID: request}}
 	return nil
 }
 
-// markerLine renders the envelope line of the newest marker in ms that
-// match accepts and may still be consumed at now, "" if none; its expiry
-// becomes a wake (the line must leave the snapshot when it expires).
-func markerLine(ms []aggregate.RelayMarker, now time.Time, wake *time.Time, thread, attemptID string, gen uint64, match func(aggregate.RelayMarker) bool) string {
+// relayMarker returns the newest marker in ms issued for bridge that
+// match accepts and may still be consumed at now, and its bridge request
+// ("" if none): a marker of another bridge would only ever be refused by
+// this one's scanner. Its expiry becomes a wake (the marker must leave
+// the snapshot when it expires). The snapshot publishes markers, never
+// their lines.
+func relayMarker(ms []aggregate.RelayMarker, now time.Time, wake *time.Time, bridge string, match func(aggregate.RelayMarker) bool) (marker, request string) {
 	for i := len(ms) - 1; i >= 0; i-- {
 		m := ms[i]
-		if !match(m) || !m.Valid(now) {
+		if m.BridgeThreadID != bridge || !match(m) || !m.Valid(now) {
 			continue
 		}
 		if wake.IsZero() || m.ExpiresAt.Before(*wake) {
 			*wake = m.ExpiresAt
 		}
-		return relay.Line(relay.Envelope{Marker: m.Marker, Kind: m.Kind, SourceThreadID: thread, AttemptID: attemptID,
-			Generation: gen, BridgeRequestID: m.BridgeRequestID})
+		return m.Marker, m.BridgeRequestID
 	}
-	return ""
+	return "", ""
 }
 
 // threadOf returns the thread of an attempt, batch or binding stream.

@@ -27,7 +27,8 @@ import (
 //
 // The publisher keeps its checkpoint only in the manifest and in memory:
 // after a restart, or with the inbox deleted, the first publication
-// writes everything again.
+// writes everything again. Revision numbers, never reused, come from the
+// log (Revisions): a deleted inbox does not take them back to 1.
 type Publisher struct {
 	Dir string // $CBTH_HOME/inbox
 	// MaxAge is how long a manifest counts as fresh after the daemon last
@@ -36,6 +37,9 @@ type Publisher struct {
 	Log                         *slog.Logger
 	// NoSync skips the fsyncs: for tests that must not wait on the disk.
 	NoSync bool
+	// Revisions keeps the revision numbers in the log; nil: only what the
+	// inbox shows (tests of the publisher alone).
+	Revisions Revisions
 
 	mu  sync.Mutex
 	cur published
@@ -43,8 +47,24 @@ type Publisher struct {
 	superseded map[uint64]time.Time
 	loaded     bool
 	maxRev     uint64
+	reserved   uint64 // the highest revision the log reserves (with Revisions)
 	latestInst []byte // the installation state last written beside the manifest
 }
+
+// Revisions is where the publisher's revision numbers are kept beyond
+// the inbox: the log. The publisher reserves them by blocks
+// (RevisionBlock), so that it appends once per block, and a daemon that
+// starts takes the block after the last one reserved: revisions only
+// grow, whatever became of the inbox, and jump at each start.
+type Revisions interface {
+	// Reserved is the highest revision reserved (0: none).
+	Reserved() (uint64, error)
+	// Reserve reserves the revisions up to through.
+	Reserve(through uint64) error
+}
+
+// RevisionBlock is how many revisions one reservation covers.
+const RevisionBlock = 1000
 
 // published is the revision in force and what it was built from.
 type published struct {
@@ -115,6 +135,13 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 	}
 
 	rev := p.maxRev + 1
+	if p.Revisions != nil && rev > p.reserved {
+		through := rev + RevisionBlock - 1
+		if err := p.Revisions.Reserve(through); err != nil {
+			return Publication{}, err
+		}
+		p.reserved = through
+	}
 	hdr := func(kind string) inbox.Header {
 		return inbox.Header{SchemaVersion: inbox.SchemaVersion, Kind: kind, SnapshotRevision: rev, BridgeThreadID: c.Bridge, CreatedAt: now}
 	}
@@ -213,17 +240,25 @@ func (p *Publisher) result(outcome string) Publication {
 	return Publication{Outcome: outcome, Manifest: p.cur.manifest, ManifestPath: filepath.Join(p.Dir, inbox.ManifestName)}
 }
 
-// load finds where the last daemon left off: the manifest in force and the
-// highest revision ever written, so a revision number is never reused. A
-// revision left behind counts as superseded now.
+// load finds where the last daemon left off: the highest revision it
+// reserved in the log, the manifest in force and the highest revision
+// ever written, so a revision number is never reused. A revision left
+// behind counts as superseded now.
 func (p *Publisher) load() error {
 	p.superseded = map[uint64]time.Time{}
+	if p.Revisions != nil {
+		r, err := p.Revisions.Reserved()
+		if err != nil {
+			return err
+		}
+		p.maxRev, p.reserved = r, r
+	}
 	if err := home.EnsureDir(filepath.Join(p.Dir, inbox.SnapshotsDir)); err != nil {
 		return err
 	}
 	var m inbox.Manifest
 	if b, err := os.ReadFile(filepath.Join(p.Dir, inbox.ManifestName)); err == nil && json.Unmarshal(b, &m) == nil {
-		p.maxRev = m.SnapshotRevision
+		p.maxRev = max(p.maxRev, m.SnapshotRevision)
 	}
 	for _, rev := range p.revisions() {
 		p.maxRev = max(p.maxRev, rev)

@@ -168,6 +168,44 @@ func TestPublisher_RevisionsAndPruning(t *testing.T) {
 	}
 }
 
+// logRevisions is a log's record of reserved revisions.
+type logRevisions struct{ through, calls uint64 }
+
+func (l *logRevisions) Reserved() (uint64, error) { return l.through, nil }
+func (l *logRevisions) Reserve(through uint64) error {
+	l.through, l.calls = through, l.calls+1
+	return nil
+}
+
+// With the log keeping the revisions, a publisher reserves a block at
+// its first new revision and again only when the block runs out; one
+// that starts (the inbox deleted or not) begins after the block.
+func TestPublisher_RevisionsFromTheLog(t *testing.T) {
+	w := newWorld(t)
+	w.populate(3, 2)
+	dir := filepath.Join(t.TempDir(), "inbox")
+	log := &logRevisions{}
+	p := newPublisher(dir)
+	p.Revisions = log
+	c := w.build()
+	r, err := p.Publish(c, w.e.Head(), t0, false)
+	if err != nil || r.Manifest.SnapshotRevision != 1 || log.through != RevisionBlock || log.calls != 1 {
+		t.Fatalf("first: %v %+v, log %+v", err, r, log)
+	}
+	w.exec(command.UnbindBinding{ThreadID: thread(0)})
+	if r, err = p.Publish(w.build(), w.e.Head(), t0, false); err != nil || r.Manifest.SnapshotRevision != 2 || log.calls != 1 {
+		t.Fatalf("within the block: %v %+v, log %+v", err, r, log)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	p = newPublisher(dir)
+	p.Revisions = log
+	if r, err = p.Publish(c, w.e.Head(), t0, false); err != nil || r.Manifest.SnapshotRevision != RevisionBlock+1 || log.through != 2*RevisionBlock {
+		t.Fatalf("after a restart without the inbox: %v %+v, log %+v", err, r, log)
+	}
+}
+
 // The benchmarks of spec/desktop.md: a publication of a new revision with
 // 10,000 bound threads of which 1,000 are ready, and publications that
 // find nothing changed.

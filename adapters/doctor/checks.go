@@ -26,6 +26,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
 )
 
 // Env is what the checks look at.
@@ -224,9 +225,14 @@ func checkRelay(_ context.Context, e *Env) []Finding {
 			reading++
 			continue
 		}
+		detail, fix := "its relay lines are not read until it is rebound", "<the bridge thread's current rollout file>"
+		if r.DegradedReason == events.RelayScannerRecordTooLong {
+			// It reads on; a rebind to the same file acknowledges the skip.
+			detail, fix = "rebinding it to the same file acknowledges that", quote(r.RolloutPath)
+		}
 		out = append(out, Finding{State: Fail,
-			Detail: fmt.Sprintf("the relay scanner of bridge thread %s is degraded (%s): %s; its relay lines are not read", r.BridgeThreadID, r.DegradedReason, r.DegradedDetail),
-			Fix:    fmt.Sprintf("cbth desktop relay scanner bind --bridge-thread-id %s --rollout-path <the bridge thread's current rollout file>", quote(r.BridgeThreadID))})
+			Detail: fmt.Sprintf("the relay scanner of bridge thread %s is degraded (%s): %s; %s", r.BridgeThreadID, r.DegradedReason, r.DegradedDetail, detail),
+			Fix:    fmt.Sprintf("cbth desktop relay scanner bind --bridge-thread-id %s --rollout-path %s", quote(r.BridgeThreadID), fix)})
 	}
 	if reading > 0 {
 		out = append(out, Finding{State: OK, Detail: fmt.Sprintf("%d relay scanners reading", reading)})

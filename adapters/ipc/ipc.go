@@ -51,7 +51,11 @@ import (
 //	   delivery.enqueue, delivery.inspect) came in the same release.
 //	6: the agent's MCP tools (mcp.job_submit, mcp.task_run,
 //	   mcp.job_status, mcp.job_list, mcp.job_cancel); job.submit and
-//	   task.run resolve an empty target_kind from the thread.
+//	   task.run resolve an empty target_kind from the thread;
+//	   desktop.artifact_lease.issue (batch.inspect no longer issues
+//	   recovery leases: a read appends nothing), and
+//	   desktop.relay.consume_transcript names the bridge whose rollout it
+//	   reads.
 const Proto = 6
 
 // MaxFrame is the largest frame either side accepts, newline included.

@@ -14,7 +14,7 @@ func systemdUnit(s Spec) []byte {
 	}
 	return []byte("# Written by `cbth service install`; remove it with `cbth service uninstall`.\n" +
 		"[Unit]\n" +
-		"Description=cbth daemon for " + systemdEscape(s.Home) + "\n" +
+		"Description=cbth daemon for \"" + systemdSpecifiers(s.Home) + "\"\n" +
 		"\n" +
 		"[Service]\n" +
 		"Type=simple\n" +
@@ -27,16 +27,21 @@ func systemdUnit(s Spec) []byte {
 		"WantedBy=default.target\n")
 }
 
-// systemdEscape escapes the specifiers and variables systemd expands.
-func systemdEscape(s string) string {
-	return strings.NewReplacer("%", "%%", "$", "$$").Replace(s)
-}
+// The paths written into a unit hold no control character (Spec.Check
+// refuses them: a newline would end the setting and start another).
+// What else systemd would read in them is escaped by its own rules:
+
+// systemdSpecifiers doubles %, which systemd expands in every setting
+// (the Description is quoted only so that a path ending in a backslash
+// cannot continue the line).
+func systemdSpecifiers(s string) string { return strings.ReplaceAll(s, "%", "%%") }
 
 // systemdQuote quotes one ExecStart word: double quotes, with backslash
-// and double quote escaped, and specifiers and variables doubled.
+// and double quote escaped (a quoted word takes C escapes), specifiers
+// and variables doubled.
 func systemdQuote(s string) string {
-	s = strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
-	return `"` + systemdEscape(s) + `"`
+	s = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "$", "$$").Replace(s)
+	return `"` + s + `"`
 }
 
 // launchdLabel is the agent's label.

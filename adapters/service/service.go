@@ -15,7 +15,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -82,10 +85,27 @@ func (m Manager) file(s Spec) (path string, content []byte) {
 	}
 }
 
+// Check refuses what cannot go into a unit or an agent file as it is:
+// a relative path, or a control character in a path (a newline in a
+// systemd unit would start a directive of its own, and XML has no
+// escape for most control characters); and an executable another user
+// could rewrite, which the service would run at every login.
+func (s Spec) Check() error {
+	for _, p := range []struct{ what, path string }{{"executable", s.Exe}, {"home", s.Home}} {
+		if !filepath.IsAbs(p.path) {
+			return errs.New(errs.EINVAL, "the service needs absolute paths (%s %q)", p.what, p.path)
+		}
+		if !utf8.ValidString(p.path) || strings.ContainsFunc(p.path, unicode.IsControl) {
+			return errs.New(errs.EINVAL, "the service's %s %q holds a control character or is not UTF-8: it cannot be written into a service definition", p.what, p.path)
+		}
+	}
+	return home.CheckUnshared("the cbth executable", s.Exe, true)
+}
+
 // Install writes the definition and asks the manager to load and start it.
 func (m Manager) Install(s Spec) (Status, error) {
-	if !filepath.IsAbs(s.Exe) || !filepath.IsAbs(s.Home) {
-		return Status{}, errs.New(errs.EINVAL, "the service needs absolute paths (executable %q, home %q)", s.Exe, s.Home)
+	if err := s.Check(); err != nil {
+		return Status{}, err
 	}
 	path, content := m.file(s)
 	if err := os.MkdirAll(m.Dir, 0o700); err != nil {

@@ -60,13 +60,13 @@ func (c *BatchInspectHeadCmd) Run(env *Env) error {
 
 // BatchInspectCmd is `cbth batch inspect`.
 type BatchInspectCmd struct {
-	BatchID              string `help:"The batch." required:"" name:"batch-id"`
-	RotateArtifactLeases bool   `help:"Replace the recovery leases of the batch's large artifacts (the old ones end)." name:"rotate-artifact-leases"`
+	BatchID string `help:"The batch." required:"" name:"batch-id"`
 }
 
-// Run inspects the batch.
+// Run inspects the batch: a read, which appends nothing (recovery
+// leases are issued by cbth desktop issue-artifact-leases).
 func (c *BatchInspectCmd) Run(env *Env) error {
-	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID, RotateArtifactLeases: c.RotateArtifactLeases})
+	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID})
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,7 @@ type DesktopCmd struct {
 	NotePaused          DesktopNotePausedCmd          `cmd:"" name:"note-paused" help:"Bridge: the caller heartbeat of a generation is verified paused or quiesced."`
 	NoteBoundaryCrossed DesktopNoteBoundaryCrossedCmd `cmd:"" name:"note-boundary-crossed" help:"Caller: cross the continuation boundary once and receive the inline continuation."`
 	Relay               DesktopRelayCmd               `cmd:"" help:"The transcript relay: markers, the rollout scanner, one-shot consumption."`
+	IssueArtifactLeases DesktopIssueArtifactLeasesCmd `cmd:"" name:"issue-artifact-leases" help:"Operator: issue the recovery leases of a batch's artifacts too large to be inline (a lease still valid is kept unless --rotate)."`
 	ReadArtifact        DesktopReadArtifactCmd        `cmd:"" name:"read-artifact" help:"Operator: read a large artifact by chunks under its recovery lease."`
 	RevokeArtifactLease DesktopRevokeArtifactLeaseCmd `cmd:"" name:"revoke-artifact-lease" help:"Operator: end an artifact's recovery lease now."`
 }

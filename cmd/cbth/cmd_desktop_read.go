@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/desktop/relay"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -20,10 +21,11 @@ import (
 // The Desktop helpers a bridge heartbeat runs inside Codex Desktop's
 // sandbox, which lets it read the home's files and nothing more: no
 // chmod, no write, no lock, no socket, no log. list-arm-pending,
-// list-pause-due and claim-next-ready, and bridge-preflight's fallback,
-// therefore do nothing but resolve the home's path and read the published
-// inbox through package inbox: no home setup, no configuration, no
-// daemon. The sandbox test traces their system calls to prove it.
+// list-pause-due, claim-next-ready and relay print, and
+// bridge-preflight's fallback, therefore do nothing but resolve the
+// home's path and read the published inbox through package inbox: no
+// home setup, no configuration, no daemon. The sandbox test traces their
+// system calls to prove it.
 
 // readSnapshot opens the published snapshot for bridge.
 func readSnapshot(env *Env, bridge string) (*inbox.Snapshot, error) {
@@ -198,4 +200,87 @@ func printPreflight(w io.Writer, r api.PreflightReply) {
 	if r.FallbackReason != "" {
 		fmt.Fprintf(w, "the daemon was not reachable: %s\n", r.FallbackReason)
 	}
+}
+
+// DesktopRelayPrintCmd is `cbth desktop relay print`: the one way a
+// sandboxed bridge writes back. The snapshot publishes relay markers,
+// never relay lines, so reading or showing a file applies nothing; this
+// composes the line of one marker from the current revision's files and
+// prints it, alone, and that output in the bridge thread's rollout is
+// what the scanner applies. Running it is the decision.
+type DesktopRelayPrintCmd struct {
+	BridgeThreadID string `help:"The bridge thread." required:"" name:"bridge-thread-id"`
+	Kind           string `help:"What the line stands for: arm-pending (a ready entry's .relay_marker: about to arm), arm-accepted (an arm-pending entry's .relay_marker: the caller automation was armed) or paused (an arm-pending entry's .relay_paused_marker, or a pause-due entry's .relay_marker: the caller automation reads back PAUSED)." required:"" enum:"arm-pending,arm-accepted,paused"`
+	Marker         string `help:"The marker, from the entry of the current revision." required:""`
+}
+
+// RelayPrinted is relay print's --json answer: the envelope described,
+// which is not a relay line (only the plain output is).
+type RelayPrinted struct {
+	SnapshotRevision uint64 `json:"snapshot_revision"`
+	relay.Envelope
+}
+
+// Run prints the line.
+func (c *DesktopRelayPrintCmd) Run(env *Env) error {
+	s, err := readSnapshot(env, c.BridgeThreadID)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	e, err := publishedEnvelope(s, c.Marker)
+	if err != nil {
+		return err
+	}
+	if e.Kind != c.Kind {
+		return errs.New(errs.EINVAL, "kind_mismatch: marker %s is the %s marker of thread %s, not %s", c.Marker, e.Kind, e.SourceThreadID, c.Kind)
+	}
+	return env.emit(RelayPrinted{SnapshotRevision: s.Manifest.SnapshotRevision, Envelope: e}, func(w io.Writer) { fmt.Fprintln(w, relay.Line(e)) })
+}
+
+// publishedEnvelope finds marker in the current revision's ready,
+// arm-pending and pause-due entries and returns the envelope its line
+// carries: the entry's token and the marker's kind and request.
+func publishedEnvelope(s *inbox.Snapshot, marker string) (relay.Envelope, error) {
+	if marker == "" {
+		return relay.Envelope{}, errs.New(errs.EINVAL, "the marker is empty")
+	}
+	ready, err := s.ReadyThreads()
+	if err != nil {
+		return relay.Envelope{}, err
+	}
+	for _, e := range ready.Entries {
+		if e.RelayMarker == marker {
+			return relay.Envelope{Marker: marker, Kind: relay.KindArmPending, SourceThreadID: e.SourceThreadID, AttemptID: e.AttemptID,
+				Generation: e.Generation, BridgeRequestID: e.RelayBridgeRequestID}, nil
+		}
+	}
+	pending, err := s.ArmPending()
+	if err != nil {
+		return relay.Envelope{}, err
+	}
+	for _, e := range pending.Entries {
+		env := relay.Envelope{Marker: marker, SourceThreadID: e.SourceThreadID, AttemptID: e.AttemptID, Generation: e.Generation,
+			BridgeRequestID: e.BridgeRequestID}
+		switch marker {
+		case e.RelayMarker:
+			env.Kind = relay.KindArmAccepted
+			return env, nil
+		case e.RelayPausedMarker:
+			env.Kind = relay.KindPaused
+			return env, nil
+		}
+	}
+	due, err := s.PauseDue()
+	if err != nil {
+		return relay.Envelope{}, err
+	}
+	for _, e := range due.Entries {
+		if e.RelayMarker == marker {
+			return relay.Envelope{Marker: marker, Kind: relay.KindPaused, SourceThreadID: e.SourceThreadID, Generation: e.ArmedGeneration,
+				BridgeRequestID: e.RelayBridgeRequestID}, nil
+		}
+	}
+	return relay.Envelope{}, errs.New(errs.ESTALE, "marker_not_published: revision %d carries no marker %s (it was consumed, expired or its entry moved on: read the snapshot again)",
+		s.Manifest.SnapshotRevision, marker)
 }

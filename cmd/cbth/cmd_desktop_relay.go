@@ -3,16 +3,19 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 )
 
 // DesktopRelayCmd groups the transcript relay's commands (spec/desktop.md,
-// "The transcript relay"): a heartbeat writes back by printing an
-// envelope line, which Codex records in the thread's rollout as tool
-// output; the daemon reads it there and applies the CAS. These commands
-// run outside the sandbox.
+// "The transcript relay"): a heartbeat writes back by running `relay
+// print`, whose one line of output Codex records in the thread's rollout
+// as tool output; the daemon reads it there and applies the CAS. `relay
+// print` runs in the heartbeat's sandbox (cmd_desktop_read.go); these
+// run outside it.
 type DesktopRelayCmd struct {
+	Print             DesktopRelayPrintCmd   `cmd:"" help:"Heartbeat (sandbox-safe): print the one relay line of a marker in the published snapshot. Printing it is the decision: its scanner applies what it stands for."`
 	Marker            DesktopRelayMarkerCmd  `cmd:"" help:"Relay markers."`
 	Scanner           DesktopRelayScannerCmd `cmd:"" help:"The daemon's rollout scanner."`
 	ConsumeTranscript DesktopRelayConsumeCmd `cmd:"" name:"consume-transcript" help:"Operator: consume the envelopes carrying one marker in a rollout file, once."`
@@ -20,7 +23,7 @@ type DesktopRelayCmd struct {
 
 // DesktopRelayMarkerCmd groups the marker commands.
 type DesktopRelayMarkerCmd struct {
-	Issue DesktopRelayMarkerIssueCmd `cmd:"" help:"Issue a marker for one envelope kind and print the line the heartbeat must print."`
+	Issue DesktopRelayMarkerIssueCmd `cmd:"" help:"Issue a marker for one envelope kind and show its relay line (labelled: showing it applies nothing; .line under --json)."`
 }
 
 // DesktopRelayMarkerIssueCmd is `cbth desktop relay marker issue`.
@@ -37,7 +40,13 @@ func (c *DesktopRelayMarkerIssueCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	return env.emit(res, func(w io.Writer) { fmt.Fprintln(w, res.Line) })
+	// Labelled, so that this output, shown in a heartbeat's tool output,
+	// is not itself a relay line: only a line that starts with the
+	// prefix counts.
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "marker %s (%s): %s, expires %s\n", res.Marker, res.Kind, res.Outcome, res.ExpiresAt.Local().Format(time.RFC3339))
+		fmt.Fprintf(w, "relay line: %s\n", res.Line)
+	})
 }
 
 // DesktopRelayScannerCmd groups the scanner commands.
@@ -64,13 +73,14 @@ func (c *DesktopRelayScannerBindCmd) Run(env *Env) error {
 
 // DesktopRelayConsumeCmd is `cbth desktop relay consume-transcript`.
 type DesktopRelayConsumeCmd struct {
-	RolloutPath string `help:"The rollout JSONL to read." required:"" name:"rollout-path" type:"path"`
-	Marker      string `help:"The marker whose envelopes to consume." required:""`
+	BridgeThreadID string `help:"The bridge thread whose rollout this is: only markers issued for it are consumed." required:"" name:"bridge-thread-id"`
+	RolloutPath    string `help:"The rollout JSONL to read." required:"" name:"rollout-path" type:"path"`
+	Marker         string `help:"The marker whose envelopes to consume." required:""`
 }
 
 // Run consumes.
 func (c *DesktopRelayConsumeCmd) Run(env *Env) error {
-	res, err := call(env, api.DesktopRelayConsume, api.ConsumeArgs{RolloutPath: c.RolloutPath, Marker: c.Marker})
+	res, err := call(env, api.DesktopRelayConsume, api.ConsumeArgs{BridgeThreadID: c.BridgeThreadID, RolloutPath: c.RolloutPath, Marker: c.Marker})
 	if err != nil {
 		return err
 	}

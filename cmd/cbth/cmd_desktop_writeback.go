@@ -134,12 +134,34 @@ func (c *DesktopNoteBoundaryCrossedCmd) Run(env *Env) error {
 	})
 }
 
+// DesktopIssueArtifactLeasesCmd is `cbth desktop issue-artifact-leases`:
+// the operator's explicit request for the recovery leases of a batch's
+// large artifacts (batch inspect, a read, only shows the valid ones).
+type DesktopIssueArtifactLeasesCmd struct {
+	BatchID string `help:"The batch." required:"" name:"batch-id"`
+	Rotate  bool   `help:"Replace leases still valid (the old ones end)."`
+}
+
+// Run issues.
+func (c *DesktopIssueArtifactLeasesCmd) Run(env *Env) error {
+	res, err := call(env, api.DesktopIssueLeases, api.IssueLeasesArgs{BatchID: c.BatchID, Rotate: c.Rotate})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "batch %s: %s\n", res.BatchID, res.Outcome)
+		for _, l := range res.Leases {
+			fmt.Fprintf(w, "  artifact %s: lease %s until %s\n", l.ArtifactID, l.LeaseID, l.Deadline.Local().Format(time.RFC3339))
+		}
+	})
+}
+
 // DesktopReadArtifactCmd is `cbth desktop read-artifact`: operator
 // recovery of a large artifact, by chunks, under the recovery lease
-// `cbth batch inspect --batch-id` issued. Never a path to read.
+// `cbth desktop issue-artifact-leases` issued. Never a path to read.
 type DesktopReadArtifactCmd struct {
 	ArtifactID          string `help:"The artifact." required:"" name:"artifact-id"`
-	ArtifactReadLeaseID string `help:"Its lease (.artifact_recovery_leases[].artifact_recovery_lease_id of batch inspect)." required:"" name:"artifact-read-lease-id"`
+	ArtifactReadLeaseID string `help:"Its lease (.artifact_recovery_leases[].artifact_recovery_lease_id of desktop issue-artifact-leases, or of batch inspect while it is valid)." required:"" name:"artifact-read-lease-id"`
 	Offset              int64  `help:"Where the chunk starts." default:"0"`
 	MaxBytes            int64  `help:"The chunk's size, at most 1 MiB." default:"65536" name:"max-bytes"`
 }

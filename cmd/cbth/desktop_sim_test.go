@@ -112,38 +112,41 @@ func quiescedAt(s *relaySim, thread string) string {
 func TestDesktop_RelayBridgeInTheSandbox(t *testing.T) {
 	s := newRelaySim(t, "S")
 	s.desktopJob("S")
-	d := s.published("a ready entry with its relay line", func(d desktopsim.DirectRead) bool {
-		return len(d.Ready.Entries) == 1 && d.Ready.Entries[0].RelayLine != ""
+	d := s.published("a ready entry with its relay marker", func(d desktopsim.DirectRead) bool {
+		return len(d.Ready.Entries) == 1 && d.Ready.Entries[0].RelayMarker != ""
 	})
 	ready := d.Ready.Entries[0]
-	if !strings.HasPrefix(ready.RelayLine, "CBTH-RELAY/1 {") || !strings.Contains(ready.RelayLine, `"kind":"arm-pending"`) ||
-		!strings.Contains(ready.RelayLine, ready.AttemptID) || strings.Contains(ready.RelayLine, "lease") {
-		t.Fatalf("ready entry: %+v", ready)
+	readyLine := s.line("arm-pending", ready.RelayMarker)
+	if !strings.HasPrefix(readyLine, "CBTH-RELAY/1 {") || !strings.Contains(readyLine, `"kind":"arm-pending"`) ||
+		!strings.Contains(readyLine, ready.AttemptID) || strings.Contains(readyLine, "lease") {
+		t.Fatalf("ready entry: %+v, line %s", ready, readyLine)
 	}
 	// The line only in a prompt: nothing moves, however long the scanner
 	// reads (it reads it before the wake's tool output below).
-	if err := s.desk.Print("Bridge: print " + ready.RelayLine); err != nil {
+	if err := s.desk.Print("Bridge: print " + readyLine); err != nil {
 		t.Fatal(err)
 	}
 
 	// Wake 1: the arm-pending line, printed from the sandbox.
 	_, printed := s.wake(desktopsim.StepNone)
-	if len(printed) != 1 || printed[0] != ready.RelayLine {
+	if len(printed) != 1 || printed[0] != readyLine {
 		t.Fatalf("wake 1 printed %q", printed)
 	}
 	waitFor(t, "the scanner to apply note-arm-pending", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "arm_pending" })
-	d = s.published("the arm-pending entry with its lines", func(d desktopsim.DirectRead) bool {
-		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayLine != "" && d.ArmPending.Entries[0].RelayPausedLine != ""
+	d = s.published("the arm-pending entry with its markers", func(d desktopsim.DirectRead) bool {
+		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != "" && d.ArmPending.Entries[0].RelayPausedMarker != ""
 	})
 	pend := d.ArmPending.Entries[0]
-	if len(d.Ready.Entries) != 0 || !strings.Contains(pend.RelayLine, `"kind":"arm-accepted"`) || !strings.Contains(pend.RelayPausedLine, `"kind":"paused"`) ||
-		strings.Contains(pend.RelayLine+pend.RelayPausedLine, "lease") || !strings.Contains(pend.RelayLine, pend.BridgeRequestID) {
+	acceptedLine, pausedLine := s.line("arm-accepted", pend.RelayMarker), s.line("paused", pend.RelayPausedMarker)
+	if len(d.Ready.Entries) != 0 || !strings.Contains(acceptedLine, `"kind":"arm-accepted"`) || !strings.Contains(pausedLine, `"kind":"paused"`) ||
+		strings.Contains(acceptedLine+pausedLine, "lease") || !strings.Contains(acceptedLine, pend.BridgeRequestID) {
 		t.Fatalf("after the arm-pending envelope: %+v", d)
 	}
+	s.noLinesPublished()
 
 	// Wake 2: arm the caller automation, print the accepted line.
 	_, printed = s.wake(desktopsim.StepNone)
-	if len(printed) != 1 || printed[0] != pend.RelayLine || s.desk.Automations["automation-S"].Status != "ACTIVE" {
+	if len(printed) != 1 || printed[0] != acceptedLine || s.desk.Automations["automation-S"].Status != "ACTIVE" {
 		t.Fatalf("wake 2 printed %q, automation %+v", printed, s.desk.Automations["automation-S"])
 	}
 	waitFor(t, "the scanner to apply note-arm", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "cooldown" })
@@ -151,7 +154,7 @@ func TestDesktop_RelayBridgeInTheSandbox(t *testing.T) {
 		t.Fatalf("armed through the relay: count %d", n)
 	}
 	// The same lines printed again (a heartbeat re-emits): counted once.
-	if err := s.desk.Print("", ready.RelayLine, pend.RelayLine); err != nil {
+	if err := s.desk.Print("", readyLine, acceptedLine); err != nil {
 		t.Fatal(err)
 	}
 	// The caller's wake crosses the boundary (outside the sandbox: the
@@ -168,12 +171,14 @@ func TestDesktop_RelayBridgeInTheSandbox(t *testing.T) {
 
 	// Past pause_not_before: the pause-due entry carries its paused line.
 	s.advance("91s")
-	d = s.published("the pause-due entry with its line", func(d desktopsim.DirectRead) bool {
-		return len(d.PauseDue.Entries) == 1 && d.PauseDue.Entries[0].RelayLine != ""
+	d = s.published("the pause-due entry with its marker", func(d desktopsim.DirectRead) bool {
+		return len(d.PauseDue.Entries) == 1 && d.PauseDue.Entries[0].RelayMarker != ""
 	})
-	if due := d.PauseDue.Entries[0]; !strings.Contains(due.RelayLine, `"kind":"paused"`) || !strings.Contains(due.RelayLine, `"attempt_id":""`) {
+	if due := d.PauseDue.Entries[0]; !strings.Contains(s.line("paused", due.RelayMarker), `"kind":"paused"`) ||
+		!strings.Contains(s.line("paused", due.RelayMarker), `"attempt_id":""`) {
 		t.Fatalf("pause-due entry: %+v", due)
 	}
+	s.noLinesPublished()
 	_, printed = s.wake(desktopsim.StepNone)
 	if len(printed) != 1 || s.desk.Automations["automation-S"].Status != "PAUSED" {
 		t.Fatalf("wake 3 printed %q", printed)
@@ -182,46 +187,76 @@ func TestDesktop_RelayBridgeInTheSandbox(t *testing.T) {
 	s.published("no pause due any more", func(d desktopsim.DirectRead) bool { return len(d.PauseDue.Entries) == 0 })
 }
 
-// readyFor waits for the thread's ready entry with its relay line.
-func (s *relaySim) readyFor(thread string) inbox.ReadyEntry {
+// line is the relay line `cbth desktop relay print` prints for a marker
+// of the current revision: one line, the only place a line exists.
+func (s *relaySim) line(kind, marker string) string {
+	s.t.Helper()
+	r := s.run("desktop", "relay", "print", "--bridge-thread-id", bridge, "--kind", kind, "--marker", marker)
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 1 {
+		s.t.Fatalf("relay print --kind %s --marker %s: exit %d\n%s%s", kind, marker, r.code, r.stdout, r.stderr)
+	}
+	return strings.TrimSuffix(r.stdout, "\n")
+}
+
+// noLinesPublished fails the test if any file of the inbox holds a
+// relay line, or the relay prefix at all: a file read or shown must
+// never be taken for a decision to print.
+func (s *relaySim) noLinesPublished() {
+	s.t.Helper()
+	filepath.WalkDir(filepath.Join(s.root, "inbox"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), "CBTH-RELAY/") {
+				s.t.Fatalf("%s holds a relay line:\n%s", p, b)
+			}
+		}
+		return nil
+	})
+}
+
+// readyFor waits for the thread's ready entry with its relay marker and
+// returns it with its line.
+func (s *relaySim) readyFor(thread string) (inbox.ReadyEntry, string) {
 	s.t.Helper()
 	var e inbox.ReadyEntry
-	s.published(thread+"'s ready entry with its relay line", func(d desktopsim.DirectRead) bool {
+	s.published(thread+"'s ready entry with its relay marker", func(d desktopsim.DirectRead) bool {
 		for _, r := range d.Ready.Entries {
-			if r.SourceThreadID == thread && r.RelayLine != "" {
+			if r.SourceThreadID == thread && r.RelayMarker != "" {
 				e = r
 				return true
 			}
 		}
 		return false
 	})
-	return e
+	return e, s.line("arm-pending", e.RelayMarker)
 }
 
 // relayArm arms the thread's ready head through the relay: two bridge
 // wakes (the second, when crash1 is set, crashing after that step and a
-// third making it good), each followed by the scanner. It returns the
-// ready entry armed and the arm-accepted line.
-func (s *relaySim) relayArm(thread string, crash1 desktopsim.Step) (inbox.ReadyEntry, string) {
+// third making it good), each followed by the scanner. It returns
+// the ready entry armed, its arm-pending line and the arm-accepted line.
+func (s *relaySim) relayArm(thread string, crash1 desktopsim.Step) (e inbox.ReadyEntry, pending, accepted string) {
 	s.t.Helper()
-	e := s.readyFor(thread)
+	e, pending = s.readyFor(thread)
 	s.wake(desktopsim.StepNone)
 	waitFor(s.t, "note-arm-pending through the relay", 20*time.Second, func() bool { st, _ := s.headState(thread); return st == "arm_pending" })
-	d := s.published("the arm-pending entry's lines", func(d desktopsim.DirectRead) bool {
-		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayLine != ""
+	d := s.published("the arm-pending entry's markers", func(d desktopsim.DirectRead) bool {
+		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != ""
 	})
+	accepted = s.line("arm-accepted", d.ArmPending.Entries[0].RelayMarker)
 	if crash1 != desktopsim.StepNone {
 		s.wake(crash1)
 	}
 	s.wake(desktopsim.StepNone)
 	waitFor(s.t, "note-arm through the relay", 20*time.Second, func() bool { st, _ := s.headState(thread); return st == "cooldown" })
-	return e, d.ArmPending.Entries[0].RelayLine
+	return e, pending, accepted
 }
 
 // changedSince lists the types of the events appended after seq head,
-// leaving out the scanner's position records: reading a rollout records
-// how far it read (spec/desktop.md, "The scanner's position and
-// health"), which changes no batch, attempt or binding.
+// leaving out the scanner's position records and the publisher's
+// revision reservations: reading a rollout records how far it read
+// (spec/desktop.md, "The scanner's position and health"), publishing
+// reserves revision numbers now and then ("Revisions"), and neither
+// changes a batch, an attempt or a binding.
 func (s *relaySim) changedSince(head uint64) []string {
 	s.t.Helper()
 	r := s.run("events", "export", "--from", strconv.FormatUint(head+1, 10))
@@ -239,7 +274,7 @@ func (s *relaySim) changedSince(head uint64) []string {
 		if err := json.Unmarshal([]byte(l), &e); err != nil {
 			s.t.Fatalf("events export line %q: %v", l, err)
 		}
-		if e.Type != "installation.relay_scanner_advanced" {
+		if e.Type != "installation.relay_scanner_advanced" && e.Type != "installation.snapshot_revisions_reserved" {
 			out = append(out, e.Type)
 		}
 	}
@@ -263,7 +298,7 @@ func markerOf(t *testing.T, line string) string {
 func (s *relaySim) consumeAgain(line string) consumeReply {
 	s.t.Helper()
 	var got consumeReply
-	s.ok(&got, "desktop", "relay", "consume-transcript", "--rollout-path", s.desk.Rollout, "--marker", markerOf(s.t, line))
+	s.ok(&got, "desktop", "relay", "consume-transcript", "--bridge-thread-id", bridge, "--rollout-path", s.desk.Rollout, "--marker", markerOf(s.t, line))
 	return got
 }
 
@@ -284,7 +319,7 @@ func (s *relaySim) pauseThroughRelay(thread string, crash desktopsim.Step) {
 	s.t.Helper()
 	s.advance("91s")
 	s.published("the pause-due line", func(d desktopsim.DirectRead) bool {
-		return len(d.PauseDue.Entries) > 0 && d.PauseDue.Entries[0].RelayLine != ""
+		return len(d.PauseDue.Entries) > 0 && d.PauseDue.Entries[0].RelayMarker != ""
 	})
 	if crash != desktopsim.StepNone {
 		s.wake(crash)
@@ -330,11 +365,11 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// line, after pausing with nothing printed: each next wake
 			// makes it good, and the batch counts one arm.
 			s.desktopJob("S")
-			e := s.readyFor("S")
+			e, _ := s.readyFor("S")
 			s.wake(desktopsim.StepPrintPending)
 			waitFor(t, "arm_pending", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "arm_pending" })
 			s.published("the arm-pending lines", func(d desktopsim.DirectRead) bool {
-				return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayLine != ""
+				return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != ""
 			})
 			s.wake(desktopsim.StepArm)
 			s.wake(desktopsim.StepPrintArmed)
@@ -358,11 +393,11 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// down, re-offered as generation 2. The old automation's late
 			// wake is stale and appends nothing; generation 2 crosses.
 			s.desktopJob("S")
-			old, _ := s.relayArm("S", desktopsim.StepNone)
+			old, _, _ := s.relayArm("S", desktopsim.StepNone)
 			s.pauseThroughRelay("S", desktopsim.StepNone)
 			s.advance("31s") // past cooldown_until (2m after the arm)
 			s.preflight()
-			fresh := s.readyFor("S")
+			fresh, _ := s.readyFor("S")
 			if fresh.Generation != old.Generation+1 || fresh.BatchID != old.BatchID {
 				t.Fatalf("re-offered: %+v after %+v", fresh, old)
 			}
@@ -387,7 +422,7 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// the relay's own pending line for the same attempt is refused
 			// the same way; the holder's arm counts once.
 			s.desktopJob("S")
-			e := s.readyFor("S")
+			e, line := s.readyFor("S")
 			var a armPending
 			s.ok(&a, append([]string{"desktop", "note-arm-pending"}, tokenArgs(&e, "bridge-a")...)...)
 			f := s.fails(time.Minute, append([]string{"desktop", "note-arm-pending"}, tokenArgs(&e, "bridge-b")...)...)
@@ -397,16 +432,16 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			}
 			// The relay's own pending line (another request) is refused
 			// busy, and its reason carries no lease either.
-			if err := s.desk.Print("", e.RelayLine); err != nil {
+			if err := s.desk.Print("", line); err != nil {
 				t.Fatal(err)
 			}
-			if got := s.consumeAgain(e.RelayLine); got.Outcome != "refused" || !strings.Contains(got.Results[0].Reason, "EBUSY") ||
+			if got := s.consumeAgain(line); got.Outcome != "refused" || !strings.Contains(got.Results[0].Reason, "EBUSY") ||
 				strings.Contains(got.Results[0].Reason, a.Lease) {
 				t.Fatalf("the relay's line under another request: %+v", got)
 			}
 			// The arm-accepted line published for bridge-a's request arms it.
-			s.published("the arm-pending entry's lines", func(d desktopsim.DirectRead) bool {
-				return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayLine != ""
+			s.published("the arm-pending entry's markers", func(d desktopsim.DirectRead) bool {
+				return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != ""
 			})
 			s.wake(desktopsim.StepNone)
 			waitFor(t, "armed", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "cooldown" })
@@ -416,10 +451,10 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 		}},
 		{"a retry counts once", func(t *testing.T, s *relaySim) {
 			s.desktopJob("S")
-			e, accepted := s.relayArm("S", desktopsim.StepNone)
+			e, pending, accepted := s.relayArm("S", desktopsim.StepNone)
 			head := s.head()
 			// Both lines re-emitted, twice over, and direct retries.
-			lines := []string{e.RelayLine, accepted, e.RelayLine, accepted}
+			lines := []string{pending, accepted, pending, accepted}
 			if err := s.desk.Print("", lines...); err != nil {
 				t.Fatal(err)
 			}
@@ -439,14 +474,14 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// A pause proof before pause_not_before is refused and records
 			// nothing; no proof by pause_deadline degrades the binding.
 			s.desktopJob("S")
-			e, _ := s.relayArm("S", desktopsim.StepNone)
+			e, _, _ := s.relayArm("S", desktopsim.StepNone)
 			var m issued
 			s.ok(&m, "desktop", "relay", "marker", "issue", "--bridge-thread-id", bridge, "--kind", "paused", "--source-thread-id", "S",
 				"--attempt-id", "", "--generation", strconv.FormatUint(e.Generation, 10), "--bridge-request-id", "too-early")
 			s.desk.Print("", m.Line)
 			s.preflight()
 			var got consumeReply
-			s.ok(&got, "desktop", "relay", "consume-transcript", "--rollout-path", s.desk.Rollout, "--marker", m.Marker)
+			s.ok(&got, "desktop", "relay", "consume-transcript", "--bridge-thread-id", bridge, "--rollout-path", s.desk.Rollout, "--marker", m.Marker)
 			if got.Outcome != "refused" || !strings.Contains(got.Results[0].Reason, "pause_too_early") || quiescedAt(s, "S") != "" {
 				t.Fatalf("early pause: %+v", got)
 			}
@@ -461,7 +496,7 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 		}},
 		{"fingerprint and transport changes", func(t *testing.T, s *relaySim) {
 			s.desktopJob("S")
-			e := s.readyFor("S")
+			_, line := s.readyFor("S")
 			// A bridge running a cbth from elsewhere: not validated, arms
 			// nothing.
 			moved := filepath.Join(t.TempDir(), "elsewhere", "cbth")
@@ -486,16 +521,16 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 				t.Fatalf("after the transport change: %+v %q", w.Preflight, printed)
 			}
 			head := s.head()
-			if err := s.desk.Print("", e.RelayLine); err != nil {
+			if err := s.desk.Print("", line); err != nil {
 				t.Fatal(err)
 			}
-			if got := s.consumeAgain(e.RelayLine); got.Outcome != "refused" || len(s.changedSince(head)) != 0 {
+			if got := s.consumeAgain(line); got.Outcome != "refused" || len(s.changedSince(head)) != 0 {
 				t.Fatalf("a line published before the transport change: %+v, appended %v", got, s.changedSince(head))
 			}
 		}},
 		{"degraded then repair", func(t *testing.T, s *relaySim) {
 			s.desktopJob("S")
-			e, _ := s.relayArm("S", desktopsim.StepNone)
+			e, _, _ := s.relayArm("S", desktopsim.StepNone)
 			s.advance("3m1s") // no pause by pause_deadline: degraded
 			if st, _ := s.bindingState("S"); st != "degraded" {
 				t.Fatalf("binding: %s", st)
@@ -504,13 +539,13 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// The armed generation must still be proven paused before a
 			// fresh arm: the bridge pauses it through the relay.
 			s.published("the pause-due line after the repair", func(d desktopsim.DirectRead) bool {
-				return len(d.PauseDue.Entries) == 1 && d.PauseDue.Entries[0].RelayLine != ""
+				return len(d.PauseDue.Entries) == 1 && d.PauseDue.Entries[0].RelayMarker != ""
 			})
 			s.wake(desktopsim.StepNone)
 			waitFor(t, "quiesced", 20*time.Second, func() bool { return quiescedAt(s, "S") != "" })
 			// The head never crossed (its caller did not wake): it stays
 			// automatic and is armed again with a fresh generation.
-			next, _ := s.relayArm("S", desktopsim.StepNone)
+			next, _, _ := s.relayArm("S", desktopsim.StepNone)
 			if next.BatchID != e.BatchID || next.Generation != e.Generation+1 {
 				t.Fatalf("after the repair: %+v, before %+v", next, e)
 			}
@@ -520,7 +555,7 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 		}},
 		{"a second note-boundary-crossed", func(t *testing.T, s *relaySim) {
 			s.desktopJob("S")
-			e, _ := s.relayArm("S", desktopsim.StepNone)
+			e, _, _ := s.relayArm("S", desktopsim.StepNone)
 			if code, out := s.caller("S"); code != 0 {
 				t.Fatalf("caller: %d %s", code, out)
 			}
@@ -536,7 +571,7 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// is refused; the operator recovers the continuation from the
 			// batch's recovery envelope.
 			s.desktopJob("S")
-			e, _ := s.relayArm("S", desktopsim.StepNone)
+			e, _, _ := s.relayArm("S", desktopsim.StepNone)
 			s.caller("S") // the answer is dropped on the floor
 			f := s.fails(time.Minute, crossArgs(&e)...)
 			f.want(t, "already_crossed_or_handoff_recorded", 1)
@@ -618,14 +653,15 @@ func TestDesktop_RelayScannerResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the position recorded", 20*time.Second, func() bool { return s.scanner().Offset == st.Size() })
-	d := s.published("the arm-pending lines", func(d desktopsim.DirectRead) bool {
-		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayLine != ""
+	d := s.published("the arm-pending markers", func(d desktopsim.DirectRead) bool {
+		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != ""
 	})
 	pend := d.ArmPending.Entries[0]
+	acceptedLine, pausedLine := s.line("arm-accepted", pend.RelayMarker), s.line("paused", pend.RelayPausedMarker)
 	s.ok(nil, "daemon", "stop")
 
 	rec, _ := json.Marshal(map[string]any{"type": "response_item", "payload": map[string]any{"type": "function_call_output",
-		"call_id": "call_x", "output": pend.RelayLine + "\n"}})
+		"call_id": "call_x", "output": acceptedLine + "\n"}})
 	if int64(len(rec))+1 > st.Size() {
 		t.Fatalf("the rewritten record (%d bytes) does not fit the %d read", len(rec)+1, st.Size())
 	}
@@ -638,7 +674,7 @@ func TestDesktop_RelayScannerResumesAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := s.desk.Print("", pend.RelayPausedLine); err != nil {
+	if err := s.desk.Print("", pausedLine); err != nil {
 		t.Fatal(err)
 	}
 	s.preflight() // starts the daemon; it scans
@@ -682,6 +718,63 @@ func TestDesktop_RelayScannerDegradedThenRebound(t *testing.T) {
 	s.ok(&b, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", s.desk.Rollout)
 	if v := s.scanner(); b.Outcome != "bound" || v.State != "reading" || v.Revision != 2 {
 		t.Fatalf("rebound: %+v %+v", b, v)
+	}
+	if rep, _ := s.doctor(); rep.get("desktop.relay").State != "ok" {
+		t.Fatalf("doctor after the rebind: %+v", rep.get("desktop.relay"))
+	}
+}
+
+// A rollout record longer than the scanner's round does not stop it: a
+// 2 MiB tool output is read whole and its line applied; one over the 8
+// MiB a record is read whole (relay.MaxRecord) is read through and
+// skipped, the position moves past it, and the scanner shows degraded
+// with the reason (doctor fails) while it reads on; a rebind to the same
+// file acknowledges the skip and resumes where it was.
+func TestDesktop_RelayScannerMovesPastLongRecords(t *testing.T) {
+	s := newRelaySim(t, "S")
+	s.desktopJob("S")
+	_, pending := s.readyFor("S")
+	if err := s.desk.Print("", strings.Repeat("x", 2<<20), pending); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the line in a 2 MiB record applied", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "arm_pending" })
+	if v := s.scanner(); v.State != "reading" {
+		t.Fatalf("after a 2 MiB record: %+v", v)
+	}
+	d := s.published("the arm-pending marker", func(d desktopsim.DirectRead) bool {
+		return len(d.ArmPending.Entries) == 1 && d.ArmPending.Entries[0].RelayMarker != ""
+	})
+	accepted := s.line("arm-accepted", d.ArmPending.Entries[0].RelayMarker)
+	if err := s.desk.Print("", accepted, strings.Repeat("y", 9<<20)); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(s.desk.Rollout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the 9 MiB record skipped", 20*time.Second, func() bool { return s.scanner().Offset == st.Size() })
+	v := s.scanner()
+	if v.State != "degraded" || v.Reason != "rollout_record_too_long" || v.Revision != 1 {
+		t.Fatalf("after a 9 MiB record: %+v", v)
+	}
+	if head, _ := s.headState("S"); head != "arm_pending" {
+		t.Fatalf("a line in a skipped record applied: %s", head)
+	}
+	rep, r := s.doctor()
+	if f := rep.get("desktop.relay"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Detail, "rollout_record_too_long") ||
+		!strings.Contains(f.Detail, "line 3") || !strings.Contains(f.Fix, s.desk.Rollout) {
+		t.Fatalf("doctor: exit %d %+v", r.code, f)
+	}
+	// It reads on: the same line printed again, in a record of its own.
+	if err := s.desk.Print("", accepted); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the line after the skipped record applied", 20*time.Second, func() bool { st, _ := s.headState("S"); return st == "cooldown" })
+	// The rebind acknowledges the skip: reading, from where it was.
+	at := s.scanner().Offset
+	s.ok(nil, "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", s.desk.Rollout)
+	if v := s.scanner(); v.State != "reading" || v.Revision != 2 || v.Offset != at {
+		t.Fatalf("rebound: %+v, was at %d", v, at)
 	}
 	if rep, _ := s.doctor(); rep.get("desktop.relay").State != "ok" {
 		t.Fatalf("doctor after the rebind: %+v", rep.get("desktop.relay"))

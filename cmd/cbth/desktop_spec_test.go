@@ -53,7 +53,9 @@ func TestDesktopJSONShapesMatchTheSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc("relay-scanner-bind", "desktop", "relay", "scanner", "bind", "--bridge-thread-id", bridge, "--rollout-path", rollout)
-	doc("relay-consume", "desktop", "relay", "consume-transcript", "--rollout-path", rollout, "--marker", "m1-none")
+	doc("relay-consume", "desktop", "relay", "consume-transcript", "--bridge-thread-id", bridge, "--rollout-path", rollout, "--marker", "m1-none")
+	h.preflight() // with the scanner bound, the ready entry carries its marker
+	doc("relay-print", "desktop", "relay", "print", "--bridge-thread-id", bridge, "--kind", "arm-pending", "--marker", h.claim().Ready.RelayMarker)
 	var p armPending
 	h.ok(&p, append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)
 	doc("note-arm-pending", append([]string{"desktop", "note-arm-pending"}, tokenArgs(r, "wake-1")...)...)

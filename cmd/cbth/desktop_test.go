@@ -428,6 +428,51 @@ func TestDesktop_InboxIsAProjection(t *testing.T) {
 	}
 }
 
+// Snapshot revisions are never used twice, even when the inbox, which
+// is a projection, is deleted: they come from the log, which reserves
+// them by blocks, and each daemon start takes the next block.
+func TestDesktop_RevisionsNeverReusedAfterTheInboxIsDeleted(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop("S1")
+	rev := func() uint64 {
+		t.Helper()
+		d, err := desktopsim.ReadDirect(filepath.Join(h.root, "inbox"), bridge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Manifest.SnapshotRevision
+	}
+	seen := rev()
+	for i, restart := range []bool{true, true, false} {
+		if restart {
+			h.ok(nil, "daemon", "stop")
+		}
+		if err := os.RemoveAll(filepath.Join(h.root, "inbox")); err != nil {
+			t.Fatal(err)
+		}
+		if restart {
+			h.status() // restarts the daemon, which publishes again
+		} else {
+			h.preflight() // deleted under the running daemon
+		}
+		if got := rev(); got <= seen {
+			t.Fatalf("round %d: revision %d published again after %d", i, got, seen)
+		}
+		seen = rev()
+		th := "S" + strconv.Itoa(i+2) // the content moves on
+		h.bind(th, "automation-"+th)
+		h.desktopJob(th)
+		h.preflight()
+		if got := rev(); got <= seen {
+			t.Fatalf("round %d: revision %d after %d", i, got, seen)
+		}
+		seen = rev()
+	}
+	if got := h.events("installation.snapshot_revisions_reserved"); len(got) < 3 {
+		t.Fatalf("reservations in the log: %d, want one per start", len(got))
+	}
+}
+
 // The readers fail closed on every inconsistency, each with its code.
 func TestDesktop_ReadersFailClosed(t *testing.T) {
 	h := desktopHome(t)

@@ -361,21 +361,19 @@ type leaseInspection struct {
 	} `json:"artifact_recovery_leases"`
 }
 
-// A batch that needs an artifact read never takes the caller path; the
-// operator recovers it: inspect --batch-id issues a recovery lease,
-// read-artifact returns the bytes by chunks under it (never a path), and
-// a lease ends when rotated, revoked or expired.
-func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
-	h := desktopHome(t)
+// bigArtifactBatch submits a Desktop job whose result (150 KiB) is over
+// the inline limit and returns its bytes and the batch it joined.
+func bigArtifactBatch(h *homeDir) ([]byte, string) {
+	h.t.Helper()
 	h.readyDesktop()
 	h.bind("big", "automation-big")
 	want := make([]byte, 150<<10)
 	for i := range want {
 		want[i] = byte(i * 7)
 	}
-	res := filepath.Join(t.TempDir(), "result.bin")
+	res := filepath.Join(h.t.TempDir(), "result.bin")
 	if err := os.WriteFile(res, want, 0o600); err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	var sub struct {
 		JobID string `json:"job_id"`
@@ -383,9 +381,6 @@ func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
 	h.ok(&sub, "job", "submit", "--target", "desktop", "--thread-id", "big", "--task-kind", "ci", "--summary", "s",
 		"--delivery-read-only", "true", "--delivery-requires-approval", "false", "--delivery-requires-network", "false", "--delivery-requires-write-access", "false")
 	h.ok(nil, "job", "complete", "--job-id", sub.JobID, "--summary", "big result", "--result-file", res)
-	var q struct {
-		BatchID string `json:"batch_id"`
-	}
 	var jv struct {
 		Batch *struct {
 			BatchID string `json:"batch_id"`
@@ -393,20 +388,58 @@ func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
 	}
 	h.ok(&jv, "job", "query", sub.JobID)
 	if jv.Batch == nil {
-		t.Fatal("the job joined no batch")
+		h.t.Fatal("the job joined no batch")
 	}
-	q.BatchID = jv.Batch.BatchID
+	return want, jv.Batch.BatchID
+}
+
+// Reading a batch appends nothing, whatever its artifacts: inspect and
+// inspect-head of a batch with an artifact too large to be inline issue
+// no lease; one comes only from the explicit issue-artifact-leases,
+// which inspect then shows, still appending nothing.
+func TestBatchInspect_AppendsNothing(t *testing.T) {
+	h := desktopHome(t)
+	_, batch := bigArtifactBatch(h)
+	head := h.head()
 	var in leaseInspection
-	h.ok(&in, "batch", "inspect", "--batch-id", q.BatchID)
+	for range 3 {
+		h.ok(&in, "batch", "inspect", "--batch-id", batch)
+		h.ok(nil, "batch", "inspect-head", "--source-thread-id", "big")
+	}
+	if len(in.Leases) != 0 || h.head() != head {
+		t.Fatalf("inspecting appended %d events, showed leases %+v", h.head()-head, in.Leases)
+	}
+	var issued leaseInspection
+	h.ok(&issued, "desktop", "issue-artifact-leases", "--batch-id", batch)
+	if len(issued.Leases) != 1 || h.head() == head {
+		t.Fatalf("issue-artifact-leases: %+v", issued)
+	}
+	head = h.head()
+	h.ok(&in, "batch", "inspect", "--batch-id", batch)
+	if len(in.Leases) != 1 || in.Leases[0].LeaseID != issued.Leases[0].LeaseID || h.head() != head {
+		t.Fatalf("inspect after the issue: %+v, appended %d", in.Leases, h.head()-head)
+	}
+}
+
+// A batch that needs an artifact read never takes the caller path; the
+// operator recovers it: issue-artifact-leases issues a recovery lease
+// (and the same one again while it is valid), read-artifact returns the
+// bytes by chunks under it (never a path), and a lease ends when
+// rotated, revoked or expired.
+func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
+	h := desktopHome(t)
+	want, batch := bigArtifactBatch(h)
+	var in leaseInspection
+	h.ok(&in, "desktop", "issue-artifact-leases", "--batch-id", batch)
 	if len(in.Leases) != 1 || in.Leases[0].LeaseID == "" {
 		t.Fatalf("no recovery lease: %+v", in)
 	}
 	l := in.Leases[0]
 	head := h.head()
 	var again leaseInspection
-	h.ok(&again, "batch", "inspect", "--batch-id", q.BatchID)
+	h.ok(&again, "desktop", "issue-artifact-leases", "--batch-id", batch)
 	if again.Leases[0].LeaseID != l.LeaseID || h.head() != head {
-		t.Fatal("a second inspect issued another lease")
+		t.Fatal("a second issue replaced a valid lease")
 	}
 	read := func(lease string) []byte {
 		var got []byte
@@ -434,7 +467,7 @@ func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
 	}
 	readFails("arl-guessed")
 	var rot leaseInspection
-	h.ok(&rot, "batch", "inspect", "--batch-id", q.BatchID, "--rotate-artifact-leases")
+	h.ok(&rot, "desktop", "issue-artifact-leases", "--batch-id", batch, "--rotate")
 	if rot.Leases[0].LeaseID == l.LeaseID {
 		t.Fatal("rotation kept the lease")
 	}
@@ -442,7 +475,12 @@ func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
 	read(rot.Leases[0].LeaseID)
 	h.ok(nil, "desktop", "revoke-artifact-lease", "--artifact-id", l.ArtifactID)
 	readFails(rot.Leases[0].LeaseID)
-	h.ok(&in, "batch", "inspect", "--batch-id", q.BatchID)
+	var after leaseInspection
+	h.ok(&after, "batch", "inspect", "--batch-id", batch)
+	if len(after.Leases) != 0 {
+		t.Fatalf("inspect shows a revoked lease: %+v", after.Leases)
+	}
+	h.ok(&in, "desktop", "issue-artifact-leases", "--batch-id", batch)
 	h.advance("16m") // past recovery_lease (15m)
 	readFails(in.Leases[0].LeaseID)
 }

@@ -136,3 +136,44 @@ func TestService_SupervisedDaemonStaysUp(t *testing.T) {
 	}
 	<-exited
 }
+
+// A path written into the unit cannot carry a directive of its own: a
+// home with a newline (here one that would add ExecStartPre=) is
+// refused before anything is written or run, and what systemd would
+// expand in a path (specifiers, variables, quotes, backslashes) is
+// escaped by its rules.
+func TestService_PathsCannotInjectDirectives(t *testing.T) {
+	cfg := t.TempDir()
+	c := fakeCtl(t)
+	base := t.TempDir()
+	evil := filepath.Join(base, "h\nExecStartPre=/bin/sh -c 'touch "+filepath.Join(base, "pwned")+"'")
+	h := &homeDir{t: t, root: evil, env: []string{"CBTH_HOME=" + evil, "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + cfg, "CBTH_SERVICE_CTL=" + c.path}}
+	for _, ch := range []string{"\n", "\r", "\t", "\x1b"} {
+		h.root = filepath.Join(base, "h"+ch+"x")
+		h.env[0] = "CBTH_HOME=" + h.root
+		h.fails(time.Minute, "service", "install").want(t, "EINVAL", 2, "control character")
+	}
+	h.root, h.env[0] = evil, "CBTH_HOME="+evil
+	h.fails(time.Minute, "service", "install").want(t, "EINVAL", 2, "control character")
+	units, _ := filepath.Glob(filepath.Join(cfg, "systemd", "user", "*"))
+	if _, err := os.Stat(c.log); len(units) != 0 || !os.IsNotExist(err) {
+		t.Fatalf("a refused install wrote %v and ran %q", units, c.calls(t))
+	}
+
+	// Characters systemd reads, escaped: the unit's ExecStart gives back
+	// the command line word for word.
+	odd := filepath.Join(base, `50% $HOME "q" \b\`)
+	h = &homeDir{t: t, root: odd, env: []string{"CBTH_HOME=" + odd, "HOME=" + t.TempDir(), "XDG_CONFIG_HOME=" + cfg, "CBTH_SERVICE_CTL=" + c.path}}
+	var r serviceReply
+	h.ok(&r, "service", "install")
+	b, err := os.ReadFile(r.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `"--home" "` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%", "$", "$$").Replace(odd) + `" "daemon"`
+	desc := `Description=cbth daemon for "` + strings.ReplaceAll(odd, "%", "%%") + `"` + "\n"
+	if !strings.Contains(string(b), want) || !strings.Contains(string(b), desc) || strings.Count(string(b), "\n") != 13 {
+		t.Fatalf("unit:\n%s\nwant %s and %s", b, want, desc)
+	}
+	h.ok(nil, "service", "uninstall")
+}

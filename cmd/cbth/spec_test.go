@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cbth-dev/cbth/engine/query"
 )
 
 // spec/cli.md documents every JSON shape the commands print, in fenced
@@ -200,6 +202,10 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	}
 	json.Unmarshal([]byte(doc("batch-list", "batch", "list", "--thread-id", "T")), &batches)
 	doc("batch-inspect", "batch", "inspect", "--batch-id", batches[0].ID)
+	doc("artifact-leases", "desktop", "issue-artifact-leases", "--batch-id", batches[0].ID)
+	// That batch's artifact is small: no lease; one as the reply encodes it.
+	lease, _ := json.Marshal(query.RecoveryLeaseView{})
+	c.doc("artifact-lease", "a recovery lease as encoded", string(lease))
 	var art struct {
 		Artifact struct {
 			ID string `json:"artifact_id"`

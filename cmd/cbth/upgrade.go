@@ -73,6 +73,16 @@ func (e *Env) replaceIfIdleOlder(daemonVersion string, daemonProto int) bool {
 	if err != nil || !idleForHandover(st) {
 		return false
 	}
+	// The daemon that replaces it runs this binary: not one another
+	// user could have rewritten.
+	exe, err := os.Executable()
+	if err == nil {
+		err = home.CheckUnshared("this cbth", exe, true)
+	}
+	if err != nil {
+		fmt.Fprintf(e.Stderr, "cbth: not replacing the idle daemon (cbth %s) with this binary: %v\n", daemonVersion, err)
+		return false
+	}
 	if _, err := e.handOver(h, 0, false); err != nil {
 		return false
 	}

@@ -469,6 +469,47 @@ func TestIdleOlderDaemonIsReplaced(t *testing.T) {
 	}
 }
 
+// The auto-replacement runs the newer binary as the home's daemon: a
+// binary its group could have rewritten replaces nothing, and the client
+// says why, naming the binary and its mode; made private, it replaces
+// the idle older daemon.
+func TestUpgrade_SharedBinaryDoesNotReplace(t *testing.T) {
+	older := filepath.Join(t.TempDir(), "cbth")
+	build := exec.Command("go", "build", "-ldflags=-X=main.Version=0.1.9", "-o", older, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	u := newUpgradeHome(t, older)
+	var st struct {
+		PID     int    `json:"pid"`
+		Version string `json:"version"`
+	}
+	u.okBin(&st, "daemon", "status")
+	install(t, cbthBin, u.bin)
+	if err := os.Chmod(u.bin, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	r := u.runBin("job", "list")
+	if r.code != 0 || !strings.Contains(r.stderr, "not replacing the idle daemon (cbth 0.1.9)") || !strings.Contains(r.stderr, u.bin) ||
+		!strings.Contains(r.stderr, "mode 0775") {
+		t.Fatalf("a shared newer binary: exit %d, stderr %q", r.code, r.stderr)
+	}
+	var again struct {
+		PID     int    `json:"pid"`
+		Version string `json:"version"`
+	}
+	u.okBin(&again, "daemon", "status")
+	if again.PID != st.PID || again.Version != "0.1.9" {
+		t.Fatalf("replaced by a binary its group could rewrite: %+v, was %+v", again, st)
+	}
+	if err := os.Chmod(u.bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := u.runBin("job", "list"); r.code != 0 || !strings.Contains(r.stderr, "replaced the idle daemon (cbth 0.1.9") {
+		t.Fatalf("a private newer binary: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 func sameJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)

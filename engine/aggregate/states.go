@@ -615,6 +615,9 @@ type Installation struct {
 	// RelayScanners are the transcript-relay scanner bindings, by bridge
 	// thread.
 	RelayScanners map[string]RelayScanner `json:"relay_scanners,omitempty"`
+	// SnapshotRevisionsReserved is the highest snapshot revision the
+	// publisher may have used: the next daemon starts after it.
+	SnapshotRevisionsReserved uint64 `json:"snapshot_revisions_reserved,omitempty"`
 }
 
 // RelayScanner is one bridge thread's relay scanner: the rollout it is
@@ -629,6 +632,12 @@ type RelayScanner struct {
 	DegradedReason string    `json:"degraded_reason,omitempty"`
 	DegradedDetail string    `json:"degraded_detail,omitempty"`
 	DegradedAt     time.Time `json:"degraded_at,omitzero"`
+	// SkippedRecords counts the records the scanner read through without
+	// parsing under this binding, the last of them LastSkipped, recorded
+	// at SkippedAt: it reads on, but shows degraded until a rebind.
+	SkippedRecords int64                     `json:"skipped_records,omitempty"`
+	LastSkipped    events.RelaySkippedRecord `json:"last_skipped,omitzero"`
+	SkippedAt      time.Time                 `json:"skipped_at,omitzero"`
 }
 
 func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
@@ -637,10 +646,20 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 		i.Capabilities, i.ValidatedAt, i.UpdatedBy = p.State, p.ValidatedAt, p.UpdatedBy
 	case *events.InstallationBridgeSelected:
 		i.BridgeThreadID = p.BridgeThreadID
+	case *events.InstallationSnapshotRevisionsReserved:
+		i.SnapshotRevisionsReserved = p.Through
 	case *events.InstallationRelayScannerBound:
-		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) { *s = RelayScanner{InstallationRelayScannerBound: *p} })
+		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) {
+			*s = RelayScanner{InstallationRelayScannerBound: *p, Offset: p.StartOffset, Line: p.StartLine}
+		})
 	case *events.InstallationRelayScannerAdvanced:
-		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) { s.Offset, s.Line = p.Offset, p.Line })
+		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) {
+			s.Offset, s.Line = p.Offset, p.Line
+			if n := len(p.Skipped); n > 0 {
+				s.SkippedRecords += int64(n)
+				s.LastSkipped, s.SkippedAt = p.Skipped[n-1], e.RecordedAt
+			}
+		})
 	case *events.InstallationRelayScannerDegraded:
 		i.scanner(p.BridgeThreadID, p.Revision, func(s *RelayScanner) {
 			s.DegradedReason, s.DegradedDetail, s.DegradedAt = p.Reason, p.Detail, e.RecordedAt

@@ -250,6 +250,26 @@ func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, err
 		Payload: &events.InstallationBridgeSelected{BridgeThreadID: c.BridgeThreadID, Previous: inst.BridgeThreadID}}}}, nil
 }
 
+// ReserveSnapshotRevisions records that the snapshot publisher may use
+// revisions up to Through (spec/desktop.md, "Revisions"). Outcomes
+// "reserved", or "unchanged" when the log already reserves that far.
+type ReserveSnapshotRevisions struct {
+	Through uint64
+}
+
+// Decide implements engine.Decider.
+func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	inst, err := requireInstallation(v)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if c.Through <= inst.SnapshotRevisionsReserved {
+		return engine.Decision{Outcome: "unchanged"}, nil
+	}
+	return engine.Decision{Outcome: "reserved", Emits: []engine.Emit{{Stream: installationStream(),
+		Payload: &events.InstallationSnapshotRevisionsReserved{Through: c.Through}}}}, nil
+}
+
 // ---- bindings ----
 
 // RepairBinding is `cbth desktop binding repair`: it binds a thread to its

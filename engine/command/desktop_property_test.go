@@ -84,7 +84,8 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	crossings, arms := 0, 0
 	// The relay: a marker issued for a kind and token, and its envelope
 	// printed one to three times (a heartbeat re-emits), now and then
-	// with a conflicting copy; an arm it applies counts like a direct one.
+	// with a conflicting copy or in another bridge's rollout (never
+	// applied); an arm it applies counts like a direct one.
 	markers, relayed := 0, 0
 	issue := func(kind string, at command.ArmToken) (string, bool) {
 		markers++
@@ -101,8 +102,15 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if rnd.IntN(6) == 0 {
 				sha += "-conflicting"
 			}
-			res, err := exec(command.ConsumeRelay{Config: armCfg, Marker: marker, Kind: kind, ThreadID: at.ThreadID, AttemptID: at.AttemptID,
-				Generation: at.Generation, RequestID: at.BridgeRequestID, SHA256: sha, Fingerprints: fps})
+			from := "bridge"
+			if rnd.IntN(8) == 0 {
+				from = "another-bridge"
+			}
+			res, err := exec(command.ConsumeRelay{Config: armCfg, BridgeThreadID: from, Marker: marker, Kind: kind, ThreadID: at.ThreadID,
+				AttemptID: at.AttemptID, Generation: at.Generation, RequestID: at.BridgeRequestID, SHA256: sha, Fingerprints: fps})
+			if err == nil && from != "bridge" && res.Outcome != "wrong_bridge" {
+				t.Fatalf("an envelope in another bridge's rollout: %s %+v", res.Outcome, res.Value)
+			}
 			if err == nil && res.Outcome == "consumed" {
 				relayed++
 				if res.Value.(command.Consumed).Applied == "armed" {

@@ -10,10 +10,10 @@ import (
 )
 
 // Operator recovery of large artifacts (spec/desktop.md, "Operator
-// recovery"): `cbth batch inspect --batch-id` issues a short-lived
-// artifact recovery lease for each artifact of the batch too large to be
-// inline; `cbth desktop read-artifact` reads it by chunks under the
-// lease. A lease ends at its deadline, when a new one rotates it, when
+// recovery"): `cbth desktop issue-artifact-leases --batch-id` issues a
+// short-lived artifact recovery lease for each artifact of the batch too
+// large to be inline (`cbth batch inspect` only shows them); `cbth
+// desktop read-artifact` reads it by chunks under the lease. A lease ends at its deadline, when a new one rotates it, when
 // the artifact is collected, or when the operator revokes it.
 
 // IssueRecoveryLeases issues a lease for each stored artifact of the

@@ -34,8 +34,8 @@ var RelayKinds = []string{RelayArmPending, RelayArmAccepted, RelayPaused}
 // envelope kind, the attempt's token and the bridge request. An
 // arm-pending marker needs the attempt prepared; an arm-accepted one needs
 // it durably arm_pending under that request. While an unconsumed,
-// unexpired marker of the same kind and request exists, it is returned
-// again ("already_issued") and nothing is appended.
+// unexpired marker of the same kind, bridge and request exists, it is
+// returned again ("already_issued") and nothing is appended.
 type IssueRelayMarker struct {
 	Kind           string
 	BridgeThreadID string
@@ -82,7 +82,7 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 			c.BridgeRequestID, a.Status)
 	}
 	for _, m := range a.RelayMarkers {
-		if m.Kind == c.Kind && m.BridgeRequestID == c.BridgeRequestID && m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt) {
+		if m.Kind == c.Kind && m.BridgeThreadID == c.BridgeThreadID && m.BridgeRequestID == c.BridgeRequestID && m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt) {
 			return engine.Decision{Outcome: "already_issued", Value: IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}}, nil
 		}
 	}
@@ -117,7 +117,8 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 			c.Generation, bd.ArmedGeneration)
 	}
 	for _, m := range bd.RelayMarkers {
-		if m.Kind == RelayPaused && m.Generation == c.Generation && m.AttemptID == c.AttemptID && m.BridgeRequestID == c.BridgeRequestID && m.Valid(now) {
+		if m.Kind == RelayPaused && m.BridgeThreadID == c.BridgeThreadID && m.Generation == c.Generation && m.AttemptID == c.AttemptID &&
+			m.BridgeRequestID == c.BridgeRequestID && m.Valid(now) {
 			return engine.Decision{Outcome: "already_issued", Value: IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}}, nil
 		}
 	}
@@ -178,24 +179,32 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, err
 	}
 	cur, ok := inst.RelayScanners[c.BridgeThreadID]
-	// A degraded binding is bound again even to the same file: the
-	// rebind is the operator's word that reading may start over.
-	if ok && cur.DegradedReason == "" && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode {
+	same := ok && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode
+	if same && cur.DegradedReason == "" && cur.SkippedRecords == 0 {
 		return engine.Decision{Outcome: "unchanged", Value: cur.InstallationRelayScannerBound}, nil
 	}
+	// A stopped binding is bound again even to the same file, read from
+	// the start: the rebind is the operator's word that reading may
+	// start over. One that only skipped records resumes where it is:
+	// the rebind acknowledges the skip.
 	ev := events.InstallationRelayScannerBound{BridgeThreadID: c.BridgeThreadID, RolloutPath: c.RolloutPath,
 		Device: c.Device, Inode: c.Inode, Revision: cur.Revision + 1}
+	if same && cur.DegradedReason == "" {
+		ev.StartOffset, ev.StartLine = cur.Offset, cur.Line
+	}
 	return engine.Decision{Outcome: "bound", Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}, Value: ev}, nil
 }
 
 // AdvanceRelayScanner records how far the scanner of a bridge thread has
-// read its rollout under binding revision Revision. Outcomes "advanced",
-// or "unchanged" (appending nothing) when the binding was replaced or
-// degraded since, or the position is not past the recorded one.
+// read its rollout under binding revision Revision, and the records it
+// skipped on the way. Outcomes "advanced", or "unchanged" (appending
+// nothing) when the binding was replaced or degraded since, or the
+// position is not past the recorded one.
 type AdvanceRelayScanner struct {
 	BridgeThreadID string
 	Revision       uint64
 	Offset, Line   int64
+	Skipped        []events.RelaySkippedRecord
 }
 
 // Decide implements engine.Decider.
@@ -208,7 +217,8 @@ func (c AdvanceRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 		return engine.Decision{Outcome: "unchanged"}, nil
 	}
 	return engine.Decision{Outcome: "advanced", Emits: []engine.Emit{{Stream: installationStream(),
-		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line}}}}, nil
+		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line,
+			Skipped: c.Skipped}}}}, nil
 }
 
 // DegradeRelayScanner stops the scanner of a bridge thread (binding
@@ -234,25 +244,31 @@ func (c DegradeRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 }
 
 // ConsumeRelay applies one relay envelope found in a rollout's tool
-// output. The marker must have been issued, unexpired, for exactly the
-// envelope's kind, thread, attempt, generation and request; the envelope
-// hash is the replay fence. In the same append as the consumption record
-// it applies NoteArmPending (arm-pending) or NoteArm (arm-accepted, with
-// the lease read from the durable attempt). Outcomes that append nothing:
-// "unknown_marker", "mismatch", "expired", "already_consumed" (the same
-// envelope again), "conflict" (another envelope for a consumed marker),
-// and "refused" (the CAS refused: Value says why).
+// output. The marker must have been issued for the bridge whose rollout
+// holds the envelope, unexpired, for exactly the envelope's kind, thread,
+// attempt, generation and request; the envelope hash is the replay
+// fence. In the same append as the consumption record it applies
+// NoteArmPending (arm-pending) or NoteArm (arm-accepted, with the lease
+// read from the durable attempt). Outcomes that append nothing:
+// "unknown_marker", "wrong_bridge" (the marker was issued for another
+// bridge: a line one bridge printed counts only in its own rollout),
+// "mismatch", "expired", "already_consumed" (the same envelope again),
+// "conflict" (another envelope for a consumed marker), and "refused"
+// (the CAS refused: Value says why).
 type ConsumeRelay struct {
-	Config      ArmConfig
-	Marker      string
-	Kind        string
-	ThreadID    string
-	AttemptID   string
-	Generation  uint64
-	RequestID   string
-	SHA256      string
-	RolloutPath string
-	Line        int64
+	Config ArmConfig
+	// BridgeThreadID is the bridge whose rollout the envelope was read
+	// from: the scanner's, or the one the operator names.
+	BridgeThreadID string
+	Marker         string
+	Kind           string
+	ThreadID       string
+	AttemptID      string
+	Generation     uint64
+	RequestID      string
+	SHA256         string
+	RolloutPath    string
+	Line           int64
 	// Fingerprints are the daemon's own, for NoteArmPending's gate.
 	Fingerprints map[string]string
 }
@@ -290,6 +306,8 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	switch {
 	case m == nil:
 		return no("unknown_marker", "the marker was never issued")
+	case m.BridgeThreadID != c.BridgeThreadID:
+		return no("wrong_bridge", "the marker was issued for bridge thread "+m.BridgeThreadID+", not "+c.BridgeThreadID+", whose rollout holds it")
 	case m.Kind != c.Kind || a.SourceThreadID != c.ThreadID || a.ID != c.AttemptID || a.Generation != c.Generation || m.BridgeRequestID != c.RequestID:
 		return no("mismatch", "the envelope's kind or token is not the one the marker was issued for")
 	case m.ConsumedSHA256 == c.SHA256:
@@ -339,6 +357,8 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 	switch {
 	case m == nil:
 		return no("unknown_marker", "the marker was never issued")
+	case m.BridgeThreadID != c.BridgeThreadID:
+		return no("wrong_bridge", "the marker was issued for bridge thread "+m.BridgeThreadID+", not "+c.BridgeThreadID+", whose rollout holds it")
 	case m.Kind != c.Kind || bd.SourceThreadID != c.ThreadID || m.AttemptID != c.AttemptID || m.Generation != c.Generation || m.BridgeRequestID != c.RequestID:
 		return no("mismatch", "the envelope's kind or token is not the one the marker was issued for")
 	case m.ConsumedSHA256 == c.SHA256:

@@ -43,8 +43,8 @@ func TestRelayPausedKind(t *testing.T) {
 
 	consume := func(sha string, gen uint64) string {
 		t.Helper()
-		res := d.exec(command.ConsumeRelay{Config: armCfg, Marker: testMarker, Kind: command.RelayPaused, ThreadID: "S", Generation: gen,
-			RequestID: "pause-1", SHA256: sha})
+		res := d.exec(command.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: command.RelayPaused, ThreadID: "S",
+			Generation: gen, RequestID: "pause-1", SHA256: sha})
 		return res.Outcome + " " + res.Value.(command.Consumed).Applied + " " + res.Value.(command.Consumed).Reason
 	}
 	// Before pause_not_before: refused as note-paused refuses, nothing

@@ -203,6 +203,7 @@ var installationTable = Table{
 		{"installation.relay_scanner_bound", []string{"configured"}},
 		{"installation.relay_scanner_advanced", []string{"configured"}},
 		{"installation.relay_scanner_degraded", []string{"configured"}},
+		{"installation.snapshot_revisions_reserved", []string{"configured"}},
 	},
 }
 

@@ -2,6 +2,7 @@ package query
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -86,8 +87,14 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 		r := inst.RelayScanners[bridge]
 		sv := RelayScannerView{BridgeThreadID: bridge, RolloutPath: r.RolloutPath, BindingRevision: r.Revision, Offset: r.Offset,
 			Line: r.Line, State: "reading", DegradedReason: r.DegradedReason, DegradedDetail: r.DegradedDetail, DegradedAt: opt(r.DegradedAt)}
-		if r.DegradedReason != "" {
+		switch {
+		case r.DegradedReason != "":
 			sv.State = "degraded"
+		case r.SkippedRecords > 0:
+			// Reading on, but what it skipped may have held a line.
+			sv.State, sv.DegradedReason, sv.DegradedAt = "degraded", events.RelayScannerRecordTooLong, opt(r.SkippedAt)
+			sv.DegradedDetail = fmt.Sprintf("%d rollout records too long to read whole were skipped, the last at line %d (%d bytes): "+
+				"a relay line in them was not read; the scanner reads on", r.SkippedRecords, r.LastSkipped.Line, r.LastSkipped.Bytes)
 		}
 		v.RelayScanners = append(v.RelayScanners, sv)
 	}

@@ -61,6 +61,23 @@ func (b *Bridge) Helper(out any, allow Allow, args ...string) (Result, error) {
 	return r, nil
 }
 
+// RelayPrint runs `cbth desktop relay print` in the sandbox, as a bridge
+// does to write back, and returns the one line it printed: exactly one
+// line, or an error.
+func (b *Bridge) RelayPrint(kind, marker string) (string, error) {
+	args := []string{"--home", b.Home, "desktop", "relay", "print", "--bridge-thread-id", b.ThreadID, "--kind", kind, "--marker", marker}
+	r, err := b.Sandbox.Run(append([]string{"CBTH_HOME=" + b.Home}, b.Env...), nil, b.Bin, args...)
+	switch {
+	case err != nil:
+		return "", err
+	case len(r.Violations) > 0:
+		return "", fmt.Errorf("cbth desktop relay print broke the heartbeat sandbox:\n%s", r)
+	case r.Code != 0 || !strings.HasSuffix(r.Stdout, "\n") || strings.Count(r.Stdout, "\n") != 1:
+		return "", fmt.Errorf("cbth desktop relay print --kind %s did not print one line:\n%s", kind, r)
+	}
+	return strings.TrimSuffix(r.Stdout, "\n"), nil
+}
+
 // Wake is what one bridge wake saw.
 type Wake struct {
 	Preflight  api.PreflightReply

@@ -102,7 +102,9 @@ const (
 // the transcript relay, run as the bridge prompt in spec/desktop.md says:
 // bridge-preflight in the sandbox (the wake stops if it fails or
 // automatic continuation is off), the revision read as direct_file_read
-// does, then, with the lines printed as one command's output:
+// does, then, each line printed by `cbth desktop relay print` in the
+// sandbox (the snapshot holds markers, never lines), the lines recorded
+// as one command's output:
 //
 //   - each arm-pending entry: arm its caller automation with the entry's
 //     token and print its arm-accepted line;
@@ -137,6 +139,13 @@ func (b *Bridge) RelayWake(desk *Desktop, crash Step) (Wake, []string, error) {
 	}
 	var printed []string
 	done := func() (Wake, []string, error) { return w, printed, desk.Print("", printed...) }
+	relayPrint := func(kind, marker string) error {
+		line, err := b.RelayPrint(kind, marker)
+		if err == nil {
+			printed = append(printed, line)
+		}
+		return err
+	}
 	bindings := map[string]inbox.BindingEntry{}
 	for _, e := range w.Direct.Bindings.Entries {
 		bindings[e.SourceThreadID] = e
@@ -144,7 +153,7 @@ func (b *Bridge) RelayWake(desk *Desktop, crash Step) (Wake, []string, error) {
 	pending := map[string]bool{}
 	for _, e := range w.Direct.ArmPending.Entries {
 		pending[e.SourceThreadID] = true
-		if e.RelayLine == "" {
+		if e.RelayMarker == "" {
 			continue
 		}
 		a := desk.automation(e.CallerAutomationID)
@@ -154,7 +163,9 @@ func (b *Bridge) RelayWake(desk *Desktop, crash Step) (Wake, []string, error) {
 		if crash == StepArm {
 			return done()
 		}
-		printed = append(printed, e.RelayLine)
+		if err := relayPrint("arm-accepted", e.RelayMarker); err != nil {
+			return w, printed, err
+		}
 		if crash == StepPrintArmed {
 			return done()
 		}
@@ -162,22 +173,26 @@ func (b *Bridge) RelayWake(desk *Desktop, crash Step) (Wake, []string, error) {
 	if len(w.Direct.Ready.Entries) > 0 {
 		e := w.Direct.Ready.Entries[0]
 		if bd, ok := bindings[e.SourceThreadID]; ok && bd.BindingState == "bound" && !pending[e.SourceThreadID] &&
-			!e.RequiresArtifactRead && e.RelayLine != "" {
-			printed = append(printed, e.RelayLine)
+			!e.RequiresArtifactRead && e.RelayMarker != "" {
+			if err := relayPrint("arm-pending", e.RelayMarker); err != nil {
+				return w, printed, err
+			}
 			if crash == StepPrintPending {
 				return done()
 			}
 		}
 	}
 	for _, e := range w.Direct.PauseDue.Entries {
-		if e.RelayLine == "" {
+		if e.RelayMarker == "" {
 			continue
 		}
 		desk.automation(e.CallerAutomationID).Status = "PAUSED"
 		if crash == StepPause {
 			return done()
 		}
-		printed = append(printed, e.RelayLine)
+		if err := relayPrint("paused", e.RelayMarker); err != nil {
+			return w, printed, err
+		}
 	}
 	return done()
 }

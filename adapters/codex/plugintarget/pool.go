@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
@@ -124,6 +125,9 @@ func (p *Pool) Ensure(ctx context.Context, l Lease) (Lease, error) {
 	}
 	if err != nil {
 		return Lease{}, errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", l.CodexBinary)
+	}
+	if err := home.CheckUnshared("codex_binary", bin, true); err != nil {
+		return Lease{}, err
 	}
 	inst, err := p.instance(ctx, bin)
 	if err != nil {

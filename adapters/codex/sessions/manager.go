@@ -23,6 +23,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/probe"
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
@@ -179,6 +180,9 @@ func (m *Manager) start(ctx context.Context) error {
 	}
 	if bin, err = filepath.Abs(bin); err != nil {
 		return errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", m.cfg.Codex)
+	}
+	if err := home.CheckUnshared("codex_binary", bin, true); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(m.cfg.CodexHome, 0o700); err != nil {
 		return errs.Wrap(errs.ENOTCONF, err, "codex_home %s", m.cfg.CodexHome)

@@ -116,10 +116,14 @@ type ReadyEntry struct {
 	SnapshotRevision     uint64 `json:"snapshot_revision"`
 	SnapshotPath         string `json:"snapshot_path"`
 	RequiresArtifactRead bool   `json:"requires_artifact_read"`
-	// RelayLine is the arm-pending envelope a sandboxed bridge prints to
-	// write this arm back through the transcript relay; empty while no
-	// relay scanner is bound for the bridge.
-	RelayLine string `json:"relay_line"`
+	// RelayMarker is the arm-pending relay marker, under the bridge
+	// request RelayBridgeRequestID: a sandboxed bridge writes this arm
+	// back by running `cbth desktop relay print --kind arm-pending
+	// --marker M`. Empty while no relay scanner is bound for the bridge.
+	// No file ever holds a relay line itself: a line that counts is
+	// only ever printed, by a decision to print it.
+	RelayMarker          string `json:"relay_marker"`
+	RelayBridgeRequestID string `json:"relay_bridge_request_id"`
 }
 
 // ByThreadPath is a thread's locator in the inbox: by-thread/<thread>.json,
@@ -146,12 +150,13 @@ type ArmPendingEntry struct {
 	ArmPendingSince        time.Time `json:"arm_pending_since"`
 	ArmPendingDeadline     time.Time `json:"arm_pending_deadline"`
 	BridgeArmLeaseDeadline time.Time `json:"bridge_arm_lease_deadline"`
-	// RelayLine is the arm-accepted envelope (print it once the caller
-	// automation is armed); RelayPausedLine the paused envelope (print it
-	// once the caller automation is proven PAUSED: the arm never took
-	// effect). Empty while no relay scanner is bound for the bridge.
-	RelayLine       string `json:"relay_line"`
-	RelayPausedLine string `json:"relay_paused_line"`
+	// RelayMarker is the arm-accepted relay marker (its line printed once
+	// the caller automation is armed); RelayPausedMarker the paused one
+	// (printed once the caller automation is proven PAUSED: the arm never
+	// took effect); both under BridgeRequestID. Empty while no relay
+	// scanner is bound for the bridge.
+	RelayMarker       string `json:"relay_marker"`
+	RelayPausedMarker string `json:"relay_paused_marker"`
 }
 
 // ArmPendingBindings is arm-pending-bindings.json.
@@ -173,10 +178,12 @@ type PauseDueEntry struct {
 	PauseNotBefore     time.Time `json:"pause_not_before"`
 	PauseDeadline      time.Time `json:"pause_deadline"`
 	Overdue            bool      `json:"overdue"`
-	// RelayLine is the paused envelope for ArmedGeneration (print it once
-	// the caller automation reads back PAUSED); empty while no relay
-	// scanner is bound for the bridge.
-	RelayLine string `json:"relay_line"`
+	// RelayMarker is the paused relay marker for ArmedGeneration, under
+	// the bridge request RelayBridgeRequestID (its line printed once the
+	// caller automation reads back PAUSED); empty while no relay scanner
+	// is bound for the bridge.
+	RelayMarker          string `json:"relay_marker"`
+	RelayBridgeRequestID string `json:"relay_bridge_request_id"`
 }
 
 // PauseDueBindings is pause-due-bindings.json.

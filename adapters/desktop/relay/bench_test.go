@@ -34,9 +34,9 @@ func BenchmarkRead(b *testing.B) {
 	b.Run("relay.Read", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for b.Loop() {
-			found, _, _, err := Read(bytes.NewReader(data), 0, 0, int64(len(data)), Limits{})
-			if err != nil || len(found) != 20 {
-				b.Fatal(err, len(found))
+			round, err := Read(bytes.NewReader(data), 0, 0, int64(len(data)), Limits{})
+			if err != nil || len(round.Found) != 20 {
+				b.Fatal(err, len(round.Found))
 			}
 		}
 	})

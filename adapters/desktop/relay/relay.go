@@ -159,49 +159,99 @@ func Envelopes(line []byte) []Found {
 // Limits bound one read of a rollout.
 type Limits struct {
 	Records int   // complete records
-	Bytes   int64 // bytes
+	Bytes   int64 // bytes: no record starts past this many
+	// Record is the longest record (its newline included) read whole;
+	// a longer one is read through and skipped. 0: no limit.
+	Record int64
+}
+
+// MaxRecord is the longest rollout record the relay reads whole: far
+// more than a tool output holding an envelope (a bridge's print is one
+// line), enough for the records Codex writes around it (an image in a
+// message, a long command output).
+const MaxRecord = 8 << 20
+
+// Skipped is a record longer than Limits.Record: read through, not
+// parsed, so an envelope in it is not seen.
+type Skipped struct {
+	Line  int64 `json:"line"`
+	Bytes int64 `json:"bytes"`
+}
+
+// Round is what one Read found and where the next one starts.
+type Round struct {
+	Found   []Found
+	Skipped []Skipped
+	// Offset and Line are where the next read starts: the byte offset
+	// after the last complete record read, and that record's line.
+	Offset, Line int64
 }
 
 // Read reads complete records from r (positioned at the byte offset
 // `offset`, the first record being line `line`+1) up to end, the file
-// size captured before, within lim. An incomplete last line is left for
-// the next read. It returns the envelopes found and where the next read
-// starts.
-func Read(r io.Reader, offset, line, end int64, lim Limits) (found []Found, nextOffset, nextLine int64, err error) {
+// size captured before, within lim. A record that starts within the
+// byte limit is read to its end even past it, whole when it is at most
+// lim.Record bytes long, else read through and skipped; an incomplete
+// last record is left for the next read. So a long record never stops
+// the reader: it moves past it, and says so.
+func Read(r io.Reader, offset, line, end int64, lim Limits) (Round, error) {
+	out := Round{Offset: offset, Line: line}
 	if end <= offset {
-		return nil, offset, line, nil
+		return out, nil
 	}
-	max := end - offset
-	if lim.Bytes > 0 && max > lim.Bytes {
-		max = lim.Bytes
-	}
-	br := bufio.NewReaderSize(io.LimitReader(r, max), 64<<10)
-	records := 0
-	for lim.Records <= 0 || records < lim.Records {
-		// ReadSlice reads in place; only a line longer than the buffer
-		// is copied together.
-		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long := append([]byte(nil), b...)
-			for err == bufio.ErrBufferFull {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
-		}
+	br := bufio.NewReaderSize(io.LimitReader(r, end-offset), 64<<10)
+	records, read := 0, int64(0)
+	for (lim.Records <= 0 || records < lim.Records) && (lim.Bytes <= 0 || read < lim.Bytes) {
+		b, n, whole, err := next(br, lim.Record)
 		if err == io.EOF {
-			break // an incomplete line (or none): the next read
+			break // an incomplete record (or none): the next read
 		}
 		if err != nil {
-			return found, offset, line, errs.IO(err, "read the rollout")
+			return out, errs.IO(err, "read the rollout")
 		}
-		offset += int64(len(b))
-		line++
+		read += n
+		out.Offset += n
+		out.Line++
 		records++
+		if !whole {
+			out.Skipped = append(out.Skipped, Skipped{Line: out.Line, Bytes: n})
+			continue
+		}
 		for _, f := range Envelopes(b) {
-			f.Line = line
-			found = append(found, f)
+			f.Line = out.Line
+			out.Found = append(out.Found, f)
 		}
 	}
-	return found, offset, line, nil
+	return out, nil
+}
+
+// next reads one record through its newline: n bytes, kept in rec when
+// whole (at most max bytes, or max <= 0), else read through and dropped,
+// so a long record costs no more memory than max. ReadSlice reads in
+// place; only a record longer than the buffer is copied together.
+func next(br *bufio.Reader, max int64) (rec []byte, n int64, whole bool, err error) {
+	b, err := br.ReadSlice('\n')
+	n, whole = int64(len(b)), true
+	if err == bufio.ErrBufferFull {
+		rec = append([]byte(nil), b...)
+		for err == bufio.ErrBufferFull {
+			b, err = br.ReadSlice('\n')
+			n += int64(len(b))
+			if whole && max > 0 && n > max {
+				whole, rec = false, nil
+			}
+			if whole {
+				rec = append(rec, b...)
+			}
+		}
+	} else {
+		rec = b
+	}
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if max > 0 && n > max {
+		whole, rec = false, nil
+	}
+	return rec, n, whole, nil
 }

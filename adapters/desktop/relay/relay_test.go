@@ -50,8 +50,39 @@ func TestReadWaitsForCompleteLines(t *testing.T) {
 	e := Envelope{Marker: "m1-x", Kind: KindArmAccepted, SourceThreadID: "S", AttemptID: "a", Generation: 1, BridgeRequestID: "r"}
 	full := string(rec("response_item", "function_call_output", Line(e))) + "\n"
 	data := full + full[:10]
-	found, off, line, err := Read(strings.NewReader(data), 0, 0, int64(len(data)), Limits{Records: 256, Bytes: 1 << 20})
-	if err != nil || len(found) != 1 || off != int64(len(full)) || line != 1 || found[0].Line != 1 {
-		t.Fatalf("read: %v %d %d %d", err, len(found), off, line)
+	r, err := Read(strings.NewReader(data), 0, 0, int64(len(data)), Limits{Records: 256, Bytes: 1 << 20})
+	if err != nil || len(r.Found) != 1 || r.Offset != int64(len(full)) || r.Line != 1 || r.Found[0].Line != 1 {
+		t.Fatalf("read: %v %+v", err, r)
+	}
+}
+
+// A record longer than the round's byte budget is read whole, up to
+// Limits.Record; a longer one is read through and skipped, and the read
+// moves past it either way, to the envelope after it.
+func TestReadMovesPastLongRecords(t *testing.T) {
+	e := Envelope{Marker: "m1-x", Kind: KindArmAccepted, SourceThreadID: "S", AttemptID: "a", Generation: 1, BridgeRequestID: "r"}
+	long := string(rec("response_item", "function_call_output", strings.Repeat("x", 3<<20)+"\n"+Line(e))) + "\n"
+	huge := string(rec("response_item", "function_call_output", Line(e)+"\n"+strings.Repeat("y", 5<<20))) + "\n"
+	after := string(rec("response_item", "function_call_output", Line(e))) + "\n"
+	data := long + huge + after
+	lim := Limits{Records: 256, Bytes: 1 << 20, Record: 4 << 20}
+	r, err := Read(strings.NewReader(data), 0, 0, int64(len(data)), lim)
+	if err != nil || len(r.Found) != 1 || r.Found[0].Line != 1 || r.Offset != int64(len(long)) || r.Line != 1 || len(r.Skipped) != 0 {
+		t.Fatalf("a 3 MiB record within a 1 MiB round: %v %+v", err, r)
+	}
+	r, err = Read(strings.NewReader(data[r.Offset:]), r.Offset, r.Line, int64(len(data)), lim)
+	if err != nil || len(r.Found) != 0 || r.Offset != int64(len(long+huge)) || r.Line != 2 ||
+		len(r.Skipped) != 1 || r.Skipped[0] != (Skipped{Line: 2, Bytes: int64(len(huge))}) {
+		t.Fatalf("a 5 MiB record over the 4 MiB limit: %v %+v", err, r)
+	}
+	r, err = Read(strings.NewReader(data[r.Offset:]), r.Offset, r.Line, int64(len(data)), lim)
+	if err != nil || len(r.Found) != 1 || r.Found[0].Line != 3 || r.Offset != int64(len(data)) {
+		t.Fatalf("the record after: %v %+v", err, r)
+	}
+	// Still being written: neither read nor skipped yet.
+	part := huge[:len(huge)-1]
+	r, err = Read(strings.NewReader(part), 0, 0, int64(len(part)), lim)
+	if err != nil || r.Offset != 0 || len(r.Skipped) != 0 {
+		t.Fatalf("an incomplete long record: %v %+v", err, r)
 	}
 }

@@ -160,7 +160,7 @@ var All = []string{
 	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
 	DesktopNoteArmPending.Name, DesktopNoteArm.Name, DesktopNotePaused.Name, DesktopNoteBoundaryCrossed.Name,
 	DesktopRelayMarkerIssue.Name, DesktopRelayScannerBind.Name, DesktopRelayConsume.Name,
-	DesktopReadArtifact.Name, DesktopRevokeLease.Name,
+	DesktopReadArtifact.Name, DesktopRevokeLease.Name, DesktopIssueLeases.Name,
 	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
 	PluginHandshake.Name, AppServerEnsure.Name, DeliveryEnqueue.Name, DeliveryInspect.Name,
@@ -283,9 +283,6 @@ type ThreadArgs struct {
 // BatchArgs name a batch.
 type BatchArgs struct {
 	BatchID string `json:"batch_id"`
-	// RotateArtifactLeases replaces the batch's artifact recovery
-	// leases (batch.inspect).
-	RotateArtifactLeases bool `json:"rotate_artifact_leases,omitempty"`
 }
 
 // BatchListArgs select a page of batch.list.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
 )
 
 // The Codex Desktop operations (spec/desktop.md). The sandbox-safe
@@ -235,7 +236,7 @@ type MarkerIssueArgs struct {
 }
 
 // MarkerIssueReply is the issued marker ("issued" or "already_issued")
-// and the exact line the heartbeat prints.
+// and its relay line (for scripts; the human output shows it labelled).
 type MarkerIssueReply struct {
 	Outcome   string    `json:"outcome"`
 	Marker    string    `json:"marker"`
@@ -260,10 +261,12 @@ type ScannerBindReply struct {
 	BindingRevision uint64 `json:"binding_revision"`
 }
 
-// ConsumeArgs are relay consume-transcript's request.
+// ConsumeArgs are relay consume-transcript's request: BridgeThreadID is
+// the bridge whose rollout RolloutPath is, by the operator's word.
 type ConsumeArgs struct {
-	RolloutPath string `json:"rollout_path"`
-	Marker      string `json:"marker"`
+	BridgeThreadID string `json:"bridge_thread_id"`
+	RolloutPath    string `json:"rollout_path"`
+	Marker         string `json:"marker"`
 }
 
 // ConsumeResult is what became of one envelope carrying the marker.
@@ -280,18 +283,39 @@ type ConsumeResult struct {
 // envelope applied its CAS, else the first envelope's outcome, or
 // "not_found" when no tool output carries the marker.
 type ConsumeReply struct {
-	Outcome     string          `json:"outcome"`
-	RolloutPath string          `json:"rollout_path"`
-	Marker      string          `json:"marker"`
-	LinesRead   int64           `json:"lines_read"`
-	Results     []ConsumeResult `json:"results"`
+	// Skipped are the records too long to read whole (relay.MaxRecord),
+	// read through without looking for the marker in them.
+	Skipped        []events.RelaySkippedRecord `json:"skipped"`
+	Outcome        string                      `json:"outcome"`
+	BridgeThreadID string                      `json:"bridge_thread_id"`
+	RolloutPath    string                      `json:"rollout_path"`
+	Marker         string                      `json:"marker"`
+	LinesRead      int64                       `json:"lines_read"`
+	Results        []ConsumeResult             `json:"results"`
 }
 
 // Operator recovery of large artifacts.
 var (
 	DesktopReadArtifact = Op[ReadArtifactArgs, ReadArtifactReply]{Name: "desktop.read_artifact"}
 	DesktopRevokeLease  = Op[ArtifactLeaseArgs, Outcome]{Name: "desktop.artifact_lease.revoke"}
+	DesktopIssueLeases  = Op[IssueLeasesArgs, IssueLeasesReply]{Name: "desktop.artifact_lease.issue"}
 )
+
+// IssueLeasesArgs are issue-artifact-leases' request: Rotate replaces
+// leases still valid.
+type IssueLeasesArgs struct {
+	BatchID string `json:"batch_id"`
+	Rotate  bool   `json:"rotate,omitempty"`
+}
+
+// IssueLeasesReply is the batch's artifact recovery leases: "issued"
+// (some were issued), "unchanged" (every one still valid was kept), or
+// "none" (no artifact of the batch is over the inline limit).
+type IssueLeasesReply struct {
+	Outcome string                    `json:"outcome"`
+	BatchID string                    `json:"batch_id"`
+	Leases  []query.RecoveryLeaseView `json:"artifact_recovery_leases"`
+}
 
 // ReadArtifactArgs are read-artifact's request.
 type ReadArtifactArgs struct {
