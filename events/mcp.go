@@ -1,5 +1,7 @@
 package events
 
+import "time"
+
 // ---- the agent's MCP tools (spec/mcp.md) ----
 
 // KindMCP is the stream of one Codex thread's calls of cbth's MCP tools,
@@ -34,3 +36,33 @@ type MCPToolCalled struct {
 
 // EventType implements Payload.
 func (MCPToolCalled) EventType() string { return "mcp.tool_called" }
+
+// InstallationMCPValidationRequested opens a live validation of the MCP
+// writeback transport (`cbth desktop validate-mcp`): the token a Desktop
+// thread's call of desktop_validate_mcp must bring back before ExpiresAt.
+type InstallationMCPValidationRequested struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// EventType implements Payload.
+func (InstallationMCPValidationRequested) EventType() string {
+	return "installation.mcp_validation_requested"
+}
+
+// InstallationMCPWritebackValidated records the proof that Codex Desktop
+// runs cbth's MCP server in its threads and lets them call its tools: a
+// call of desktop_validate_mcp, with the requested token, from the thread
+// Codex named. It validates the mcp writeback transport for the cbth
+// whose fingerprint it names, and changes no other capability.
+type InstallationMCPWritebackValidated struct {
+	ThreadID    string `json:"thread_id"`
+	SandboxMode string `json:"sandbox_mode,omitempty"`
+	Fingerprint string `json:"validation_fingerprint"`
+	Token       string `json:"token"`
+}
+
+// EventType implements Payload.
+func (InstallationMCPWritebackValidated) EventType() string {
+	return "installation.mcp_writeback_validated"
+}

@@ -103,6 +103,8 @@ func declarations() []declaration {
 		decl[GatewayModeChanged](KindGatewayStream),
 
 		decl[MCPToolCalled](KindMCP),
+		decl[InstallationMCPValidationRequested](KindInstallation),
+		decl[InstallationMCPWritebackValidated](KindInstallation),
 	}
 }
 

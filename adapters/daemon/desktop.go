@@ -360,50 +360,72 @@ func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 // desktopWritebackOps registers the bridge's and the caller's helpers.
 func (d *Daemon) desktopWritebackOps(t api.Table) {
 	api.Handle(t, api.DesktopNoteArmPending, func(ctx context.Context, a api.ArmArgs) (api.ArmPendingReply, error) {
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-			command.NoteArmPending{Config: d.armConfig(), ArmToken: armToken(a), Fingerprints: d.desk.fps})
-		if err != nil {
-			return api.ArmPendingReply{}, err
-		}
-		d.poke(ctx)
-		return armPendingReply(res.Outcome, a, res.Value.(command.ArmLease)), nil
+		return d.noteArmPending(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNoteArm, func(ctx context.Context, a api.ArmArgs) (api.ArmReply, error) {
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-			command.NoteArm{Config: d.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID})
-		if err != nil {
-			return api.ArmReply{}, err
-		}
-		d.poke(ctx)
-		return armReply(res.Outcome, a.SourceThreadID, res.Value.(command.Armed)), nil
+		return d.noteArm(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNotePaused, func(ctx context.Context, a api.PausedArgs) (api.PausedReply, error) {
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-			command.NotePaused{ThreadID: a.SourceThreadID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID})
-		if err != nil {
-			return api.PausedReply{}, err
-		}
-		d.poke(ctx)
-		return api.PausedReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, Generation: a.Generation}, nil
+		return d.notePaused(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNoteBoundaryCrossed, func(ctx context.Context, a api.BoundaryArgs) (api.BoundaryReply, error) {
-		fps := a.Fingerprints
-		if fps == nil {
-			fps = d.desk.fps
-		}
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
-			command.NoteBoundaryCrossed{Config: d.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
-				Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps})
-		if err != nil {
-			return api.BoundaryReply{}, err
-		}
-		d.poke(ctx)
-		h := res.Value.(command.Handoff)
-		return api.BoundaryReply{Outcome: res.Outcome, SourceThreadID: h.SourceThreadID, BatchID: h.BatchID, AttemptID: h.AttemptID,
-			Generation: h.Generation, SnapshotRevision: h.SnapshotRevision, ContinuationBoundaryState: "crossed_unacknowledged",
-			ReplayPolicy: "manual_resolution_only", CloseReason: command.CloseHandoffRecorded,
-			Continuation: api.Continuation{Summary: h.Summary, JobIDs: nonNil(h.JobIDs), ArtifactIDs: nonNil(h.ArtifactIDs)}}, nil
+		return d.crossBoundary(ctx, a, command.WritebackDirect, same)
 	})
+}
+
+// same leaves a command as it is; the MCP tools' wrap records their call
+// in the same append (adapters/daemon/mcp_desktop.go).
+func same(c engine.Decider) engine.Decider { return c }
+
+func (d *Daemon) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmPendingReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		wrap(command.NoteArmPending{Config: d.armConfig(), ArmToken: armToken(a), Fingerprints: d.desk.fps}))
+	if err != nil {
+		return api.ArmPendingReply{}, err
+	}
+	d.poke(ctx)
+	return armPendingReply(res.Outcome, a, res.Value.(command.ArmLease)), nil
+}
+
+func (d *Daemon) noteArm(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		wrap(command.NoteArm{Config: d.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}))
+	if err != nil {
+		return api.ArmReply{}, err
+	}
+	d.poke(ctx)
+	return armReply(res.Outcome, a.SourceThreadID, res.Value.(command.Armed)), nil
+}
+
+func (d *Daemon) notePaused(ctx context.Context, a api.PausedArgs, wrap func(engine.Decider) engine.Decider) (api.PausedReply, error) {
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		wrap(command.NotePaused{ThreadID: a.SourceThreadID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}))
+	if err != nil {
+		return api.PausedReply{}, err
+	}
+	d.poke(ctx)
+	return api.PausedReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, Generation: a.Generation}, nil
+}
+
+// crossBoundary is note-boundary-crossed through a writeback transport:
+// the mcp one needs the mcp proof, the others writeback_capability.
+func (d *Daemon) crossBoundary(ctx context.Context, a api.BoundaryArgs, transport string, wrap func(engine.Decider) engine.Decider) (api.BoundaryReply, error) {
+	fps := a.Fingerprints
+	if fps == nil {
+		fps = d.desk.fps
+	}
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
+		wrap(command.NoteBoundaryCrossed{Config: d.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
+			Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps, Transport: transport}))
+	if err != nil {
+		return api.BoundaryReply{}, err
+	}
+	d.poke(ctx)
+	h := res.Value.(command.Handoff)
+	return api.BoundaryReply{Outcome: res.Outcome, SourceThreadID: h.SourceThreadID, BatchID: h.BatchID, AttemptID: h.AttemptID,
+		Generation: h.Generation, SnapshotRevision: h.SnapshotRevision, ContinuationBoundaryState: "crossed_unacknowledged",
+		ReplayPolicy: "manual_resolution_only", CloseReason: command.CloseHandoffRecorded,
+		Continuation: api.Continuation{Summary: h.Summary, JobIDs: nonNil(h.JobIDs), ArtifactIDs: nonNil(h.ArtifactIDs)}}, nil
 }
 
 func nonNil(s []string) []string {

@@ -145,6 +145,7 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.DaemonHandover, d.handover)
 	d.gatewayOps(t)
 	d.mcpOps(t)
+	d.mcpDesktopOps(t)
 	return t
 }
 

@@ -173,7 +173,8 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		WritebackCapability: inst.WritebackCapability, ValidationFingerprint: inst.ValidationFingerprint,
 		UpdatedByBootstrapOrRepair: inst.UpdatedBy, ObservedValidationFingerprint: observed,
 		AutomaticContinuation: inst.ReadTransportCapability == command.CapValidated &&
-			inst.WritebackCapability == command.CapValidated && observed == inst.ValidationFingerprint,
+			inst.WritebackValidated() && observed == inst.ValidationFingerprint,
+		WritebackTransport: inst.WritebackTransport(),
 	}
 	if !inst.ValidatedAt.IsZero() {
 		at := inst.ValidatedAt

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,6 +44,27 @@ type Daemon interface {
 	JobStatus(context.Context, api.MCPJobArgs) (query.JobView, error)
 	JobList(context.Context, api.MCPJobListArgs) (query.JobPage, error)
 	JobCancel(context.Context, api.MCPJobArgs) (api.TransitionReply, error)
+
+	DesktopPreflight(context.Context, api.MCPDesktopArgs) (api.PreflightReply, error)
+	DesktopNoteArmPending(context.Context, api.MCPArmArgs) (api.ArmPendingReply, error)
+	DesktopNoteArm(context.Context, api.MCPArmArgs) (api.ArmReply, error)
+	DesktopNotePaused(context.Context, api.MCPPausedArgs) (api.PausedReply, error)
+	DesktopNoteBoundaryCrossed(context.Context, api.MCPBoundaryArgs) (api.BoundaryReply, error)
+	DesktopReadArtifact(context.Context, api.MCPReadArtifactArgs) (api.ReadArtifactReply, error)
+	DesktopValidate(context.Context, api.MCPValidateArgs) (api.MCPValidateReply, error)
+}
+
+// Config is what the server runs with.
+type Config struct {
+	Daemon  Daemon
+	Version string
+	// Inbox is the cbth home's Desktop inbox, which the read-only
+	// Desktop tools read as the CLI's read helpers do.
+	Inbox string
+	// Fingerprints are this cbth's validation fingerprints, by read
+	// transport (adapters/desktop/inbox.Observe).
+	Fingerprints map[string]string
+	Log          *slog.Logger
 }
 
 // Tool names: the names Codex shows the model in the mcp__cbth namespace.
@@ -64,16 +86,18 @@ const MaxArguments = 64 << 10
 const instructions = `cbth runs long work in the background for this conversation and brings the result back into this same thread as a new turn, once, when it is done. Use task_run for a command that takes long (tests, builds, waiting on CI or a reviewer) instead of running and polling it yourself; then end your turn: do not wait or poll. Use job_submit when something outside will report the outcome. job_status and job_list show this thread's jobs.`
 
 // New returns the server; Run serves it.
-func New(d Daemon, version string, log *slog.Logger) *sdk.Server {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+func New(cfg Config) *sdk.Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := sdk.NewServer(&sdk.Implementation{Name: "cbth", Title: "cbth background jobs", Version: version},
-		&sdk.ServerOptions{Instructions: instructions, Logger: log})
-	t := tools{d: d}
+	s := sdk.NewServer(&sdk.Implementation{Name: "cbth", Title: "cbth background jobs", Version: cfg.Version},
+		&sdk.ServerOptions{Instructions: instructions, Logger: cfg.Log})
+	t := tools{d: cfg.Daemon, cfg: cfg}
+	var toolNames []string
 	no, yes := false, true
 	add := func(name, desc string, schema *jsonschema.Schema, ann *sdk.ToolAnnotations, h func(context.Context, caller, json.RawMessage) (string, any, error)) {
 		s.AddTool(&sdk.Tool{Name: name, Description: desc, InputSchema: schema, Annotations: ann}, t.handler(h))
+		toolNames = append(toolNames, name)
 	}
 	add(ToolJobSubmit, "Submit a background job for this conversation; when something outside reports it done (cbth job complete), its result comes back into this thread as a new turn.",
 		schemaFor[submitIn](), &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}, t.submit)
@@ -85,28 +109,20 @@ func New(d Daemon, version string, log *slog.Logger) *sdk.Server {
 		schemaFor[listIn](), &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}, t.list)
 	add(ToolJobCancel, "Cancel one of this thread's background jobs (and stop its command if one runs).",
 		schemaFor[cancelIn](), &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}, t.cancel)
+	t.addDesktop(add)
+	known := func(name string) bool { return slices.Contains(toolNames, name) }
+	names := slices.Clone(toolNames)
 	// The SDK answers a call of an unknown tool with a JSON-RPC error;
 	// this answers it as every other refusal, a tool error with a code.
 	s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
 		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 			if r, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && !known(r.Params.Name) {
-				return failure(errs.New(errs.ENOENT, "no tool %q: cbth has %s", r.Params.Name, strings.Join(toolNames, ", "))), nil
+				return failure(errs.New(errs.ENOENT, "no tool %q: cbth has %s", r.Params.Name, strings.Join(names, ", "))), nil
 			}
 			return next(ctx, method, req)
 		}
 	})
 	return s
-}
-
-var toolNames = []string{ToolJobSubmit, ToolTaskRun, ToolJobStatus, ToolJobList, ToolJobCancel}
-
-func known(name string) bool {
-	for _, n := range toolNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // schemaFor is the input schema of T, which closes the object: an
@@ -199,7 +215,10 @@ func callerOf(meta map[string]any) (caller, error) {
 	return c, nil
 }
 
-type tools struct{ d Daemon }
+type tools struct {
+	d   Daemon
+	cfg Config
+}
 
 // handler wraps a tool: it binds the call to its thread, bounds and
 // decodes nothing itself, and turns the outcome into a result.
@@ -250,9 +269,9 @@ func failure(err error) *sdk.CallToolResult {
 }
 
 // decode reads a call's arguments into v strictly: unknown arguments and
-// wrong types are EINVAL. A thread named in the arguments is taken out
+// wrong types are EINVAL. A thread named under one of keys is taken out
 // and returned, for the daemon to judge.
-func decode(args json.RawMessage, v any) (named string, err error) {
+func decode(args json.RawMessage, v any, keys []string) (named string, err error) {
 	if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 		args = json.RawMessage("{}")
 	}
@@ -260,7 +279,7 @@ func decode(args json.RawMessage, v any) (named string, err error) {
 	if err := json.Unmarshal(args, &m); err != nil {
 		return "", errs.New(errs.EINVAL, "the arguments are not a JSON object: %v", err)
 	}
-	for _, k := range threadKeys {
+	for _, k := range keys {
 		raw, ok := m[k]
 		if !ok {
 			continue
@@ -281,7 +300,7 @@ func decode(args json.RawMessage, v any) (named string, err error) {
 
 func (t tools) submit(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
 	var in submitIn
-	named, err := decode(args, &in)
+	named, err := decode(args, &in, threadKeys)
 	if err != nil {
 		return "", nil, err
 	}
@@ -306,7 +325,7 @@ func (t tools) submit(ctx context.Context, c caller, args json.RawMessage) (stri
 
 func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
 	var in taskRunIn
-	named, err := decode(args, &in)
+	named, err := decode(args, &in, threadKeys)
 	if err != nil {
 		return "", nil, err
 	}
@@ -371,7 +390,7 @@ func resolve(name, cwd string) (string, error) {
 
 func (t tools) status(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
 	var in jobIn
-	if _, err := decode(args, &in); err != nil {
+	if _, err := decode(args, &in, threadKeys); err != nil {
 		return "", nil, err
 	}
 	if in.JobID == "" {
@@ -403,7 +422,7 @@ func describe(j query.JobView) string {
 
 func (t tools) list(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
 	var in listIn
-	if _, err := decode(args, &in); err != nil {
+	if _, err := decode(args, &in, threadKeys); err != nil {
 		return "", nil, err
 	}
 	if in.Limit < 0 {
@@ -425,7 +444,7 @@ func (t tools) list(ctx context.Context, c caller, args json.RawMessage) (string
 
 func (t tools) cancel(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {
 	var in cancelIn
-	if _, err := decode(args, &in); err != nil {
+	if _, err := decode(args, &in, threadKeys); err != nil {
 		return "", nil, err
 	}
 	if in.JobID == "" {

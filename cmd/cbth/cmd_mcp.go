@@ -38,7 +38,15 @@ func (c *McpServeCmd) Run(env *Env) error {
 	// stdout is the protocol: everything else goes to stderr, which
 	// Codex keeps in its log.
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s := mcpserver.New(mcpDaemon{env}, Version, log)
+	h, err := env.Home()
+	if err != nil {
+		return err
+	}
+	fps, err := observedFingerprints()
+	if err != nil {
+		return err
+	}
+	s := mcpserver.New(mcpserver.Config{Daemon: mcpDaemon{env}, Version: Version, Inbox: h.Inbox(), Fingerprints: fps, Log: log})
 	if err := s.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil && !isEOF(err) {
 		return errs.Wrap(errs.EHOSTDOWN, err, "mcp serve")
 	}
@@ -71,6 +79,34 @@ func (d mcpDaemon) JobList(_ context.Context, a api.MCPJobListArgs) (query.JobPa
 
 func (d mcpDaemon) JobCancel(_ context.Context, a api.MCPJobArgs) (api.TransitionReply, error) {
 	return call(d.env, api.MCPJobCancel, a)
+}
+
+func (d mcpDaemon) DesktopPreflight(_ context.Context, a api.MCPDesktopArgs) (api.PreflightReply, error) {
+	return call(d.env, api.MCPDesktopPreflight, a)
+}
+
+func (d mcpDaemon) DesktopNoteArmPending(_ context.Context, a api.MCPArmArgs) (api.ArmPendingReply, error) {
+	return call(d.env, api.MCPDesktopNoteArmPending, a)
+}
+
+func (d mcpDaemon) DesktopNoteArm(_ context.Context, a api.MCPArmArgs) (api.ArmReply, error) {
+	return call(d.env, api.MCPDesktopNoteArm, a)
+}
+
+func (d mcpDaemon) DesktopNotePaused(_ context.Context, a api.MCPPausedArgs) (api.PausedReply, error) {
+	return call(d.env, api.MCPDesktopNotePaused, a)
+}
+
+func (d mcpDaemon) DesktopNoteBoundaryCrossed(_ context.Context, a api.MCPBoundaryArgs) (api.BoundaryReply, error) {
+	return call(d.env, api.MCPDesktopNoteBoundaryCrossed, a)
+}
+
+func (d mcpDaemon) DesktopReadArtifact(_ context.Context, a api.MCPReadArtifactArgs) (api.ReadArtifactReply, error) {
+	return call(d.env, api.MCPDesktopReadArtifact, a)
+}
+
+func (d mcpDaemon) DesktopValidate(_ context.Context, a api.MCPValidateArgs) (api.MCPValidateReply, error) {
+	return call(d.env, api.MCPDesktopValidate, a)
 }
 
 // codexTarget is the Codex home and cbth entry that install, uninstall

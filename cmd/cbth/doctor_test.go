@@ -234,7 +234,7 @@ func TestDoctorMCP(t *testing.T) {
 	}
 	h.ok(&inst, "mcp", "install")
 	rep, r := h.doctor()
-	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: job_cancel, job_submit, task_run") || !inst.Changed {
+	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: desktop_bridge_preflight, ") || !strings.Contains(f.Detail, "job_submit, task_run") || !inst.Changed {
 		t.Fatalf("after install: exit %d %+v", r.code, f)
 	}
 	h.ok(&inst, "mcp", "install")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 )
 
@@ -94,7 +95,7 @@ func TestMCPFromCodex_TaskRunInAReadOnlyThread(t *testing.T) {
 		Approved []string `json:"approved_tools"`
 	}
 	r.ok(&inst, "mcp", "install", "--codex-home", r.codexHome)
-	if inst.Config != filepath.Join(r.codexHome, "config.toml") || len(inst.Approved) != 3 {
+	if inst.Config != filepath.Join(r.codexHome, "config.toml") || len(inst.Approved) != len(mcpconfig.ApprovalTools) {
 		t.Fatalf("mcp install: %+v", inst)
 	}
 	marker := filepath.Join(t.TempDir(), "ran")

@@ -618,6 +618,47 @@ type Installation struct {
 	// SnapshotRevisionsReserved is the highest snapshot revision the
 	// publisher may have used: the next daemon starts after it.
 	SnapshotRevisionsReserved uint64 `json:"snapshot_revisions_reserved,omitempty"`
+	// MCPValidation is the open request of a live validation of the mcp
+	// writeback transport; MCPWriteback the last proof one gave.
+	MCPValidation *events.InstallationMCPValidationRequested `json:"mcp_validation,omitempty"`
+	MCPWriteback  *MCPWriteback                              `json:"mcp_writeback,omitempty"`
+}
+
+// MCPWriteback is the proof that Desktop threads reach cbth's MCP tools,
+// for the cbth of one fingerprint (spec/desktop.md, "Writeback
+// transports").
+type MCPWriteback struct {
+	events.InstallationMCPWritebackValidated
+	ValidatedAt time.Time `json:"validated_at"`
+}
+
+// MCPWritebackValidated says whether the mcp writeback transport is
+// validated for the installation as it is now: proven for the validated
+// fingerprint. A repair that changes the fingerprint voids the proof.
+func (i *Installation) MCPWritebackValidated() bool {
+	return i.MCPWriteback != nil && i.MCPWriteback.Fingerprint == i.ValidationFingerprint && i.ValidationFingerprint != ""
+}
+
+// WritebackTransport is the writeback transport a heartbeat should use
+// (spec/desktop.md, "Writeback transports"): mcp where it is validated,
+// else relay where writeback is validated and a relay scanner is bound,
+// else direct where writeback is validated; "" while none is.
+func (i *Installation) WritebackTransport() string {
+	switch {
+	case i.MCPWritebackValidated():
+		return "mcp"
+	case i.WritebackCapability == "validated" && len(i.RelayScanners) > 0:
+		return "relay"
+	case i.WritebackCapability == "validated":
+		return "direct"
+	}
+	return ""
+}
+
+// WritebackValidated says whether any writeback transport is validated:
+// the operator's writeback_capability (relay, direct) or the mcp proof.
+func (i *Installation) WritebackValidated() bool {
+	return i.WritebackCapability == "validated" || i.MCPWritebackValidated()
 }
 
 // RelayScanner is one bridge thread's relay scanner: the rollout it is
@@ -648,6 +689,11 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 		i.BridgeThreadID = p.BridgeThreadID
 	case *events.InstallationSnapshotRevisionsReserved:
 		i.SnapshotRevisionsReserved = p.Through
+	case *events.InstallationMCPValidationRequested:
+		i.MCPValidation = p
+	case *events.InstallationMCPWritebackValidated:
+		i.MCPValidation = nil
+		i.MCPWriteback = &MCPWriteback{InstallationMCPWritebackValidated: *p, ValidatedAt: e.RecordedAt}
 	case *events.InstallationRelayScannerBound:
 		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) {
 			*s = RelayScanner{InstallationRelayScannerBound: *p, Offset: p.StartOffset, Line: p.StartLine}

@@ -460,8 +460,8 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 		return no("binding mirror does not match the installation state (cbth desktop binding repair)")
 	case inst.ReadTransportCapability != CapValidated:
 		return no("read_transport_capability is " + inst.ReadTransportCapability)
-	case inst.WritebackCapability != CapValidated:
-		return no("writeback_capability is " + inst.WritebackCapability)
+	case !inst.WritebackValidated():
+		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp)")
 	case observedFingerprint != inst.ValidationFingerprint:
 		return no("the running cbth's validation fingerprint differs from the validated one (cbth desktop installation-state repair)")
 	case bd.Unquiesced():

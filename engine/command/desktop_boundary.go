@@ -41,7 +41,19 @@ type NoteBoundaryCrossed struct {
 	// Fingerprints are the validation fingerprints the calling cbth
 	// observes, by read transport.
 	Fingerprints map[string]string
+	// Transport is the writeback transport the caller crossed through:
+	// WritebackMCP needs the mcp proof, any other the operator's
+	// writeback_capability (spec/desktop.md, "Writeback transports").
+	Transport string
 }
+
+// The writeback transports (spec/desktop.md, "Writeback transports"):
+// how a heartbeat's writeback reaches the daemon.
+const (
+	WritebackMCP    = "mcp"    // cbth's MCP tools, which Codex runs outside the sandbox
+	WritebackRelay  = "relay"  // the transcript relay (bridge steps only)
+	WritebackDirect = "direct" // the helpers on a socket the heartbeat reaches
+)
 
 // Handoff is what a fresh note-boundary-crossed success answers.
 type Handoff struct {
@@ -134,7 +146,9 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 		return nil, nil, invalid("the binding's validation fingerprint is not the installation's")
 	case inst.ReadTransportCapability != CapValidated:
 		return nil, nil, invalid("read_transport_capability is %s", inst.ReadTransportCapability)
-	case inst.WritebackCapability != CapValidated:
+	case c.Transport == WritebackMCP && !inst.MCPWritebackValidated():
+		return nil, nil, invalid("the mcp writeback transport is not validated for this cbth (cbth desktop validate-mcp)")
+	case c.Transport != WritebackMCP && inst.WritebackCapability != CapValidated:
 		return nil, nil, invalid("writeback_capability is %s", inst.WritebackCapability)
 	case observed(c.Fingerprints, inst) != inst.ValidationFingerprint:
 		return nil, nil, invalid("the running cbth's validation fingerprint is not the validated one")

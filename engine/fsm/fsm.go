@@ -203,6 +203,8 @@ var installationTable = Table{
 		{"installation.relay_scanner_bound", []string{"configured"}},
 		{"installation.relay_scanner_advanced", []string{"configured"}},
 		{"installation.relay_scanner_degraded", []string{"configured"}},
+		{"installation.mcp_validation_requested", []string{"configured"}},
+		{"installation.mcp_writeback_validated", []string{"configured"}},
 		{"installation.snapshot_revisions_reserved", []string{"configured"}},
 	},
 }

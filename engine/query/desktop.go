@@ -40,6 +40,29 @@ type InstallationView struct {
 	// (at most MaxRelayScanners, the rest counted in RelayScannersOmitted).
 	RelayScanners        []RelayScannerView `json:"relay_scanners"`
 	RelayScannersOmitted int                `json:"relay_scanners_omitted"`
+	// WritebackTransports says, per writeback transport, whether it is
+	// validated: mcp by a live validation (cbth desktop validate-mcp),
+	// relay and direct by the operator's writeback_capability.
+	// WritebackTransport is the one a heartbeat should use: mcp where
+	// validated, else relay where a scanner is bound, else direct.
+	WritebackTransports map[string]string `json:"writeback_transports"`
+	WritebackTransport  string            `json:"writeback_transport"`
+	// MCPValidation is the last proof of the mcp transport (the Desktop
+	// thread that called, when), and MCPValidationOpenUntil when a live
+	// validation waits for its call.
+	MCPValidation          *MCPValidationView `json:"mcp_validation"`
+	MCPValidationOpenUntil *time.Time         `json:"mcp_validation_open_until"`
+}
+
+// MCPValidationView is the proof of the mcp writeback transport.
+type MCPValidationView struct {
+	ThreadID    string    `json:"thread_id"`
+	SandboxMode string    `json:"sandbox_mode"`
+	Fingerprint string    `json:"validation_fingerprint"`
+	ValidatedAt time.Time `json:"validated_at"`
+	// Current says whether it holds for the installation as it is: it
+	// was given for the validated fingerprint.
+	Current bool `json:"current"`
 }
 
 // MaxRelayScanners bounds the scanners an installation view lists: one
@@ -67,10 +90,24 @@ type RelayScannerView struct {
 func NewInstallationView(inst *aggregate.Installation, observed, manifest string) InstallationView {
 	v := InstallationView{ReadTransportCapability: command.CapUnknown, ArtifactReadCapability: command.CapUnknown,
 		WritebackCapability: command.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest,
-		RelayScanners: []RelayScannerView{}}
+		RelayScanners:       []RelayScannerView{},
+		WritebackTransports: map[string]string{command.WritebackMCP: command.CapUnknown, command.WritebackRelay: command.CapUnknown, command.WritebackDirect: command.CapUnknown}}
 	if inst == nil {
 		return v
 	}
+	v.WritebackTransports[command.WritebackRelay] = inst.WritebackCapability
+	v.WritebackTransports[command.WritebackDirect] = inst.WritebackCapability
+	if inst.MCPWritebackValidated() {
+		v.WritebackTransports[command.WritebackMCP] = command.CapValidated
+	}
+	if w := inst.MCPWriteback; w != nil {
+		v.MCPValidation = &MCPValidationView{ThreadID: w.ThreadID, SandboxMode: w.SandboxMode, Fingerprint: w.Fingerprint,
+			ValidatedAt: w.ValidatedAt, Current: inst.MCPWritebackValidated()}
+	}
+	if r := inst.MCPValidation; r != nil {
+		v.MCPValidationOpenUntil = opt(r.ExpiresAt)
+	}
+	v.WritebackTransport = inst.WritebackTransport()
 	c := inst.Capabilities
 	v.Configured = true
 	v.ReadTransport, v.ReadTransportGeneration = c.ReadTransport, c.ReadTransportGeneration
@@ -78,7 +115,7 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 	v.ValidationFingerprint, v.ValidatedAt, v.UpdatedBy = c.ValidationFingerprint, opt(inst.ValidatedAt), inst.UpdatedBy
 	v.BridgeThreadID = inst.BridgeThreadID
 	v.FingerprintMatch = observed == c.ValidationFingerprint
-	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == command.CapValidated && c.WritebackCapability == command.CapValidated
+	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == command.CapValidated && inst.WritebackValidated()
 	for _, bridge := range slices.Sorted(maps.Keys(inst.RelayScanners)) {
 		if len(v.RelayScanners) == MaxRelayScanners {
 			v.RelayScannersOmitted++

@@ -48,7 +48,9 @@ type Entry struct {
 // ApprovalTools are the tools of `cbth mcp serve` that act (they carry no
 // readOnlyHint): Codex asks before running them, and refuses them under
 // approval_policy = "never", unless its config approves them.
-var ApprovalTools = []string{"job_submit", "task_run", "job_cancel"}
+var ApprovalTools = []string{"job_submit", "task_run", "job_cancel",
+	"desktop_bridge_preflight", "desktop_note_arm_pending", "desktop_note_arm", "desktop_note_paused",
+	"desktop_note_boundary_crossed", "desktop_validate_mcp"}
 
 // Args are the arguments Codex starts the command with.
 var Args = []string{"mcp", "serve"}

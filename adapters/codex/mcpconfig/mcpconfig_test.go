@@ -62,7 +62,7 @@ func TestInstallGolden(t *testing.T) {
 			if changed, err := Install(path, entry); err != nil || changed {
 				t.Fatalf("a second install: changed %v, %v", changed, err)
 			}
-			if st := Inspect(path, entry); len(st.Approved) != 3 || !st.Installed {
+			if st := Inspect(path, entry); len(st.Approved) != len(ApprovalTools) || !st.Installed {
 				t.Fatalf("inspect: %+v", st)
 			}
 			if changed, err := Uninstall(path); err != nil || !changed {

@@ -231,6 +231,10 @@ type InstallationState struct {
 	UpdatedByBootstrapOrRepair    string     `json:"updated_by_bootstrap_or_repair"`
 	ObservedValidationFingerprint string     `json:"observed_validation_fingerprint"`
 	AutomaticContinuation         bool       `json:"automatic_continuation"`
+	// WritebackTransport is the writeback transport heartbeats use: mcp,
+	// relay, direct, or "" while none is validated (spec/desktop.md,
+	// "Writeback transports").
+	WritebackTransport string `json:"writeback_transport"`
 }
 
 // ---- reading ----

@@ -165,6 +165,8 @@ var All = []string{
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
 	PluginHandshake.Name, AppServerEnsure.Name, DeliveryEnqueue.Name, DeliveryInspect.Name,
 	MCPJobSubmit.Name, MCPTaskRun.Name, MCPJobStatus.Name, MCPJobList.Name, MCPJobCancel.Name,
+	MCPDesktopPreflight.Name, MCPDesktopNoteArmPending.Name, MCPDesktopNoteArm.Name, MCPDesktopNotePaused.Name,
+	MCPDesktopNoteBoundaryCrossed.Name, MCPDesktopReadArtifact.Name, MCPDesktopValidate.Name, DesktopMCPValidationRequest.Name,
 }
 
 // Empty is the request of operations that take none.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 )
@@ -105,4 +107,85 @@ type MCPJobListArgs struct {
 	Caller MCPCaller `json:"caller"`
 	Status string    `json:"status,omitempty"`
 	Limit  int       `json:"limit,omitempty"`
+}
+
+// The Desktop heartbeats' writeback through the MCP tools
+// (spec/desktop.md, "Writeback transports"): the same requests and
+// answers as the CLI helpers', with the calling thread Codex named. A
+// bridge operation must come from the bridge thread the thread's binding
+// serves, a crossing from the bound source thread itself.
+var (
+	MCPDesktopPreflight           = Op[MCPDesktopArgs, PreflightReply]{Name: "mcp.desktop.preflight"}
+	MCPDesktopNoteArmPending      = Op[MCPArmArgs, ArmPendingReply]{Name: "mcp.desktop.note_arm_pending"}
+	MCPDesktopNoteArm             = Op[MCPArmArgs, ArmReply]{Name: "mcp.desktop.note_arm"}
+	MCPDesktopNotePaused          = Op[MCPPausedArgs, PausedReply]{Name: "mcp.desktop.note_paused"}
+	MCPDesktopNoteBoundaryCrossed = Op[MCPBoundaryArgs, BoundaryReply]{Name: "mcp.desktop.note_boundary_crossed"}
+	MCPDesktopReadArtifact        = Op[MCPReadArtifactArgs, ReadArtifactReply]{Name: "mcp.desktop.read_artifact"}
+	MCPDesktopValidate            = Op[MCPValidateArgs, MCPValidateReply]{Name: "mcp.desktop.validate"}
+	// DesktopMCPValidationRequest opens a live validation of the mcp
+	// transport (cbth desktop validate-mcp).
+	DesktopMCPValidationRequest = Op[MCPValidationRequestArgs, MCPValidationRequestReply]{Name: "desktop.mcp_validation.request"}
+)
+
+// MCPDesktopArgs carry only the caller: the bridge is the calling thread.
+type MCPDesktopArgs struct {
+	Caller       MCPCaller         `json:"caller"`
+	Fingerprints map[string]string `json:"observed_validation_fingerprints,omitempty"`
+}
+
+// MCPArmArgs are note-arm-pending's and note-arm's request by a bridge.
+type MCPArmArgs struct {
+	Caller MCPCaller `json:"caller"`
+	ArmArgs
+}
+
+// MCPPausedArgs are note-paused's request by a bridge.
+type MCPPausedArgs struct {
+	Caller MCPCaller `json:"caller"`
+	PausedArgs
+}
+
+// MCPBoundaryArgs are note-boundary-crossed's request by the caller
+// heartbeat, in its source thread.
+type MCPBoundaryArgs struct {
+	Caller MCPCaller `json:"caller"`
+	BoundaryArgs
+}
+
+// MCPReadArtifactArgs are read-artifact's request by the thread the
+// artifact's job is for.
+type MCPReadArtifactArgs struct {
+	Caller MCPCaller `json:"caller"`
+	ReadArtifactArgs
+}
+
+// MCPValidateArgs are desktop_validate_mcp's request: the token `cbth
+// desktop validate-mcp` printed, and the fingerprints the answering cbth
+// observes.
+type MCPValidateArgs struct {
+	Caller       MCPCaller         `json:"caller"`
+	Token        string            `json:"token"`
+	Fingerprints map[string]string `json:"observed_validation_fingerprints,omitempty"`
+}
+
+// MCPValidateReply is the proof recorded ("validated" or
+// "already_validated").
+type MCPValidateReply struct {
+	Outcome     string `json:"outcome"`
+	ThreadID    string `json:"thread_id"`
+	SandboxMode string `json:"sandbox_mode"`
+	Fingerprint string `json:"validation_fingerprint"`
+}
+
+// MCPValidationRequestArgs open a validation that lasts TTLMS.
+type MCPValidationRequestArgs struct {
+	TTLMS int64 `json:"ttl_ms"`
+}
+
+// MCPValidationRequestReply is the open validation: its token, until
+// when, and the prompt to paste into a Desktop thread.
+type MCPValidationRequestReply struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Prompt    string    `json:"prompt"`
 }
