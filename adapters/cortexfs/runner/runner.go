@@ -402,7 +402,7 @@ func LoadAgent(obj Object, env Env) (loop *agent.Loop, closeRoot func(), err err
 	}
 	loop = &agent.Loop{Name: filepath.Base(obj.Path),
 		Request: driver.Request{Model: id.String(), Provider: id.Provider, NativeID: mobj.NativeID, Defaults: mobj.Defaults, Caps: mobj.Caps},
-		Driver:  drv, Tools: obj.Tools,
+		Driver:  drv, Tools: obj.Tools, TrustedAll: obj.Delivery == object.TrustedAll,
 		Env: tool.Env{Root: r, RootDir: rootDir, Cwd: cwd, Jobs: env.Jobs}}
 	return loop, func() { r.Close() }, nil
 }

@@ -31,6 +31,12 @@ const (
 	JobSubmit = "cbth.job.submit"
 )
 
+// Acts reports whether a tool changes things: runs commands or writes
+// files. The rest only read, or (cbth.job.submit) ask the daemon for a
+// job. An agent with an acting tool takes job results only as its
+// delivery trust allows (spec/cortexfs.md, "The ctx delivery target").
+func Acts(name string) bool { return name == ShellExec || name == FSWrite }
+
 // Limits a tool run has unless its Env says otherwise.
 const (
 	DefaultTimeout   = 30 * time.Second

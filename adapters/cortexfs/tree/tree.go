@@ -380,7 +380,11 @@ func Load(root string) (Set, error) {
 			return Set{}, errs.Wrap(errs.EINTERNAL, err, "read %s", rel)
 		}
 		ctl := map[string]string{}
-		for _, f := range []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog} {
+		files := []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog}
+		if kind == object.KindAgent {
+			files = append(files, object.AgentFiles...)
+		}
+		for _, f := range files {
 			b, err := os.ReadFile(filepath.Join(file+".d", f))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return Set{}, errs.Wrap(errs.EINTERNAL, err, "read %s.d/%s", rel, f)
