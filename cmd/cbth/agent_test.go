@@ -778,3 +778,47 @@ func TestCtxTargetHoldsToTheAgentsTrust(t *testing.T) {
 		t.Errorf("the read-only result's turn did not run: %v", err)
 	}
 }
+
+// A FIFO in an agent's root wedges nothing: fs.read and fs.write refuse
+// anything that is not a regular file (EINVAL) without blocking in the
+// open, fs.search skips it, and the session goes on taking turns.
+func TestAgentToolsRefuseAFIFO(t *testing.T) {
+	a := newAgentHome(t)
+	if err := syscall.Mkfifo(filepath.Join(a.proj, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(nil, "agent", "add", "fifo", "--model", "debug/echo", "--tool", "fs.read", "--tool", "fs.write", "--tool", "fs.search", "--root", a.proj)
+	sock := filepath.Join(a.ctx, "agent", "fifo.sock")
+	waitFor(t, "the agent socket", 10*time.Second, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	s := dialSock(t, sock)
+	// A wedged tool would hold the turn for good: fail instead.
+	s.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	f := s.do(`{"op":"send","id":"f1","session":"alpha","input":"` +
+		`!tool fs.read {\"path\":\"pipe\"}\n!tool fs.write {\"path\":\"pipe\",\"content\":\"x\"}\n!tool fs.search {\"pattern\":\"readme\"}"}`)
+	var results []string
+	for _, m := range ofType(f, "message") {
+		if m["role"] == "tool" {
+			results = append(results, text(m))
+		}
+	}
+	if len(results) != 3 || f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("turn: %v", f)
+	}
+	for i, r := range results[:2] {
+		if !strings.Contains(r, `"code":"EINVAL"`) || !strings.Contains(r, "not a regular file") {
+			t.Errorf("call %d on the FIFO: %s, want EINVAL", i+1, r)
+		}
+	}
+	if !strings.Contains(results[2], "/README.md:1:hello from the readme") {
+		t.Errorf("fs.search beside the FIFO: %q", results[2])
+	}
+	if f := s.do(`{"op":"send","id":"f2","session":"alpha","input":"still here"}`); f[len(f)-1]["status"] != "ok" {
+		t.Fatalf("next turn: %v", f)
+	}
+}

@@ -191,9 +191,9 @@ func fsRead(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := env.Root.Open(rel(p))
+	f, err := openRegular(env.Root, rel(p), a.Path, os.O_RDONLY)
 	if err != nil {
-		return "", fsErr(err, a.Path)
+		return "", err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, int64(env.maxOutput())+1))
@@ -258,8 +258,12 @@ func fsWrite(_ context.Context, env Env, args json.RawMessage) (string, error) {
 			return "", fsErr(err, dir)
 		}
 	}
-	f, err := env.Root.OpenFile(rel(p), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := openRegular(env.Root, rel(p), a.Path, os.O_CREATE|os.O_WRONLY)
 	if err != nil {
+		return "", err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return "", fsErr(err, a.Path)
 	}
 	if _, err := io.WriteString(f, *a.Content); err != nil {
@@ -303,7 +307,8 @@ func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error
 		if !d.Type().IsRegular() {
 			return nil // directories are walked, symlinks never followed
 		}
-		f, err := fsys.Open(fp)
+		// Opened again by name: what is there now may be a FIFO.
+		f, err := openRegular(env.Root, fp, fp, os.O_RDONLY)
 		if err != nil {
 			return nil
 		}
