@@ -31,6 +31,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/confine"
 	"golang.org/x/sys/unix"
 )
 
@@ -204,6 +205,11 @@ func Run(ctx context.Context, opt Options) error {
 	d.touch()
 	close(ready)
 	opt.Log.Info("serving", "socket", h.Socket(), "version", opt.Version, "head", d.eng.Head())
+	if st := confine.Check(); !st.Available {
+		// Best effort: agents' shell.exec and the provider helper still
+		// run, but nothing keeps them to the agent root (doctor says so too).
+		opt.Log.Warn("CONFINEMENT UNAVAILABLE: agents' shell.exec and the provider helper run unconfined", "why", st.Mechanism)
+	}
 	if opt.Ready != nil {
 		opt.Ready()
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // agentHome is a home with a tree whose agent coder runs the debug model
@@ -820,5 +821,105 @@ func TestAgentToolsRefuseAFIFO(t *testing.T) {
 	}
 	if f := s.do(`{"op":"send","id":"f2","session":"alpha","input":"still here"}`); f[len(f)-1]["status"] != "ok" {
 		t.Fatalf("next turn: %v", f)
+	}
+}
+
+// confined reports this machine's confinement the way cbth doctor does,
+// and checks doctor says the same.
+func (a *agentHome) confined() bool {
+	a.t.Helper()
+	rep, _ := a.doctor()
+	f := rep.get("confinement")
+	st := confine.Check()
+	if (f.State == "ok") != st.Available || f.Detail == "" {
+		a.t.Fatalf("doctor's confinement finding %+v disagrees with %+v", f, st)
+	}
+	return st.Available
+}
+
+// shell.exec run by an agent is confined to its root where the system
+// can (Landlock here when the kernel has it): a file outside the root
+// is neither read nor written, by any path the command spells; inside
+// the root it works, in the session's cwd. Without the means the command
+// runs, unconfined, and says so loudly (stderr, doctor).
+func TestAgentShellExecIsConfined(t *testing.T) {
+	a := newAgentHome(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("top-secret\n"), 0o600)
+	os.Symlink(outside, filepath.Join(a.proj, "out"))
+	cmd := fmt.Sprintf(`cat %s/secret out/secret; echo x > %s/new; echo in > inside; pwd`, outside, outside)
+	c := exec.Command(filepath.Join(a.ctx, "agent", "coder"), `!tool shell.exec {"command":"`+cmd+`"}`)
+	c.Dir, c.Env = a.proj, append(os.Environ(), a.env...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	var res struct {
+		Output string `json:"output"`
+	}
+	for _, m := range ofType(frames(t, stdout.Bytes()), "message") {
+		if m["role"] == "tool" {
+			json.Unmarshal([]byte(text(m)), &res)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(a.proj, "inside")); string(b) != "in\n" || !strings.HasSuffix(res.Output, a.proj+"\n") {
+		t.Fatalf("inside the root: %q, output %q", b, res.Output)
+	}
+	_, statErr := os.Stat(filepath.Join(outside, "new"))
+	if st := confine.Check(); st.Available {
+		if strings.Contains(res.Output, "top-secret") || statErr == nil || strings.Count(res.Output, "Permission denied") < 3 {
+			t.Fatalf("confined by %s, yet the command reached outside its root: %q (new file: %v)", st.Mechanism, res.Output, statErr)
+		}
+	} else if !strings.Contains(stderr.String(), "UNCONFINED") || !strings.Contains(res.Output, "top-secret") {
+		t.Fatalf("unconfined without a warning, or confined after all: stderr %q, output %q", stderr.String(), res.Output)
+	}
+	a.confined() // and doctor says the same
+}
+
+// The provider helper starts with its own environment, not the caller's
+// (PATH, HOME, LANG, TERM, the provider's own key and the keychain's bus;
+// not another provider's key nor anything else), from "/", and confined
+// where the system can. The fake helper reports what it got.
+func TestProviderHelperGetsItsOwnEnvironment(t *testing.T) {
+	a := newAgentHome(t)
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("top-secret\n"), 0o600)
+	helper := filepath.Join(t.TempDir(), "cbth-providers")
+	script := "#!/bin/sh\nread -r line\nnames=$(env | cut -d= -f1 | sort | tr '\\n' ' ')\n" +
+		"if cat " + outside + "/secret >/dev/null 2>&1; then r=readable; else r=denied; fi\n" +
+		`printf '{"type":"error","code":"EINVAL","message":"env: %s cwd: %s secret: %s"}\n{"type":"done","status":"error"}\n' "$names" "$(pwd)" "$r"` + "\n"
+	if err := os.WriteFile(helper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", "m", "--base-url", "http://127.0.0.1:9")
+	c := exec.Command(filepath.Join(a.ctx, "model", "openai", "m"), "hi")
+	c.Dir = a.proj
+	c.Env = append(os.Environ(), append(a.env, "CBTH_PROVIDERS="+helper, "OPENAI_API_KEY=sk-own", "ANTHROPIC_API_KEY=sk-other",
+		"CBTH_LEAK_CANARY=1", "LANG=C.UTF-8")...)
+	out, _ := c.CombinedOutput()
+	var msg string
+	for _, f := range ofType(frames(t, out[:bytes.LastIndexByte(out, '}')+1]), "error") {
+		msg, _ = f["message"].(string)
+	}
+	if msg == "" {
+		t.Fatalf("the helper's report is missing:\n%s", out)
+	}
+	for _, w := range []string{"OPENAI_API_KEY", "PATH", "HOME", "LANG", "cwd: / "} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("the helper lacks %q: %s", w, msg)
+		}
+	}
+	for _, w := range []string{"ANTHROPIC_API_KEY", "CBTH_LEAK_CANARY", "CBTH_PROVIDERS", "CBTH_HOME"} {
+		if strings.Contains(msg, w) {
+			t.Errorf("the helper got %s: %s", w, msg)
+		}
+	}
+	want := "secret: readable"
+	if a.confined() {
+		want = "secret: denied"
+	}
+	if !strings.Contains(msg, want) {
+		t.Errorf("want %q: %s", want, msg)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // multicall lets the one cbth binary answer under its other names. main
@@ -27,6 +28,10 @@ import (
 // form handled here: carry on with the normal CLI".
 func multicall(argv0 string, args []string) (exit int, handled bool) {
 	switch filepath.Base(argv0) {
+	case confine.ProgramName:
+		// shell.exec and the provider helper start here: confine, then
+		// execute the program (it returns only on failure).
+		return confine.Main(args), true
 	case runner.ProgramName:
 		// The kernel runs objects as `cortexfs-object-runner <object> args...`
 		// through their #! line. The runner installs its SIGINT/SIGTERM

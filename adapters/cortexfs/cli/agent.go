@@ -26,7 +26,7 @@ type AgentAddCmd struct {
 	Name        string   `arg:"" help:"Agent name (one path component)."`
 	Model       string   `required:"" help:"provider/model the agent calls (a model of the tree)."`
 	Tool        []string `sep:"none" help:"A built-in tool the agent may run (fs.read, fs.list, fs.write, fs.search, shell.exec, cbth.job.submit). Repeatable."`
-	AgentRoot   string   `name:"root" help:"The agent's root directory: its tools see nothing outside it (default: home/<uid>/agent/NAME/root under the tree)." type:"path"`
+	AgentRoot   string   `name:"root" help:"The agent's root directory (default: home/<uid>/agent/NAME/root under the tree). fs.* tools see nothing outside it; shell.exec may read and write only it (plus read the system's directories) where the OS confines (Landlock, sandbox-exec; cbth doctor says), and can reach anything of yours where it cannot. The network is never confined." type:"path"`
 	Cwd         string   `help:"Default working directory inside the root (default /)."`
 	TrustedAll  bool     `name:"trusted-all" help:"Let the ctx target deliver this agent any job result. Without it an agent with shell.exec or fs.write takes only results whose delivery policy is read-only and needs no approval, network or write access; the others are parked."`
 	Description string   `help:"Metadata description."`

@@ -113,6 +113,23 @@ func openRegular(root *os.Root, name, what string, flag int) (*os.File, error) {
 	return f, nil
 }
 
+// openCwd opens a session's working directory inside the root (the
+// checks of Cwd, on the opened directory itself).
+func openCwd(root *os.Root, cwd string) (*os.File, error) {
+	c, err := Clean("/", cwd)
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(rel(c), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, errs.New(errs.EINVAL, "cwd %s is not a directory", cwd)
+	}
+	if err != nil {
+		return nil, fsErr(err, "cwd "+cwd)
+	}
+	return f, nil
+}
+
 // Cwd checks a session's working directory: it must be a directory inside
 // the root. Missing is ENOENT, outside (by "..", a symlink, anything
 // os.Root refuses) EACCES. It returns the clean rooted form.

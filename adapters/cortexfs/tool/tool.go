@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // Built-in tool names.
@@ -374,12 +374,14 @@ func shellExec(ctx context.Context, env Env, args json.RawMessage) (string, erro
 	if strings.TrimSpace(a.Command) == "" {
 		return "", errs.New(errs.EINVAL, "shell.exec needs a command")
 	}
-	// The working directory is checked inside the root first; the
-	// process then starts in its host path.
-	cwd, err := Cwd(env.Root, env.Cwd)
+	// The working directory is opened inside the root and handed to the
+	// process as that open directory: what was checked is what it runs
+	// in, whatever is renamed in between.
+	dir, err := openCwd(env.Root, env.Cwd)
 	if err != nil {
 		return "", err
 	}
+	defer dir.Close()
 	timeout := env.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -389,9 +391,14 @@ func shellExec(ctx context.Context, env Env, args json.RawMessage) (string, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", a.Command)
-	cmd.Dir = filepath.Join(env.RootDir, filepath.FromSlash(rel(cwd)))
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + env.RootDir, "PWD=" + cmd.Dir, "LANG=C.UTF-8"}
+	// Confined (where the system can) to the agent root read-write and
+	// the system's directories read-only, with a fixed environment: none
+	// of the caller's variables reach the command.
+	cmd, err := confine.Command(ctx, confine.Policy{RW: []string{env.RootDir}, Scoped: true}, dir, []string{"/bin/sh", "-c", a.Command},
+		[]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + env.RootDir, "LANG=C.UTF-8", "TERM=dumb"})
+	if err != nil {
+		return "", errs.Wrap(errs.EINTERNAL, err, "shell.exec")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The whole process group goes when the time is up, and output
 	// still held open by a grandchild does not keep the call waiting.
