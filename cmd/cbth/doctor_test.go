@@ -214,3 +214,24 @@ func TestDoctorCodex(t *testing.T) {
 		t.Errorf("a working codex: exit %d, %+v", r.code, rep.get("codex"))
 	}
 }
+
+// A home with an agent and a network model: doctor reads the agent's
+// control files like every object's (no "model identity" failure), and
+// goes on to ask the provider helper for the model's credential.
+func TestDoctorHomeWithAnAgent(t *testing.T) {
+	a := newAgentHome(t)
+	a.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", "m")
+	a.env = append(a.env, "CBTH_PROVIDERS="+providersBin(t), "OPENAI_API_KEY=sk-doctor-test")
+	rep, r := a.doctor()
+	for _, f := range rep.Checks {
+		if f.State == "fail" {
+			t.Errorf("%s failed: %s", f.ID, f.Detail)
+		}
+	}
+	if f := rep.get("credentials.openai"); f.State != "ok" || !strings.Contains(f.Detail, "OPENAI_API_KEY") || strings.Contains(r.stdout, "sk-doctor-test") {
+		t.Errorf("credentials.openai = %+v", f)
+	}
+	if r.code != 0 || !rep.OK {
+		t.Errorf("doctor: exit %d\n%s", r.code, r.stdout)
+	}
+}
