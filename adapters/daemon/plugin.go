@@ -35,7 +35,7 @@ func (d *Daemon) addPluginTarget() {
 	h, c := d.opt.Home, d.opt.Config
 	codexHome, err := c.CodexHomeDir(os.Getenv)
 	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "plugin"),
-		LogPath: filepath.Join(h.LogDir(), "codex-plugin-app-server.log"), Env: os.Environ(), Version: d.opt.Version,
+		LogPath: filepath.Join(h.LogDir(), "codex-plugin-app-server.log"), Env: c.ChildEnv(os.LookupEnv), Version: d.opt.Version,
 		Clock: d.opt.Clock, Log: d.opt.Log.With("component", "codex-plugin")})
 	d.plugin = plugintarget.New(clitarget.Config{
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -411,5 +412,38 @@ func TestPluginTarget_InstanceValidation(t *testing.T) {
 	h.ok(&jobs, "job", "list")
 	if len(jobs) != 0 {
 		t.Fatalf("refused requests appended %d jobs", len(jobs))
+	}
+}
+
+// The daemon's own environment (that of whichever command first started
+// it) does not reach the Codex app-servers it starts: they get the
+// allow-list (PATH, HOME, LANG, ...) and [cli] pass_env, nothing else.
+// The codex binary is a wrapper that records its environment.
+func TestCodexAppServerGetsAnAllowListedEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "codex")
+	script := fmt.Sprintf("#!/bin/sh\nenv > %s/env.$$\nexec %s \"$@\"\n", dir, codextest.Binary(t))
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := newHome(t, "CBTH_LEAK_CANARY=from-the-first-command", "CBTH_PASSED=yes")
+	h.codexConfig(wrapper, codextest.TUIHome(t, "http://127.0.0.1:9", t.TempDir()), "[cli]\npass_env = [\"CBTH_PASSED\"]\n")
+	h.ok(nil, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--plugin-pid", strconv.Itoa(os.Getpid()))
+	h.run("plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--thread-id", "T", "--codex-binary", wrapper, "--json")
+	files, _ := filepath.Glob(filepath.Join(dir, "env.*"))
+	if len(files) == 0 {
+		t.Fatal("the daemon never ran codex")
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		env := "\n" + string(b)
+		if strings.Contains(env, "CBTH_LEAK_CANARY") || strings.Contains(env, "\nCBTH_HOME=") {
+			t.Errorf("codex got the daemon's environment:\n%s", b)
+		}
+		for _, w := range []string{"\nPATH=", "\nHOME=", "\nCBTH_PASSED=yes\n", "\nCODEX_HOME="} {
+			if !strings.Contains(env, w) {
+				t.Errorf("codex lacks %q:\n%s", w, b)
+			}
+		}
 	}
 }
