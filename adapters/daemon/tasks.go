@@ -181,8 +181,10 @@ func (d *Daemon) supervise(ctx context.Context, q queued, r *running) {
 		defer timer.Stop()
 	}
 	x := p.Wait()
+	// The tail is recorded for good, and the job's reason or result is
+	// made from it: the task's own secrets are taken out first.
 	out := events.TaskOutput{OutputBytes: x.Output.Bytes, SpoolBytes: x.Output.Spooled, SpoolTruncated: x.Output.Truncated,
-		Tail: task.TailText(x.Output.Tail), TailTruncated: x.Output.TailTruncated}
+		Tail: task.Redactor(q.env)(task.TailText(x.Output.Tail)), TailTruncated: x.Output.TailTruncated}
 	fin := command.FinishTask{Config: d.deliveryConfig(), TaskID: t.ID, Output: out,
 		Exit: command.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
 	fin.Artifact = d.ingestSpool(spec.Spool, t.JobID, x.Output.Spooled)

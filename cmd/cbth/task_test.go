@@ -478,3 +478,22 @@ func TestTaskReapLeavesAnUnverifiedGroup(t *testing.T) {
 		t.Errorf("the task's child was signalled: %v", err)
 	}
 }
+
+// A task that prints a secret of its own environment (*_TOKEN, *_KEY,
+// *_SECRET, *PASSWORD*) leaves it out of everything the log records: the
+// output tail and the job's reason say <redacted NAME> instead.
+func TestTaskSecretsAreRedactedFromTheLog(t *testing.T) {
+	h := taskHome(t, "")
+	const secret = "tok-9f8e7d6c5b4a"
+	h.env = append(h.env, "DEPLOY_TOKEN="+secret, "DB_PASSWORD_FILE_X=pw-0123456789", "SHORT_KEY=abc")
+	run := h.taskRun("T", "sh", "-c", `echo "using $DB_PASSWORD_FILE_X"; echo "short $SHORT_KEY"; echo "token $DEPLOY_TOKEN"; exit 3`)
+	v := h.taskEnd(run.TaskID)
+	if v.Job.Status != "failed" || !strings.Contains(v.Job.FailReason, "token <redacted DEPLOY_TOKEN>") ||
+		!strings.Contains(v.OutputTail, "using <redacted DB_PASSWORD_FILE_X>") || !strings.Contains(v.OutputTail, "short abc") {
+		t.Fatalf("task = %+v", v)
+	}
+	r := h.run("events", "export")
+	if r.code != 0 || strings.Contains(r.stdout, secret) || strings.Contains(r.stdout, "pw-0123456789") {
+		t.Fatalf("the log holds a secret (exit %d)", r.code)
+	}
+}
