@@ -1,32 +1,11 @@
 package task
 
 import (
-	"fmt"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
-
-// processStart is the start time of process pid as the kernel keeps it
-// (kern.proc.pid's p_starttime, to the microsecond): with the pid it
-// names one process, whatever pid reuse does. ok is false when no
-// process has that pid.
-func processStart(pid int) (start string, ok bool, err error) {
-	kp, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
-	if err != nil {
-		// A pid no process has answers with no record at all (EIO here).
-		if err == unix.EIO || err == unix.ESRCH {
-			return "", false, nil
-		}
-		return "", false, err
-	}
-	if int(kp.Proc.P_pid) != pid {
-		return "", false, nil
-	}
-	t := kp.Proc.P_starttime
-	return fmt.Sprintf("darwin-kinfo:%d.%06d", t.Sec, t.Usec), true, nil
-}
 
 // leader is a handle on a verified group leader. macOS has no pidfd: the
 // pid's start time is checked again before each signal.

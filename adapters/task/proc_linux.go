@@ -1,41 +1,11 @@
 package task
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
-
-// processStart is the start time of process pid as the kernel counts it
-// (field 22 of /proc/PID/stat, clock ticks since boot): with the pid it
-// names one process for the life of the machine, whatever pid reuse
-// does. ok is false when no process has that pid.
-func processStart(pid int) (start string, ok bool, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces
-	// and parentheses itself: the fields after it start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", false, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := bytes.Fields(b[i+1:])
-	// f[0] is field 3 (state), so field 22 is f[19].
-	if len(f) < 20 {
-		return "", false, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f)+2)
-	}
-	return "linux-stat:" + string(f[19]), true, nil
-}
 
 // leader is a handle on a verified group leader: a pidfd where the
 // kernel has them (Linux 5.3), which keeps naming that one process even

@@ -27,6 +27,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cbth-dev/cbth/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -123,7 +124,7 @@ func Start(s Spec) (p *Process, err error) {
 	// start time read now is its. Unreadable, the group stays unverified
 	// and a later daemon never signals it.
 	g := Group{PID: cmd.Process.Pid}
-	g.Start, _, _ = processStart(g.PID)
+	g.Start, _, _ = proc.Start(g.PID)
 	p = &Process{spec: s, cmd: cmd, pid: cmd.Process.Pid, group: g, lock: lock, started: time.Now(), done: make(chan struct{}),
 		out: &capture{spool: spool, max: s.SpoolMax, tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax}}
 	drained := make(chan struct{})
@@ -371,7 +372,7 @@ type Group struct {
 // checkStart says why pid is not the process that started at start (""
 // when it is).
 func checkStart(pid int, start string) string {
-	now, ok, err := processStart(pid)
+	now, ok, err := proc.Start(pid)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the start time of pid %d cannot be read (%v)", pid, err)
