@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -921,5 +922,39 @@ func TestProviderHelperGetsItsOwnEnvironment(t *testing.T) {
 	}
 	if !strings.Contains(msg, want) {
 		t.Errorf("want %q: %s", want, msg)
+	}
+}
+
+// A file name with a newline cannot forge entries of fs.list or fs.search
+// answers: such a name is a JSON string on its one line.
+func TestAgentListingsQuoteNewlines(t *testing.T) {
+	a := newAgentHome(t)
+	evil := "evil\nghost.md"
+	if err := os.WriteFile(filepath.Join(a.proj, evil), []byte("needle\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.ok(nil, "agent", "add", "lister", "--model", "debug/echo", "--tool", "fs.list", "--tool", "fs.search", "--root", a.proj)
+	c := exec.Command(filepath.Join(a.ctx, "agent", "lister"), `!tool fs.list {}`, "\n", `!tool fs.search {"pattern":"needle"}`)
+	c.Dir, c.Env = a.proj, append(os.Environ(), a.env...)
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var results []string
+	for _, m := range ofType(frames(t, out), "message") {
+		if m["role"] == "tool" {
+			results = append(results, text(m))
+		}
+	}
+	if len(results) != 2 {
+		t.Fatalf("results %q", results)
+	}
+	quoted, _ := json.Marshal(evil)
+	for i, want := range []string{string(quoted) + "\n", `"/evil\nghost.md":1:needle` + "\n"} {
+		lines := strings.SplitAfter(results[i], "\n")
+		forged := slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "ghost.md") })
+		if !slices.Contains(lines, want) || forged {
+			t.Errorf("answer %d: %q, want the line %q and no forged one", i, results[i], want)
+		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/confine"
@@ -227,6 +229,7 @@ func fsList(_ context.Context, env Env, args json.RawMessage) (string, error) {
 		if e.IsDir() {
 			n += "/"
 		}
+		n = lineSafe(n)
 		if b.Len()+len(n)+1 > env.maxOutput() {
 			break
 		}
@@ -319,7 +322,7 @@ func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error
 			if !strings.Contains(sc.Text(), a.Pattern) {
 				continue
 			}
-			line := fmt.Sprintf("/%s:%d:%s", fp, n, sc.Text())
+			line := fmt.Sprintf("%s:%d:%s", lineSafe("/"+fp), n, strings.ToValidUTF8(sc.Text(), "\uFFFD"))
 			if len(out) >= MaxMatches || size+len(line)+1 > env.maxOutput() {
 				return fs.SkipAll
 			}
@@ -336,6 +339,19 @@ func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error
 		return "", nil
 	}
 	return strings.Join(out, "\n") + "\n", nil
+}
+
+// lineSafe renders a file name for a line-per-entry answer: as it is,
+// unless it could forge or break a line (a control character such as a
+// newline, invalid UTF-8, or a leading double quote), in which case it
+// is a JSON string. A model reading the answer can so tell every entry
+// from the next, and a quoted name from a plain one.
+func lineSafe(name string) string {
+	if !utf8.ValidString(name) || strings.HasPrefix(name, `"`) || strings.ContainsFunc(name, unicode.IsControl) {
+		b, _ := json.Marshal(strings.ToValidUTF8(name, "\uFFFD"))
+		return string(b)
+	}
+	return name
 }
 
 // ShellResult is shell.exec's answer.
