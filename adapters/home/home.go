@@ -169,6 +169,10 @@ type Config struct {
 	Desktop     Desktop `toml:"desktop"`
 	// CortexFS trees: shared session spaces (adapters/home/ctx_config.go).
 	Ctx Ctx `toml:"ctx"`
+	// The gateway's bounds and the rotation of the daemon's own files
+	// (adapters/home/log_config.go).
+	Gateway Gateway `toml:"gateway"`
+	Log     Log     `toml:"log"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -238,6 +242,8 @@ func Defaults() Config {
 		Desktop: DesktopDefaults(),
 		Task:    TaskDefaults(),
 		CLI:     CLIDefaults(),
+		Gateway: GatewayDefaults(),
+		Log:     LogDefaults(),
 	}
 }
 
@@ -291,6 +297,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := h.checkCtx(c); err != nil {
+		return c, err
+	}
+	if err := h.checkLog(&c); err != nil {
 		return c, err
 	}
 	return c, h.checkTask(&c)
