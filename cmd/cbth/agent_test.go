@@ -958,3 +958,27 @@ func TestAgentListingsQuoteNewlines(t *testing.T) {
 		}
 	}
 }
+
+// ctx agent/<name> (the socket REPL) starts the daemon when none runs,
+// as every other command does, and has it serve the agent's socket.
+func TestCtxAgentREPLStartsTheDaemon(t *testing.T) {
+	a := newAgentHome(t)
+	a.ok(nil, "daemon", "stop")
+	waitFor(t, "the daemon to stop", 10*time.Second, func() bool { return a.pid() == 0 })
+	ctxBin := filepath.Join(t.TempDir(), "ctx")
+	if err := os.Symlink(cbthBin, ctxBin); err != nil {
+		t.Fatal(err)
+	}
+	repl := exec.Command(ctxBin, "agent/coder", "repl")
+	repl.Env = append(os.Environ(), a.env...)
+	repl.Stdin = strings.NewReader("hello agent\n")
+	var stderr strings.Builder
+	repl.Stderr = &stderr
+	out, err := repl.Output()
+	if err != nil || !strings.Contains(string(out), "hello agent") {
+		t.Fatalf("ctx agent/coder: %q, %v, stderr %q", out, err, stderr.String())
+	}
+	if a.pid() == 0 {
+		t.Error("no daemon runs after the REPL")
+	}
+}
