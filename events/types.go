@@ -1025,9 +1025,13 @@ type TaskSubmitted struct {
 }
 
 // TaskStarted records the command running as the leader of its own
-// process group (PID is also the group id).
+// process group (PID is also the group id). PIDStart is the kernel's
+// start time of that process, read by the daemon: with PID it names the
+// group for a later daemon, which signals it only while they still
+// match (empty when it could not be read, or before cbth recorded it).
 type TaskStarted struct {
 	PID       int    `json:"pid"`
+	PIDStart  string `json:"pid_start,omitempty"`
 	DaemonPID int    `json:"daemon_pid"`
 	SpoolPath string `json:"spool_path"`
 }

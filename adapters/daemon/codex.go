@@ -31,7 +31,7 @@ func (d *Daemon) newCodex(opt Options) (*sessions.Manager, error) {
 	m := sessions.New(sessions.Config{
 		Codex: opt.Config.CodexBinaryName(), CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "codex"),
 		Args:    mcpOverrides(h.Root, opt.Log),
-		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), "codex-app-server.log"), Env: os.Environ(),
+		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), "codex-app-server.log"), Env: opt.Config.ChildEnv(os.LookupEnv),
 		Version: opt.Version, Clock: opt.Clock, Log: opt.Log.With("component", "codex"), Steer: opt.Config.CLI.Steer,
 	}, d.eng)
 	return m, err

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/agent"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -69,9 +71,22 @@ func (d *Daemon) ctxTarget() *target.CtxTarget {
 		if err != nil {
 			return nil, err
 		}
-		return srv, nil
+		loop, ok := srv.Turn.(*agent.Loop)
+		if !ok {
+			return nil, errs.New(errs.EINTERNAL, "agent %s is served without its loop", name)
+		}
+		return servedAgent{srv, loop}, nil
 	}, Turns: d.ctxTurn}
 }
+
+// servedAgent is an agent's socket server with the loop it runs, whose
+// tools and trust the ctx gate reads.
+type servedAgent struct {
+	*socket.Server
+	loop *agent.Loop
+}
+
+func (a servedAgent) Trust() ([]string, bool) { return a.loop.Acting(), a.loop.TrustedAll }
 
 // ctxTurn finds, in the log, the turn msgID started in the private
 // session a ctx thread names, and how its run ended. It reads the log

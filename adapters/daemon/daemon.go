@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +32,8 @@ import (
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/rotate"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,6 +52,10 @@ type Options struct {
 	Log     *slog.Logger
 	// Ready, when set, is called once the daemon serves requests.
 	Ready func()
+	// Locked, when set, is called as soon as the daemon holds the
+	// home's lock, before it logs anything: the place to rotate the log
+	// it writes to (a daemon that lost the start race never gets there).
+	Locked func()
 	// Manual makes the daemon act only when asked: no timer-driven sweep
 	// or delivery, the scheduler runs inside each request and on clock
 	// advances. Used with a manual clock for deterministic runs.
@@ -122,6 +129,10 @@ func Run(ctx context.Context, opt Options) error {
 		return err
 	}
 	defer lock.Close()
+	if opt.Locked != nil {
+		opt.Locked()
+	}
+	rotateLogs(opt)
 
 	if err := h.CheckSocket(); err != nil {
 		return err
@@ -204,6 +215,11 @@ func Run(ctx context.Context, opt Options) error {
 	d.touch()
 	close(ready)
 	opt.Log.Info("serving", "socket", h.Socket(), "version", opt.Version, "head", d.eng.Head())
+	if st := confine.Check(); !st.Available {
+		// Best effort: agents' shell.exec and the provider helper still
+		// run, but nothing keeps them to the agent root (doctor says so too).
+		opt.Log.Warn("CONFINEMENT UNAVAILABLE: agents' shell.exec and the provider helper run unconfined", "why", st.Mechanism)
+	}
 	if opt.Ready != nil {
 		opt.Ready()
 	}
@@ -226,6 +242,20 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	opt.Log.Info("stopped", "reason", err)
 	return err
+}
+
+// rotateLogs rotates, at start, the Codex app-server logs past [log]
+// max_bytes (daemon.log is its writer's: Options.Locked). Nothing has
+// them open yet: their app-servers start later.
+func rotateLogs(opt Options) {
+	for _, name := range []string{"codex-app-server.log", "codex-plugin-app-server.log"} {
+		p := filepath.Join(opt.Home.LogDir(), name)
+		if done, err := rotate.IfOver(p, opt.Config.Log.MaxBytes, opt.Config.Log.Keep); err != nil {
+			opt.Log.Warn("rotate log", "path", p, "err", err)
+		} else if done {
+			opt.Log.Info("log rotated", "path", p, "max_bytes", opt.Config.Log.MaxBytes, "keep", opt.Config.Log.Keep)
+		}
+	}
 }
 
 // shutdownGrace bounds how long a stopping daemon waits for requests in

@@ -26,7 +26,7 @@ func (d *Daemon) serveGateway(ctx context.Context) error {
 		return errs.Wrap(errs.EINTERNAL, err, "gateway socket")
 	}
 	d.gw = &gateway.Gateway{Eng: d.eng, CtxRoot: h.CtxRoot(), Agents: gateway.SocketAgents{}, Threads: gatewayThreads{d},
-		Now: d.opt.Clock.Now, Log: d.opt.Log, UID: os.Getuid()}
+		Now: d.opt.Clock.Now, Log: d.opt.Log, UID: os.Getuid(), WriteTimeout: d.opt.Config.Gateway.WriteTimeout.Duration}
 	go func() {
 		if err := d.gw.Serve(ctx, ln); err != nil {
 			d.opt.Log.Error("gateway", "err", err)

@@ -2,12 +2,12 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,6 +23,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/proc"
 )
 
 // addPluginTarget registers the host-plugin codex_app_server target
@@ -36,7 +37,7 @@ func (d *Daemon) addPluginTarget() {
 	h, c := d.opt.Home, d.opt.Config
 	codexHome, err := c.CodexHomeDir(os.Getenv)
 	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "plugin"),
-		LogPath: filepath.Join(h.LogDir(), "codex-plugin-app-server.log"), Env: os.Environ(), Version: d.opt.Version,
+		LogPath: filepath.Join(h.LogDir(), "codex-plugin-app-server.log"), Env: c.ChildEnv(os.LookupEnv), Version: d.opt.Version,
 		Clock: d.opt.Clock, Log: d.opt.Log.With("component", "codex-plugin")})
 	d.plugin = plugintarget.New(clitarget.Config{
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
@@ -104,19 +105,66 @@ type pluginInstances struct {
 type pluginInstance struct {
 	plugin string
 	pid    int
+	start  string // the kernel's start time of pid: the pair names the process
 }
 
-func (p *pluginInstances) register(plugin, instance string, pid int) error {
+func (p *pluginInstances) register(plugin, instance string, pid int, start string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
 		p.m = map[string]pluginInstance{}
 	}
-	if cur, ok := p.m[instance]; ok && cur.plugin != plugin {
-		return errs.New(errs.EACCES, "plugin instance %s belongs to another plugin", instance)
+	if cur, ok := p.m[instance]; ok {
+		switch {
+		case cur.plugin != plugin:
+			return errs.New(errs.EACCES, "plugin instance %s belongs to another plugin", instance)
+		case !proc.Alive(cur.pid, cur.start):
+			// An ended instance stays ended: its restart is a new instance.
+			return errs.New(errs.ESTALE, "plugin instance %s ended (pid %d is gone): a restarted plugin is a new instance, with a new id", instance, cur.pid)
+		case cur.pid != pid || cur.start != start:
+			return errs.New(errs.EACCES, "plugin instance %s is pid %d's, which still runs", instance, cur.pid)
+		}
 	}
-	p.m[instance] = pluginInstance{plugin: plugin, pid: pid}
+	p.m[instance] = pluginInstance{plugin: plugin, pid: pid, start: start}
 	return nil
+}
+
+// pluginProcess checks the pid a handshake declares and returns its
+// start time: it must be the connection's peer, as the kernel recorded
+// it, or one of the peer's ancestors (the plugin runs cbth plugin
+// handshake as its child), and a process of this user other than init.
+// So a plugin cannot name another's process, nor one that would never
+// end.
+func pluginProcess(peer, pid int) (string, error) {
+	if pid <= 1 {
+		return "", errs.New(errs.EINVAL, "plugin_pid %d: an instance needs its plugin's process id (the client itself or one of its ancestors)", pid)
+	}
+	found := false
+	for p, n := peer, 0; p > 1 && n < 128; n++ {
+		if p == pid {
+			found = true
+			break
+		}
+		in, ok, err := proc.Parent(p)
+		if err != nil || !ok {
+			break
+		}
+		p = in.PPID
+	}
+	if !found {
+		return "", errs.New(errs.EACCES, "plugin_pid %d is neither this client (pid %d) nor one of its ancestors", pid, peer)
+	}
+	in, ok, err := proc.Parent(pid)
+	start, sok, serr := proc.Start(pid)
+	switch {
+	case err != nil || serr != nil:
+		return "", errs.Wrap(errs.EINTERNAL, errors.Join(err, serr), "read process %d", pid)
+	case !ok || !sok:
+		return "", errs.New(errs.ESTALE, "plugin_pid %d has ended", pid)
+	case in.UID != os.Getuid():
+		return "", errs.New(errs.EACCES, "plugin_pid %d is another user's process (uid %d)", pid, in.UID)
+	}
+	return start, nil
 }
 
 // check validates a request of a plugin instance: it made the handshake
@@ -130,14 +178,14 @@ func (p *pluginInstances) check(plugin, instance string) error {
 		return errs.New(errs.ESTATE, "plugin instance %s made no handshake with this daemon (cbth plugin handshake first)", instance)
 	case cur.plugin != plugin:
 		return errs.New(errs.EACCES, "plugin instance %s belongs to another plugin", instance)
-	case cur.pid > 0 && syscall.Kill(cur.pid, 0) == syscall.ESRCH:
+	case !proc.Alive(cur.pid, cur.start):
 		return errs.New(errs.ESTALE, "plugin instance %s ended (pid %d is gone): handshake again as the new instance", instance, cur.pid)
 	}
 	return nil
 }
 
 func (d *Daemon) pluginOps(t api.Table) {
-	api.Handle(t, api.PluginHandshake, func(_ context.Context, a api.HandshakeArgs) (api.HandshakeReply, error) {
+	api.Handle(t, api.PluginHandshake, func(ctx context.Context, a api.HandshakeArgs) (api.HandshakeReply, error) {
 		if err := checkNamed("plugin_id", a.PluginID); err != nil {
 			return api.HandshakeReply{}, err
 		}
@@ -148,7 +196,15 @@ func (d *Daemon) pluginOps(t api.Table) {
 			if err := checkNamed("plugin_instance_id", a.PluginInstanceID); err != nil {
 				return api.HandshakeReply{}, err
 			}
-			if err := d.pluginInst.register(a.PluginID, a.PluginInstanceID, a.PluginPID); err != nil {
+			peer := -1
+			if c := ipc.ConnOf(ctx); c != nil {
+				peer = c.PeerPID
+			}
+			start, err := pluginProcess(peer, a.PluginPID)
+			if err != nil {
+				return api.HandshakeReply{}, err
+			}
+			if err := d.pluginInst.register(a.PluginID, a.PluginInstanceID, a.PluginPID, start); err != nil {
 				return api.HandshakeReply{}, err
 			}
 		}

@@ -178,7 +178,7 @@ func (d *Daemon) supervise(ctx context.Context, q queued, r *running) {
 		}
 		return
 	}
-	_, err = d.eng.Execute(ctx, d.taskMeta(t.ID), command.StartTask{TaskID: t.ID, PID: p.PID(), DaemonPID: os.Getpid(), SpoolPath: spec.Spool})
+	_, err = d.eng.Execute(ctx, d.taskMeta(t.ID), command.StartTask{TaskID: t.ID, PID: p.PID(), PIDStart: p.Group().Start, DaemonPID: os.Getpid(), SpoolPath: spec.Spool})
 	d.tasks.mu.Lock()
 	r.p = p
 	stop := r.stop
@@ -202,8 +202,10 @@ func (d *Daemon) supervise(ctx context.Context, q queued, r *running) {
 		defer timer.Stop()
 	}
 	x := p.Wait()
+	// The tail is recorded for good, and the job's reason or result is
+	// made from it: the task's own secrets are taken out first.
 	out := events.TaskOutput{OutputBytes: x.Output.Bytes, SpoolBytes: x.Output.Spooled, SpoolTruncated: x.Output.Truncated,
-		Tail: task.TailText(x.Output.Tail), TailTruncated: x.Output.TailTruncated}
+		Tail: task.Redactor(q.env)(task.TailText(x.Output.Tail)), TailTruncated: x.Output.TailTruncated}
 	fin := command.FinishTask{Config: d.deliveryConfig(), TaskID: t.ID, Output: out,
 		Exit: command.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
 	fin.Artifact = d.ingestSpool(spec.Spool, t.JobID, x.Output.Spooled)
@@ -371,14 +373,14 @@ func (d *Daemon) reconcileTasks(ctx context.Context) error {
 	cfg := d.opt.Config.Task
 	// What is left of every lost task is stopped at once, so start-up
 	// waits one kill_grace or two however many there are.
-	left := make([]bool, len(live))
+	reaped := make([]task.Reaped, len(live))
 	var wg sync.WaitGroup
 	for i, t := range live {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var err error
-			left[i], err = task.Reap(filepath.Join(d.opt.Home.TasksDir(), t.ID, "lock"), cfg.KillGrace.Duration)
+			reaped[i], err = task.Reap(filepath.Join(d.opt.Home.TasksDir(), t.ID, "lock"), task.Group{PID: t.PID, Start: t.PIDStart}, cfg.KillGrace.Duration)
 			if err != nil {
 				d.opt.Log.Error("stop what is left of a lost task", "task", t.ID, "err", err)
 			}
@@ -387,19 +389,23 @@ func (d *Daemon) reconcileTasks(ctx context.Context) error {
 	wg.Wait()
 	for i, t := range live {
 		dir := filepath.Join(d.opt.Home.TasksDir(), t.ID)
-		left := left[i]
+		r := reaped[i]
 		spool := filepath.Join(dir, "output")
 		tail, size, _ := task.ReadTail(spool, cfg.OutputTail)
 		out := events.TaskOutput{OutputBytes: size, SpoolBytes: size, SpoolTruncated: size >= cfg.SpoolMax,
 			Tail: task.TailText(tail), TailTruncated: size > int64(len(tail))}
-		c := command.LoseTask{Config: d.deliveryConfig(), TaskID: t.ID, GroupKilled: left, Output: out,
+		c := command.LoseTask{Config: d.deliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
 			Artifact: d.ingestSpool(spool, t.JobID, size)}
 		switch t.Status {
 		case "queued":
 			c.Reason = "the daemon stopped before this task started; it was not run and will not be (cbth never starts a task again after a restart)"
 		default:
 			c.Reason = fmt.Sprintf("the daemon that ran this task (pid %d) ended before the task did; cbth never runs a task twice, so it failed closed", t.DaemonPID)
-			if left {
+			switch {
+			case r.Unverified != "":
+				// Never a guess: a group id alone may be a stranger's.
+				c.Reason += fmt.Sprintf("; processes of it still hold its lock, but its process group %d was not signalled: %s", t.PID, r.Unverified)
+			case r.Signalled:
 				c.Reason += "; its processes that were still running were stopped"
 			}
 		}
@@ -409,7 +415,7 @@ func (d *Daemon) reconcileTasks(ctx context.Context) error {
 			}
 			return fmt.Errorf("fail lost task %s closed: %w", t.ID, err)
 		}
-		d.opt.Log.Warn("task lost with its daemon; failed closed", "task", t.ID, "job", t.JobID, "processes_left", left, "output_bytes", size)
+		d.opt.Log.Warn("task lost with its daemon; failed closed", "task", t.ID, "job", t.JobID, "processes_left", r.Left, "group_signalled", r.Signalled, "unverified", r.Unverified, "output_bytes", size)
 	}
 	// Nothing runs yet: every task directory left is an orphan.
 	ents, err := os.ReadDir(d.opt.Home.TasksDir())

@@ -27,6 +27,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // Env is what the checks look at.
@@ -357,6 +358,18 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 		"cbth install --prefix DIR puts it beside cbth; or go build -o \"$(dirname \"$(command -v cbth)\")/"+provider.HelperName+"\" ./cmd/"+provider.HelperName)
 }
 
+// checkConfinement says whether shell.exec and the provider helper run
+// confined here (spec/cortexfs.md, "Confinement"): a warning, not a
+// failure, where the system lacks the means: they still run, unconfined.
+func checkConfinement(_ context.Context, _ *Env) []Finding {
+	st := confine.Check()
+	if st.Available {
+		return one("", OK, "shell.exec and the provider helper run confined ("+st.Mechanism+"): the agent root read-write, the system's directories read-only", "")
+	}
+	return one("", Warn, "shell.exec and the provider helper run UNCONFINED: they can read and write anything you can ("+st.Mechanism+")",
+		"on Linux, use a kernel with Landlock enabled (5.13 or later, landlock in the lsm= boot parameter); until then give agents shell.exec only in roots you would let them leave")
+}
+
 // checkCredentials asks the provider helper, which resolves credentials
 // for every model call (the keychain client lives there, not in cbth),
 // where each configured provider's credential is. It is never shown.
@@ -371,6 +384,9 @@ func checkCredentials(ctx context.Context, e *Env) []Finding {
 	helper, err := e.locator().Locate()
 	if err != nil {
 		return one("", Skip, provider.HelperName+" reads the credentials and is not installed (see the providers check)", "")
+	}
+	if abs, err := filepath.Abs(helper); err == nil {
+		helper = abs // it runs from "/"
 	}
 	seen := map[string]bool{}
 	var out []Finding
@@ -391,7 +407,20 @@ func checkCredentials(ctx context.Context, e *Env) []Finding {
 			seen[key] = true
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		cmd := exec.CommandContext(cctx, helper, args...)
+		override := ""
+		if len(args) > 2 {
+			override = args[2]
+		}
+		// As for a model call: the helper's own environment, from "/",
+		// confined where the system can.
+		env := provider.HelperEnv(e.LookupEnv, id.Provider, override)
+		cmd, err := confine.Command(cctx, provider.HelperPolicy(e.LookupEnv, helper), nil, append([]string{helper}, args...), env)
+		if err != nil {
+			cancel()
+			out = append(out, Finding{ID: "credentials." + id.Provider, State: Skip, Detail: err.Error()})
+			continue
+		}
+		cmd.Dir = "/"
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err = cmd.Run()

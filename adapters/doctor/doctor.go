@@ -49,6 +49,7 @@ func Checks() []Check {
 		{"daemon", checkDaemon},
 		{"log", checkLog},
 		{"ctx.runner", checkRunner},
+		{"confinement", checkConfinement},
 		{"providers", checkProviders},
 		{"credentials", checkCredentials},
 		{"codex", checkCodex},

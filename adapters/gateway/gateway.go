@@ -17,6 +17,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -100,6 +101,10 @@ type Gateway struct {
 	UID int
 	// TurnTimeout bounds one agent turn (default 10 minutes).
 	TurnTimeout time.Duration
+	// WriteTimeout bounds one write to a client (default 30 s): a client
+	// that stops reading has its connection closed, with the reason
+	// logged, rather than holding its stream and a goroutine for good.
+	WriteTimeout time.Duration
 
 	mu      sync.Mutex
 	streams map[string]*streamLock
@@ -141,10 +146,14 @@ func (g *Gateway) Serve(ctx context.Context, ln *sockfile.Listener) error {
 	}
 }
 
-// writer writes whole lines to one connection.
+// writer writes whole lines to one connection, each within timeout.
 type writer struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	timeout time.Duration
+	// stalled is set once a write ran out of time: the connection is
+	// closed, and the stream with it.
+	stalled bool
 }
 
 func (w *writer) write(e envelope.Envelope) (int, []byte, error) {
@@ -154,13 +163,34 @@ func (w *writer) write(e envelope.Envelope) (int, []byte, error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if d, ok := w.w.(interface{ SetWriteDeadline(time.Time) error }); ok && w.timeout > 0 {
+		_ = d.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
 	_, err = w.w.Write(b)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		w.stalled = true
+		err = errs.Wrap(errs.ETIMEDOUT, err, "the client read nothing for %s", w.timeout)
+	}
 	return len(b), b, err
+}
+
+func (g *Gateway) writeTimeout() time.Duration {
+	if g.WriteTimeout > 0 {
+		return g.WriteTimeout
+	}
+	return 30 * time.Second
 }
 
 func (g *Gateway) serveConn(ctx context.Context, nc *net.UnixConn) {
 	defer nc.Close()
-	w := &writer{w: nc}
+	w := &writer{w: nc, timeout: g.writeTimeout()}
+	defer func() {
+		if w.stalled {
+			// Nothing more can be said to a client that does not read:
+			// the code goes to the log, and the connection is closed.
+			g.Log.Warn("gateway client stopped reading: connection closed", "code", errs.ETIMEDOUT, "write_timeout", w.timeout)
+		}
+	}()
 	if uid, err := sockfile.PeerUID(nc); err != nil || uid != g.UID {
 		_, _, _ = w.write(g.rejection(nil, &envelope.Rejection{Code: errs.EACCES, Rule: "peer", Message: "permission denied"}))
 		return

@@ -2,6 +2,7 @@ package home
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,6 +99,32 @@ type CLI struct {
 	TrustedAll bool `toml:"trusted_all"`
 	// Steer turns the turn/steer optimization on (off by default).
 	Steer bool `toml:"steer"`
+	// PassEnv names variables of the daemon's environment that the Codex
+	// app-servers it starts get beyond ChildEnvNames (OPENAI_API_KEY,
+	// when Codex authenticates by it).
+	PassEnv []string `toml:"pass_env"`
+}
+
+// ChildEnvNames are the variables of the daemon's environment that the
+// programs it starts for itself (Codex app-servers) get: what a program
+// needs to find its files, speak the user's language and reach the
+// network. The daemon's environment is that of whichever command first
+// started it, so anything else in it (another tool's tokens, a shell's
+// secrets) stays in the daemon.
+var ChildEnvNames = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TERM", "TMPDIR", "TZ",
+	"XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"}
+
+// ChildEnv is the environment of a Codex app-server the daemon starts:
+// ChildEnvNames and [cli] pass_env, from lookup (the daemon's own).
+func (c Config) ChildEnv(lookup func(string) (string, bool)) []string {
+	env := []string{}
+	for _, n := range append(slices.Clone(ChildEnvNames), c.CLI.PassEnv...) {
+		if v, ok := lookup(n); ok && !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, n+"=") }) {
+			env = append(env, n+"="+v)
+		}
+	}
+	return env
 }
 
 // CLIDefaults are the [cli] defaults.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/atomicfile"
 	toml "github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
 )
@@ -108,47 +109,12 @@ func ensureDir(dir string, strict bool) error {
 	return nil
 }
 
-// WriteFileAtomic writes data to path through a 0600 temp file in the same
-// directory: write, fsync, rename, fsync the directory. Readers see the old
-// content or the new, never a torn file.
-func WriteFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // no-op after the rename
-	if err := f.Chmod(FileMode); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", path, err)
-	}
-	return SyncDir(dir)
-}
+// WriteFileAtomic replaces path with data, mode 0600, atomically and
+// durably (atomicfile.Write).
+func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data, FileMode) }
 
 // SyncDir fsyncs a directory so a rename in it is durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+func SyncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 // Config is $CBTH_HOME/config.toml. Every field has a default; the file
 // may be absent.
@@ -171,6 +137,10 @@ type Config struct {
 	Ctx Ctx `toml:"ctx"`
 	// The agent's MCP tools (adapters/home/mcp_config.go).
 	MCP MCP `toml:"mcp"`
+	// The gateway's bounds and the rotation of the daemon's own files
+	// (adapters/home/log_config.go).
+	Gateway Gateway `toml:"gateway"`
+	Log     Log     `toml:"log"`
 }
 
 // Delivery holds the delivery-core knobs (used by the delivery scheduler).
@@ -240,6 +210,8 @@ func Defaults() Config {
 		Desktop: DesktopDefaults(),
 		Task:    TaskDefaults(),
 		CLI:     CLIDefaults(),
+		Gateway: GatewayDefaults(),
+		Log:     LogDefaults(),
 	}
 }
 
@@ -296,6 +268,9 @@ func (h Home) LoadConfig(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if err := h.checkMCP(c); err != nil {
+		return c, err
+	}
+	if err := h.checkLog(&c); err != nil {
 		return c, err
 	}
 	return c, h.checkTask(&c)

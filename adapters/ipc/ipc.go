@@ -101,6 +101,10 @@ type Handler func(ctx context.Context, req *Request) (any, error)
 // whose effect lasts as long as the connection: a foreground `cbth cli
 // run` is attached exactly while its connection is open.
 type Conn struct {
+	// PeerPID is the client's process as the kernel recorded it (-1 when
+	// it could not be read).
+	PeerPID int
+
 	mu      sync.Mutex
 	onClose []func()
 	closed  bool
@@ -240,7 +244,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 	r := bufio.NewReader(c)
 	attached := false
-	conn := &Conn{}
+	conn := &Conn{PeerPID: -1}
+	if pid, err := sockfile.PeerPID(c); err == nil {
+		conn.PeerPID = pid
+	}
 	ctx = context.WithValue(ctx, connKey{}, conn)
 	defer func() {
 		// What the connection held is let go before it stops counting as

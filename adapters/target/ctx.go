@@ -10,11 +10,16 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
 )
 
 // AgentSessions is an agent's sessions as the ctx target drives them (the
 // agent socket's server).
 type AgentSessions interface {
+	// Trust is what the gate holds a batch's policy against: the agent's
+	// tools that act (shell.exec, fs.write) and whether its .d/delivery
+	// says trusted_all.
+	Trust() (acting []string, trustedAll bool)
 	Busy(session string) bool
 	Deliver(ctx context.Context, session, msgID, input string) (runID string, done <-chan struct{}, status func() string, replayed bool, err error)
 }
@@ -80,11 +85,32 @@ func (t *CtxTarget) Gate(_ context.Context, h Head) Gate {
 	if err != nil {
 		return Gate{Reason: "ctx: " + err.Error()}
 	}
+	if why := Covers(agent, a, h.Policy); why != "" {
+		return Gate{Park: true, Reason: why}
+	}
 	if a.Busy(sess) {
 		return Gate{Reason: "ctx: the session is running a turn"}
 	}
 	return Gate{OK: true, Route: command.Route{RPCKind: command.CtxTurn, DeliveryMode: command.CtxTurn,
 		ManagedSessionID: "ctx:" + h.ThreadID, SessionEpoch: CtxSessionEpoch}}
+}
+
+// Covers says why agent may not take a batch of policy p ("" when it
+// may). A result becomes the agent's next turn, and the agent acts on
+// its turns with its tools: an agent that can act (shell.exec, fs.write)
+// takes only results that are read-only and need no approval, network
+// or write access, unless its .d/delivery says trusted_all. An agent
+// that can only read takes any result: nothing in it can make the agent
+// do more than read.
+func Covers(agent string, a AgentSessions, p events.DeliveryPolicy) string {
+	acting, trusted := a.Trust()
+	if trusted || len(acting) == 0 || (p.ReadOnly && !p.RequiresApproval && !p.RequiresNetwork && !p.RequiresWriteAccess) {
+		return ""
+	}
+	return fmt.Sprintf("ctx: agent %s can act (%s), so it takes only read-only results that need no approval, network or write access; "+
+		"this batch's policy is read_only=%t requires_approval=%t requires_network=%t requires_write_access=%t "+
+		"(submit the job with that policy, or let the agent take any result: cbth agent add %s --trusted-all)",
+		agent, strings.Join(acting, ", "), p.ReadOnly, p.RequiresApproval, p.RequiresNetwork, p.RequiresWriteAccess, agent)
 }
 
 // TurnText is the user message a delivery becomes.

@@ -6,8 +6,12 @@
 // Every process of a task inherits a lock file as descriptor 3, locked
 // by the daemon before the start. The lock is held for as long as any of
 // them lives, whatever becomes of the daemon, so a later daemon can tell
-// for certain whether a task it finds unfinished left processes behind,
-// and kill that group without risking a reused process id (Reap).
+// for certain whether a task it finds unfinished left processes behind.
+// Which group to stop is never read from that file (the task can write
+// it): the daemon records the leader's identity, its pid and the
+// kernel's start time of it (Group), in the log, and a later daemon
+// signals the group only while that very process still holds the pid
+// (Reap).
 package task
 
 import (
@@ -16,13 +20,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/cbth-dev/cbth/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,16 +68,20 @@ type Process struct {
 	spec    Spec
 	cmd     *exec.Cmd
 	pid     int
+	group   Group
 	lock    *os.File
 	out     *capture
 	started time.Time
 
-	done     chan struct{} // closed when Wait's result is ready
-	exit     Exit
-	stopOnce sync.Once
-	mu       sync.Mutex
-	killed   bool
-	exited   bool
+	done       chan struct{} // closed when Wait's result is ready
+	exit       Exit
+	stopOnce   sync.Once
+	mu         sync.Mutex
+	killed     bool
+	leaderGone bool // the leader has exited (it may not be reaped yet)
+	exited     bool // the leader is reaped: its pid is no longer the group's
+	reapOnce   sync.Once
+	waitErr    error // what reaping it returned
 }
 
 // Start starts the command. On error nothing is left running and the
@@ -111,10 +120,12 @@ func Start(s Spec) (p *Process, err error) {
 		return nil, err
 	}
 	w.Close() // the children hold the write end; EOF comes when they are all gone
-	// The pid in the lock file is for a later daemon (Reap): the group
-	// to kill if the lock is still held.
-	_, _ = lock.WriteAt([]byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0)
-	p = &Process{spec: s, cmd: cmd, pid: cmd.Process.Pid, lock: lock, started: time.Now(), done: make(chan struct{}),
+	// The leader is our unreaped child: its pid is still its own, so the
+	// start time read now is its. Unreadable, the group stays unverified
+	// and a later daemon never signals it.
+	g := Group{PID: cmd.Process.Pid}
+	g.Start, _, _ = proc.Start(g.PID)
+	p = &Process{spec: s, cmd: cmd, pid: cmd.Process.Pid, group: g, lock: lock, started: time.Now(), done: make(chan struct{}),
 		out: &capture{spool: spool, max: s.SpoolMax, tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax}}
 	drained := make(chan struct{})
 	go func() {
@@ -128,6 +139,9 @@ func Start(s Spec) (p *Process, err error) {
 // PID is the command's process id, which is also its process group id.
 func (p *Process) PID() int { return p.pid }
 
+// Group is the identity of the task's process group, to record.
+func (p *Process) Group() Group { return p.group }
+
 // Done is closed when the task has ended and Wait returns at once.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
@@ -137,28 +151,21 @@ func (p *Process) Wait() Exit {
 	return p.exit
 }
 
-// wait reaps the leader, then waits for the output pipe to close: other
-// processes of the group may still hold it. Those that outlive the
-// leader by a grace period are stopped like the task itself, and a
+// wait waits for the leader to exit, then for the output pipe to close:
+// other processes of the group may still hold it. Those that outlive
+// the leader by a grace period are stopped like the task itself, and a
 // process that left the group cannot hold the spool open for ever: the
-// pipe is closed after a last grace period.
+// pipe is closed after a last grace period. The leader is reaped only
+// then: until it is, its pid (the group id) cannot be reused, so every
+// signal to the group reaches this task's processes and no others.
 func (p *Process) wait(r *os.File, drained <-chan struct{}) {
-	err := p.cmd.Wait()
-	p.mu.Lock()
-	p.exited = true
-	killed := p.killed
-	p.mu.Unlock()
-	x := Exit{Code: -1, Killed: killed, Duration: time.Since(p.started)}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		x.Code = 0
-	case errors.As(err, &ee):
-		x.Code = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			x.Code, x.Signal = -1, strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")
-		}
+	if waitExited(p.pid) != nil {
+		p.reap() // cannot wait without reaping: fall back to reaping at once
 	}
+	exitedAt := time.Now()
+	p.mu.Lock()
+	p.leaderGone = true
+	p.mu.Unlock()
 	g := p.spec.Grace
 	select {
 	case <-drained:
@@ -176,6 +183,21 @@ func (p *Process) wait(r *os.File, drained <-chan struct{}) {
 			}
 		}
 	}
+	err := p.reap()
+	p.mu.Lock()
+	killed := p.killed
+	p.mu.Unlock()
+	x := Exit{Code: -1, Killed: killed, Duration: exitedAt.Sub(p.started)}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		x.Code = 0
+	case errors.As(err, &ee):
+		x.Code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			x.Code, x.Signal = -1, strings.TrimPrefix(unix.SignalName(ws.Signal()), "SIG")
+		}
+	}
 	r.Close()
 	x.Output = p.out.close()
 	p.lock.Close()
@@ -184,18 +206,35 @@ func (p *Process) wait(r *os.File, drained <-chan struct{}) {
 	close(p.done)
 }
 
+// reap waits for the leader once (a second call returns the first
+// result); from then on its pid may belong to anyone, so no signal is
+// sent to the group any more.
+func (p *Process) reap() error {
+	p.reapOnce.Do(func() {
+		err := p.cmd.Wait()
+		p.mu.Lock()
+		p.exited, p.waitErr = true, err
+		p.mu.Unlock()
+	})
+	return p.waitErr
+}
+
 // Stop sends TERM to the task's process group and, if the leader has not
 // exited after the grace period, KILL. It returns at once; only the
 // first call signals.
 func (p *Process) Stop() {
 	p.stopOnce.Do(func() {
-		_ = signalGroup(p.pid, syscall.SIGTERM)
+		p.mu.Lock()
+		if !p.exited {
+			_ = signalGroup(p.pid, syscall.SIGTERM)
+		}
+		p.mu.Unlock()
 		go func() {
 			select {
 			case <-p.done:
 			case <-time.After(p.spec.Grace):
 				p.mu.Lock()
-				if !p.exited {
+				if !p.leaderGone {
 					p.killed = true
 					_ = signalGroup(p.pid, syscall.SIGKILL)
 				}
@@ -264,6 +303,42 @@ func TailText(b []byte) string {
 	return strings.ToValidUTF8(string(b[i:]), "\uFFFD")
 }
 
+// MinSecretLen is the shortest value Redactor hides: shorter ones would
+// blot out ordinary words of the output.
+const MinSecretLen = 6
+
+// SecretName reports whether an environment variable's name marks its
+// value as a secret: *_KEY, *_TOKEN, *_SECRET, or PASSWORD anywhere (any
+// case).
+func SecretName(name string) bool {
+	n := strings.ToUpper(name)
+	return strings.HasSuffix(n, "_KEY") || strings.HasSuffix(n, "_TOKEN") || strings.HasSuffix(n, "_SECRET") || strings.Contains(n, "PASSWORD")
+}
+
+// Redactor returns a function that replaces, in a text about to be
+// recorded, every value of env's secret-looking variables (SecretName,
+// at least MinSecretLen bytes) with "<redacted NAME>". The log keeps
+// what is appended for good, so a task that prints its own token must
+// not put it there. Longer values go first, so one that holds another
+// is hidden whole.
+func Redactor(env []string) func(string) string {
+	type secret struct{ name, value string }
+	var ss []secret
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && SecretName(k) && len(v) >= MinSecretLen {
+			ss = append(ss, secret{k, v})
+		}
+	}
+	sort.Slice(ss, func(i, j int) bool { return len(ss[i].value) > len(ss[j].value) })
+	return func(s string) string {
+		for _, x := range ss {
+			s = strings.ReplaceAll(s, x.value, "<redacted "+x.name+">")
+		}
+		return s
+	}
+}
+
 // ReadTail returns the last n bytes of a spool file and its size.
 func ReadTail(path string, n int64) ([]byte, int64, error) {
 	f, err := os.Open(path)
@@ -285,38 +360,92 @@ func ReadTail(path string, n int64) ([]byte, int64, error) {
 	return b, size, nil
 }
 
+// Group identifies a task's process group by its leader: the pid (also
+// the group id) and the kernel's start time of that process. The daemon
+// records it when the task starts; the task cannot change it, and no
+// other process ever has both.
+type Group struct {
+	PID   int
+	Start string // "" when it could not be read: the group is never verified
+}
+
+// checkStart says why pid is not the process that started at start (""
+// when it is).
+func checkStart(pid int, start string) string {
+	now, ok, err := proc.Start(pid)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the start time of pid %d cannot be read (%v)", pid, err)
+	case !ok:
+		return fmt.Sprintf("its group leader (pid %d) has exited", pid)
+	case now != start:
+		return fmt.Sprintf("pid %d is now another process (started %s, the task's leader %s)", pid, now, start)
+	}
+	return ""
+}
+
+// Reaped is what Reap found and did.
+type Reaped struct {
+	// Left: processes of the task still held its lock.
+	Left bool
+	// Signalled: the task's group was verified and signalled.
+	Signalled bool
+	// Unverified says why the group was not signalled, or why signalling
+	// stopped ("" when it was not needed or went through).
+	Unverified string
+}
+
 // Reap ends what is left of a task whose daemon died: if any process of
 // the task still holds its lock file, its process group gets TERM, then
-// KILL after the grace period. It reports whether processes were left.
-// A missing lock file means the task never started.
-func Reap(lockPath string, grace time.Duration) (left bool, err error) {
+// KILL after the grace period, but only while its leader is verified to
+// be the process g recorded (pid and start time, through a pidfd where
+// the kernel has one): a group id alone may have been reused, or written
+// by the task. A group that fails the check is never signalled, and
+// Reaped says why. A missing lock file means the task never started.
+func Reap(lockPath string, g Group, grace time.Duration) (Reaped, error) {
 	f, err := os.OpenFile(lockPath, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return Reaped{}, nil
 	}
 	if err != nil {
-		return false, err
+		return Reaped{}, err
 	}
 	defer f.Close()
 	free := func() bool { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil }
 	if free() {
-		return false, nil
+		return Reaped{}, nil
 	}
-	b := make([]byte, 32)
-	n, _ := f.ReadAt(b, 0)
-	pgid, err := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-	if err != nil || pgid <= 1 {
-		return true, fmt.Errorf("lock %s is held but names no process group", lockPath)
+	r := Reaped{Left: true}
+	if g.PID <= 1 || g.Start == "" {
+		r.Unverified = "the log holds no start time of its group leader (a task started by an older cbth, or its start never recorded)"
+		return r, nil
 	}
+	l, why := openLeader(g.PID, g.Start)
+	if l == nil {
+		r.Unverified = why
+		return r, nil
+	}
+	defer l.close()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
-		_ = signalGroup(pgid, sig)
+		// The leader still holding its pid (alive or a zombie) keeps the
+		// group id from being reused: only then is the group the task's.
+		if why := l.check(); why != "" {
+			r.Unverified = why
+			if r.Signalled {
+				r.Unverified += " after TERM; the rest of its group was not signalled again"
+			}
+			return r, nil
+		}
+		_ = signalGroup(g.PID, sig)
+		l.signal(sig) // the leader too, should it have left its group
+		r.Signalled = true
 		for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if free() {
-				return true, nil
+				return r, nil
 			}
 		}
 	}
 	// A process that left the group and kept descriptor 3 open still
 	// holds it; nothing more can be done for it here.
-	return true, fmt.Errorf("processes of the task still hold %s after KILL", lockPath)
+	return r, fmt.Errorf("processes of the task still hold %s after KILL", lockPath)
 }

@@ -140,15 +140,38 @@ func TestReap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	left, err := Reap(s.Lock, 5*time.Second)
-	if err != nil || !left {
-		t.Fatalf("Reap = %v, %v; want the running task found", left, err)
+	if g := p.Group(); g.PID != p.PID() || g.Start == "" {
+		t.Fatalf("group identity = %+v", g)
+	}
+	r, err := Reap(s.Lock, p.Group(), 5*time.Second)
+	if err != nil || !r.Left || !r.Signalled || r.Unverified != "" {
+		t.Fatalf("Reap = %+v, %v; want the running task found and signalled", r, err)
 	}
 	if x := p.Wait(); x.Signal != "TERM" {
 		t.Errorf("exit = %+v, want TERM from Reap", x)
 	}
-	if left, err := Reap(s.Lock, time.Second); left || err != nil {
-		t.Errorf("Reap of a finished task = %v, %v", left, err)
+	if r, err := Reap(s.Lock, p.Group(), time.Second); r.Left || err != nil {
+		t.Errorf("Reap of a finished task = %+v, %v", r, err)
+	}
+}
+
+// A group whose leader is not the recorded process (another start time,
+// or none recorded) is never signalled, and Reap says why.
+func TestReapRefusesAnUnverifiedGroup(t *testing.T) {
+	s := spec(t, 5*time.Second, "sleep", "60")
+	p, err := Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { p.Stop(); p.Wait() }()
+	for _, g := range []Group{{PID: p.PID()}, {PID: p.PID(), Start: p.Group().Start + "1"}} {
+		r, err := Reap(s.Lock, g, time.Second)
+		if err != nil || !r.Left || r.Signalled || r.Unverified == "" {
+			t.Errorf("Reap(%+v) = %+v, %v; want it left alone with the reason", g, r, err)
+		}
+	}
+	if err := syscall.Kill(p.PID(), 0); err != nil {
+		t.Errorf("the task was signalled: %v", err)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/rotate"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,13 +51,14 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 	if err != nil {
 		return errs.Wrap(errs.EACCES, err, "open %s", h.DaemonLog())
 	}
-	defer logFile.Close()
-	var w io.Writer = logFile
+	sink := &logSink{f: logFile}
+	defer func() { sink.f.Close() }()
+	var w io.Writer = sink
 	if !c.Quiet {
-		w = io.MultiWriter(logFile, env.Stderr)
+		w = io.MultiWriter(sink, env.Stderr)
 	}
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pid", os.Getpid())
-	switch err = c.run(env, h, log, logFile); {
+	switch err = c.run(env, h, log, sink); {
 	case err == daemon.ErrRunning:
 		// Lost a start race or started twice: the other daemon serves.
 		log.Info("another daemon holds the lock; exiting")
@@ -70,20 +73,62 @@ func (c *DaemonRunCmd) Run(env *Env) error {
 	return err
 }
 
-func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, logFile *os.File) error {
+// logSink is daemon.log as the daemon's logger writes it: a file that
+// can be replaced under the logger when it is rotated.
+type logSink struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.f.Write(p)
+}
+
+// rotate moves daemon.log aside past max bytes (keeping keep older
+// copies) and goes on in a new one. Only the daemon that holds the home
+// calls it (daemon.Options.Locked).
+func (s *logSink) rotate(path string, max int64, keep int, log *slog.Logger) {
+	s.mu.Lock()
+	done, err := rotate.IfOver(path, max, keep)
+	if err == nil && done {
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY|syscall.O_NOFOLLOW, home.FileMode); err == nil {
+			s.f.Close()
+			s.f = f
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		log.Warn("rotate daemon.log", "err", err)
+	case done:
+		log.Info("log rotated", "path", path, "max_bytes", max, "keep", keep)
+	}
+}
+
+func (s *logSink) file() *os.File {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.f
+}
+
+func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, sink *logSink) error {
 	cfg, err := h.LoadConfig(env.Getenv)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised}
+	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised,
+		Locked: func() { sink.rotate(h.DaemonLog(), cfg.Log.MaxBytes, cfg.Log.Keep, log) }}
 	if c.Quiet {
 		// A daemon started by a command reports to it through its
 		// stdout until it serves (see spawnDaemon); from then on its
 		// standard output and error, a runtime crash report included,
 		// go to its log.
-		opt.Ready = func() { redirectStdio(logFile, log) }
+		opt.Ready = func() { redirectStdio(sink.file(), log) }
 	}
 	if v := env.Getenv("CBTH_TEST_CLOCK"); v != "" {
 		// A stopped clock for deterministic runs: time moves only with

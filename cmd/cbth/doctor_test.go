@@ -45,7 +45,7 @@ func (rep doctorReport) get(id string) finding {
 }
 
 // The checks every report has, in order.
-var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "providers", "credentials", "codex", "codex.mcp", "desktop.relay"}
+var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "confinement", "providers", "credentials", "codex", "codex.mcp", "desktop.relay"}
 
 func checkIDs(t *testing.T, rep doctorReport) {
 	t.Helper()
@@ -255,5 +255,26 @@ func TestDoctorMCP(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(codexHome, "skills", "cbth", "SKILL.md")); err == nil {
 		t.Fatal("uninstall left the skill")
+	}
+}
+
+// A home with an agent and a network model: doctor reads the agent's
+// control files like every object's (no "model identity" failure), and
+// goes on to ask the provider helper for the model's credential.
+func TestDoctorHomeWithAnAgent(t *testing.T) {
+	a := newAgentHome(t)
+	a.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", "m")
+	a.env = append(a.env, "CBTH_PROVIDERS="+providersBin(t), "OPENAI_API_KEY=sk-doctor-test")
+	rep, r := a.doctor()
+	for _, f := range rep.Checks {
+		if f.State == "fail" {
+			t.Errorf("%s failed: %s", f.ID, f.Detail)
+		}
+	}
+	if f := rep.get("credentials.openai"); f.State != "ok" || !strings.Contains(f.Detail, "OPENAI_API_KEY") || strings.Contains(r.stdout, "sk-doctor-test") {
+		t.Errorf("credentials.openai = %+v", f)
+	}
+	if r.code != 0 || !rep.OK {
+		t.Errorf("doctor: exit %d\n%s", r.code, r.stdout)
 	}
 }

@@ -3,12 +3,15 @@ package main_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -438,5 +441,39 @@ func TestGatewayDialogToAgent(t *testing.T) {
 	sessions, _ := filepath.Glob(filepath.Join(a.sessions(), "gw-*"))
 	if len(sessions) != 1 {
 		t.Fatalf("agent sessions %v", sessions)
+	}
+}
+
+// A gateway client that sends but never reads cannot hold its
+// connection for good: once a write has waited write_timeout, the
+// gateway closes the connection and logs why (ETIMEDOUT).
+func TestGatewayClosesAClientThatDoesNotRead(t *testing.T) {
+	h := newHome(t)
+	h.config("[gateway]\nwrite_timeout = \"300ms\"\n")
+	h.ok(nil, "daemon", "status")
+	c, err := net.Dial("unix", filepath.Join(h.root, "run", "gateway.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Each line is refused with an envelope; the answers fill the
+	// socket's buffers since nothing reads them.
+	go func() {
+		line := []byte(`{"not":"an envelope"}` + "\n")
+		for i := 0; i < 50000; i++ {
+			if _, err := c.Write(line); err != nil {
+				return
+			}
+		}
+	}()
+	log := filepath.Join(h.root, "log", "daemon.log")
+	waitFor(t, "the gateway to give up on the client", 60*time.Second, func() bool {
+		b, _ := os.ReadFile(log)
+		return strings.Contains(string(b), "gateway client stopped reading") && strings.Contains(string(b), "ETIMEDOUT")
+	})
+	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	// Closed with answers unread: EOF, or a reset.
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the connection was not closed: %v", err)
 	}
 }

@@ -55,7 +55,7 @@ type CLI struct {
 
 	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
 	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`
-	Agent   cortexcli.AgentCmd   `cmd:"" help:"Register, list and remove CortexFS agent objects (a model + tool loop in a confined root)."`
+	Agent   cortexcli.AgentCmd   `cmd:"" help:"Register, list and remove CortexFS agent objects (a model + tool loop in a root; shell.exec is confined to it where the OS can, see cbth doctor)."`
 	Install cortexcli.InstallCmd `cmd:"" help:"Install cbth with its ctx and cortexfs-object-runner names (and cbth-providers)."`
 }
 

@@ -13,13 +13,13 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // multicall lets the one cbth binary answer under its other names. main
@@ -27,6 +27,10 @@ import (
 // form handled here: carry on with the normal CLI".
 func multicall(argv0 string, args []string) (exit int, handled bool) {
 	switch filepath.Base(argv0) {
+	case confine.ProgramName:
+		// shell.exec and the provider helper start here: confine, then
+		// execute the program (it returns only on failure).
+		return confine.Main(args), true
 	case runner.ProgramName:
 		// The kernel runs objects as `cortexfs-object-runner <object> args...`
 		// through their #! line. The runner installs its SIGINT/SIGTERM
@@ -58,9 +62,7 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 					return errs.CodeOf(err).ExitCode(), true
 				}
 			}
-			home, _ := os.UserHomeDir()
-			env := cli.DefaultEnv(os.LookupEnv, home)
-			return chatOn(filepath.Join(env.CtxRoot, "agent", nm+".sock"), sess), true
+			return chatServed("agent/"+nm, sess), true
 		}
 		return 0, false
 	}
@@ -100,9 +102,28 @@ func ctxChat(args []string) (code int) {
 		}
 		sess = line.Session
 	}
-	home, _ := os.UserHomeDir()
-	env := cli.DefaultEnv(os.LookupEnv, home)
-	return chatOn(filepath.Join(env.CtxRoot, "model", id.Provider, id.Model+".sock"), sess)
+	return chatServed("model/"+id.String(), sess)
+}
+
+// chatServed is the interactive session on object's socket ("agent/N",
+// "model/P/M") as the daemon serves it: like every other command it
+// starts the daemon when none runs, asks it to serve the socket, and
+// holds it up for as long as the session lasts. A tree the daemon does
+// not know (a bare tree) is dialled as it is.
+func chatServed(object, sess string) int {
+	e := &Env{Stdout: io.Discard, Stderr: os.Stderr, Getenv: os.Getenv}
+	root := cortexEnv(e).CtxRoot
+	sock, _, _, release, err := daemonTrees{e}.Hold(root, object)
+	switch {
+	case errs.CodeOf(err) == errs.ENOENT:
+		sock = filepath.Join(root, object) + ".sock"
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "ctx: %s: %v\n", errs.CodeOf(err), err)
+		return errs.CodeOf(err).ExitCode()
+	default:
+		defer release()
+	}
+	return chatOn(sock, sess)
 }
 
 // chatOn is the interactive session on a model's or an agent's socket:

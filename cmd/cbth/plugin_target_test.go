@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -387,13 +388,9 @@ func TestPluginTarget_AcquisitionFailureParks(t *testing.T) {
 func TestPluginTarget_InstanceValidation(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	h.ok(nil, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "ended", "--plugin-pid", strconv.Itoa(gone.Process.Pid))
+	h.endedInstance("plug", "ended")
 	h.ok(nil, "plugin", "handshake", "--plugin-id", "other", "--plugin-instance-id", "theirs", "--plugin-pid", strconv.Itoa(os.Getpid()))
-	if f := h.fails(codextest.Guard, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "theirs"); f.Code != "EACCES" {
+	if f := h.fails(codextest.Guard, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "theirs", "--plugin-pid", strconv.Itoa(os.Getpid())); f.Code != "EACCES" {
 		t.Errorf("taking another plugin's instance: %s (%s)", f.Code, f.Message)
 	}
 	for _, c := range []struct{ instance, code string }{{"never-shook-hands", "ESTATE"}, {"ended", "ESTALE"}, {"theirs", "EACCES"}} {
@@ -411,5 +408,83 @@ func TestPluginTarget_InstanceValidation(t *testing.T) {
 	h.ok(&jobs, "job", "list")
 	if len(jobs) != 0 {
 		t.Fatalf("refused requests appended %d jobs", len(jobs))
+	}
+}
+
+// endedInstance makes the handshake of an instance whose plugin is a
+// shell that runs cbth plugin handshake and exits: the declared pid is
+// the client's parent, and then gone.
+func (h *homeDir) endedInstance(plugin, instance string) {
+	h.t.Helper()
+	sh := exec.Command("sh", "-c", cbthBin+` plugin handshake --plugin-id `+plugin+` --plugin-instance-id `+instance+` --plugin-pid $$ --json`)
+	sh.Env = append(os.Environ(), h.env...)
+	if out, err := sh.CombinedOutput(); err != nil {
+		h.t.Fatalf("handshake from a shell: %v\n%s", err, out)
+	}
+}
+
+// The pid a handshake declares is checked against the socket's peer as
+// the kernel records it: it must be the client or one of its ancestors,
+// of this user, not init; an instance needs one; an instance that ended
+// is never revived by a new handshake. Each refusal registers nothing.
+func TestPluginHandshakeChecksTheDeclaredPID(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	stranger := exec.Command("sleep", "60")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stranger.Process.Kill(); stranger.Wait() }()
+	for _, c := range []struct {
+		pid, code string
+	}{
+		{"0", "EINVAL"}, {"1", "EINVAL"}, {strconv.Itoa(stranger.Process.Pid), "EACCES"},
+	} {
+		f := h.fails(codextest.Guard, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "i-"+c.pid, "--plugin-pid", c.pid)
+		if f.Code != c.code {
+			t.Errorf("plugin_pid %s: %s (%s), want %s", c.pid, f.Code, f.Message, c.code)
+		}
+		if g := h.fails(codextest.Guard, "plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", "i-"+c.pid, "--thread-id", "T", "--codex-binary", "codex"); g.Code != "ESTATE" {
+			t.Errorf("the refused instance i-%s was registered: %s (%s)", c.pid, g.Code, g.Message)
+		}
+	}
+	// This test process is an ancestor of the client: accepted.
+	h.ok(nil, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "mine", "--plugin-pid", strconv.Itoa(os.Getpid()))
+	h.endedInstance("plug", "ended")
+	if f := h.fails(codextest.Guard, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "ended", "--plugin-pid", strconv.Itoa(os.Getpid())); f.Code != "ESTALE" {
+		t.Errorf("re-handshake of an ended instance: %s (%s), want ESTALE", f.Code, f.Message)
+	}
+}
+
+// The daemon's own environment (that of whichever command first started
+// it) does not reach the Codex app-servers it starts: they get the
+// allow-list (PATH, HOME, LANG, ...) and [cli] pass_env, nothing else.
+// The codex binary is a wrapper that records its environment.
+func TestCodexAppServerGetsAnAllowListedEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "codex")
+	script := fmt.Sprintf("#!/bin/sh\nenv > %s/env.$$\nexec %s \"$@\"\n", dir, codextest.Binary(t))
+	if err := os.WriteFile(wrapper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := newHome(t, "CBTH_LEAK_CANARY=from-the-first-command", "CBTH_PASSED=yes")
+	h.codexConfig(wrapper, codextest.TUIHome(t, "http://127.0.0.1:9", t.TempDir()), "[cli]\npass_env = [\"CBTH_PASSED\"]\n")
+	h.ok(nil, "plugin", "handshake", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--plugin-pid", strconv.Itoa(os.Getpid()))
+	h.run("plugin", "ensure", "--plugin-id", "plug", "--plugin-instance-id", "inst-1", "--thread-id", "T", "--codex-binary", wrapper, "--json")
+	files, _ := filepath.Glob(filepath.Join(dir, "env.*"))
+	if len(files) == 0 {
+		t.Fatal("the daemon never ran codex")
+	}
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		env := "\n" + string(b)
+		if strings.Contains(env, "CBTH_LEAK_CANARY") || strings.Contains(env, "\nCBTH_HOME=") {
+			t.Errorf("codex got the daemon's environment:\n%s", b)
+		}
+		for _, w := range []string{"\nPATH=", "\nHOME=", "\nCBTH_PASSED=yes\n", "\nCODEX_HOME="} {
+			if !strings.Contains(env, w) {
+				t.Errorf("codex lacks %q:\n%s", w, b)
+			}
+		}
 	}
 }

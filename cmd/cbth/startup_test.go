@@ -214,3 +214,40 @@ func vmHWM(t *testing.T, pid int) float64 {
 	t.Fatal("no VmHWM")
 	return 0
 }
+
+// daemon.log and the Codex app-server logs are rotated at start once
+// past [log] max_bytes, keeping [log] keep older copies; the daemon goes
+// on logging in a new daemon.log.
+func TestLogsRotateAtStart(t *testing.T) {
+	h := newHome(t)
+	h.config("[log]\nmax_bytes = 200\nkeep = 2\n")
+	logDir := filepath.Join(h.root, "log")
+	os.MkdirAll(logDir, 0o700)
+	old := strings.Repeat("MARKER-OLD\n", 50)
+	for _, name := range []string{"daemon.log", "codex-app-server.log"} {
+		if err := os.WriteFile(filepath.Join(logDir, name), []byte(old), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(name string) string { b, _ := os.ReadFile(filepath.Join(logDir, name)); return string(b) }
+	h.ok(nil, "daemon", "status")
+	if !strings.Contains(read("daemon.log.1"), "MARKER-OLD") || strings.Contains(read("daemon.log"), "MARKER-OLD") ||
+		!strings.Contains(read("daemon.log"), "serving") {
+		t.Fatalf("daemon.log was not rotated: .1 %d bytes, current %q", len(read("daemon.log.1")), read("daemon.log"))
+	}
+	if read("codex-app-server.log.1") != old || read("codex-app-server.log") != "" {
+		t.Errorf("codex-app-server.log was not rotated")
+	}
+	// Each start writes past 200 bytes: two more starts fill .2, a third
+	// drops the oldest.
+	for i := 0; i < 3; i++ {
+		h.ok(nil, "daemon", "stop")
+		h.ok(nil, "daemon", "status")
+	}
+	if _, err := os.Stat(filepath.Join(logDir, "daemon.log.3")); !os.IsNotExist(err) {
+		t.Errorf("more than keep=2 copies: %v", err)
+	}
+	if read("daemon.log.2") == "" || strings.Contains(read("daemon.log.2")+read("daemon.log.1"), "MARKER-OLD") {
+		t.Errorf("the oldest copy was not dropped")
+	}
+}

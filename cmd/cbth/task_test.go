@@ -3,7 +3,9 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -20,6 +22,7 @@ type taskView struct {
 	State          string   `json:"state"`
 	Argv           []string `json:"argv"`
 	PID            int      `json:"pid"`
+	PIDStart       string   `json:"pid_start"`
 	Outcome        string   `json:"outcome"`
 	ExitCode       *int     `json:"exit_code"`
 	Signal         string   `json:"signal"`
@@ -404,5 +407,93 @@ func TestTaskLogsAfterTheArtifactIsCollected(t *testing.T) {
 	r := h.run("task", "logs", run.TaskID)
 	if r.code != 0 || r.stdout != "kept in the record\n" || !strings.Contains(r.stderr, "artifact is gone") {
 		t.Errorf("task logs: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// A task cannot name the group a later daemon kills: it writes a
+// stranger's process group into its lock file (descriptor 3), the daemon
+// dies, and the next daemon still stops the task's own group, found by
+// the leader's pid and start time the log holds, and leaves the stranger
+// alone.
+func TestTaskReapIgnoresTheGroupTheLockNames(t *testing.T) {
+	h := taskHome(t, "")
+	victim := exec.Command("sleep", "60")
+	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	victimDone := make(chan struct{})
+	go func() { victim.Wait(); close(victimDone) }()
+	t.Cleanup(func() { victim.Process.Kill(); <-victimDone })
+	run := h.taskRun("T", "sh", "-c", fmt.Sprintf(`printf '%%d\n' %d >&3; echo forged; exec sleep 60`, victim.Process.Pid))
+	h.waitOutput(run.TaskID, "forged")
+	v := h.taskState(run.TaskID, "running")
+	if v.PIDStart == "" {
+		t.Fatalf("task.started recorded no start time of the leader: %+v", v)
+	}
+	if err := syscall.Kill(h.pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return h.pid() == 0 })
+	v = h.task(run.TaskID) // a new daemon reaps
+	if v.State != "lost" || !v.GroupKilled || !strings.Contains(v.LostReason, "were stopped") {
+		t.Fatalf("lost task = %+v", v)
+	}
+	waitFor(t, "the task's own sleep to be gone", 10*time.Second, func() bool { return syscall.Kill(v.PID, 0) != nil })
+	select {
+	case <-victimDone:
+		t.Fatal("the group the task wrote into its lock was killed")
+	default:
+	}
+}
+
+// A group whose recorded leader is gone cannot be told from a stranger's
+// that took the same id: it is never signalled, and the task's record
+// says so. (The leader is killed by hand after the daemon; its child
+// keeps the lock held.)
+func TestTaskReapLeavesAnUnverifiedGroup(t *testing.T) {
+	h := taskHome(t, "")
+	run := h.taskRun("T", "sh", "-c", `sleep 60 & echo child=$!; wait`)
+	h.waitOutput(run.TaskID, "child=")
+	v := h.taskState(run.TaskID, "running")
+	var child int
+	if _, err := fmt.Sscanf(h.run("task", "logs", run.TaskID).stdout, "child=%d", &child); err != nil || child <= 1 {
+		t.Fatalf("child pid: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	if err := syscall.Kill(h.pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return h.pid() == 0 })
+	if err := syscall.Kill(v.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the leader to be gone", 10*time.Second, func() bool { return syscall.Kill(v.PID, 0) != nil })
+	v = h.task(run.TaskID)
+	if v.State != "lost" || v.GroupKilled || !strings.Contains(v.LostReason, "was not signalled") ||
+		!strings.Contains(v.LostReason, "has exited") {
+		t.Fatalf("lost task = %+v", v)
+	}
+	if err := syscall.Kill(child, 0); err != nil {
+		t.Errorf("the task's child was signalled: %v", err)
+	}
+}
+
+// A task that prints a secret of its own environment (*_TOKEN, *_KEY,
+// *_SECRET, *PASSWORD*) leaves it out of everything the log records: the
+// output tail and the job's reason say <redacted NAME> instead.
+func TestTaskSecretsAreRedactedFromTheLog(t *testing.T) {
+	h := taskHome(t, "")
+	const secret = "tok-9f8e7d6c5b4a"
+	h.env = append(h.env, "DEPLOY_TOKEN="+secret, "DB_PASSWORD_FILE_X=pw-0123456789", "SHORT_KEY=abc")
+	run := h.taskRun("T", "sh", "-c", `echo "using $DB_PASSWORD_FILE_X"; echo "short $SHORT_KEY"; echo "token $DEPLOY_TOKEN"; exit 3`)
+	v := h.taskEnd(run.TaskID)
+	if v.Job.Status != "failed" || !strings.Contains(v.Job.FailReason, "token <redacted DEPLOY_TOKEN>") ||
+		!strings.Contains(v.OutputTail, "using <redacted DB_PASSWORD_FILE_X>") || !strings.Contains(v.OutputTail, "short abc") {
+		t.Fatalf("task = %+v", v)
+	}
+	r := h.run("events", "export")
+	if r.code != 0 || strings.Contains(r.stdout, secret) || strings.Contains(r.stdout, "pw-0123456789") {
+		t.Fatalf("the log holds a secret (exit %d)", r.code)
 	}
 }

@@ -19,6 +19,7 @@ type Task struct {
 	Cwd        string    `json:"cwd"`
 	TimeoutMS  int64     `json:"timeout_ms,omitempty"`
 	PID        int       `json:"pid,omitempty"`
+	PIDStart   string    `json:"pid_start,omitempty"`
 	DaemonPID  int       `json:"daemon_pid,omitempty"`
 	SpoolPath  string    `json:"spool_path,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
@@ -51,7 +52,7 @@ func (t *Task) mutate(e *events.Envelope, p events.Payload) {
 		t.JobID, t.Argv, t.Path, t.Cwd, t.TimeoutMS = p.JobID, p.Argv, p.Path, p.Cwd, p.TimeoutMS
 		t.ExitCode = -1
 	case *events.TaskStarted:
-		t.PID, t.DaemonPID, t.SpoolPath, t.StartedAt = p.PID, p.DaemonPID, p.SpoolPath, e.RecordedAt
+		t.PID, t.PIDStart, t.DaemonPID, t.SpoolPath, t.StartedAt = p.PID, p.PIDStart, p.DaemonPID, p.SpoolPath, e.RecordedAt
 	case *events.TaskStopping:
 		t.StopReason, t.Signal, t.StoppingAt = p.Reason, p.Signal, e.RecordedAt
 	case *events.TaskExited:

@@ -124,6 +124,7 @@ func (c SubmitTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 type StartTask struct {
 	TaskID    string
 	PID       int
+	PIDStart  string
 	DaemonPID int
 	SpoolPath string
 }
@@ -141,7 +142,7 @@ func (c StartTask) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		return engine.Decision{}, errs.New(errs.EINVAL, "bad pid %d", c.PID)
 	}
 	return engine.Decision{Outcome: "started", Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
-		Payload: &events.TaskStarted{PID: c.PID, DaemonPID: c.DaemonPID, SpoolPath: c.SpoolPath}}}}, nil
+		Payload: &events.TaskStarted{PID: c.PID, PIDStart: c.PIDStart, DaemonPID: c.DaemonPID, SpoolPath: c.SpoolPath}}}}, nil
 }
 
 // StopTask records that the daemon stops a running task's process group,

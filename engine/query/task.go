@@ -22,6 +22,7 @@ type TaskView struct {
 	Cwd            string        `json:"cwd"`
 	TimeoutMS      int64         `json:"timeout_ms"`
 	PID            int           `json:"pid"`
+	PIDStart       string        `json:"pid_start"`
 	DaemonPID      int           `json:"daemon_pid"`
 	CreatedAt      time.Time     `json:"created_at"`
 	StartedAt      *time.Time    `json:"started_at"`
@@ -83,7 +84,7 @@ func exitCode(t *aggregate.Task) *int {
 func NewTaskView(t *aggregate.Task, j JobView, a *aggregate.Artifact) TaskView {
 	v := TaskView{
 		TaskID: t.ID, JobID: t.JobID, State: t.Status, Argv: t.Argv, Path: t.Path, Cwd: t.Cwd, TimeoutMS: t.TimeoutMS,
-		PID: t.PID, DaemonPID: t.DaemonPID, CreatedAt: t.CreatedAt, StartedAt: opt(t.StartedAt), StoppingAt: opt(t.StoppingAt),
+		PID: t.PID, PIDStart: t.PIDStart, DaemonPID: t.DaemonPID, CreatedAt: t.CreatedAt, StartedAt: opt(t.StartedAt), StoppingAt: opt(t.StoppingAt),
 		EndedAt: opt(t.EndedAt), UpdatedAt: t.UpdatedAt, StopReason: t.StopReason, Outcome: t.Outcome, ExitCode: exitCode(t),
 		Signal: t.Signal, Killed: t.Killed, Error: t.Error, LostReason: t.LostReason, GroupKilled: t.GroupKill,
 		DurationMS: t.DurationMS, SpoolPath: t.SpoolPath, OutputBytes: t.OutputBytes, SpoolBytes: t.SpoolBytes,

@@ -2,7 +2,11 @@
 // benchmarks that time process starts.
 package execfile
 
-import "os"
+import (
+	"os"
+
+	"github.com/cbth-dev/cbth/internal/atomicfile"
+)
 
 // Rewrite writes an executable's bytes back through write(2) and renames
 // the copy over it, as cbth install, cp and package managers put binaries
@@ -20,8 +24,5 @@ func Rewrite(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(path+".new", data, fi.Mode().Perm()); err != nil {
-		return err
-	}
-	return os.Rename(path+".new", path)
+	return atomicfile.Write(path, data, fi.Mode().Perm())
 }

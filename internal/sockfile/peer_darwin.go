@@ -15,3 +15,12 @@ func peerUID(fd int) (int, error) {
 	}
 	return int(cred.Uid), nil
 }
+
+// peerPID reads LOCAL_PEERPID.
+func peerPID(fd int) (int, error) {
+	pid, err := unix.GetsockoptInt(fd, unix.SOL_LOCAL, unix.LOCAL_PEERPID)
+	if err != nil {
+		return -1, os.NewSyscallError("getsockopt LOCAL_PEERPID", err)
+	}
+	return pid, nil
+}

@@ -14,3 +14,12 @@ func peerUID(fd int) (int, error) {
 	}
 	return int(cred.Uid), nil
 }
+
+// peerPID reads SO_PEERCRED.
+func peerPID(fd int) (int, error) {
+	cred, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+	if err != nil {
+		return -1, os.NewSyscallError("getsockopt SO_PEERCRED", err)
+	}
+	return int(cred.Pid), nil
+}

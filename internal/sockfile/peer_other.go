@@ -8,3 +8,8 @@ import "errors"
 func peerUID(int) (int, error) {
 	return -1, errors.New("peer credentials are not supported on this system")
 }
+
+// peerPID has no implementation here.
+func peerPID(int) (int, error) {
+	return -1, errors.New("peer credentials are not supported on this system")
+}

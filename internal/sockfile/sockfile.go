@@ -74,6 +74,22 @@ func (l *Listener) Close() error {
 	return l.UnixListener.Close()
 }
 
+// PeerPID returns the pid of the process at the other end of c, as the
+// kernel recorded it when the connection was made (SO_PEERCRED,
+// LOCAL_PEERPID): what the peer is, whatever it says it is.
+func PeerPID(c *net.UnixConn) (int, error) {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	pid := -1
+	var perr error
+	if err := raw.Control(func(fd uintptr) { pid, perr = peerPID(int(fd)) }); err != nil {
+		return -1, err
+	}
+	return pid, perr
+}
+
 // PeerUID returns the uid of the process at the other end of c, as the
 // kernel recorded it when the connection was made, so a peer cannot claim
 // another user's.

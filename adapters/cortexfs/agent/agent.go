@@ -34,6 +34,10 @@ type Loop struct {
 	// Tools are the tool names the agent may run; any other call gets a
 	// tool result with EACCES and the loop goes on.
 	Tools []string
+	// TrustedAll (.d/delivery) lets the ctx target deliver the agent any
+	// job result; without it an agent that can act takes only read-only
+	// results that need no approval (Acting).
+	TrustedAll bool
 	// Env is the tool environment: root, timeouts, output cap, jobs.
 	// Its Cwd is the agent's default cwd (.d/cwd).
 	Env      tool.Env
@@ -120,6 +124,18 @@ func (l *Loop) loop(ctx context.Context, env tool.Env, history []driver.Message,
 		}
 	}
 	return nil, errs.New(errs.ETIMEDOUT, "agent %s stopped after %d model calls without an answer", l.Name, steps)
+}
+
+// Acting lists the agent's tools that change things beyond the model's
+// reading (tool.Acts): what a delivered job result could make it do.
+func (l *Loop) Acting() []string {
+	var out []string
+	for _, n := range l.Tools {
+		if tool.Acts(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ToolDefs are the definitions of the agent's tools, in its order: what

@@ -26,8 +26,9 @@ type AgentAddCmd struct {
 	Name        string   `arg:"" help:"Agent name (one path component)."`
 	Model       string   `required:"" help:"provider/model the agent calls (a model of the tree)."`
 	Tool        []string `sep:"none" help:"A built-in tool the agent may run (fs.read, fs.list, fs.write, fs.search, shell.exec, cbth.job.submit). Repeatable."`
-	AgentRoot   string   `name:"root" help:"The agent's root directory: its tools see nothing outside it (default: home/<uid>/agent/NAME/root under the tree)." type:"path"`
+	AgentRoot   string   `name:"root" help:"The agent's root directory (default: home/<uid>/agent/NAME/root under the tree). fs.* tools see nothing outside it; shell.exec may read and write only it (plus read the system's directories) where the OS confines (Landlock, sandbox-exec; cbth doctor says), and can reach anything of yours where it cannot. The network is never confined." type:"path"`
 	Cwd         string   `help:"Default working directory inside the root (default /)."`
+	TrustedAll  bool     `name:"trusted-all" help:"Let the ctx target deliver this agent any job result. Without it an agent with shell.exec or fs.write takes only results whose delivery policy is read-only and needs no approval, network or write access; the others are parked."`
 	Description string   `help:"Metadata description."`
 }
 
@@ -74,6 +75,9 @@ func (c *AgentAddCmd) Run(env *Env) error {
 	o := object.Object{Kind: object.KindAgent, Path: c.Name,
 		Meta:    object.Meta{ID: c.Name, Name: c.Name, Description: c.Description, Type: object.KindAgent, CreatedAt: created, OwnedBy: strconv.Itoa(env.UID)},
 		Session: object.SessionSocket, Status: "ready", Model: id.String(), Tools: c.Tool, Root: c.AgentRoot, Cwd: c.Cwd}
+	if c.TrustedAll {
+		o.Delivery = object.TrustedAll
+	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -111,10 +115,13 @@ type AgentInfo struct {
 	Tools []string `json:"tools"`
 	Root  string   `json:"root"`
 	Cwd   string   `json:"cwd"`
+	// TrustedAll: the ctx target delivers it any job result.
+	TrustedAll bool `json:"trusted_all"`
 }
 
 func agentInfo(env *Env, o object.Object) AgentInfo {
-	ai := AgentInfo{Agent: o.Path, Path: o.Rel(), Model: o.Model, Tools: o.Tools, Root: AgentRoot(env.CtxRoot, env.UID, o), Cwd: o.Cwd}
+	ai := AgentInfo{Agent: o.Path, Path: o.Rel(), Model: o.Model, Tools: o.Tools, Root: AgentRoot(env.CtxRoot, env.UID, o), Cwd: o.Cwd,
+		TrustedAll: o.Delivery == object.TrustedAll}
 	if ai.Tools == nil {
 		ai.Tools = []string{}
 	}

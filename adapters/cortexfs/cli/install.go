@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/atomicfile"
 )
 
 func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
@@ -132,30 +133,7 @@ func copyExecutable(src, dst string) error {
 		return errs.Wrap(errs.EINTERNAL, err, "open %s", src)
 	}
 	defer in.Close()
-	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return errs.Wrap(errs.EACCES, err, "create in %s", filepath.Dir(dst))
-	}
-	tmp := out.Name()
-	fail := func(err error) error {
-		out.Close()
-		os.Remove(tmp)
-		return errs.Wrap(errs.EACCES, err, "write %s", dst)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		return fail(err)
-	}
-	if err := out.Chmod(0o755); err != nil {
-		return fail(err)
-	}
-	if err := out.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := out.Close(); err != nil {
-		return fail(err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFrom(dst, in, 0o755); err != nil {
 		return errs.Wrap(errs.EACCES, err, "install %s", dst)
 	}
 	return nil

@@ -98,7 +98,7 @@ func (m *ModelSockets) Sync(root string, set tree.Set) {
 // jsonKey makes an object's registration part of its key, so a changed
 // agent (another model, other tools) is served anew.
 func jsonKey(o object.Object) (string, error) {
-	return strings.Join([]string{o.Model, strings.Join(o.Tools, ","), o.Root, o.Cwd, o.Driver.String()}, "|"), nil
+	return strings.Join([]string{o.Model, strings.Join(o.Tools, ","), o.Root, o.Cwd, o.Driver.String(), o.Delivery}, "|"), nil
 }
 
 // Serves reports whether the socket of object rel ("model/P/M",

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/cred/credenv"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/zalando/go-keyring"
 )
@@ -53,37 +54,12 @@ type Source struct {
 // Service is the keychain service name of a provider.
 func Service(provider string) string { return "cortexfs:" + provider }
 
-// EnvNames lists the variables tried for provider, first match wins. The
-// override (a .d/default api_key_env) comes first.
-func EnvNames(provider, override string) []string {
-	var names []string
-	if override != "" {
-		names = append(names, override)
-	}
-	switch provider {
-	case "openai":
-		names = append(names, "OPENAI_API_KEY")
-	case "anthropic":
-		names = append(names, "ANTHROPIC_API_KEY")
-	case "google", "gemini":
-		names = append(names, "GEMINI_API_KEY", "GOOGLE_API_KEY")
-	default:
-		names = append(names, EnvName(provider))
-	}
-	return names
-}
+// EnvNames lists the variables tried for provider, first match wins
+// (credenv.EnvNames).
+func EnvNames(provider, override string) []string { return credenv.EnvNames(provider, override) }
 
-// EnvName is <PROVIDER>_API_KEY with every non-alphanumeric byte as '_':
-// api.lmm.best gives API_LMM_BEST_API_KEY.
-func EnvName(provider string) string {
-	b := []byte(strings.ToUpper(provider))
-	for i, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b) + "_API_KEY"
-}
+// EnvName is <PROVIDER>_API_KEY (credenv.EnvName).
+func EnvName(provider string) string { return credenv.EnvName(provider) }
 
 // APIKey returns the credential for provider or an ENOTCONF error. The
 // error never contains a secret.

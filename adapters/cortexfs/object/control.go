@@ -31,12 +31,13 @@ func Controls(o Object) map[string]string {
 		}
 		m[FileRoot] = line(o.Root)
 		m[FileCwd] = line(o.Cwd)
+		m[FileDelivery] = line(o.Delivery)
 	}
 	return m
 }
 
 // AgentFiles are the control files only agents have.
-var AgentFiles = []string{FileModel, FileTools, FileRoot, FileCwd}
+var AgentFiles = []string{FileModel, FileTools, FileRoot, FileCwd, FileDelivery}
 
 // FromFiles rebuilds an object from its metadata file and control files
 // (by file name; a missing file is an empty string).
@@ -57,6 +58,7 @@ func FromFiles(kind, rel string, metaFile []byte, ctl map[string]string) (Object
 	if kind == KindAgent {
 		o.Model, o.Root, o.Cwd = strings.TrimSpace(ctl[FileModel]), strings.TrimSpace(ctl[FileRoot]), strings.TrimSpace(ctl[FileCwd])
 		o.Tools = strings.Fields(ctl[FileTools])
+		o.Delivery = strings.TrimSpace(ctl[FileDelivery])
 	}
 	if kind != KindModel && strings.TrimSpace(ctl[FileDriver]) == "" {
 		o.Driver = nil

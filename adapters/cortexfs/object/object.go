@@ -38,12 +38,20 @@ const (
 	FileStatus  = "status"
 	FileLog     = "log"
 	// Agents only: the model it calls (provider/model), the tools it may
-	// run (one per line), its root directory and default cwd.
-	FileModel = "model"
-	FileTools = "tools"
-	FileRoot  = "root"
-	FileCwd   = "cwd"
+	// run (one per line), its root directory and default cwd, and which
+	// job results the ctx target may deliver to it (FileDelivery).
+	FileModel    = "model"
+	FileTools    = "tools"
+	FileRoot     = "root"
+	FileCwd      = "cwd"
+	FileDelivery = "delivery"
 )
+
+// TrustedAll in an agent's .d/delivery lets the ctx target deliver it
+// any job result, whatever the batch's delivery policy; empty (the
+// default) keeps an agent that can act (shell.exec, fs.write) to
+// read-only results that need no approval.
+const TrustedAll = "trusted_all"
 
 // Meta is the inspectable metadata of the executable file. The keys follow
 // a provider model listing: id, name, description, type, created_at,
@@ -75,10 +83,11 @@ type Object struct {
 	Log      string   `json:"log"`
 	// Agents only (.d/model, .d/tools, .d/root, .d/cwd). Root empty means
 	// home/<uid>/agent/<name>/root under the tree; Cwd empty means "/".
-	Model string   `json:"model,omitempty"`
-	Tools []string `json:"tools,omitempty"`
-	Root  string   `json:"root,omitempty"`
-	Cwd   string   `json:"cwd,omitempty"`
+	Model    string   `json:"model,omitempty"`
+	Tools    []string `json:"tools,omitempty"`
+	Root     string   `json:"root,omitempty"`
+	Cwd      string   `json:"cwd,omitempty"`
+	Delivery string   `json:"delivery,omitempty"` // "" or TrustedAll
 }
 
 // Rel is the object's path relative to the ctx root, e.g. model/openai/gpt-4o.
@@ -128,8 +137,11 @@ func (o Object) Validate() error {
 				return err
 			}
 		}
-	} else if o.Model != "" || len(o.Tools) > 0 || o.Root != "" || o.Cwd != "" {
-		return errs.New(errs.EINVAL, "%s: model, tools, root and cwd are agent files", o.Rel())
+		if o.Delivery != "" && o.Delivery != TrustedAll {
+			return errs.New(errs.EINVAL, "agent %s delivery %q: empty or %s", o.Path, o.Delivery, TrustedAll)
+		}
+	} else if o.Model != "" || len(o.Tools) > 0 || o.Root != "" || o.Cwd != "" || o.Delivery != "" {
+		return errs.New(errs.EINVAL, "%s: model, tools, root, cwd and delivery are agent files", o.Rel())
 	}
 	if err := o.Driver.Validate(); err != nil {
 		return err

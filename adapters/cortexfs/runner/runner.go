@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // ProgramName is the name the binary answers to as the object runner.
@@ -173,6 +175,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int
 	if opt.Help {
 		fmt.Fprint(stdout, usage(obj))
 		return errs.ExitOK
+	}
+	if (obj.Path == tool.ShellExec || slices.Contains(obj.Tools, tool.ShellExec)) && !confine.Check().Available {
+		// Loud, every time: the command runs, but not kept to the root.
+		fmt.Fprintf(stderr, "%s: WARNING: shell.exec runs UNCONFINED here (%s); see cbth doctor\n", ProgramName, confine.Check().Mechanism)
 	}
 	switch obj.Kind {
 	case object.KindModel:
@@ -402,7 +408,7 @@ func LoadAgent(obj Object, env Env) (loop *agent.Loop, closeRoot func(), err err
 	}
 	loop = &agent.Loop{Name: filepath.Base(obj.Path),
 		Request: driver.Request{Model: id.String(), Provider: id.Provider, NativeID: mobj.NativeID, Defaults: mobj.Defaults, Caps: mobj.Caps},
-		Driver:  drv, Tools: obj.Tools,
+		Driver:  drv, Tools: obj.Tools, TrustedAll: obj.Delivery == object.TrustedAll,
 		Env: tool.Env{Root: r, RootDir: rootDir, Cwd: cwd, Jobs: env.Jobs}}
 	return loop, func() { r.Close() }, nil
 }

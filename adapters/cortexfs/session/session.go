@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/atomicfile"
 )
 
 // States of the state file.
@@ -175,13 +176,11 @@ func (f *Files) Ensure(sess string, _ Open) error {
 	return nil
 }
 
+// writeAtomic replaces a session file (atomicfile.Write: a temp of its
+// own, fsynced, renamed, the directory fsynced).
 func writeAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "write %s", filepath.Base(path))
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "rename %s", filepath.Base(path))
 	}
 	return nil
 }

@@ -86,6 +86,50 @@ func escapes(err error) bool {
 	return strings.Contains(err.Error(), "path escapes")
 }
 
+// openRegular opens name inside the root and refuses it (EINVAL) unless
+// it is a regular file. The open never blocks (O_NONBLOCK: a FIFO with
+// no writer, or for writing no reader, would hold the call, and the
+// session with it, for good) and the check is on the opened descriptor,
+// so nothing can be swapped in between. flag never holds O_TRUNC: a
+// writer truncates only once the file is known to be regular.
+func openRegular(root *os.Root, name, what string, flag int) (*os.File, error) {
+	f, err := root.OpenFile(name, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	if errors.Is(err, syscall.ENXIO) {
+		// A FIFO opened for writing with no reader.
+		return nil, errs.New(errs.EINVAL, "%s is not a regular file", what)
+	}
+	if err != nil {
+		return nil, fsErr(err, what)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fsErr(err, what)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, errs.New(errs.EINVAL, "%s is not a regular file (%s)", what, st.Mode().Type())
+	}
+	return f, nil
+}
+
+// openCwd opens a session's working directory inside the root (the
+// checks of Cwd, on the opened directory itself).
+func openCwd(root *os.Root, cwd string) (*os.File, error) {
+	c, err := Clean("/", cwd)
+	if err != nil {
+		return nil, err
+	}
+	f, err := root.OpenFile(rel(c), os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return nil, errs.New(errs.EINVAL, "cwd %s is not a directory", cwd)
+	}
+	if err != nil {
+		return nil, fsErr(err, "cwd "+cwd)
+	}
+	return f, nil
+}
+
 // Cwd checks a session's working directory: it must be a directory inside
 // the root. Missing is ENOENT, outside (by "..", a symlink, anything
 // os.Root refuses) EACCES. It returns the clean rooted form.

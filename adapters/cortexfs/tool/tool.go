@@ -11,14 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // Built-in tool names.
@@ -30,6 +32,12 @@ const (
 	ShellExec = "shell.exec"
 	JobSubmit = "cbth.job.submit"
 )
+
+// Acts reports whether a tool changes things: runs commands or writes
+// files. The rest only read, or (cbth.job.submit) ask the daemon for a
+// job. An agent with an acting tool takes job results only as its
+// delivery trust allows (spec/cortexfs.md, "The ctx delivery target").
+func Acts(name string) bool { return name == ShellExec || name == FSWrite }
 
 // Limits a tool run has unless its Env says otherwise.
 const (
@@ -185,9 +193,9 @@ func fsRead(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := env.Root.Open(rel(p))
+	f, err := openRegular(env.Root, rel(p), a.Path, os.O_RDONLY)
 	if err != nil {
-		return "", fsErr(err, a.Path)
+		return "", err
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, int64(env.maxOutput())+1))
@@ -221,6 +229,7 @@ func fsList(_ context.Context, env Env, args json.RawMessage) (string, error) {
 		if e.IsDir() {
 			n += "/"
 		}
+		n = lineSafe(n)
 		if b.Len()+len(n)+1 > env.maxOutput() {
 			break
 		}
@@ -252,8 +261,12 @@ func fsWrite(_ context.Context, env Env, args json.RawMessage) (string, error) {
 			return "", fsErr(err, dir)
 		}
 	}
-	f, err := env.Root.OpenFile(rel(p), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := openRegular(env.Root, rel(p), a.Path, os.O_CREATE|os.O_WRONLY)
 	if err != nil {
+		return "", err
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
 		return "", fsErr(err, a.Path)
 	}
 	if _, err := io.WriteString(f, *a.Content); err != nil {
@@ -297,7 +310,8 @@ func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error
 		if !d.Type().IsRegular() {
 			return nil // directories are walked, symlinks never followed
 		}
-		f, err := fsys.Open(fp)
+		// Opened again by name: what is there now may be a FIFO.
+		f, err := openRegular(env.Root, fp, fp, os.O_RDONLY)
 		if err != nil {
 			return nil
 		}
@@ -308,7 +322,7 @@ func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error
 			if !strings.Contains(sc.Text(), a.Pattern) {
 				continue
 			}
-			line := fmt.Sprintf("/%s:%d:%s", fp, n, sc.Text())
+			line := fmt.Sprintf("%s:%d:%s", lineSafe("/"+fp), n, strings.ToValidUTF8(sc.Text(), "\uFFFD"))
 			if len(out) >= MaxMatches || size+len(line)+1 > env.maxOutput() {
 				return fs.SkipAll
 			}
@@ -325,6 +339,19 @@ func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error
 		return "", nil
 	}
 	return strings.Join(out, "\n") + "\n", nil
+}
+
+// lineSafe renders a file name for a line-per-entry answer: as it is,
+// unless it could forge or break a line (a control character such as a
+// newline, invalid UTF-8, or a leading double quote), in which case it
+// is a JSON string. A model reading the answer can so tell every entry
+// from the next, and a quoted name from a plain one.
+func lineSafe(name string) string {
+	if !utf8.ValidString(name) || strings.HasPrefix(name, `"`) || strings.ContainsFunc(name, unicode.IsControl) {
+		b, _ := json.Marshal(strings.ToValidUTF8(name, "\uFFFD"))
+		return string(b)
+	}
+	return name
 }
 
 // ShellResult is shell.exec's answer.
@@ -363,12 +390,14 @@ func shellExec(ctx context.Context, env Env, args json.RawMessage) (string, erro
 	if strings.TrimSpace(a.Command) == "" {
 		return "", errs.New(errs.EINVAL, "shell.exec needs a command")
 	}
-	// The working directory is checked inside the root first; the
-	// process then starts in its host path.
-	cwd, err := Cwd(env.Root, env.Cwd)
+	// The working directory is opened inside the root and handed to the
+	// process as that open directory: what was checked is what it runs
+	// in, whatever is renamed in between.
+	dir, err := openCwd(env.Root, env.Cwd)
 	if err != nil {
 		return "", err
 	}
+	defer dir.Close()
 	timeout := env.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -378,9 +407,14 @@ func shellExec(ctx context.Context, env Env, args json.RawMessage) (string, erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", a.Command)
-	cmd.Dir = filepath.Join(env.RootDir, filepath.FromSlash(rel(cwd)))
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + env.RootDir, "PWD=" + cmd.Dir, "LANG=C.UTF-8"}
+	// Confined (where the system can) to the agent root read-write and
+	// the system's directories read-only, with a fixed environment: none
+	// of the caller's variables reach the command.
+	cmd, err := confine.Command(ctx, confine.Policy{RW: []string{env.RootDir}, Scoped: true}, dir, []string{"/bin/sh", "-c", a.Command},
+		[]string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + env.RootDir, "LANG=C.UTF-8", "TERM=dumb"})
+	if err != nil {
+		return "", errs.Wrap(errs.EINTERNAL, err, "shell.exec")
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// The whole process group goes when the time is up, and output
 	// still held open by a grandchild does not keep the call waiting.

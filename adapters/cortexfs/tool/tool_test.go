@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // sandbox makes an agent root with a few entries and, beside it, a secret
@@ -169,5 +170,37 @@ func TestJobSubmitDefaultsToTheSession(t *testing.T) {
 	env.Thread = ""
 	if _, err := Run(context.Background(), env, JobSubmit, json.RawMessage(`{"summary":"x"}`)); errs.CodeOf(err) != errs.EINVAL {
 		t.Fatalf("outside a session: %v", err)
+	}
+}
+
+// shell.exec is confined where the system can: nothing outside the root
+// is read or written, not even by a path the command spells itself or a
+// symlink in the root; inside the root it works. This machine's answer
+// decides which half holds: without confinement the command reaches the
+// secret (and the test fails if Check said otherwise).
+func TestShellExecIsConfined(t *testing.T) {
+	r, root, outside := sandbox(t)
+	env := Env{Root: r, RootDir: root, Cwd: "/work"}
+	out, err := Run(context.Background(), env, ShellExec, json.RawMessage(`{"command":"cat `+outside+`/key out/key; echo x > `+outside+`/new; echo in > inside; pwd"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res ShellResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "work", "inside")); err != nil || string(b) != "in\n" {
+		t.Fatalf("write inside the root: %q %v (%s)", b, err, res.Output)
+	}
+	if !strings.HasSuffix(res.Output, filepath.Join(root, "work")+"\n") {
+		t.Errorf("ran in the wrong directory: %q", res.Output)
+	}
+	_, statErr := os.Stat(filepath.Join(outside, "new"))
+	if st := confine.Check(); st.Available {
+		if strings.Contains(res.Output, "s3cret") || statErr == nil || strings.Count(res.Output, "Permission denied") < 3 {
+			t.Fatalf("confined by %s, yet: %q (new file outside: %v)", st.Mechanism, res.Output, statErr)
+		}
+	} else if !strings.Contains(res.Output, "s3cret") || statErr != nil {
+		t.Fatalf("Check says %q, but the command was confined: %q", st.Mechanism, res.Output)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/atomicfile"
 )
 
 // Modes: private to the owner. Object files must also be executable so the
@@ -197,43 +198,14 @@ func WriteFile(path string, data []byte, mode fs.FileMode) error {
 			return nil
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "create temp for %s", filepath.Base(path))
-	}
-	tmp := f.Name()
-	fail := func(err error) error {
-		_ = f.Close()
-		_ = os.Remove(tmp)
+	if err := atomicfile.Write(path, data, mode); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "write %s", filepath.Base(path))
 	}
-	if err := f.Chmod(mode); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fail(err)
-	}
-	if err := f.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := f.Close(); err != nil {
-		_ = os.Remove(tmp)
-		return errs.Wrap(errs.EINTERNAL, err, "close %s", filepath.Base(path))
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return errs.Wrap(errs.EINTERNAL, err, "rename into %s", filepath.Base(path))
-	}
-	return syncDir(filepath.Dir(path))
+	return nil
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return errs.Wrap(errs.EINTERNAL, err, "open dir for sync")
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "sync dir")
 	}
 	return nil
@@ -380,7 +352,11 @@ func Load(root string) (Set, error) {
 			return Set{}, errs.Wrap(errs.EINTERNAL, err, "read %s", rel)
 		}
 		ctl := map[string]string{}
-		for _, f := range []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog} {
+		files := []string{object.FileID, object.FileDriver, object.FileCap, object.FileDefault, object.FileSession, object.FileStatus, object.FileLog}
+		if kind == object.KindAgent {
+			files = append(files, object.AgentFiles...)
+		}
+		for _, f := range files {
 			b, err := os.ReadFile(filepath.Join(file+".d", f))
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return Set{}, errs.Wrap(errs.EINTERNAL, err, "read %s.d/%s", rel, f)

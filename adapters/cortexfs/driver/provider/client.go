@@ -14,10 +14,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/cortexfs/cred/credenv"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/debug"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // KillDelay is how long a cancelled helper gets between SIGTERM and
@@ -30,9 +32,33 @@ const KillDelay = 2 * time.Second
 func Drivers(stderr io.Writer) driver.Set {
 	s := driver.Set{debug.Name: debug.Echo{}}
 	for _, n := range Names {
-		s[n] = Remote{Driver: n, Stderr: stderr}
+		s[n] = Remote{Driver: n, Stderr: stderr, Confine: true}
 	}
 	return s
+}
+
+// HelperEnv is the helper's whole environment, taken from lookup (the
+// caller's): PATH, HOME, LANG and TERM; the variables its credential
+// may be in (the provider's own, and the model's api_key_env), and no
+// other provider's; the session bus and runtime directory, for the
+// keychain; the proxy and certificate settings an HTTPS client honours.
+// Nothing else of the caller's environment reaches it.
+func HelperEnv(lookup func(string) (string, bool), provider, keyEnv string) []string {
+	names := credenv.EnvNames(provider, keyEnv)
+	names = append(names, "DBUS_SESSION_BUS_ADDRESS", "XDG_RUNTIME_DIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
+		"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy")
+	return confine.BaseEnv(lookup, names...)
+}
+
+// HelperPolicy is the helper's confinement: the system's directories
+// read-only, its own binary, the session bus's directory (keychain); no
+// writable directory at all.
+func HelperPolicy(lookup func(string) (string, bool), helper string) confine.Policy {
+	p := confine.Policy{Exec: []string{helper}}
+	if d, ok := lookup("XDG_RUNTIME_DIR"); ok && filepath.IsAbs(d) {
+		p.Unix = []string{d}
+	}
+	return p
 }
 
 // Locator finds the helper binary.
@@ -95,6 +121,11 @@ type Remote struct {
 	Locator Locator
 	// Stderr receives the helper's stderr; nil discards it.
 	Stderr io.Writer
+	// Confine runs the helper through the confinement wrapper (this
+	// binary as confine.ProgramName, so only cbth itself sets it), in
+	// "/", with HelperEnv. Without it the helper still gets HelperEnv and
+	// "/", unconfined.
+	Confine bool
 }
 
 // Stream implements driver.Driver: it starts the helper, writes the request
@@ -113,11 +144,28 @@ func (r Remote) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 	if err != nil {
 		return err
 	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // it runs from "/"
+	}
 	line, err := json.Marshal(Wire(r.Driver, req))
 	if err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "encode helper request")
 	}
+	lookup := loc.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	keyEnv, _ := req.Default("api_key_env")
+	env := HelperEnv(lookup, req.Provider, keyEnv)
 	cmd := exec.CommandContext(ctx, path)
+	if r.Confine {
+		if cmd, err = confine.Command(ctx, HelperPolicy(lookup, path), nil, []string{path}, env); err != nil {
+			return errs.Wrap(errs.EINTERNAL, err, "confine the provider helper")
+		}
+	}
+	// Run outside the caller's working directory, with none of the
+	// caller's environment but what HelperEnv keeps.
+	cmd.Dir, cmd.Env = "/", env
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = KillDelay
 	cmd.Stdin = strings.NewReader(string(line) + "\n")

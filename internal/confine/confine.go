@@ -1,0 +1,165 @@
+// Package confine runs a program confined to what it needs, where the OS
+// gives a way to: the agent root read-write, the system's directories
+// read-only, nothing else of the file system (Landlock on Linux,
+// sandbox-exec on macOS). The program is started through this binary
+// under the name ProgramName: that small wrapper moves into the working
+// directory it was handed as an open descriptor (so the directory that
+// was checked is the one used, whatever is renamed meanwhile), confines
+// itself, and executes the program, which inherits the confinement.
+//
+// Confinement is best effort where the system lacks it (a Linux kernel
+// without Landlock): the program runs unconfined, and Status says so for
+// the daemon's log and doctor to report.
+package confine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProgramName is the name this binary answers to as the wrapper (the
+// multicall name; cmd/cbth and the test binaries that run confined
+// programs dispatch on it first).
+const ProgramName = "cbth-confine"
+
+// ExitFailed is the wrapper's exit status when it cannot confine or
+// start the program (the shell's "cannot execute").
+const ExitFailed = 126
+
+// Policy is what a confined program may reach besides the system's
+// read-only directories.
+type Policy struct {
+	// RW are directories it may read, write and run programs under.
+	RW []string
+	// Exec are files it may read and run (a program outside the system
+	// directories, such as the provider helper beside cbth).
+	Exec []string
+	// Unix are directories under whose unix sockets it may connect (the
+	// session bus, for the keychain). Linux confines that from Landlock
+	// ABI 9 on; before, and on macOS, unix sockets are not confined.
+	Unix []string
+	// Scoped keeps it from signalling, or reaching through abstract unix
+	// sockets, any process outside its own confinement (Linux, Landlock
+	// ABI 6 on; macOS: signals only to itself and its children).
+	Scoped bool
+}
+
+// Status is what this system gives.
+type Status struct {
+	// Available: programs run confined.
+	Available bool
+	// Mechanism names it ("landlock ABI 7", "sandbox-exec"), or says why
+	// there is none.
+	Mechanism string
+}
+
+// Check returns this system's confinement status.
+func Check() Status { return check() }
+
+// Command returns the command that runs argv (argv[0] an absolute path)
+// confined by p, in the directory cwd (an open directory, passed to the
+// wrapper as descriptor 3; nil keeps the wrapper's own: set Dir), with
+// exactly env as its environment.
+func Command(ctx context.Context, p Policy, cwd *os.File, argv, env []string) (*exec.Cmd, error) {
+	if len(argv) == 0 || !strings.HasPrefix(argv[0], "/") {
+		return nil, fmt.Errorf("confine: program %q is not an absolute path", argv)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("confine: find this binary: %w", err)
+	}
+	args := []string{ProgramName}
+	for _, d := range p.RW {
+		args = append(args, "--rw", d)
+	}
+	for _, f := range p.Exec {
+		args = append(args, "--exec", f)
+	}
+	for _, d := range p.Unix {
+		args = append(args, "--unix", d)
+	}
+	if p.Scoped {
+		args = append(args, "--scoped")
+	}
+	cmd := exec.CommandContext(ctx, self)
+	if cwd != nil {
+		args = append(args, "--cwd-fd")
+		cmd.ExtraFiles = []*os.File{cwd}
+	}
+	cmd.Args = append(append(args, "--"), argv...)
+	cmd.Env = env
+	return cmd, nil
+}
+
+// cwdFD is the descriptor the working directory arrives on (the first
+// of ExtraFiles).
+const cwdFD = 3
+
+// Main is the wrapper: it parses what Command wrote, confines itself and
+// executes the program. It returns only on failure, with the exit
+// status.
+func Main(args []string) int {
+	var p Policy
+	cwd := false
+	i := 0
+	for ; i < len(args) && args[i] != "--"; i++ {
+		switch a := args[i]; {
+		case a == "--scoped":
+			p.Scoped = true
+		case a == "--cwd-fd":
+			cwd = true
+		case (a == "--rw" || a == "--exec" || a == "--unix") && i+1 < len(args):
+			i++
+			switch a {
+			case "--rw":
+				p.RW = append(p.RW, args[i])
+			case "--exec":
+				p.Exec = append(p.Exec, args[i])
+			default:
+				p.Unix = append(p.Unix, args[i])
+			}
+		default:
+			return fail("unknown argument %q", a)
+		}
+	}
+	if i+1 >= len(args) {
+		return fail("no program to run")
+	}
+	argv := args[i+1:]
+	if cwd {
+		if err := unix.Fchdir(cwdFD); err != nil {
+			return fail("enter the working directory: %v", err)
+		}
+		unix.Close(cwdFD)
+	}
+	argv, err := apply(p, argv)
+	if err != nil {
+		return fail("%v", err)
+	}
+	err = syscall.Exec(argv[0], argv, os.Environ())
+	return fail("run %s: %v", argv[0], err)
+}
+
+func fail(format string, a ...any) int {
+	fmt.Fprintf(os.Stderr, ProgramName+": "+format+"\n", a...)
+	return ExitFailed
+}
+
+// BaseEnv is the environment a confined program starts from: these
+// variables of env (the caller's), and nothing else. Callers add what
+// the program itself needs (a provider's key, for the provider helper).
+func BaseEnv(lookup func(string) (string, bool), names ...string) []string {
+	var out []string
+	for _, n := range append([]string{"PATH", "HOME", "LANG", "TERM"}, names...) {
+		if v, ok := lookup(n); ok {
+			out = append(out, n+"="+v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,49 @@
+package confine
+
+import (
+	"fmt"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// systemRO are the directories every confined program may read and run
+// programs from: the system's own, never a user's.
+var systemRO = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/run/current-system"}
+
+func check() Status {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil || v < 1 {
+		return Status{Mechanism: fmt.Sprintf("none: this kernel has no Landlock (%v); it needs Linux 5.13 or later with landlock in its lsm= list", err)}
+	}
+	return Status{Available: true, Mechanism: fmt.Sprintf("landlock ABI %d", v)}
+}
+
+// apply confines this process, and so the program it executes next,
+// with every file system right Landlock knows of handled (best effort:
+// what the kernel has), then leaves argv as it is.
+func apply(p Policy, argv []string) ([]string, error) {
+	rules := []landlock.Rule{
+		landlock.RODirs(systemRO...).IgnoreIfMissing(),
+		landlock.RWFiles("/dev/null", "/dev/zero", "/dev/full", "/dev/tty").IgnoreIfMissing(),
+		landlock.ROFiles("/dev/urandom", "/dev/random").IgnoreIfMissing(),
+	}
+	if len(p.RW) > 0 {
+		rules = append(rules, landlock.RWDirs(p.RW...).WithRefer())
+	}
+	if len(p.Exec) > 0 {
+		rules = append(rules, landlock.ROFiles(p.Exec...))
+	}
+	if len(p.Unix) > 0 {
+		rules = append(rules, landlock.PathAccess(llsys.AccessFSResolveUnix, p.Unix...).IgnoreIfMissing())
+	}
+	if err := landlock.V11.BestEffort().RestrictPaths(rules...); err != nil {
+		return nil, fmt.Errorf("landlock: %w", err)
+	}
+	if p.Scoped {
+		if err := landlock.V11.BestEffort().RestrictScoped(); err != nil {
+			return nil, fmt.Errorf("landlock scopes: %w", err)
+		}
+	}
+	return argv, nil
+}
