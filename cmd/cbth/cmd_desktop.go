@@ -33,6 +33,7 @@ type DesktopCmd struct {
 	IssueArtifactLeases DesktopIssueArtifactLeasesCmd `cmd:"" name:"issue-artifact-leases" help:"Operator: issue the recovery leases of a batch's artifacts too large to be inline (a lease still valid is kept unless --rotate)."`
 	ReadArtifact        DesktopReadArtifactCmd        `cmd:"" name:"read-artifact" help:"Operator: read a large artifact by chunks under its recovery lease."`
 	RevokeArtifactLease DesktopRevokeArtifactLeaseCmd `cmd:"" name:"revoke-artifact-lease" help:"Operator: end an artifact's recovery lease now."`
+	ValidateMCP         DesktopValidateMCPCmd         `cmd:"" name:"validate-mcp" help:"Prove live that Desktop threads reach cbth's MCP tools: prints a prompt to paste into a Desktop thread; its tool call validates the mcp writeback transport."`
 }
 
 // DesktopInstallationCmd is `cbth desktop installation-state`.
@@ -86,6 +87,11 @@ func printInstallation(w io.Writer, outcome string, v query.InstallationView) {
 		fmt.Fprintf(tw, "validated at\t%s\n", v.ValidatedAt.Local().Format(time.RFC3339))
 	}
 	fmt.Fprintf(tw, "bridge thread\t%s\n", v.BridgeThreadID)
+	fmt.Fprintf(tw, "writeback transports\tmcp %s, relay %s, direct %s (in use: %s)\n", v.WritebackTransports["mcp"], v.WritebackTransports["relay"],
+		v.WritebackTransports["direct"], orNone(v.WritebackTransport))
+	if m := v.MCPValidation; m != nil {
+		fmt.Fprintf(tw, "mcp validated\tby thread %s (%s) at %s, current %t\n", m.ThreadID, m.SandboxMode, m.ValidatedAt.Local().Format(time.RFC3339), m.Current)
+	}
 	fmt.Fprintf(tw, "automatic continuation\t%t\n", v.AutomaticContinuation)
 	fmt.Fprintf(tw, "manifest\t%s\n", v.SnapshotManifestPath)
 	tw.Flush()
@@ -209,4 +215,77 @@ func (c *BatchSkipHeadCmd) Run(env *Env) error {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) { fmt.Fprintf(w, "thread %s: %s %s\n", c.SourceThreadID, res.Outcome, res.BatchID) })
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// DesktopValidateMCPCmd is `cbth desktop validate-mcp`.
+type DesktopValidateMCPCmd struct {
+	TTL     time.Duration `name:"ttl" default:"30m" help:"How long the prompt's token stays valid."`
+	Wait    bool          `help:"Wait until a Desktop thread's call validates it (or the token expires)."`
+	Timeout time.Duration `default:"0s" help:"With --wait, give up after this long (default: when the token expires)."`
+}
+
+type validateMCPResult struct {
+	api.MCPValidationRequestReply
+	Validated  bool                     `json:"validated"`
+	Validation *query.MCPValidationView `json:"mcp_validation"`
+}
+
+// Run opens the validation and prints the prompt; with --wait it waits
+// for the proof.
+func (c *DesktopValidateMCPCmd) Run(env *Env) error {
+	if c.TTL <= 0 || c.TTL > command.MaxMCPValidationTTL {
+		return errs.New(errs.EINVAL, "--ttl must be positive and at most %s", command.MaxMCPValidationTTL)
+	}
+	req, err := call(env, api.DesktopMCPValidationRequest, api.MCPValidationRequestArgs{TTLMS: c.TTL.Milliseconds()})
+	if err != nil {
+		return err
+	}
+	res := validateMCPResult{MCPValidationRequestReply: req}
+	if !env.JSON || !c.Wait {
+		fmt.Fprintf(env.Stderr, "Paste this into a Codex Desktop thread (any thread; cbth mcp install must have added cbth to Desktop's config) before %s:\n\n%s\n\n",
+			req.ExpiresAt.Local().Format(time.RFC3339), req.Prompt)
+	}
+	if c.Wait {
+		deadline := req.ExpiresAt
+		if c.Timeout > 0 && time.Now().Add(c.Timeout).Before(deadline) {
+			deadline = time.Now().Add(c.Timeout)
+		}
+		for {
+			v, err := call(env, api.DesktopInstallation, api.InstallationArgs{})
+			if err != nil {
+				return err
+			}
+			if v.MCPValidationOpenUntil == nil && v.MCPValidation != nil && v.MCPValidation.ValidatedAt.After(req.ExpiresAt.Add(-c.TTL)) {
+				res.Validated, res.Validation = true, v.MCPValidation
+				break
+			}
+			if !time.Now().Before(deadline) {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	if err := env.emit(res, func(w io.Writer) {
+		switch {
+		case res.Validated:
+			fmt.Fprintf(w, "validated: Desktop thread %s reached cbth's tools; the mcp writeback transport is validated\n", res.Validation.ThreadID)
+		case c.Wait:
+			fmt.Fprintln(w, "not validated: no Desktop thread called desktop_validate_mcp with the token in time")
+		default:
+			fmt.Fprintf(w, "waiting for the call (cbth desktop installation-state shows it); the token expires at %s\n", req.ExpiresAt.Local().Format(time.RFC3339))
+		}
+	}); err != nil {
+		return err
+	}
+	if c.Wait && !res.Validated {
+		return exitStatus(1)
+	}
+	return nil
 }

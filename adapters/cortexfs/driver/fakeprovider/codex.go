@@ -47,12 +47,17 @@ const (
 )
 
 // Step is one model action of a script: a tool_search (Query set) or a
-// call of an MCP tool (Namespace, Name, Args).
+// call of an MCP tool (Namespace, Name, Args). ArgsFrom, when set, makes
+// the arguments from the tool outputs of the turn so far, as a model
+// reading them would; an empty result ends the turn there (the model
+// stops). Before runs just before the step is sent.
 type Step struct {
 	Query     string
 	Namespace string
 	Name      string
 	Args      string
+	ArgsFrom  func(outputs []string) string
+	Before    func()
 }
 
 // script answers the turns whose prompt contains match.
@@ -68,6 +73,12 @@ func (s *Server) Script(match string, steps ...Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.scripts = append(s.scripts, script{match, steps})
+}
+
+// stepReady is false for a step whose arguments come out empty: the
+// model stops there and answers with the last output instead.
+func (s *Server) stepReady(st Step, outputs []string) bool {
+	return st.ArgsFrom == nil || st.ArgsFrom(outputs) != ""
 }
 
 func (s *Server) scripted(user string) []Step {
@@ -105,10 +116,11 @@ type Request struct {
 	// continues a turn after a tool ran rather than starting one.
 	ToolOutput bool
 	// Outputs counts the tool results (function calls and tool searches)
-	// after that message.
-	Outputs int
-	Title   bool // a title-generation call
-	Body    []byte
+	// after that message; OutputTexts holds the function calls' ones.
+	Outputs     int
+	OutputTexts []string
+	Title       bool // a title-generation call
+	Body        []byte
 }
 
 // Requests returns the model calls the Codex kind has received so far.
@@ -168,7 +180,7 @@ func readCodexRequest(path string, h http.Header, body []byte) (Request, string)
 	for _, it := range b.Input {
 		switch {
 		case it.Type == "message" && it.Role == "user":
-			req.UserText, req.ToolOutput, req.Outputs, toolOut = text(it.Content), false, 0, ""
+			req.UserText, req.ToolOutput, req.Outputs, req.OutputTexts, toolOut = text(it.Content), false, 0, nil, ""
 			title = title || strings.Contains(req.UserText, titlePrompt)
 		case it.Type == "function_call_output":
 			req.ToolOutput = true
@@ -176,6 +188,7 @@ func readCodexRequest(path string, h http.Header, body []byte) (Request, string)
 			if err := json.Unmarshal(it.Output, &toolOut); err != nil {
 				toolOut = string(it.Output)
 			}
+			req.OutputTexts = append(req.OutputTexts, toolOut)
 		case it.Type == "tool_search_output":
 			req.ToolOutput = true
 			req.Outputs++
@@ -246,8 +259,15 @@ func (s *Server) handleCodex(w http.ResponseWriter, r *http.Request, body []byte
 		failed["error"] = map[string]any{"code": "server_error", "message": "fake model failure (" + MarkFail + ")"}
 		e.send("response.failed", map[string]any{"response": failed})
 		return
-	case !req.Title && s.scripted(user) != nil && req.Outputs < len(s.scripted(user)):
-		sendStep(e, id, s.scripted(user)[req.Outputs])
+	case !req.Title && s.scripted(user) != nil && req.Outputs < len(s.scripted(user)) && s.stepReady(s.scripted(user)[req.Outputs], req.OutputTexts):
+		st := s.scripted(user)[req.Outputs]
+		if st.Before != nil {
+			st.Before()
+		}
+		if st.ArgsFrom != nil {
+			st.Args = st.ArgsFrom(req.OutputTexts)
+		}
+		sendStep(e, id, st)
 	case strings.Contains(user, MarkMCP) && !req.ToolOutput:
 		call := strings.TrimSpace(user[strings.Index(user, MarkMCP)+len(MarkMCP):])
 		call, _, _ = strings.Cut(call, "\n")
