@@ -102,6 +102,15 @@ var replyBounds = map[string]string{
 	api.MCPJobStatus.Name: "one job",
 	api.MCPJobList.Name:   "one page (query.PageBytes): the tool answers with the first",
 	api.MCPJobCancel.Name: "one job",
+
+	api.MCPDesktopPreflight.Name:           "small",
+	api.MCPDesktopNoteArmPending.Name:      "small",
+	api.MCPDesktopNoteArm.Name:             "small",
+	api.MCPDesktopNotePaused.Name:          "small",
+	api.MCPDesktopNoteBoundaryCrossed.Name: "as desktop.note_boundary_crossed: one batch's summary and ids",
+	api.MCPDesktopReadArtifact.Name:        "as desktop.read_artifact: one chunk of at most api.MaxArtifactChunk bytes",
+	api.MCPDesktopValidate.Name:            "small",
+	api.DesktopMCPValidationRequest.Name:   "small: a token and a prompt",
 }
 
 func TestEveryReplyIsBounded(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -327,7 +328,14 @@ func TestCLIRun_ProbeFailureRefusesManagedSessions(t *testing.T) {
 func fakeCodexHome(t *testing.T, env ...string) *homeDir {
 	t.Helper()
 	h := newHome(t, env...)
-	h.codexConfig(codextest.FakeCodex(t), filepath.Join(t.TempDir(), "codex-home"), "")
+	// The app-server starts from an allow-listed environment: the
+	// FAKECODEX_* settings reach it through [cli] pass_env.
+	var names []string
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		names = append(names, strconv.Quote(k))
+	}
+	h.codexConfig(codextest.FakeCodex(t), filepath.Join(t.TempDir(), "codex-home"), "[cli]\npass_env = ["+strings.Join(names, ", ")+"]\n")
 	return h
 }
 
