@@ -136,13 +136,15 @@ type memory struct {
 	ms       *fsm.Machines
 	states   map[events.StreamID]aggregate.State
 	commands map[string]projections.CommandRange
+	streams  map[events.StreamID][]uint64 // each stream's seqs, for the per-stream index
 	last     uint64
 	lastHash events.Hash
 	count    uint64
 }
 
 func newMemory(ms *fsm.Machines) *memory {
-	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]projections.CommandRange{}}
+	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]projections.CommandRange{},
+		streams: map[events.StreamID][]uint64{}}
 }
 
 // apply folds one event in, validating it through the machines.
@@ -155,6 +157,7 @@ func (m *memory) apply(d *decoded) error {
 		return err
 	}
 	m.states[d.env.Stream] = s
+	m.streams[d.env.Stream] = append(m.streams[d.env.Stream], d.env.Seq)
 	if id := d.env.CommandID; id != "" {
 		r, ok := m.commands[id]
 		if !ok {
@@ -173,7 +176,7 @@ func (m *memory) image() (projections.Image, error) {
 	for _, s := range m.states {
 		list = append(list, s)
 	}
-	return projections.ImageOf(list, m.commands, m.last)
+	return projections.ImageOf(list, m.commands, m.streams, m.last)
 }
 
 // RebuildStats reports what a Rebuild did.

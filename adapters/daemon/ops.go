@@ -37,7 +37,18 @@ func (d *Daemon) ops() api.Table {
 		return d.cancel(ctx, d.meta(""), a.JobID, func(c command.CancelJob) engine.Decider { return c }, a.Reason)
 	})
 	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error { v, err = query.Job(s, a.JobID); return err })
+		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
+			if err != nil {
+				return v, err
+			}
+			return d.jobPast(a.JobID, seq)
+		}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			if v, err = query.Job(s, a.JobID); errs.CodeOf(err) == errs.ENOENT {
+				err = query.NotA(s, events.KindJob, a.JobID)
+			}
+			return err
+		})
 		return v, err
 	})
 	api.Handle(t, api.JobList, func(_ context.Context, a api.JobListArgs) (p query.JobPage, err error) {
@@ -53,6 +64,16 @@ func (d *Daemon) ops() api.Table {
 		if a.SourceThreadID == "" {
 			return query.BatchInspection{}, errs.New(errs.EINVAL, "source thread id is empty")
 		}
+		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
+			if err != nil {
+				return query.BatchInspection{}, err
+			}
+			head, err := d.headPast(a.SourceThreadID, seq)
+			if err != nil {
+				return query.BatchInspection{}, err
+			}
+			return d.inspectPast(head, seq)
+		}
 		var head string
 		_ = d.eng.Read(func(s engine.Snapshot) error { head = query.HeadBatchID(s, a.SourceThreadID); return nil })
 		if head == "" {
@@ -61,6 +82,15 @@ func (d *Daemon) ops() api.Table {
 		return d.inspect(ctx, head)
 	})
 	api.Handle(t, api.BatchInspect, func(ctx context.Context, a api.BatchArgs) (query.BatchInspection, error) {
+		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
+			if err != nil {
+				return query.BatchInspection{}, err
+			}
+			if a.RotateArtifactLeases {
+				return query.BatchInspection{}, errs.New(errs.EINVAL, "--rotate-artifact-leases acts now; it does not go with --as-of or --seq")
+			}
+			return d.inspectPast(a.BatchID, seq)
+		}
 		in, err := d.inspect(ctx, a.BatchID)
 		if err != nil {
 			return in, err
@@ -145,6 +175,7 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.DaemonHandover, d.handover)
 	d.gatewayOps(t)
 	d.mcpOps(t)
+	d.pastOps(t)
 	return t
 }
 
@@ -290,7 +321,12 @@ func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseH
 // inspect returns a batch's inspection with, while it is open, its
 // delivery gate: the core's eligibility, then its target's own gate.
 func (d *Daemon) inspect(ctx context.Context, id string) (in query.BatchInspection, err error) {
-	err = d.eng.Read(func(s engine.Snapshot) error { in, err = query.Inspect(s, id); return err })
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		if in, err = query.Inspect(s, id); errs.CodeOf(err) == errs.ENOENT {
+			err = query.NotA(s, events.KindBatch, id)
+		}
+		return err
+	})
 	if err != nil || in.Batch.State == "closed" {
 		return in, err
 	}

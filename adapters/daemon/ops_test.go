@@ -50,6 +50,9 @@ var replyBounds = map[string]string{
 	api.ArtifactPin.Name:  "small",
 	api.EventsVerify.Name: "small: at most 100 problems",
 	api.EventsRead.Name:   "paged (query.PageBytes)",
+	api.History.Name:      "paged (query.PageBytes)",
+
+	api.ThreadHistory.Name: "paged (query.PageBytes)",
 
 	api.DebugTargetSet.Name: "small",
 	api.DebugTurn.Name:      "small",

@@ -52,7 +52,11 @@ import (
 //	6: the agent's MCP tools (mcp.job_submit, mcp.task_run,
 //	   mcp.job_status, mcp.job_list, mcp.job_cancel); job.submit and
 //	   task.run resolve an empty target_kind from the thread.
-const Proto = 6
+//	7: the time machine: batch.inspect, batch.inspect_head and job.query
+//	   take as_of_seq or as_of; audit.history and thread.history tell a
+//	   batch's, a job's and a thread's story; batch.supersede; watch.next
+//	   waits for a commit and answers the live view.
+const Proto = 7
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

@@ -47,11 +47,19 @@ func (c *BatchCloseHeadCmd) Run(env *Env) error {
 // BatchInspectHeadCmd is `cbth batch inspect-head`.
 type BatchInspectHeadCmd struct {
 	SourceThreadID string `help:"The thread." required:"" name:"source-thread-id"`
+	pastFlags
 }
 
 // Run inspects the head.
 func (c *BatchInspectHeadCmd) Run(env *Env) error {
-	in, err := call(env, api.BatchInspectHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID})
+	if c.History {
+		return c.history(env, api.HistoryArgs{SourceThreadID: c.SourceThreadID})
+	}
+	past, err := c.args()
+	if err != nil {
+		return err
+	}
+	in, err := call(env, api.BatchInspectHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID, PastArgs: past})
 	if err != nil {
 		return err
 	}
@@ -62,11 +70,19 @@ func (c *BatchInspectHeadCmd) Run(env *Env) error {
 type BatchInspectCmd struct {
 	BatchID              string `help:"The batch." required:"" name:"batch-id"`
 	RotateArtifactLeases bool   `help:"Replace the recovery leases of the batch's large artifacts (the old ones end)." name:"rotate-artifact-leases"`
+	pastFlags
 }
 
 // Run inspects the batch.
 func (c *BatchInspectCmd) Run(env *Env) error {
-	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID, RotateArtifactLeases: c.RotateArtifactLeases})
+	if c.History {
+		return c.history(env, api.HistoryArgs{BatchID: c.BatchID})
+	}
+	past, err := c.args()
+	if err != nil {
+		return err
+	}
+	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID, RotateArtifactLeases: c.RotateArtifactLeases, PastArgs: past})
 	if err != nil {
 		return err
 	}
@@ -76,6 +92,9 @@ func (c *BatchInspectCmd) Run(env *Env) error {
 func printInspection(w io.Writer, in query.BatchInspection) {
 	b := in.Batch
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if in.AsOfSeq > 0 {
+		fmt.Fprintf(tw, "as of\tseq %d\n", in.AsOfSeq)
+	}
 	fmt.Fprintf(tw, "batch\t%s\n", b.BatchID)
 	fmt.Fprintf(tw, "thread\t%s (target %s)\n", b.SourceThreadID, b.TargetKind)
 	fmt.Fprintf(tw, "state\t%s, replay %s%s\n", b.State, b.ReplayPolicy, reasonSuffix(b.ReplayPolicyReason))

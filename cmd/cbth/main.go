@@ -40,6 +40,7 @@ type CLI struct {
 	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
 	Task       TaskCmd       `cmd:"" help:"Have the daemon run a command for a job: its exit completes or fails the job."`
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
+	Thread     ThreadCmd     `cmd:"" help:"A conversation thread's history of batches."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
 	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`

@@ -200,6 +200,11 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	}
 	json.Unmarshal([]byte(doc("batch-list", "batch", "list", "--thread-id", "T")), &batches)
 	doc("batch-inspect", "batch", "inspect", "--batch-id", batches[0].ID)
+	now := fmt.Sprint(h.status().LogHeadSeq)
+	doc("batch-inspect", "batch", "inspect", "--batch-id", batches[0].ID, "--seq", now)
+	doc("job-query", "job", "query", sub.JobID, "--seq", now)
+	c.lines("history-entry", "batch inspect --history", out("batch", "inspect", "--batch-id", batches[0].ID, "--history"))
+	c.lines("thread-batch", "thread history", out("thread", "history", "--source-thread-id", "T"))
 	var art struct {
 		Artifact struct {
 			ID string `json:"artifact_id"`

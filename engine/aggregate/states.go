@@ -257,10 +257,11 @@ func (b *Batch) BudgetSpent() bool {
 
 // Indexes implements Indexer.
 func (b *Batch) Indexes() []IndexEntry {
+	out := []IndexEntry{{index.BatchThread, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)}}
 	if !b.Open() {
-		return nil
+		return out
 	}
-	out := []IndexEntry{{index.ThreadOpen, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)}}
+	out = append(out, IndexEntry{index.ThreadOpen, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)})
 	if b.IsHead {
 		out = append(out, IndexEntry{index.Head, index.HeadKey(b.TargetKind, b.FirstReadyAt, b.SourceThreadID)})
 	}

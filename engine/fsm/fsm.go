@@ -332,6 +332,13 @@ type machine struct {
 	fsm     *lfsm.FSM
 	updates map[string]map[string]bool // event -> states
 	known   map[string]bool
+	// moved remembers the moves the FSM has allowed, (from, event) ->
+	// to: the tables never change, so a pair the FSM allowed once it
+	// allows again, and replaying or folding an aggregate need not take
+	// the FSM's lock and callbacks for every event. Refusals are not
+	// remembered; they always ask the FSM.
+	movedMu sync.RWMutex
+	moved   map[[2]string]string
 }
 
 // New builds the machines from Tables.
@@ -354,7 +361,7 @@ func New() *Machines {
 			}
 			known[u.Event] = true
 		}
-		ms.m[t.Kind] = &machine{fsm: lfsm.NewFSM(None, descs, nil), updates: ups, known: known}
+		ms.m[t.Kind] = &machine{fsm: lfsm.NewFSM(None, descs, nil), updates: ups, known: known, moved: map[[2]string]string{}}
 	}
 	return ms
 }
@@ -372,6 +379,13 @@ func (ms *Machines) Step(k events.Kind, from, event string) (string, error) {
 	if m.updates[event][from] {
 		return from, nil
 	}
+	pair := [2]string{from, event}
+	m.movedMu.RLock()
+	to, ok := m.moved[pair]
+	m.movedMu.RUnlock()
+	if ok {
+		return to, nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fsm.SetState(from)
@@ -379,7 +393,11 @@ func (ms *Machines) Step(k events.Kind, from, event string) (string, error) {
 	var nt lfsm.NoTransitionError
 	switch {
 	case err == nil:
-		return m.fsm.Current(), nil
+		to := m.fsm.Current()
+		m.movedMu.Lock()
+		m.moved[pair] = to
+		m.movedMu.Unlock()
+		return to, nil
 	case errors.As(err, &nt):
 		// Unreachable with these tables (no self-moves), kept for safety.
 		return from, nil

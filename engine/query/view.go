@@ -51,6 +51,8 @@ type JobView struct {
 	// DeliveryTarget is a codex_app_server job's resolved target.
 	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
 	Version        uint64                 `json:"version"`
+	// AsOfSeq is set on a job as of a past moment (job query --as-of).
+	AsOfSeq uint64 `json:"as_of_seq,omitempty"`
 }
 
 // BatchRef is a batch as seen from one of its jobs.

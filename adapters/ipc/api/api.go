@@ -97,6 +97,11 @@ var (
 	EventsVerify = Op[Empty, engine.Report]{Name: "events.verify"}
 	EventsRead   = Op[ReadArgs, EventsPage]{Name: "events.read"}
 
+	// The operator's and auditor's time machine (spec/cli.md, "History"):
+	// a batch's, a job's or a thread's story.
+	History       = Op[HistoryArgs, query.HistoryPage]{Name: "audit.history"}
+	ThreadHistory = Op[ThreadHistoryArgs, query.ThreadHistoryPage]{Name: "thread.history"}
+
 	DebugTargetSet = Op[DebugSetArgs, DebugSetReply]{Name: "debug.target.set"}
 	DebugTurn      = Op[DebugTurnArgs, DebugTurnReply]{Name: "debug.turn"}
 	DebugClock     = Op[AdvanceArgs, AdvanceReply]{Name: "debug.clock.advance"}
@@ -152,7 +157,7 @@ var All = []string{
 	Ping.Name, DaemonStatus.Name, DaemonStop.Name,
 	JobSubmit.Name, JobComplete.Name, JobFail.Name, JobCancel.Name, JobQuery.Name, JobList.Name,
 	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, Wait.Name,
-	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name,
+	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name, History.Name, ThreadHistory.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name, CtxServe.Name,
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
@@ -241,6 +246,8 @@ type CompleteArgs struct {
 type JobArgs struct {
 	JobID  string `json:"job_id"`
 	Reason string `json:"reason,omitempty"`
+	// PastArgs ask job.query for the job as it was then.
+	PastArgs
 }
 
 // TransitionReply is the reply of complete, fail and cancel: what the
@@ -278,6 +285,34 @@ type CloseHeadReply struct {
 // ThreadArgs name a thread.
 type ThreadArgs struct {
 	SourceThreadID string `json:"source_thread_id"`
+	PastArgs
+}
+
+// PastArgs ask for a past moment instead of the present: the state right
+// after the event at seq AsOfSeq, or after the last event recorded at or
+// before AsOf. Neither set means now.
+type PastArgs struct {
+	AsOfSeq uint64     `json:"as_of_seq,omitempty"`
+	AsOf    *time.Time `json:"as_of,omitempty"`
+}
+
+// HistoryArgs name the story to tell (a batch, a job, or a thread's head
+// batch, as of PastArgs when set) and the page: the entries after seq
+// After.
+type HistoryArgs struct {
+	BatchID        string `json:"batch_id,omitempty"`
+	JobID          string `json:"job_id,omitempty"`
+	SourceThreadID string `json:"source_thread_id,omitempty"`
+	PastArgs
+	After uint64 `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// ThreadHistoryArgs select a page of a thread's batches.
+type ThreadHistoryArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+	After          string `json:"after,omitempty"`
+	Limit          int    `json:"limit,omitempty"`
 }
 
 // BatchArgs name a batch.
@@ -286,6 +321,7 @@ type BatchArgs struct {
 	// RotateArtifactLeases replaces the batch's artifact recovery
 	// leases (batch.inspect).
 	RotateArtifactLeases bool `json:"rotate_artifact_leases,omitempty"`
+	PastArgs
 }
 
 // BatchListArgs select a page of batch.list.

@@ -1,0 +1,208 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The operator's and auditor's time machine, through the real binary: a
+// batch, a job and a thread's head as they were at a past seq or time,
+// their stories, and the bad moments refused with nothing appended.
+
+// inspectJSON runs a command and returns its JSON document as a map.
+func (h *homeDir) inspectJSON(args ...string) map[string]any {
+	h.t.Helper()
+	var m map[string]any
+	h.ok(&m, args...)
+	return m
+}
+
+// jsonLines runs a command that prints JSON lines.
+func (h *homeDir) jsonLines(args ...string) []map[string]any {
+	h.t.Helper()
+	r := h.run(append(args, "--json")...)
+	if r.code != 0 {
+		h.t.Fatalf("cbth %v: exit %d\n%s%s", args, r.code, r.stdout, r.stderr)
+	}
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			h.t.Fatalf("cbth %v: line %q is not JSON: %v", args, sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// withoutLive drops what a past inspection cannot replay: the target's
+// live gate, and as_of_seq, which only the past has.
+func withoutLive(m map[string]any) map[string]any {
+	c := map[string]any{}
+	for k, v := range m {
+		if k != "delivery_gate" && k != "as_of_seq" {
+			c[k] = v
+		}
+	}
+	return c
+}
+
+func TestAsOf_ABatchAJobAndAHeadAsTheyWere(t *testing.T) {
+	h := deliveryHome(t, "")
+	h.behave("T", "accept") // accepted, then cooled down: the batch stays open
+	job := h.ready("T")
+	var jq struct {
+		Batch struct {
+			BatchID string `json:"batch_id"`
+		} `json:"batch"`
+	}
+	h.ok(&jq, "job", "query", job)
+	batch := jq.Batch.BatchID
+
+	// Moment 1: the batch queued in its merge window.
+	seq1 := h.status().LogHeadSeq
+	at1 := testClock
+	in1 := h.inspectJSON("batch", "inspect", "--batch-id", batch)
+	job1 := h.inspectJSON("job", "query", job)
+	head1 := h.inspectJSON("batch", "inspect-head", "--source-thread-id", "T")
+
+	// Moment 2: delivered once and cooling down, a second job queued behind.
+	h.advance("11s")
+	job2 := h.ready("T")
+	seq2 := h.status().LogHeadSeq
+	in2 := h.inspectJSON("batch", "inspect", "--batch-id", batch)
+
+	// Then the first batch is delivered and closes; the second becomes head.
+	h.behave("T", "deliver")
+	h.advance("31s")
+	h.advance("11s")
+	if cur := h.inspectJSON("batch", "inspect", "--batch-id", batch); cur["batch"].(map[string]any)["state"] != "closed" {
+		t.Fatalf("the first batch did not close: %v", cur["batch"])
+	}
+
+	for _, c := range []struct {
+		name string
+		got  map[string]any
+		want map[string]any
+		seq  uint64
+	}{
+		{"batch at seq 1", h.inspectJSON("batch", "inspect", "--batch-id", batch, "--seq", strconv.FormatUint(seq1, 10)), in1, seq1},
+		{"batch as of time 1", h.inspectJSON("batch", "inspect", "--batch-id", batch, "--as-of", at1), in1, seq1},
+		{"batch at seq 2", h.inspectJSON("batch", "inspect", "--batch-id", batch, "--seq", strconv.FormatUint(seq2, 10)), in2, seq2},
+		{"job at seq 1", h.inspectJSON("job", "query", job, "--seq", strconv.FormatUint(seq1, 10)), job1, seq1},
+		{"head at seq 1", h.inspectJSON("batch", "inspect-head", "--source-thread-id", "T", "--seq", strconv.FormatUint(seq1, 10)), head1, seq1},
+	} {
+		if got := c.got["as_of_seq"]; got != float64(c.seq) {
+			t.Errorf("%s: as_of_seq %v, want %d", c.name, got, c.seq)
+		}
+		if !reflect.DeepEqual(withoutLive(c.got), withoutLive(c.want)) {
+			g, _ := json.MarshalIndent(withoutLive(c.got), "", " ")
+			w, _ := json.MarshalIndent(withoutLive(c.want), "", " ")
+			t.Errorf("%s differs from what the present said then:\n got %s\nwant %s", c.name, g, w)
+		}
+	}
+	// The core's gate then: the merge window was open at moment 1.
+	if g := h.inspectJSON("batch", "inspect", "--batch-id", batch, "--seq", strconv.FormatUint(seq1, 10))["delivery_gate"]; !strings.HasPrefix(g.(string), "merge window open") {
+		t.Errorf("gate at seq 1 %q, want the merge window", g)
+	}
+	// The second job did not exist at moment 1.
+	if r := h.run("job", "query", job2, "--seq", strconv.FormatUint(seq1, 10), "--json"); r.code != 1 || !strings.Contains(r.stdout, `"ENOENT"`) || !strings.Contains(r.stdout, "did not exist yet") {
+		t.Errorf("a job before it existed: exit %d %s", r.code, r.stdout)
+	}
+
+	// Its story: every event of the batch, its attempts and jobs, in
+	// order, with hashes and what changed.
+	story := h.jsonLines("batch", "inspect", "--batch-id", batch, "--history")
+	var last float64
+	types := map[string]bool{}
+	for _, e := range story {
+		if e["seq"].(float64) <= last {
+			t.Fatalf("story out of order: %v", story)
+		}
+		last = e["seq"].(float64)
+		types[e["type"].(string)] = true
+		if len(e["hash"].(string)) != 64 || e["actor"] == "" || e["recorded_at"] == nil {
+			t.Fatalf("entry without hash, actor or time: %v", e)
+		}
+		if e["type"] == "batch.closed" {
+			found := false
+			for _, c := range e["changes"].([]any) {
+				c := c.(map[string]any)
+				if c["field"] == "state" && c["before"] == "cooldown" && c["after"] == "closed" {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("batch.closed does not show state cooldown -> closed: %v", e["changes"])
+			}
+		}
+	}
+	for _, want := range []string{"job.submitted", "job.completed", "batch.opened", "attempt.prepared", "attempt.accepted", "batch.closed"} {
+		if !types[want] {
+			t.Errorf("story lacks %s: %v", want, types)
+		}
+	}
+	// Up to a moment, the story stops there.
+	upTo := h.jsonLines("batch", "inspect", "--batch-id", batch, "--history", "--seq", strconv.FormatUint(seq1, 10))
+	if len(upTo) == 0 || len(upTo) >= len(story) || upTo[len(upTo)-1]["seq"].(float64) > float64(seq1) {
+		t.Errorf("story up to seq %d: %d entries of %d", seq1, len(upTo), len(story))
+	}
+	human := h.run("job", "query", job, "--history")
+	if human.code != 0 || !strings.Contains(human.stdout, "job.submitted") || !strings.Contains(human.stdout, "status") {
+		t.Errorf("human story: exit %d\n%s%s", human.code, human.stdout, human.stderr)
+	}
+
+	// The thread's batches over time, in FIFO order, with how each closed.
+	th := h.jsonLines("thread", "history", "--source-thread-id", "T")
+	if len(th) != 2 || th[0]["batch_id"] != batch || th[0]["close_reason"] != "delivered" || th[1]["opened_seq"].(float64) <= th[0]["opened_seq"].(float64) {
+		t.Errorf("thread history %v", th)
+	}
+	if r := h.run("thread", "history", "--source-thread-id", "T"); r.code != 0 || !strings.Contains(r.stdout, batch) || !strings.Contains(r.stdout, "delivered") {
+		t.Errorf("human thread history: %s%s", r.stdout, r.stderr)
+	}
+}
+
+func TestAsOf_BadMomentsAreRefusedAndAppendNothing(t *testing.T) {
+	h := deliveryHome(t, "")
+	h.behave("T", "accept")
+	job := h.ready("T")
+	var jq struct {
+		Batch struct {
+			BatchID string `json:"batch_id"`
+		} `json:"batch"`
+	}
+	h.ok(&jq, "job", "query", job)
+	head := h.status().LogHeadSeq
+	future := time.Date(2026, 11, 21, 11, 0, 0, 0, time.UTC).Format(time.RFC3339)
+	for _, c := range []struct {
+		args        []string
+		code        int
+		ecode, says string
+	}{
+		{[]string{"batch", "inspect", "--batch-id", jq.Batch.BatchID, "--as-of", future}, 2, "EINVAL", "in the future"},
+		{[]string{"batch", "inspect", "--batch-id", jq.Batch.BatchID, "--as-of", "2020-01-01T00:00:00Z"}, 2, "EINVAL", "before the first event"},
+		{[]string{"batch", "inspect", "--batch-id", jq.Batch.BatchID, "--as-of", "yesterday"}, 2, "EINVAL", "not an RFC 3339 time"},
+		{[]string{"job", "query", job, "--seq", strconv.FormatUint(head+100, 10)}, 2, "EINVAL", "past the head"},
+		{[]string{"batch", "inspect-head", "--source-thread-id", "T", "--seq", strconv.FormatUint(head+1, 10), "--history"}, 2, "EINVAL", "past the head"},
+		{[]string{"batch", "inspect", "--batch-id", job}, 2, "EINVAL", "is a job, not a batch"},
+		{[]string{"batch", "inspect", "--batch-id", job, "--seq", "1"}, 2, "EINVAL", "is a job, not a batch"},
+		{[]string{"batch", "inspect", "--batch-id", job, "--history"}, 2, "EINVAL", "is a job, not a batch"},
+		{[]string{"job", "query", jq.Batch.BatchID}, 2, "EINVAL", "is a batch, not a job"},
+		{[]string{"batch", "inspect", "--batch-id", jq.Batch.BatchID, "--seq", "1", "--as-of", testClock}, 2, "EINVAL", ""},
+	} {
+		r := h.run(append(c.args, "--json")...)
+		if r.code != c.code || !strings.Contains(r.stdout, `"`+c.ecode+`"`) || !strings.Contains(r.stdout+r.stderr, c.says) {
+			t.Errorf("%v: exit %d\n%s%s\nwant exit %d, %s, %q", c.args, r.code, r.stdout, r.stderr, c.code, c.ecode, c.says)
+		}
+	}
+	if got := h.status().LogHeadSeq; got != head {
+		t.Errorf("the refusals appended: head %d, was %d", got, head)
+	}
+}
