@@ -60,6 +60,7 @@ func (d *Daemon) ops() api.Table {
 	})
 
 	api.Handle(t, api.BatchCloseHead, d.closeHead)
+	api.Handle(t, api.BatchSupersede, d.supersede)
 	api.Handle(t, api.BatchInspectHead, func(ctx context.Context, a api.ThreadArgs) (query.BatchInspection, error) {
 		if a.SourceThreadID == "" {
 			return query.BatchInspection{}, errs.New(errs.EINVAL, "source thread id is empty")
@@ -314,6 +315,24 @@ func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseH
 		if in, err := d.inspect(ctx, id); err == nil {
 			out.Batch = &in.Batch
 		}
+	}
+	return out, nil
+}
+
+func (d *Daemon) supersede(ctx context.Context, a api.SupersedeArgs) (api.SupersedeReply, error) {
+	defer d.poke(ctx)
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "supersede:" + a.BatchID},
+		command.SupersedeBatch{Config: d.deliveryConfig(), BatchID: a.BatchID, Reason: a.Reason})
+	if errs.CodeOf(err) == errs.ENOENT {
+		_ = d.eng.Read(func(s engine.Snapshot) error { err = query.NotA(s, events.KindBatch, a.BatchID); return nil })
+	}
+	if err != nil {
+		return api.SupersedeReply{}, err
+	}
+	out := api.SupersedeReply{Outcome: res.Outcome, BatchID: a.BatchID}
+	out.SupersededBy, _ = res.Value.(string)
+	if in, err := d.inspect(ctx, a.BatchID); err == nil {
+		out.Batch = &in.Batch
 	}
 	return out, nil
 }

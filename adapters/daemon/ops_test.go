@@ -45,6 +45,7 @@ var replyBounds = map[string]string{
 	api.BatchInspectHead.Name: "one batch; its lists share query.PageBytes",
 	api.BatchInspect.Name:     "one batch; its lists share query.PageBytes",
 	api.BatchList.Name:        "paged (query.PageBytes)",
+	api.BatchSupersede.Name:   "one batch",
 	api.Wait.Name:             "paged (query.PageBytes)",
 
 	api.ArtifactPin.Name:  "small",

@@ -20,6 +20,24 @@ type BatchCmd struct {
 	Inspect     BatchInspectCmd     `cmd:"" help:"Show any batch by id, closed ones included, with its recovery envelope."`
 	List        BatchListCmd        `cmd:"" help:"List batches."`
 	SkipHead    BatchSkipHeadCmd    `cmd:"" help:"Move a thread's head behind every other ready head in the fair order (the batch stays open)."`
+	Supersede   BatchSupersedeCmd   `cmd:"" help:"Close a thread's head as superseded by the next batch of the thread, which takes its jobs."`
+}
+
+// BatchSupersedeCmd is `cbth batch supersede`.
+type BatchSupersedeCmd struct {
+	BatchID string `help:"The head batch a newer batch replaced." required:"" name:"batch-id"`
+	Reason  string `help:"Why (recorded as the close detail)." required:""`
+}
+
+// Run supersedes the head.
+func (c *BatchSupersedeCmd) Run(env *Env) error {
+	res, err := call(env, api.BatchSupersede, api.SupersedeArgs{BatchID: c.BatchID, Reason: c.Reason})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "batch %s: %s; its jobs went into %s\n", res.BatchID, res.Outcome, res.SupersededBy)
+	})
 }
 
 // BatchCloseHeadCmd is `cbth batch close-head`.

@@ -206,3 +206,105 @@ func TestAsOf_BadMomentsAreRefusedAndAppendNothing(t *testing.T) {
 		t.Errorf("the refusals appended: head %d, was %d", got, head)
 	}
 }
+
+func TestSupersede_CarriesTheJobsAndKeepsFIFO(t *testing.T) {
+	h := deliveryHome(t, "max_wait_window = \"0s\"")
+	h.behave("T", "accept") // each head stays open, cooling down
+	a := h.ready("T")
+	b := h.ready("T")
+	bs := h.batches("T")
+	if len(bs) != 2 || bs[0].JobIDs[0] != a || bs[1].JobIDs[0] != b {
+		t.Fatalf("batches %+v", bs)
+	}
+	first, second := bs[0].ID, bs[1].ID
+
+	// Refusals change nothing: not the head, a job's id, no reason.
+	head := h.status().LogHeadSeq
+	for _, c := range []struct {
+		args  []string
+		ecode string
+	}{
+		{[]string{"batch", "supersede", "--batch-id", second, "--reason", "x"}, "ESTATE"},
+		{[]string{"batch", "supersede", "--batch-id", a, "--reason", "x"}, "EINVAL"},
+		{[]string{"batch", "supersede", "--batch-id", "no-such-batch", "--reason", "x"}, "ENOENT"},
+	} {
+		if r := h.run(append(c.args, "--json")...); r.code == 0 || !strings.Contains(r.stdout, `"`+c.ecode+`"`) {
+			t.Errorf("%v: exit %d %s", c.args, r.code, r.stdout)
+		}
+	}
+	if got := h.status().LogHeadSeq; got != head {
+		t.Fatalf("refusals appended: head %d, was %d", got, head)
+	}
+
+	var rep struct {
+		Outcome      string `json:"outcome"`
+		SupersededBy string `json:"superseded_by"`
+		Batch        struct {
+			State        string `json:"state"`
+			CloseReason  string `json:"close_reason"`
+			CloseDetail  string `json:"close_detail"`
+			SupersededBy string `json:"superseded_by"`
+		} `json:"batch"`
+	}
+	h.ok(&rep, "batch", "supersede", "--batch-id", first, "--reason", "a newer CI run replaced it")
+	if rep.Outcome != "superseded" || rep.SupersededBy != second || rep.Batch.State != "closed" || rep.Batch.CloseReason != "superseded" ||
+		rep.Batch.CloseDetail != "a newer CI run replaced it" || rep.Batch.SupersededBy != second {
+		t.Fatalf("supersede: %+v", rep)
+	}
+	h.ok(&rep, "batch", "supersede", "--batch-id", first, "--reason", "again")
+	if rep.Outcome != "already_superseded" || rep.SupersededBy != second {
+		t.Fatalf("repeat: %+v", rep)
+	}
+	// The jobs went into the next batch, which is the head now; the
+	// superseded one's job follows it there.
+	bs = h.batches("T")
+	if !bs[1].Head || len(bs[1].JobIDs) != 2 || bs[1].JobIDs[0] != b || bs[1].JobIDs[1] != a {
+		t.Fatalf("after supersede: %+v", bs)
+	}
+	var jq struct {
+		Batch struct {
+			BatchID string `json:"batch_id"`
+		} `json:"batch"`
+	}
+	h.ok(&jq, "job", "query", a)
+	if jq.Batch.BatchID != second {
+		t.Fatalf("job %s still points at batch %s", a, jq.Batch.BatchID)
+	}
+	// A later job queues behind; the FIFO delivers the new head (with
+	// both jobs) before it.
+	c := h.ready("T")
+	h.behave("T", "deliver")
+	h.advance("31s")
+	h.advance("31s")
+	var got [][]string
+	for _, d := range h.deliveries("T") {
+		got = append(got, d.JobIDs)
+	}
+	want := [][]string{{a}, {b, a}, {c}}
+	if len(got) < 3 || !reflect.DeepEqual(got[len(got)-2:], want[1:]) || !reflect.DeepEqual(got[0], want[0]) {
+		t.Fatalf("deliveries %v, want %v (with redeliveries of the first in between allowed only before the supersede)", got, want)
+	}
+	var w struct {
+		OK bool `json:"ok"`
+	}
+	h.ok(&w, "wait", "--job-id", a, "--job-id", b, "--job-id", c)
+	if !w.OK {
+		t.Fatalf("wait: %+v", w)
+	}
+	th := h.jsonLines("thread", "history", "--source-thread-id", "T")
+	if len(th) != 3 || th[0]["batch_id"] != first || th[0]["close_reason"] != "superseded" || th[1]["close_reason"] != "delivered" || th[2]["close_reason"] != "delivered" {
+		t.Fatalf("thread history %v", th)
+	}
+	// Its story shows the supersede.
+	story := h.jsonLines("batch", "inspect", "--batch-id", first, "--history")
+	if story[len(story)-1]["type"] == nil {
+		t.Fatal("no story")
+	}
+	found := false
+	for _, e := range story {
+		found = found || e["type"] == "batch.superseded"
+	}
+	if !found {
+		t.Errorf("the story lacks batch.superseded")
+	}
+}

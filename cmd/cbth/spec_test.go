@@ -213,6 +213,14 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	json.Unmarshal([]byte(out("job", "query", sub.JobID)), &art)
 	doc("artifact-pin", "artifact", "pin", "--artifact-id", art.Artifact.ID, "--for", "1h")
 
+	h.behave("S", "accept")
+	h.ready("S")
+	h.ready("S")
+	var sb []struct {
+		ID string `json:"batch_id"`
+	}
+	json.Unmarshal([]byte(out("batch", "list", "--thread-id", "S")), &sb)
+	doc("batch-supersede", "batch", "supersede", "--batch-id", sb[0].ID, "--reason", "replaced")
 	doc("debug-target", "debug", "target", "--thread-id", "U", "async")
 	h.ready("U")
 	doc("batch-inspect", "batch", "inspect-head", "--source-thread-id", "U")

@@ -52,6 +52,8 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.FailReason, j.CompletedAt = p.Reason, e.RecordedAt
 	case *events.JobCancelled:
 		j.CancelReason = p.Reason
+	case *events.JobCarried:
+		j.BatchID = p.BatchID
 	}
 }
 
@@ -125,6 +127,7 @@ type Batch struct {
 	CloseReason                 string                   `json:"close_reason,omitempty"`
 	Undelivered                 bool                     `json:"undelivered,omitempty"`
 	CloseDetail                 string                   `json:"close_detail,omitempty"`
+	SupersededBy                string                   `json:"superseded_by,omitempty"`
 	DeliveryMode                string                   `json:"delivery_mode,omitempty"`
 	Policy                      events.DeliveryPolicy    `json:"delivery_policy"`
 	InlinePayloadBytes          int64                    `json:"inline_payload_bytes"`
@@ -195,6 +198,10 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 			b.Undelivered = true
 			b.ParkNotified, b.ParkNotifyAttempts, b.ParkNextRetry = false, 0, e.RecordedAt
 		}
+	case *events.BatchSuperseded:
+		b.ClosedAt, b.CloseReason, b.CloseDetail = e.RecordedAt, "superseded", p.Reason
+		b.SupersededBy = p.SupersededBy
+		b.IsHead = false
 	case *events.BatchHandoffRecorded:
 		env := p.Envelope
 		b.ContinuationBoundaryState = BoundaryCrossed

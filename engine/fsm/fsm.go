@@ -61,6 +61,11 @@ var jobTable = Table{
 		{"job.failed", []string{"running"}, "failed"},
 		{"job.cancelled", []string{"running", "ready"}, "cancelled"},
 	},
+	Updates: []Update{
+		// A superseded batch's ready jobs move into the batch that
+		// superseded it.
+		{"job.carried", []string{"ready"}},
+	},
 }
 
 var batchOpen = []string{"queued", "materialized", "cooldown"}
@@ -74,6 +79,8 @@ var batchTable = Table{
 		{"batch.delivery_accepted", []string{"materialized"}, "cooldown"},
 		{"batch.closed", batchOpen, "closed"},
 		{"batch.handoff_recorded", []string{"cooldown"}, "closed"},
+		// An operator's supersede of the head: close_reason superseded.
+		{"batch.superseded", batchOpen, "closed"},
 	},
 	Updates: []Update{
 		{"batch.jobs_added", []string{"queued"}},

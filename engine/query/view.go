@@ -158,6 +158,7 @@ type BatchView struct {
 	ClosedAt                    *time.Time            `json:"closed_at"`
 	CloseReason                 string                `json:"close_reason"`
 	CloseDetail                 string                `json:"close_detail"`
+	SupersededBy                string                `json:"superseded_by"`
 	CreatedAt                   time.Time             `json:"created_at"`
 	UpdatedAt                   time.Time             `json:"updated_at"`
 	// DeliveryTarget is a codex_app_server batch's resolved target.
@@ -186,7 +187,7 @@ func NewBatchView(b *aggregate.Batch) BatchView {
 		BoundaryGeneration: b.BoundaryGeneration, BoundarySnapshotRevision: b.BoundarySnapshotRevision,
 		BoundaryRecoveryBytes: b.BoundaryRecoveryBytes, BoundaryRecoveryRetention: opt(b.BoundaryRecoveryRetention),
 		BoundaryRecoveryOperatorPin: opt(b.BoundaryRecoveryOperatorPin), ClosedAt: opt(b.ClosedAt),
-		CloseReason: b.CloseReason, CloseDetail: b.CloseDetail, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, Version: b.Version,
+		CloseReason: b.CloseReason, CloseDetail: b.CloseDetail, SupersededBy: b.SupersededBy, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, Version: b.Version,
 		DeliveryTarget: b.DeliveryTarget,
 	}
 }

@@ -90,6 +90,7 @@ var (
 	BatchInspectHead = Op[ThreadArgs, query.BatchInspection]{Name: "batch.inspect_head"}
 	BatchInspect     = Op[BatchArgs, query.BatchInspection]{Name: "batch.inspect"}
 	BatchList        = Op[BatchListArgs, query.BatchPage]{Name: "batch.list"}
+	BatchSupersede   = Op[SupersedeArgs, SupersedeReply]{Name: "batch.supersede"}
 	Wait             = Op[WaitArgs, query.WaitResult]{Name: "wait"}
 
 	ArtifactPin = Op[PinArgs, PinReply]{Name: "artifact.pin"}
@@ -156,7 +157,7 @@ type RouteReply struct {
 var All = []string{
 	Ping.Name, DaemonStatus.Name, DaemonStop.Name,
 	JobSubmit.Name, JobComplete.Name, JobFail.Name, JobCancel.Name, JobQuery.Name, JobList.Name,
-	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, Wait.Name,
+	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, BatchSupersede.Name, Wait.Name,
 	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name, History.Name, ThreadHistory.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name, CtxServe.Name,
@@ -280,6 +281,21 @@ type CloseHeadReply struct {
 	Outcome string           `json:"outcome"`
 	BatchID string           `json:"batch_id"`
 	Batch   *query.BatchView `json:"batch"`
+}
+
+// SupersedeArgs are batch.supersede's request.
+type SupersedeArgs struct {
+	BatchID string `json:"batch_id"`
+	Reason  string `json:"reason"`
+}
+
+// SupersedeReply is batch.supersede's reply: the superseded batch after
+// the command, and the batch its jobs went into.
+type SupersedeReply struct {
+	Outcome      string           `json:"outcome"`
+	BatchID      string           `json:"batch_id"`
+	SupersededBy string           `json:"superseded_by"`
+	Batch        *query.BatchView `json:"batch"`
 }
 
 // ThreadArgs name a thread.
