@@ -3,6 +3,8 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -306,5 +308,84 @@ func TestSupersede_CarriesTheJobsAndKeepsFIFO(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the story lacks batch.superseded")
+	}
+}
+
+// The seed's names: a batch's policy flags at its top level, a job's
+// metadata_ref, an artifact's retention_until, an attempt's snapshot_path
+// (Desktop: the ready entry's locator) and delivery_deadline.
+func TestSeedNames_PolicyFlagsRefsAndAttemptFields(t *testing.T) {
+	h := desktopHome(t)
+	h.readyDesktop("S")
+	ready := h.claim().Ready
+	if ready == nil {
+		t.Fatal("nothing ready")
+	}
+	var in struct {
+		Batch    map[string]any   `json:"batch"`
+		Attempts []map[string]any `json:"attempts"`
+	}
+	h.ok(&in, "batch", "inspect-head", "--source-thread-id", "S")
+	if len(in.Attempts) != 1 || in.Attempts[0]["snapshot_path"] != ready.SnapshotPath || ready.SnapshotPath == "" {
+		t.Errorf("a Desktop attempt's snapshot_path %v, the ready entry's %q", in.Attempts[0]["snapshot_path"], ready.SnapshotPath)
+	}
+	if in.Attempts[0]["delivery_deadline"] != in.Batch["redelivery_window_ends_at"] {
+		t.Errorf("delivery_deadline %v, the batch's window ends %v", in.Attempts[0]["delivery_deadline"], in.Batch["redelivery_window_ends_at"])
+	}
+	var jp struct {
+		Policy map[string]any `json:"delivery_policy"`
+	}
+	h.ok(&jp, "job", "query", in.Batch["job_ids"].([]any)[0].(string))
+	for _, k := range []string{"read_only", "requires_approval", "requires_network", "requires_write_access"} {
+		if in.Batch["delivery_"+k] != jp.Policy[k] {
+			t.Errorf("batch delivery_%s = %v, its job's policy says %v", k, in.Batch["delivery_"+k], jp.Policy[k])
+		}
+	}
+	if _, ok := in.Batch["delivery_policy"]; ok {
+		t.Errorf("the batch still prints delivery_policy: %v", in.Batch)
+	}
+
+	d := deliveryHome(t, "max_wait_window = \"0s\"")
+	meta := filepath.Join(t.TempDir(), "meta.json")
+	os.WriteFile(meta, []byte(`{"pr": 42, "delivery_policy": {"read_only": true}}`), 0o600)
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	d.behave("T", "accept")
+	d.ok(&sub, "job", "submit", "--target", "debug", "--thread-id", "T", "--task-kind", "ci", "--summary", "s", "--metadata-file", meta)
+	result := filepath.Join(t.TempDir(), "r.json")
+	os.WriteFile(result, []byte(`{}`), 0o600)
+	d.ok(nil, "job", "complete", "--job-id", sub.JobID, "--summary", "ok", "--result-file", result)
+	var job struct {
+		MetadataRef string `json:"metadata_ref"`
+		Artifact    struct {
+			RetentionUntil *string `json:"retention_until"`
+			GCEligibleAt   string  `json:"gc_eligible_at"`
+		} `json:"artifact"`
+		Batch struct {
+			BatchID string `json:"batch_id"`
+		} `json:"batch"`
+	}
+	d.ok(&job, "job", "query", sub.JobID)
+	ref, ok := strings.CutPrefix(job.MetadataRef, "log:")
+	ex := d.jsonLines("events", "export", "--from", ref)
+	if !ok || len(ex) == 0 || ex[0]["type"] != "job.submitted" || ex[0]["payload"].(map[string]any)["metadata"] == nil {
+		t.Errorf("metadata_ref %q does not name the submit that carried it", job.MetadataRef)
+	}
+	if job.Artifact.RetentionUntil != nil {
+		t.Errorf("retention_until %v while an open batch holds the artifact", *job.Artifact.RetentionUntil)
+	}
+	var bi struct {
+		Batch    map[string]any   `json:"batch"`
+		Attempts []map[string]any `json:"attempts"`
+	}
+	d.ok(&bi, "batch", "inspect", "--batch-id", job.Batch.BatchID)
+	if bi.Batch["delivery_read_only"] != true || bi.Attempts[0]["snapshot_path"] != "" || bi.Attempts[0]["delivery_deadline"] == nil {
+		t.Errorf("a debug batch and attempt: %v %v", bi.Batch, bi.Attempts)
+	}
+	d.ok(nil, "batch", "close-head", "--source-thread-id", "T", "--reason", "operator_confirmed_delivery")
+	d.ok(&job, "job", "query", sub.JobID)
+	if job.Artifact.RetentionUntil == nil || *job.Artifact.RetentionUntil != job.Artifact.GCEligibleAt {
+		t.Errorf("retention_until %v after the close, gc_eligible_at %s", job.Artifact.RetentionUntil, job.Artifact.GCEligibleAt)
 	}
 }

@@ -113,6 +113,7 @@ type Batch struct {
 	BoundaryGeneration          uint64                   `json:"boundary_generation,omitempty"`
 	BoundarySnapshotRevision    uint64                   `json:"boundary_snapshot_revision,omitempty"`
 	BoundaryRecoveryEnvelope    *events.RecoveryEnvelope `json:"boundary_recovery_envelope,omitempty"`
+	BoundaryRecoverySeq         uint64                   `json:"boundary_recovery_envelope_seq,omitempty"` // the event that holds it
 	BoundaryRecoveryBytes       int64                    `json:"boundary_recovery_envelope_bytes,omitempty"`
 	BoundaryRecoveryRetention   time.Time                `json:"boundary_recovery_retention_until,omitzero"`
 	BoundaryRecoveryOperatorPin time.Time                `json:"boundary_recovery_operator_pin_until,omitzero"`
@@ -207,7 +208,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.ContinuationBoundaryState = BoundaryCrossed
 		b.ContinuationBoundaryAt = e.RecordedAt
 		b.BoundaryAttemptID, b.BoundaryGeneration, b.BoundarySnapshotRevision = p.AttemptID, p.Generation, p.SnapshotRevision
-		b.BoundaryRecoveryEnvelope = &env
+		b.BoundaryRecoveryEnvelope, b.BoundaryRecoverySeq = &env, e.Seq
 		b.BoundaryRecoveryBytes = p.EnvelopeBytes
 		b.BoundaryRecoveryRetention = env.RetentionUntil
 		b.ReplayPolicy = ReplayManual
@@ -216,7 +217,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 	case *events.BatchRecoveryPinned:
 		b.BoundaryRecoveryOperatorPin, b.BoundaryRecoveryRetention = p.PinUntil, p.RetentionUntil
 	case *events.BatchRecoveryCollected:
-		b.BoundaryRecoveryEnvelope, b.BoundaryRecoveryCollected = nil, e.RecordedAt
+		b.BoundaryRecoveryEnvelope, b.BoundaryRecoveryCollected, b.BoundaryRecoverySeq = nil, e.RecordedAt, 0
 	}
 }
 
