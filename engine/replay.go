@@ -304,7 +304,7 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	if p := catch(func() {
 		err = e.db.View(func(tx *bolt.Tx) error {
 			var err error
-			rep, err = verifyTx(ctx, tx, e.ms)
+			rep, err = verifyTx(ctx, tx, e.ms, nil)
 			return err
 		})
 	}); p != nil {
@@ -324,6 +324,12 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 // missing or empty where a log was, or that bbolt cannot open, is a
 // report with that problem.
 func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report, error) {
+	return VerifyFileProgress(ctx, path, timeout, nil)
+}
+
+// VerifyFileProgress is VerifyFile calling progress (when not nil) with
+// each seq the walk of the log reaches.
+func VerifyFileProgress(ctx context.Context, path string, timeout time.Duration, progress func(seq uint64)) (Report, error) {
 	var rep Report
 	ack, _, hasAck, err := ReadAck(path)
 	if err != nil {
@@ -356,7 +362,7 @@ func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report
 			if tx.Bucket(bucketLog) == nil {
 				return errs.New(errs.ENOENT, "%s holds no cbth log", path)
 			}
-			r, err := verifyTx(ctx, tx, fsm.New())
+			r, err := verifyTx(ctx, tx, fsm.New(), progress)
 			r.Problems = append(rep.Problems, r.Problems...)
 			rep = r
 			return err
@@ -409,7 +415,7 @@ func checkAck(path string, db *bolt.DB, rep *Report) {
 	}
 }
 
-func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error) {
+func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, progress func(uint64)) (Report, error) {
 	var rep Report
 	add := rep.add
 	m := newMemory(ms)
@@ -423,6 +429,9 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error
 			return nil
 		}
 		rep.Events++
+		if progress != nil {
+			progress(d.key)
+		}
 		if d.key != prevSeq+1 {
 			add(d.key, errs.ECORRUPT, "seq gap: %d follows %d", d.key, prevSeq)
 		}

@@ -191,7 +191,12 @@ func (c *WaitCmd) Run(env *Env) error {
 		return errs.New(errs.EINVAL, "give --job-id or --thread-id")
 	}
 	args := api.WaitArgs{JobIDs: c.JobID, SourceThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()}
-	res, err := call(env, api.Wait, args)
+	var res query.WaitResult
+	err := env.spin(fmt.Sprintf("waiting for %s", waitWhat(c.JobID, c.ThreadID)), func() error {
+		var err error
+		res, err = call(env, api.Wait, args)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -216,6 +221,13 @@ func (c *WaitCmd) Run(env *Env) error {
 		return reported{errs.New(errs.ESTATE, "not every job was delivered")}
 	}
 	return nil
+}
+
+func waitWhat(jobs []string, thread string) string {
+	if len(jobs) > 0 {
+		return fmt.Sprintf("%d jobs", len(jobs))
+	}
+	return "the jobs of thread " + thread
 }
 
 // warnUndelivered tells the user, on stderr (with or without --json), of

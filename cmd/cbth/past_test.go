@@ -389,3 +389,65 @@ func TestSeedNames_PolicyFlagsRefsAndAttemptFields(t *testing.T) {
 		t.Errorf("retention_until %v after the close, gc_eligible_at %s", job.Artifact.RetentionUntil, job.Artifact.GCEligibleAt)
 	}
 }
+
+// events diff: the first divergence field by field, and how every
+// aggregate compares; exit 0 same, 1 different.
+func TestEventsDiff_FieldsAndAggregates(t *testing.T) {
+	a := deliveryHome(t, "max_wait_window = \"0s\"")
+	b := deliveryHome(t, "max_wait_window = \"0s\"")
+	for _, h := range []*homeDir{a, b} {
+		h.ready("T")
+	}
+	same := a.status().LogHeadSeq
+	a.submitTo("debug", "X")
+	b.submitTo("debug", "Y")
+	b.submitTo("debug", "Z")
+	a.ok(nil, "daemon", "stop")
+	b.ok(nil, "daemon", "stop")
+	if r := a.run("events", "diff", a.root, a.root, "--json"); r.code != 0 || !strings.Contains(r.stdout, `"identical": true`) {
+		t.Fatalf("a log against itself: exit %d %s", r.code, r.stdout)
+	}
+	r := a.run("events", "diff", a.root, b.root, "--json")
+	var res struct {
+		Identical bool   `json:"identical"`
+		First     uint64 `json:"first_divergent_seq"`
+		Fields    []struct {
+			Field string `json:"field"`
+			A, B  any
+		} `json:"fields"`
+		Aggregates struct {
+			Same    int `json:"same"`
+			Changed int `json:"changed"`
+			OnlyA   int `json:"only_in_a"`
+			OnlyB   int `json:"only_in_b"`
+		} `json:"aggregates"`
+		Streams []struct {
+			Stream, Status string
+		} `json:"streams"`
+	}
+	if r.code != 1 || json.Unmarshal([]byte(r.stdout), &res) != nil || res.Identical || res.First != same+1 {
+		t.Fatalf("diff: exit %d %s", r.code, r.stdout)
+	}
+	fields := map[string][2]any{}
+	for _, f := range res.Fields {
+		fields[f.Field] = [2]any{f.A, f.B}
+	}
+	if got := fields["payload.source_thread_id"]; got != [2]any{"X", "Y"} {
+		t.Errorf("payload.source_thread_id at the divergence: %v (fields %v)", got, fields)
+	}
+	if _, ok := fields["hash"]; !ok {
+		t.Errorf("the hashes differ but are not listed: %v", fields)
+	}
+	if _, ok := fields["type"]; ok {
+		t.Errorf("the types are the same but listed: %v", fields)
+	}
+	// The X/Y job has one id in both logs (ids derive from the chain) and
+	// other events: changed; the Z job only in B; the rest the same.
+	if res.Aggregates.Same == 0 || res.Aggregates.Changed != 1 || res.Aggregates.OnlyB != 1 || res.Aggregates.OnlyA != 0 || len(res.Streams) != 2 {
+		t.Errorf("aggregates %+v streams %+v", res.Aggregates, res.Streams)
+	}
+	human := a.run("events", "diff", a.root, b.root)
+	if human.code != 1 || !strings.Contains(human.stdout, "payload.source_thread_id") || !strings.Contains(human.stdout, "1 changed, 0 only in A, 1 only in B") {
+		t.Errorf("human diff: %s", human.stdout)
+	}
+}
