@@ -52,6 +52,7 @@ var replyBounds = map[string]string{
 	api.EventsVerify.Name: "small: at most 100 problems",
 	api.EventsRead.Name:   "paged (query.PageBytes)",
 	api.History.Name:      "paged (query.PageBytes)",
+	api.WatchNext.Name:    "at most maxWatchItems of each list, the rest counted",
 
 	api.ThreadHistory.Name: "paged (query.PageBytes)",
 

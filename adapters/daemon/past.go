@@ -19,6 +19,7 @@ import (
 // pastOps registers the history operations.
 func (d *Daemon) pastOps(t api.Table) {
 	api.Handle(t, api.History, d.history)
+	api.Handle(t, api.WatchNext, d.watchNext)
 	api.Handle(t, api.ThreadHistory, func(_ context.Context, a api.ThreadHistoryArgs) (p query.ThreadHistoryPage, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error {
 			p, err = query.ThreadHistory(s, a.SourceThreadID, a.After, a.Limit)

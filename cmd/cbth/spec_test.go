@@ -168,6 +168,26 @@ func (c *shapeCheck) value(shape, what string, v any) {
 }
 
 // Every command's --json output has the shape spec/cli.md documents.
+// watchOnce returns the first line cbth watch --json prints.
+func watchOnce(t *testing.T, h *homeDir) string {
+	t.Helper()
+	c := h.cmd("watch", "--json")
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	c.Process.Signal(os.Interrupt)
+	c.Wait()
+	if err != nil {
+		t.Fatalf("watch --json printed no line: %v", err)
+	}
+	return line
+}
+
 func TestJSONShapesMatchTheSpec(t *testing.T) {
 	c := &shapeCheck{t: t, shapes: loadShapes(t), seen: map[string]bool{}}
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
@@ -226,6 +246,7 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	doc("batch-inspect", "batch", "inspect-head", "--source-thread-id", "U")
 	doc("debug-turn", "debug", "turn", "--thread-id", "U", "--event", "started")
 	doc("debug-clock", "debug", "clock", "--advance", "1s")
+	c.lines("watch", "watch --json", watchOnce(t, h))
 	doc("daemon-status", "daemon", "status")
 
 	r := h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sh", "-c", "echo task output")
