@@ -100,11 +100,11 @@ var (
 
 	// The operator's and auditor's time machine (spec/cli.md, "History"):
 	// a batch's, a job's or a thread's story.
-	History       = Op[HistoryArgs, query.HistoryPage]{Name: "audit.history"}
+	History = Op[HistoryArgs, query.HistoryPage]{Name: "audit.history"}
 	// WatchNext is `cbth watch`'s subscription: it waits for a commit
 	// past After, then answers the live view. Passive: watching neither
 	// keeps the daemon up nor counts as activity.
-	WatchNext = Op[WatchArgs, WatchView]{Name: "watch.next", Passive: true}
+	WatchNext     = Op[WatchArgs, WatchView]{Name: "watch.next", Passive: true}
 	ThreadHistory = Op[ThreadHistoryArgs, query.ThreadHistoryPage]{Name: "thread.history"}
 
 	DebugTargetSet = Op[DebugSetArgs, DebugSetReply]{Name: "debug.target.set"}
