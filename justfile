@@ -45,6 +45,11 @@ bench:
 bench-startup:
     go test -run 'StartupWithALargeLog' -v -timeout 60m ./cmd/cbth/ -args -startup.events=1000000 -startup.open=100000
 
+# A batch inspection as of a past seq on a log of 1,000,000 events,
+# against the same run's bare read of the events it folds (bound: 2x).
+bench-asof:
+    go test -run '^$' -bench 'AsOf' -benchtime 1x -timeout 60m ./engine/ -args -bench.asof=1000000
+
 # Longer reliability runs: more kill -9 rounds (of the log, and of the real
 # daemon under CLI load with deliveries, plus the storage-fault table), a
 # bigger random replay, fuzzing.

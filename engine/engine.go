@@ -839,6 +839,9 @@ func (w *txWriter) put(env *events.Envelope, rec []byte) error {
 	if err := w.putRecord(env, rec); err != nil {
 		return err
 	}
+	if err := w.ptx.PutStreamSeq(env.Stream, env.Seq); err != nil {
+		return err
+	}
 	if env.CommandID != "" {
 		return w.ptx.PutCommand(env.CommandID, env.Seq)
 	}

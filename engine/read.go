@@ -44,31 +44,10 @@ func walkLog(tx *bolt.Tx, from uint64, fn func(events.Envelope) error) error {
 	return nil
 }
 
-// ReadStream calls fn for every event of one stream, in version order. It
-// walks the log between the stream's first and last event: the log keeps
-// no per-stream index, because every extra page an append dirties costs
-// flush time on the hot path.
+// ReadStream calls fn for every event of one stream, in version order,
+// found through the per-stream index (see ReadStreamUntil).
 func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error) error {
-	var first, last uint64
-	err := e.View(func(v *projections.Tx) error {
-		s, err := v.State(sid.Kind, sid.ID)
-		if s != nil {
-			first, last = s.Head().FirstSeq, s.Head().LastSeq
-		}
-		return err
-	})
-	if err != nil || first == 0 {
-		return err
-	}
-	return e.ReadFrom(first, func(env events.Envelope) error {
-		if env.Seq > last {
-			return ErrStop
-		}
-		if env.Stream != sid {
-			return nil
-		}
-		return fn(env)
-	})
+	return e.ReadStreamUntil(sid, 0, fn)
 }
 
 // View runs fn against a consistent read-only view of the projections.

@@ -136,13 +136,15 @@ type memory struct {
 	ms       *fsm.Machines
 	states   map[events.StreamID]aggregate.State
 	commands map[string]projections.CommandRange
+	streams  map[events.StreamID][]uint64 // each stream's seqs, for the per-stream index
 	last     uint64
 	lastHash events.Hash
 	count    uint64
 }
 
 func newMemory(ms *fsm.Machines) *memory {
-	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]projections.CommandRange{}}
+	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]projections.CommandRange{},
+		streams: map[events.StreamID][]uint64{}}
 }
 
 // apply folds one event in, validating it through the machines.
@@ -155,6 +157,7 @@ func (m *memory) apply(d *decoded) error {
 		return err
 	}
 	m.states[d.env.Stream] = s
+	m.streams[d.env.Stream] = append(m.streams[d.env.Stream], d.env.Seq)
 	if id := d.env.CommandID; id != "" {
 		r, ok := m.commands[id]
 		if !ok {
@@ -173,7 +176,7 @@ func (m *memory) image() (projections.Image, error) {
 	for _, s := range m.states {
 		list = append(list, s)
 	}
-	return projections.ImageOf(list, m.commands, m.last)
+	return projections.ImageOf(list, m.commands, m.streams, m.last)
 }
 
 // RebuildStats reports what a Rebuild did.
@@ -301,7 +304,7 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	if p := catch(func() {
 		err = e.db.View(func(tx *bolt.Tx) error {
 			var err error
-			rep, err = verifyTx(ctx, tx, e.ms)
+			rep, err = verifyTx(ctx, tx, e.ms, nil)
 			return err
 		})
 	}); p != nil {
@@ -321,6 +324,12 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 // missing or empty where a log was, or that bbolt cannot open, is a
 // report with that problem.
 func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report, error) {
+	return VerifyFileProgress(ctx, path, timeout, nil)
+}
+
+// VerifyFileProgress is VerifyFile calling progress (when not nil) with
+// each seq the walk of the log reaches.
+func VerifyFileProgress(ctx context.Context, path string, timeout time.Duration, progress func(seq uint64)) (Report, error) {
 	var rep Report
 	ack, _, hasAck, err := ReadAck(path)
 	if err != nil {
@@ -353,7 +362,7 @@ func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report
 			if tx.Bucket(bucketLog) == nil {
 				return errs.New(errs.ENOENT, "%s holds no cbth log", path)
 			}
-			r, err := verifyTx(ctx, tx, fsm.New())
+			r, err := verifyTx(ctx, tx, fsm.New(), progress)
 			r.Problems = append(rep.Problems, r.Problems...)
 			rep = r
 			return err
@@ -406,7 +415,7 @@ func checkAck(path string, db *bolt.DB, rep *Report) {
 	}
 }
 
-func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error) {
+func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, progress func(uint64)) (Report, error) {
 	var rep Report
 	add := rep.add
 	m := newMemory(ms)
@@ -420,6 +429,9 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines) (Report, error
 			return nil
 		}
 		rep.Events++
+		if progress != nil {
+			progress(d.key)
+		}
 		if d.key != prevSeq+1 {
 			add(d.key, errs.ECORRUPT, "seq gap: %d follows %d", d.key, prevSeq)
 		}

@@ -13,6 +13,7 @@ func declarations() []declaration {
 		decl[JobCompleted](KindJob),
 		decl[JobFailed](KindJob),
 		decl[JobCancelled](KindJob),
+		decl[JobCarried](KindJob),
 
 		decl[BatchOpened](KindBatch),
 		decl[BatchJobsAdded](KindBatch),
@@ -21,6 +22,7 @@ func declarations() []declaration {
 		decl[BatchReplayPolicyChanged](KindBatch),
 		decl[BatchEligibleAfterSet](KindBatch),
 		decl[BatchClosed](KindBatch),
+		decl[BatchSuperseded](KindBatch),
 		decl[BatchHandoffRecorded](KindBatch),
 		decl[BatchRecoveryPinned](KindBatch),
 		decl[BatchPromoted](KindBatch),
@@ -180,6 +182,13 @@ type JobFailed struct {
 	Reason string `json:"reason"`
 }
 
+// JobCarried moves a ready job's result from a superseded batch into the
+// batch that superseded it.
+type JobCarried struct {
+	FromBatchID string `json:"from_batch_id"`
+	BatchID     string `json:"batch_id"`
+}
+
 // JobCancelled records an explicit cancel by the submitter or user.
 type JobCancelled struct {
 	Reason string `json:"reason,omitempty"`
@@ -269,6 +278,16 @@ type BatchReplayPolicyChanged struct {
 type BatchEligibleAfterSet struct {
 	EligibleAfter time.Time `json:"eligible_after"`
 	Reason        string    `json:"reason"`
+}
+
+// BatchSuperseded closes a head batch whose result a newer batch of the
+// thread replaced (close_reason superseded): its jobs and artifacts are
+// carried into SupersededBy, the next batch of its thread, in the same
+// append.
+type BatchSuperseded struct {
+	Reason       string   `json:"reason"`
+	SupersededBy string   `json:"superseded_by"`
+	JobIDs       []string `json:"job_ids"`
 }
 
 // BatchClosed is a batch reaching its terminal state.
@@ -933,6 +952,8 @@ func (JobSubmitted) EventType() string                { return "job.submitted" }
 func (JobCompleted) EventType() string                { return "job.completed" }
 func (JobFailed) EventType() string                   { return "job.failed" }
 func (JobCancelled) EventType() string                { return "job.cancelled" }
+func (JobCarried) EventType() string                  { return "job.carried" }
+func (BatchSuperseded) EventType() string             { return "batch.superseded" }
 func (BatchOpened) EventType() string                 { return "batch.opened" }
 func (BatchJobsAdded) EventType() string              { return "batch.jobs_added" }
 func (BatchMaterialized) EventType() string           { return "batch.materialized" }

@@ -37,7 +37,18 @@ func (d *Daemon) ops() api.Table {
 		return d.cancel(ctx, d.meta(""), a.JobID, func(c command.CancelJob) engine.Decider { return c }, a.Reason)
 	})
 	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error { v, err = query.Job(s, a.JobID); return err })
+		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
+			if err != nil {
+				return v, err
+			}
+			return d.jobPast(a.JobID, seq)
+		}
+		err = d.eng.Read(func(s engine.Snapshot) error {
+			if v, err = query.Job(s, a.JobID); errs.CodeOf(err) == errs.ENOENT {
+				err = query.NotA(s, events.KindJob, a.JobID)
+			}
+			return err
+		})
 		return v, err
 	})
 	api.Handle(t, api.JobList, func(_ context.Context, a api.JobListArgs) (p query.JobPage, err error) {
@@ -49,9 +60,20 @@ func (d *Daemon) ops() api.Table {
 	})
 
 	api.Handle(t, api.BatchCloseHead, d.closeHead)
+	api.Handle(t, api.BatchSupersede, d.supersede)
 	api.Handle(t, api.BatchInspectHead, func(ctx context.Context, a api.ThreadArgs) (query.BatchInspection, error) {
 		if a.SourceThreadID == "" {
 			return query.BatchInspection{}, errs.New(errs.EINVAL, "source thread id is empty")
+		}
+		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
+			if err != nil {
+				return query.BatchInspection{}, err
+			}
+			head, err := d.headPast(a.SourceThreadID, seq)
+			if err != nil {
+				return query.BatchInspection{}, err
+			}
+			return d.inspectPast(head, seq)
 		}
 		var head string
 		_ = d.eng.Read(func(s engine.Snapshot) error { head = query.HeadBatchID(s, a.SourceThreadID); return nil })
@@ -61,6 +83,12 @@ func (d *Daemon) ops() api.Table {
 		return d.inspect(ctx, head)
 	})
 	api.Handle(t, api.BatchInspect, func(ctx context.Context, a api.BatchArgs) (query.BatchInspection, error) {
+		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
+			if err != nil {
+				return query.BatchInspection{}, err
+			}
+			return d.inspectPast(a.BatchID, seq)
+		}
 		in, err := d.inspect(ctx, a.BatchID)
 		if err != nil {
 			return in, err
@@ -146,6 +174,7 @@ func (d *Daemon) ops() api.Table {
 	d.gatewayOps(t)
 	d.mcpOps(t)
 	d.mcpDesktopOps(t)
+	d.pastOps(t)
 	return t
 }
 
@@ -288,10 +317,33 @@ func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseH
 	return out, nil
 }
 
+func (d *Daemon) supersede(ctx context.Context, a api.SupersedeArgs) (api.SupersedeReply, error) {
+	defer d.poke(ctx)
+	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "supersede:" + a.BatchID},
+		command.SupersedeBatch{Config: d.deliveryConfig(), BatchID: a.BatchID, Reason: a.Reason})
+	if errs.CodeOf(err) == errs.ENOENT {
+		_ = d.eng.Read(func(s engine.Snapshot) error { err = query.NotA(s, events.KindBatch, a.BatchID); return nil })
+	}
+	if err != nil {
+		return api.SupersedeReply{}, err
+	}
+	out := api.SupersedeReply{Outcome: res.Outcome, BatchID: a.BatchID}
+	out.SupersededBy, _ = res.Value.(string)
+	if in, err := d.inspect(ctx, a.BatchID); err == nil {
+		out.Batch = &in.Batch
+	}
+	return out, nil
+}
+
 // inspect returns a batch's inspection with, while it is open, its
 // delivery gate: the core's eligibility, then its target's own gate.
 func (d *Daemon) inspect(ctx context.Context, id string) (in query.BatchInspection, err error) {
-	err = d.eng.Read(func(s engine.Snapshot) error { in, err = query.Inspect(s, id); return err })
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		if in, err = query.Inspect(s, id); errs.CodeOf(err) == errs.ENOENT {
+			err = query.NotA(s, events.KindBatch, id)
+		}
+		return err
+	})
 	if err != nil || in.Batch.State == "closed" {
 		return in, err
 	}

@@ -45,11 +45,16 @@ var replyBounds = map[string]string{
 	api.BatchInspectHead.Name: "one batch; its lists share query.PageBytes",
 	api.BatchInspect.Name:     "one batch; its lists share query.PageBytes",
 	api.BatchList.Name:        "paged (query.PageBytes)",
+	api.BatchSupersede.Name:   "one batch",
 	api.Wait.Name:             "paged (query.PageBytes)",
 
 	api.ArtifactPin.Name:  "small",
 	api.EventsVerify.Name: "small: at most 100 problems",
 	api.EventsRead.Name:   "paged (query.PageBytes)",
+	api.History.Name:      "paged (query.PageBytes)",
+	api.WatchNext.Name:    "at most maxWatchItems of each list, the rest counted",
+
+	api.ThreadHistory.Name: "paged (query.PageBytes)",
 
 	api.DebugTargetSet.Name: "small",
 	api.DebugTurn.Name:      "small",

@@ -56,7 +56,11 @@ import (
 //	   recovery leases: a read appends nothing), and
 //	   desktop.relay.consume_transcript names the bridge whose rollout it
 //	   reads.
-const Proto = 6
+//	7: the time machine: batch.inspect, batch.inspect_head and job.query
+//	   take as_of_seq or as_of; audit.history and thread.history tell a
+//	   batch's, a job's and a thread's story; batch.supersede; watch.next
+//	   waits for a commit and answers the live view.
+const Proto = 7
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

@@ -20,6 +20,24 @@ type BatchCmd struct {
 	Inspect     BatchInspectCmd     `cmd:"" help:"Show any batch by id, closed ones included, with its recovery envelope."`
 	List        BatchListCmd        `cmd:"" help:"List batches."`
 	SkipHead    BatchSkipHeadCmd    `cmd:"" help:"Move a thread's head behind every other ready head in the fair order (the batch stays open)."`
+	Supersede   BatchSupersedeCmd   `cmd:"" help:"Close a thread's head as superseded by the next batch of the thread, which takes its jobs."`
+}
+
+// BatchSupersedeCmd is `cbth batch supersede`.
+type BatchSupersedeCmd struct {
+	BatchID string `help:"The head batch a newer batch replaced." required:"" name:"batch-id"`
+	Reason  string `help:"Why (recorded as the close detail)." required:""`
+}
+
+// Run supersedes the head.
+func (c *BatchSupersedeCmd) Run(env *Env) error {
+	res, err := call(env, api.BatchSupersede, api.SupersedeArgs{BatchID: c.BatchID, Reason: c.Reason})
+	if err != nil {
+		return err
+	}
+	return env.emit(res, func(w io.Writer) {
+		fmt.Fprintf(w, "batch %s: %s; its jobs went into %s\n", res.BatchID, res.Outcome, res.SupersededBy)
+	})
 }
 
 // BatchCloseHeadCmd is `cbth batch close-head`.
@@ -47,11 +65,19 @@ func (c *BatchCloseHeadCmd) Run(env *Env) error {
 // BatchInspectHeadCmd is `cbth batch inspect-head`.
 type BatchInspectHeadCmd struct {
 	SourceThreadID string `help:"The thread." required:"" name:"source-thread-id"`
+	pastFlags
 }
 
 // Run inspects the head.
 func (c *BatchInspectHeadCmd) Run(env *Env) error {
-	in, err := call(env, api.BatchInspectHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID})
+	if c.History {
+		return c.history(env, api.HistoryArgs{SourceThreadID: c.SourceThreadID})
+	}
+	past, err := c.args()
+	if err != nil {
+		return err
+	}
+	in, err := call(env, api.BatchInspectHead, api.ThreadArgs{SourceThreadID: c.SourceThreadID, PastArgs: past})
 	if err != nil {
 		return err
 	}
@@ -61,12 +87,20 @@ func (c *BatchInspectHeadCmd) Run(env *Env) error {
 // BatchInspectCmd is `cbth batch inspect`.
 type BatchInspectCmd struct {
 	BatchID string `help:"The batch." required:"" name:"batch-id"`
+	pastFlags
 }
 
 // Run inspects the batch: a read, which appends nothing (recovery
 // leases are issued by cbth desktop issue-artifact-leases).
 func (c *BatchInspectCmd) Run(env *Env) error {
-	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID})
+	if c.History {
+		return c.history(env, api.HistoryArgs{BatchID: c.BatchID})
+	}
+	past, err := c.args()
+	if err != nil {
+		return err
+	}
+	in, err := call(env, api.BatchInspect, api.BatchArgs{BatchID: c.BatchID, PastArgs: past})
 	if err != nil {
 		return err
 	}
@@ -76,6 +110,9 @@ func (c *BatchInspectCmd) Run(env *Env) error {
 func printInspection(w io.Writer, in query.BatchInspection) {
 	b := in.Batch
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if in.AsOfSeq > 0 {
+		fmt.Fprintf(tw, "as of\tseq %d\n", in.AsOfSeq)
+	}
 	fmt.Fprintf(tw, "batch\t%s\n", b.BatchID)
 	fmt.Fprintf(tw, "thread\t%s (target %s)\n", b.SourceThreadID, b.TargetKind)
 	fmt.Fprintf(tw, "state\t%s, replay %s%s\n", b.State, b.ReplayPolicy, reasonSuffix(b.ReplayPolicyReason))
@@ -154,7 +191,12 @@ func (c *WaitCmd) Run(env *Env) error {
 		return errs.New(errs.EINVAL, "give --job-id or --thread-id")
 	}
 	args := api.WaitArgs{JobIDs: c.JobID, SourceThreadID: c.ThreadID, TimeoutMS: c.Timeout.Milliseconds()}
-	res, err := call(env, api.Wait, args)
+	var res query.WaitResult
+	err := env.spin(fmt.Sprintf("waiting for %s", waitWhat(c.JobID, c.ThreadID)), func() error {
+		var err error
+		res, err = call(env, api.Wait, args)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -179,6 +221,13 @@ func (c *WaitCmd) Run(env *Env) error {
 		return reported{errs.New(errs.ESTATE, "not every job was delivered")}
 	}
 	return nil
+}
+
+func waitWhat(jobs []string, thread string) string {
+	if len(jobs) > 0 {
+		return fmt.Sprintf("%d jobs", len(jobs))
+	}
+	return "the jobs of thread " + thread
 }
 
 // warnUndelivered tells the user, on stderr (with or without --json), of

@@ -2,12 +2,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -125,7 +129,7 @@ type EventsExportCmd struct {
 
 // Run exports.
 func (c *EventsExportCmd) Run(env *Env) error {
-	src, _, err := env.ownSource()
+	src, h, err := env.ownSource()
 	if err != nil {
 		return err
 	}
@@ -135,7 +139,10 @@ func (c *EventsExportCmd) Run(env *Env) error {
 	}
 	w := bufio.NewWriter(env.Stdout)
 	enc := json.NewEncoder(w)
+	bar := env.progressOf("exporting", env.eventsFrom(h, c.From))
+	defer bar.finish()
 	err = src(c.From, func(e events.Envelope) error {
+		bar.add(1)
 		if c.Stream != "" && e.Stream.String() != c.Stream {
 			return nil
 		}
@@ -165,13 +172,24 @@ func (c *EventsVerifyCmd) Run(env *Env) error {
 		if err != nil {
 			return errs.Wrap(errs.EHOSTDOWN, err, "connect to the daemon of %s", h.Root)
 		}
-		rep, err = api.EventsVerify.Call(c, api.Empty{})
+		// The daemon checks in one call: a bar can only say it is alive.
+		err = env.spin("verifying (the daemon checks)", func() error {
+			var err error
+			rep, err = api.EventsVerify.Call(c, api.Empty{})
+			return err
+		})
 		c.Close()
 		if err != nil {
 			return err
 		}
-	} else if rep, err = engine.VerifyFile(context.Background(), h.DB(), 5*time.Second); err != nil {
-		return err
+	} else {
+		head, _ := engine.LogFileHead(h.DB(), 5*time.Second)
+		bar := env.progressOf("verifying", int64(head))
+		rep, err = engine.VerifyFileProgress(context.Background(), h.DB(), 5*time.Second, func(uint64) { bar.add(1) })
+		bar.finish()
+		if err != nil {
+			return err
+		}
 	}
 	if err := env.emit(rep, func(w io.Writer) {
 		fmt.Fprintf(w, "%d events, head seq %d, head hash %s\n", rep.Events, rep.Head, rep.HeadHash)
@@ -196,16 +214,20 @@ type EventsDiffCmd struct {
 	B string `arg:"" help:"An exported log file or a home directory."`
 }
 
-// DiffResult is what events diff reports.
+// DiffResult is what events diff reports: where the logs first part, each
+// differing field of the two events there, and how every aggregate
+// compares over the whole logs.
 type DiffResult struct {
-	Identical       bool          `json:"identical"`
-	EventsA         uint64        `json:"events_a"`
-	EventsB         uint64        `json:"events_b"`
-	FirstDivergent  uint64        `json:"first_divergent_seq,omitempty"`
-	AtA             *diffEvent    `json:"a_at_divergence,omitempty"`
-	AtB             *diffEvent    `json:"b_at_divergence,omitempty"`
-	StreamsDiffer   []streamDelta `json:"streams"`
-	TruncatedStream bool          `json:"streams_truncated,omitempty"`
+	Identical      bool         `json:"identical"`
+	EventsA        uint64       `json:"events_a"`
+	EventsB        uint64       `json:"events_b"`
+	FirstDivergent uint64       `json:"first_divergent_seq,omitempty"`
+	AtA            *diffEvent   `json:"a_at_divergence,omitempty"`
+	AtB            *diffEvent   `json:"b_at_divergence,omitempty"`
+	Fields         []fieldDelta `json:"fields,omitempty"`
+	Aggregates     aggSummary   `json:"aggregates"`
+	Streams        []streamDiff `json:"streams"`
+	Truncated      bool         `json:"streams_truncated,omitempty"`
 }
 
 type diffEvent struct {
@@ -214,10 +236,39 @@ type diffEvent struct {
 	Hash   string `json:"hash"`
 }
 
-type streamDelta struct {
+// fieldDelta is one field of the two events at the divergence: an
+// envelope field, or payload.<key>; a side that lacks it is null.
+type fieldDelta struct {
+	Field string          `json:"field"`
+	A     json.RawMessage `json:"a"`
+	B     json.RawMessage `json:"b"`
+}
+
+// aggSummary counts the aggregates (streams) by how they compare.
+type aggSummary struct {
+	Same    int `json:"same"`
+	Changed int `json:"changed"`
+	OnlyA   int `json:"only_in_a"`
+	OnlyB   int `json:"only_in_b"`
+}
+
+// streamDiff is one aggregate that is not the same in both logs.
+type streamDiff struct {
 	Stream string `json:"stream"`
+	Status string `json:"status"` // changed, only_in_a, only_in_b
 	A      int    `json:"events_a"`
 	B      int    `json:"events_b"`
+}
+
+// maxDiffStreams bounds the differing aggregates listed (the summary
+// counts them all).
+const maxDiffStreams = 1000
+
+// streamSum is one aggregate's events in a log: how many, and a digest of
+// their hashes in order.
+type streamSum struct {
+	n   int
+	sum events.Hash
 }
 
 // Run diffs. It exits 1 when the logs differ.
@@ -230,31 +281,39 @@ func (c *EventsDiffCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	type rec struct {
-		hash   events.Hash
-		typ    string
-		stream string
-	}
-	load := func(s source) ([]rec, error) {
-		var out []rec
+	bar := env.progress("diff " + c.A)
+	load := func(s source) ([]events.Hash, map[string]*streamSum, error) {
+		var hashes []events.Hash
+		streams := map[string]*streamSum{}
 		err := s(1, func(e events.Envelope) error {
-			out = append(out, rec{e.Hash, e.Type, e.Stream.String()})
+			hashes = append(hashes, e.Hash)
+			k := e.Stream.String()
+			st := streams[k]
+			if st == nil {
+				st = &streamSum{}
+				streams[k] = st
+			}
+			st.n++
+			st.sum = sha256.Sum256(append(st.sum[:], e.Hash[:]...))
+			bar.add(1)
 			return nil
 		})
-		return out, err
+		return hashes, streams, err
 	}
-	ra, err := load(sa)
+	ha, ma, err := load(sa)
 	if err != nil {
 		return err
 	}
-	rb, err := load(sb)
+	bar.describe("diff " + c.B)
+	hb, mb, err := load(sb)
+	bar.finish()
 	if err != nil {
 		return err
 	}
-	res := DiffResult{EventsA: uint64(len(ra)), EventsB: uint64(len(rb)), StreamsDiffer: []streamDelta{}}
+	res := DiffResult{EventsA: uint64(len(ha)), EventsB: uint64(len(hb)), Streams: []streamDiff{}}
 	div := -1
-	for i := 0; i < len(ra) || i < len(rb); i++ {
-		if i >= len(ra) || i >= len(rb) || ra[i].hash != rb[i].hash {
+	for i := 0; i < len(ha) || i < len(hb); i++ {
+		if i >= len(ha) || i >= len(hb) || ha[i] != hb[i] {
 			div = i
 			break
 		}
@@ -262,56 +321,144 @@ func (c *EventsDiffCmd) Run(env *Env) error {
 	res.Identical = div < 0
 	if div >= 0 {
 		res.FirstDivergent = uint64(div + 1)
-		if div < len(ra) {
-			res.AtA = &diffEvent{ra[div].typ, ra[div].stream, ra[div].hash.String()}
+		ea, okA, err := eventAt(sa, res.FirstDivergent)
+		if err != nil {
+			return err
 		}
-		if div < len(rb) {
-			res.AtB = &diffEvent{rb[div].typ, rb[div].stream, rb[div].hash.String()}
+		eb, okB, err := eventAt(sb, res.FirstDivergent)
+		if err != nil {
+			return err
 		}
-		// Per-stream counts of what follows the divergence.
-		counts := map[string]*streamDelta{}
-		for _, r := range ra[min(div, len(ra)):] {
-			if counts[r.stream] == nil {
-				counts[r.stream] = &streamDelta{Stream: r.stream}
-			}
-			counts[r.stream].A++
+		if okA {
+			res.AtA = &diffEvent{ea.Type, ea.Stream.String(), ea.Hash.String()}
 		}
-		for _, r := range rb[min(div, len(rb)):] {
-			if counts[r.stream] == nil {
-				counts[r.stream] = &streamDelta{Stream: r.stream}
-			}
-			counts[r.stream].B++
+		if okB {
+			res.AtB = &diffEvent{eb.Type, eb.Stream.String(), eb.Hash.String()}
 		}
-		for _, d := range counts {
-			res.StreamsDiffer = append(res.StreamsDiffer, *d)
+		res.Fields = fieldDeltas(ea, okA, eb, okB)
+	}
+	names := map[string]bool{}
+	for k := range ma {
+		names[k] = true
+	}
+	for k := range mb {
+		names[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(names)) {
+		a, b := ma[k], mb[k]
+		d := streamDiff{Stream: k}
+		switch {
+		case a != nil && b != nil && *a == *b:
+			res.Aggregates.Same++
+			continue
+		case a != nil && b != nil:
+			res.Aggregates.Changed++
+			d.Status, d.A, d.B = "changed", a.n, b.n
+		case a != nil:
+			res.Aggregates.OnlyA++
+			d.Status, d.A = "only_in_a", a.n
+		default:
+			res.Aggregates.OnlyB++
+			d.Status, d.B = "only_in_b", b.n
 		}
-		sort.Slice(res.StreamsDiffer, func(i, j int) bool { return res.StreamsDiffer[i].Stream < res.StreamsDiffer[j].Stream })
-		if len(res.StreamsDiffer) > 1000 {
-			res.StreamsDiffer, res.TruncatedStream = res.StreamsDiffer[:1000], true
+		if len(res.Streams) < maxDiffStreams {
+			res.Streams = append(res.Streams, d)
+		} else {
+			res.Truncated = true
 		}
 	}
-	if err := env.emit(res, func(w io.Writer) {
-		if res.Identical {
-			fmt.Fprintf(w, "identical: %d events, same hashes\n", res.EventsA)
-			return
-		}
-		fmt.Fprintf(w, "logs diverge at seq %d (A has %d events, B has %d)\n", res.FirstDivergent, res.EventsA, res.EventsB)
-		if res.AtA != nil {
-			fmt.Fprintf(w, "  A: %s %s\n", res.AtA.Type, res.AtA.Stream)
-		}
-		if res.AtB != nil {
-			fmt.Fprintf(w, "  B: %s %s\n", res.AtB.Type, res.AtB.Stream)
-		}
-		for _, d := range res.StreamsDiffer {
-			fmt.Fprintf(w, "  %-60s A %d  B %d\n", d.Stream, d.A, d.B)
-		}
-	}); err != nil {
+	if err := env.emit(res, func(w io.Writer) { printDiff(w, res) }); err != nil {
 		return err
 	}
 	if !res.Identical {
 		return reported{errs.New(errs.ECONFLICT, "the logs differ from seq %d", res.FirstDivergent)}
 	}
 	return nil
+}
+
+// eventAt reads the event at seq from a log, if it has one.
+func eventAt(s source, seq uint64) (events.Envelope, bool, error) {
+	var out events.Envelope
+	found := false
+	err := s(seq, func(e events.Envelope) error {
+		out, found = e, e.Seq == seq
+		return engine.ErrStop
+	})
+	return out, found, err
+}
+
+// fieldDeltas compares two events field by field: the envelope's fields,
+// then the payload's keys as payload.<key>.
+func fieldDeltas(a events.Envelope, okA bool, b events.Envelope, okB bool) []fieldDelta {
+	flat := func(e events.Envelope, ok bool) map[string]json.RawMessage {
+		m := map[string]json.RawMessage{}
+		if !ok {
+			return m
+		}
+		raw, _ := json.Marshal(e)
+		_ = json.Unmarshal(raw, &m)
+		var p map[string]json.RawMessage
+		if json.Unmarshal(m["payload"], &p) == nil {
+			delete(m, "payload")
+			for k, v := range p {
+				m["payload."+k] = v
+			}
+		}
+		return m
+	}
+	fa, fb := flat(a, okA), flat(b, okB)
+	keys := map[string]bool{}
+	for k := range fa {
+		keys[k] = true
+	}
+	for k := range fb {
+		keys[k] = true
+	}
+	null := json.RawMessage("null")
+	var out []fieldDelta
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		va, ok := fa[k]
+		if !ok {
+			va = null
+		}
+		vb, ok := fb[k]
+		if !ok {
+			vb = null
+		}
+		if !bytes.Equal(va, vb) {
+			out = append(out, fieldDelta{Field: k, A: va, B: vb})
+		}
+	}
+	return out
+}
+
+func printDiff(w io.Writer, res DiffResult) {
+	s := res.Aggregates
+	if res.Identical {
+		fmt.Fprintf(w, "identical: %d events, same hashes; %d aggregates the same\n", res.EventsA, s.Same)
+		return
+	}
+	fmt.Fprintf(w, "logs diverge at seq %d (A has %d events, B has %d)\n", res.FirstDivergent, res.EventsA, res.EventsB)
+	if res.AtA != nil {
+		fmt.Fprintf(w, "  A: %s %s\n", res.AtA.Type, res.AtA.Stream)
+	} else {
+		fmt.Fprintln(w, "  A: (ends before)")
+	}
+	if res.AtB != nil {
+		fmt.Fprintf(w, "  B: %s %s\n", res.AtB.Type, res.AtB.Stream)
+	} else {
+		fmt.Fprintln(w, "  B: (ends before)")
+	}
+	for _, f := range res.Fields {
+		fmt.Fprintf(w, "    %s: A %s, B %s\n", f.Field, short(f.A), short(f.B))
+	}
+	fmt.Fprintf(w, "aggregates: %d same, %d changed, %d only in A, %d only in B\n", s.Same, s.Changed, s.OnlyA, s.OnlyB)
+	for _, d := range res.Streams {
+		fmt.Fprintf(w, "  %-10s %-60s A %d  B %d\n", d.Status, d.Stream, d.A, d.B)
+	}
+	if res.Truncated {
+		fmt.Fprintf(w, "  (the first %d listed)\n", maxDiffStreams)
+	}
 }
 
 // EventsReplayCmd is `cbth events replay`.
@@ -339,17 +486,24 @@ func (c *EventsReplayCmd) Run(env *Env) error {
 	} else {
 		return errs.New(errs.EINVAL, "--until %q is neither a seq nor an RFC 3339 time", c.Until)
 	}
-	src, _, err := env.ownSource()
+	src, h, err := env.ownSource()
 	if err != nil {
 		return err
 	}
+	total := env.eventsFrom(h, 1)
+	if untilSeq > 0 && (total < 0 || int64(untilSeq) < total) {
+		total = int64(untilSeq)
+	}
+	bar := env.progressOf("replaying", total)
 	r := engine.NewReplayer()
 	err = src(1, func(e events.Envelope) error {
 		if (untilSeq > 0 && e.Seq > untilSeq) || (!untilTime.IsZero() && e.RecordedAt.After(untilTime)) {
 			return engine.ErrStop
 		}
+		bar.add(1)
 		return r.Apply(e)
 	})
+	bar.finish()
 	if err != nil {
 		return err
 	}
@@ -445,6 +599,20 @@ func (c *EventsTailCmd) Run(env *Env) error {
 		}
 		time.Sleep(tailPoll)
 	}
+}
+
+// eventsFrom is how many events a home's log holds from seq from on, for
+// a progress bar's total: -1 when it cannot be told cheaply, or when no
+// bar shows (the look costs a daemon round trip).
+func (e *Env) eventsFrom(h home.Home, from uint64) int64 {
+	if e.JSON || !e.stderrTTY() {
+		return -1
+	}
+	head, err := logHead(h)
+	if err != nil || head < from {
+		return -1
+	}
+	return int64(head - max(from, 1) + 1)
 }
 
 // logHead returns the home's last seq, from its daemon or its file.

@@ -155,11 +155,19 @@ func transition[Req any](env *Env, op api.Op[Req, api.TransitionReply], args Req
 // JobQueryCmd is `cbth job query`.
 type JobQueryCmd struct {
 	JobID string `arg:"" help:"The job." name:"job_id"`
+	pastFlags
 }
 
 // Run prints the job.
 func (c *JobQueryCmd) Run(env *Env) error {
-	v, err := call(env, api.JobQuery, api.JobArgs{JobID: c.JobID})
+	if c.History {
+		return c.history(env, api.HistoryArgs{JobID: c.JobID})
+	}
+	past, err := c.args()
+	if err != nil {
+		return err
+	}
+	v, err := call(env, api.JobQuery, api.JobArgs{JobID: c.JobID, PastArgs: past})
 	if err != nil {
 		return err
 	}
@@ -168,6 +176,9 @@ func (c *JobQueryCmd) Run(env *Env) error {
 
 func printJob(w io.Writer, v query.JobView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if v.AsOfSeq > 0 {
+		fmt.Fprintf(tw, "as of\tseq %d\n", v.AsOfSeq)
+	}
 	fmt.Fprintf(tw, "job\t%s\n", v.JobID)
 	fmt.Fprintf(tw, "status\t%s\n", v.Status)
 	fmt.Fprintf(tw, "target\t%s\n", v.TargetKind)

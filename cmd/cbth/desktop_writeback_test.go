@@ -171,6 +171,7 @@ func TestDesktop_ArmCASAndBoundary(t *testing.T) {
 			CloseReason string `json:"close_reason"`
 			Boundary    string `json:"continuation_boundary_state"`
 			Replay      string `json:"replay_policy"`
+			EnvelopeRef string `json:"boundary_recovery_envelope_ref"`
 		} `json:"batch"`
 		Envelope *struct {
 			BatchID   string    `json:"batch_id"`
@@ -184,6 +185,20 @@ func TestDesktop_ArmCASAndBoundary(t *testing.T) {
 		in.Envelope == nil || in.Envelope.AttemptID != r.AttemptID || in.Envelope.Summary != x.Continuation.Summary ||
 		in.Envelope.Retention.Sub(now) < 72*time.Hour {
 		t.Fatalf("inspect after the handoff: %+v %+v", in.Batch, in.Envelope)
+	}
+	// boundary_recovery_envelope_ref names the event that recorded it.
+	ref, ok := strings.CutPrefix(in.Batch.EnvelopeRef, "log:")
+	var recorded struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Envelope struct {
+				AttemptID string `json:"attempt_id"`
+			} `json:"boundary_recovery_envelope"`
+		} `json:"payload"`
+	}
+	if ex := h.run("events", "export", "--from", ref); !ok || ex.code != 0 || json.Unmarshal([]byte(strings.SplitN(ex.stdout, "\n", 2)[0]), &recorded) != nil ||
+		recorded.Type != "batch.handoff_recorded" || recorded.Payload.Envelope.AttemptID != r.AttemptID {
+		t.Fatalf("boundary_recovery_envelope_ref %q does not name the handoff event: %+v", in.Batch.EnvelopeRef, recorded)
 	}
 	// The FIFO moved on: the thread's next batch is offered (once the
 	// armed generation is proven paused).

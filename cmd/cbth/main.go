@@ -40,7 +40,9 @@ type CLI struct {
 	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
 	Task       TaskCmd       `cmd:"" help:"Have the daemon run a command for a job: its exit completes or fails the job."`
 	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
+	Thread     ThreadCmd     `cmd:"" help:"A conversation thread's history of batches."`
 	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
+	Watch      WatchCmd      `cmd:"" help:"A live view of the daemon: open heads, deliveries in flight, parked batches, tasks, keep-alive reasons; never starts a daemon."`
 	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
 	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`
 	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`

@@ -170,6 +170,26 @@ func (c *shapeCheck) value(shape, what string, v any) {
 }
 
 // Every command's --json output has the shape spec/cli.md documents.
+// watchOnce returns the first line cbth watch --json prints.
+func watchOnce(t *testing.T, h *homeDir) string {
+	t.Helper()
+	c := h.cmd("watch", "--json")
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	c.Process.Signal(os.Interrupt)
+	c.Wait()
+	if err != nil {
+		t.Fatalf("watch --json printed no line: %v", err)
+	}
+	return line
+}
+
 func TestJSONShapesMatchTheSpec(t *testing.T) {
 	c := &shapeCheck{t: t, shapes: loadShapes(t), seen: map[string]bool{}}
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
@@ -206,6 +226,11 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	// That batch's artifact is small: no lease; one as the reply encodes it.
 	lease, _ := json.Marshal(query.RecoveryLeaseView{})
 	c.doc("artifact-lease", "a recovery lease as encoded", string(lease))
+	now := fmt.Sprint(h.status().LogHeadSeq)
+	doc("batch-inspect", "batch", "inspect", "--batch-id", batches[0].ID, "--seq", now)
+	doc("job-query", "job", "query", sub.JobID, "--seq", now)
+	c.lines("history-entry", "batch inspect --history", out("batch", "inspect", "--batch-id", batches[0].ID, "--history"))
+	c.lines("thread-batch", "thread history", out("thread", "history", "--source-thread-id", "T"))
 	var art struct {
 		Artifact struct {
 			ID string `json:"artifact_id"`
@@ -214,11 +239,20 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 	json.Unmarshal([]byte(out("job", "query", sub.JobID)), &art)
 	doc("artifact-pin", "artifact", "pin", "--artifact-id", art.Artifact.ID, "--for", "1h")
 
+	h.behave("S", "accept")
+	h.ready("S")
+	h.ready("S")
+	var sb []struct {
+		ID string `json:"batch_id"`
+	}
+	json.Unmarshal([]byte(out("batch", "list", "--thread-id", "S")), &sb)
+	doc("batch-supersede", "batch", "supersede", "--batch-id", sb[0].ID, "--reason", "replaced")
 	doc("debug-target", "debug", "target", "--thread-id", "U", "async")
 	h.ready("U")
 	doc("batch-inspect", "batch", "inspect-head", "--source-thread-id", "U")
 	doc("debug-turn", "debug", "turn", "--thread-id", "U", "--event", "started")
 	doc("debug-clock", "debug", "clock", "--advance", "1s")
+	c.lines("watch", "watch --json", watchOnce(t, h))
 	doc("daemon-status", "daemon", "status")
 
 	r := h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--", "sh", "-c", "echo task output")

@@ -52,6 +52,8 @@ func (j *Job) mutate(e *events.Envelope, p events.Payload) {
 		j.FailReason, j.CompletedAt = p.Reason, e.RecordedAt
 	case *events.JobCancelled:
 		j.CancelReason = p.Reason
+	case *events.JobCarried:
+		j.BatchID = p.BatchID
 	}
 }
 
@@ -111,6 +113,7 @@ type Batch struct {
 	BoundaryGeneration          uint64                   `json:"boundary_generation,omitempty"`
 	BoundarySnapshotRevision    uint64                   `json:"boundary_snapshot_revision,omitempty"`
 	BoundaryRecoveryEnvelope    *events.RecoveryEnvelope `json:"boundary_recovery_envelope,omitempty"`
+	BoundaryRecoverySeq         uint64                   `json:"boundary_recovery_envelope_seq,omitempty"` // the event that holds it
 	BoundaryRecoveryBytes       int64                    `json:"boundary_recovery_envelope_bytes,omitempty"`
 	BoundaryRecoveryRetention   time.Time                `json:"boundary_recovery_retention_until,omitzero"`
 	BoundaryRecoveryOperatorPin time.Time                `json:"boundary_recovery_operator_pin_until,omitzero"`
@@ -125,6 +128,7 @@ type Batch struct {
 	CloseReason                 string                   `json:"close_reason,omitempty"`
 	Undelivered                 bool                     `json:"undelivered,omitempty"`
 	CloseDetail                 string                   `json:"close_detail,omitempty"`
+	SupersededBy                string                   `json:"superseded_by,omitempty"`
 	DeliveryMode                string                   `json:"delivery_mode,omitempty"`
 	Policy                      events.DeliveryPolicy    `json:"delivery_policy"`
 	InlinePayloadBytes          int64                    `json:"inline_payload_bytes"`
@@ -195,12 +199,16 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 			b.Undelivered = true
 			b.ParkNotified, b.ParkNotifyAttempts, b.ParkNextRetry = false, 0, e.RecordedAt
 		}
+	case *events.BatchSuperseded:
+		b.ClosedAt, b.CloseReason, b.CloseDetail = e.RecordedAt, "superseded", p.Reason
+		b.SupersededBy = p.SupersededBy
+		b.IsHead = false
 	case *events.BatchHandoffRecorded:
 		env := p.Envelope
 		b.ContinuationBoundaryState = BoundaryCrossed
 		b.ContinuationBoundaryAt = e.RecordedAt
 		b.BoundaryAttemptID, b.BoundaryGeneration, b.BoundarySnapshotRevision = p.AttemptID, p.Generation, p.SnapshotRevision
-		b.BoundaryRecoveryEnvelope = &env
+		b.BoundaryRecoveryEnvelope, b.BoundaryRecoverySeq = &env, e.Seq
 		b.BoundaryRecoveryBytes = p.EnvelopeBytes
 		b.BoundaryRecoveryRetention = env.RetentionUntil
 		b.ReplayPolicy = ReplayManual
@@ -209,7 +217,7 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 	case *events.BatchRecoveryPinned:
 		b.BoundaryRecoveryOperatorPin, b.BoundaryRecoveryRetention = p.PinUntil, p.RetentionUntil
 	case *events.BatchRecoveryCollected:
-		b.BoundaryRecoveryEnvelope, b.BoundaryRecoveryCollected = nil, e.RecordedAt
+		b.BoundaryRecoveryEnvelope, b.BoundaryRecoveryCollected, b.BoundaryRecoverySeq = nil, e.RecordedAt, 0
 	}
 }
 
@@ -257,10 +265,11 @@ func (b *Batch) BudgetSpent() bool {
 
 // Indexes implements Indexer.
 func (b *Batch) Indexes() []IndexEntry {
+	out := []IndexEntry{{index.BatchThread, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)}}
 	if !b.Open() {
-		return nil
+		return out
 	}
-	out := []IndexEntry{{index.ThreadOpen, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)}}
+	out = append(out, IndexEntry{index.ThreadOpen, index.ThreadOpenKey(b.SourceThreadID, b.OpenedSeq)})
 	if b.IsHead {
 		out = append(out, IndexEntry{index.Head, index.HeadKey(b.TargetKind, b.FirstReadyAt, b.SourceThreadID)})
 	}

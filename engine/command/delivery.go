@@ -2,6 +2,7 @@ package command
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -423,10 +424,21 @@ func freshAttempt(v engine.View, el Eligibility, mode string) (id string, gen, r
 	}
 	id, gen, rev = v.NewID(), b.Generation+1, v.NextSeq()
 	emits = append(emits,
-		engine.Emit{Stream: attemptStream(id), Payload: &events.AttemptPrepared{SourceThreadID: b.SourceThreadID, BatchID: b.ID, Generation: gen, SnapshotRevision: rev}},
+		engine.Emit{Stream: attemptStream(id), Payload: &events.AttemptPrepared{SourceThreadID: b.SourceThreadID, BatchID: b.ID, Generation: gen,
+			SnapshotRevision: rev, SnapshotPath: snapshotPath(mode, b.SourceThreadID), DeliveryDeadline: b.RedeliveryWindowEndsAt}},
 		engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: id, Generation: gen, SnapshotRevision: rev, DeliveryMode: mode}},
 	)
 	return id, gen, rev, emits
+}
+
+// snapshotPath is a Desktop attempt's bridge-side locator of its thread's
+// snapshot in the inbox, by-thread/<thread>.json (the ready entry's
+// snapshot_path, spec/desktop.md); attempts of push targets have none.
+func snapshotPath(mode, thread string) string {
+	if mode != ModeDesktop {
+		return ""
+	}
+	return "by-thread/" + url.PathEscape(thread) + ".json"
 }
 
 // StartDelivery opens (or reuses) the thread's attempt on its head batch

@@ -61,6 +61,11 @@ var jobTable = Table{
 		{"job.failed", []string{"running"}, "failed"},
 		{"job.cancelled", []string{"running", "ready"}, "cancelled"},
 	},
+	Updates: []Update{
+		// A superseded batch's ready jobs move into the batch that
+		// superseded it.
+		{"job.carried", []string{"ready"}},
+	},
 }
 
 var batchOpen = []string{"queued", "materialized", "cooldown"}
@@ -74,6 +79,8 @@ var batchTable = Table{
 		{"batch.delivery_accepted", []string{"materialized"}, "cooldown"},
 		{"batch.closed", batchOpen, "closed"},
 		{"batch.handoff_recorded", []string{"cooldown"}, "closed"},
+		// An operator's supersede of the head: close_reason superseded.
+		{"batch.superseded", batchOpen, "closed"},
 	},
 	Updates: []Update{
 		{"batch.jobs_added", []string{"queued"}},
@@ -335,6 +342,13 @@ type machine struct {
 	fsm     *lfsm.FSM
 	updates map[string]map[string]bool // event -> states
 	known   map[string]bool
+	// moved remembers the moves the FSM has allowed, (from, event) ->
+	// to: the tables never change, so a pair the FSM allowed once it
+	// allows again, and replaying or folding an aggregate need not take
+	// the FSM's lock and callbacks for every event. Refusals are not
+	// remembered; they always ask the FSM.
+	movedMu sync.RWMutex
+	moved   map[[2]string]string
 }
 
 // New builds the machines from Tables.
@@ -357,7 +371,7 @@ func New() *Machines {
 			}
 			known[u.Event] = true
 		}
-		ms.m[t.Kind] = &machine{fsm: lfsm.NewFSM(None, descs, nil), updates: ups, known: known}
+		ms.m[t.Kind] = &machine{fsm: lfsm.NewFSM(None, descs, nil), updates: ups, known: known, moved: map[[2]string]string{}}
 	}
 	return ms
 }
@@ -375,6 +389,13 @@ func (ms *Machines) Step(k events.Kind, from, event string) (string, error) {
 	if m.updates[event][from] {
 		return from, nil
 	}
+	pair := [2]string{from, event}
+	m.movedMu.RLock()
+	to, ok := m.moved[pair]
+	m.movedMu.RUnlock()
+	if ok {
+		return to, nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.fsm.SetState(from)
@@ -382,7 +403,11 @@ func (ms *Machines) Step(k events.Kind, from, event string) (string, error) {
 	var nt lfsm.NoTransitionError
 	switch {
 	case err == nil:
-		return m.fsm.Current(), nil
+		to := m.fsm.Current()
+		m.movedMu.Lock()
+		m.moved[pair] = to
+		m.movedMu.Unlock()
+		return to, nil
 	case errors.As(err, &nt):
 		// Unreachable with these tables (no self-moves), kept for safety.
 		return from, nil

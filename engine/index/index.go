@@ -16,14 +16,18 @@ import (
 
 // Secondary indexes.
 const (
-	Dedupe           = "job.dedupe"     // dedupe key -> job
-	JobThread        = "job.thread"     // source thread -> its jobs
-	ThreadOpen       = "thread.open"    // thread \0 opened seq -> open batch (the thread's FIFO)
-	ThreadLive       = "thread.attempt" // thread -> its non-terminal attempt
-	ThreadSends      = "thread.sends"   // thread \0 accepted at -> attempt
-	Head             = "batch.head"     // target \0 first ready at, thread -> open head batch
-	Parked           = "batch.parked"   // "" -> open batches waiting for manual resolution
-	BatchAttempts    = "batch.attempts" // batch -> its attempts
+	Dedupe        = "job.dedupe"     // dedupe key -> job
+	JobThread     = "job.thread"     // source thread -> its jobs
+	ThreadOpen    = "thread.open"    // thread \0 opened seq -> open batch (the thread's FIFO)
+	ThreadLive    = "thread.attempt" // thread -> its non-terminal attempt
+	ThreadSends   = "thread.sends"   // thread \0 accepted at -> attempt
+	Head          = "batch.head"     // target \0 first ready at, thread -> open head batch
+	Parked        = "batch.parked"   // "" -> open batches waiting for manual resolution
+	BatchAttempts = "batch.attempts" // batch -> its attempts
+	// BatchThread holds every batch, open or closed, under its thread
+	// and opening seq (ThreadOpenKey): a thread's whole history in FIFO
+	// order, and the batches a past moment's FIFO is found among.
+	BatchThread      = "batch.thread"
 	Tracking         = "attempt.tracking"
 	BindingByThread  = "binding.thread"    // source thread -> binding
 	SessionByThread  = "session.thread"    // bound thread -> non-retired session

@@ -21,8 +21,9 @@ import (
 type Image map[string]map[string][]byte
 
 // ImageOf derives the projection image from replayed states, the command
-// ranges seen in the log and the last applied seq.
-func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpoint uint64) (Image, error) {
+// ranges seen in the log, the seqs of each stream's events and the last
+// applied seq.
+func ImageOf(states []aggregate.State, commands map[string]CommandRange, streams map[events.StreamID][]uint64, checkpoint uint64) (Image, error) {
 	img := Image{}
 	for _, b := range Buckets() {
 		img[string(b)] = map[string][]byte{}
@@ -75,6 +76,12 @@ func ImageOf(states []aggregate.State, commands map[string]CommandRange, checkpo
 		v := make([]byte, 0, 16)
 		v = appendU64(appendU64(v, r.First), r.Last)
 		img[string(bucketCommands)][id] = v
+	}
+	sm := img[string(bucketStreams)]
+	for sid, seqs := range streams {
+		for _, seq := range seqs {
+			sm[string(StreamKey(sid, seq))] = nil
+		}
 	}
 	for name, n := range total {
 		img[string(bucketMeta)][string(countKey(name))] = appendU64(nil, n)

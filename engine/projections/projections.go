@@ -25,6 +25,11 @@ var (
 	bucketDeadlines = []byte("p.deadlines")
 	bucketCommands  = []byte("p.commands")
 	bucketMeta      = []byte("p.meta")
+	// bucketStreams is the per-stream index of the log: kind \0 id \0
+	// seq (8 bytes, big-endian) -> nothing, so one aggregate's events,
+	// or those up to a seq, are found without walking the log (the
+	// operator's time machine: spec/engine.md, "Reading the past").
+	bucketStreams = []byte("p.streams")
 	// keyCheckpoint names the checkpoint in an Image. It is stored as the
 	// sequence of the empty p.meta bucket: that lives in the root page,
 	// which every commit rewrites anyway, so it costs no extra page.
@@ -48,7 +53,10 @@ var (
 //	   sessions of two CortexFS trees never share a key.
 //	5: ctx sessions count the bytes of their messages.jsonl and
 //	   events.jsonl.
-const Version = 5
+//	6: the per-stream index of the log (p.streams), and every batch,
+//	   closed ones too, indexed by its thread and opening seq
+//	   (batch.thread).
+const Version = 6
 
 // countKey names a counter in p.meta. The bucket stays small enough to be
 // stored inline in the root page, which every commit rewrites anyway.
@@ -58,7 +66,7 @@ func stateBucket(k events.Kind) []byte { return []byte("p.state." + string(k)) }
 
 // Buckets lists every projection bucket name.
 func Buckets() [][]byte {
-	out := [][]byte{bucketIndex, bucketDeadlines, bucketCommands, bucketMeta}
+	out := [][]byte{bucketIndex, bucketDeadlines, bucketCommands, bucketMeta, bucketStreams}
 	for _, k := range events.Kinds {
 		out = append(out, stateBucket(k))
 	}
@@ -414,6 +422,41 @@ func (t *Tx) PutCommand(id string, seq uint64) error {
 	v := binary.BigEndian.AppendUint64(nil, r.First)
 	v = binary.BigEndian.AppendUint64(v, r.Last)
 	return t.tx.Bucket(bucketCommands).Put([]byte(id), v)
+}
+
+// StreamKey is a stream's entry for seq in the per-stream index.
+func StreamKey(sid events.StreamID, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(streamPrefix(sid), seq)
+}
+
+func streamPrefix(sid events.StreamID) []byte { return append(sid.Key(), 0) }
+
+// PutStreamSeq records that the event at seq belongs to sid.
+func (t *Tx) PutStreamSeq(sid events.StreamID, seq uint64) error {
+	b := t.tx.Bucket(bucketStreams)
+	// A stream's seqs only grow, and new streams mostly sort last
+	// (time-ordered ids): fuller leaves, as for the states.
+	b.FillPercent = 0.9
+	return b.Put(StreamKey(sid, seq), nil)
+}
+
+// StreamSeqs calls fn with the seq of every event of sid up to and
+// including until (0: all), in log order, until fn returns false.
+func (t *Tx) StreamSeqs(sid events.StreamID, until uint64, fn func(seq uint64) bool) {
+	p := streamPrefix(sid)
+	c := t.tx.Bucket(bucketStreams).Cursor()
+	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
+		if len(k) != len(p)+8 {
+			continue // an id that extends this one after a NUL
+		}
+		seq := binary.BigEndian.Uint64(k[len(p):])
+		if until > 0 && seq > until {
+			return
+		}
+		if !fn(seq) {
+			return
+		}
+	}
 }
 
 // Checkpoint returns the last log seq applied to the projections.

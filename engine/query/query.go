@@ -171,6 +171,9 @@ type BatchInspection struct {
 	// artifacts too large to be inline (batch inspect --batch-id).
 	RecoveryLeases []RecoveryLeaseView `json:"artifact_recovery_leases,omitempty"`
 	Omitted        *Omitted            `json:"omitted,omitempty"`
+	// AsOfSeq is set on an inspection of the past (--as-of, --seq): the
+	// seq of the last event it was folded up to.
+	AsOfSeq uint64 `json:"as_of_seq,omitempty"`
 }
 
 // RecoveryLeaseView is one artifact recovery lease.

@@ -7,6 +7,7 @@ package query
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -39,9 +40,12 @@ type JobView struct {
 	TimeoutAt      *time.Time            `json:"timeout_at"`
 	DeliveryPolicy events.DeliveryPolicy `json:"delivery_policy"`
 	Metadata       json.RawMessage       `json:"metadata"`
-	FailReason     string                `json:"fail_reason"`
-	CancelReason   string                `json:"cancel_reason"`
-	Artifact       *ArtifactView         `json:"artifact"`
+	// MetadataRef names where the metadata is kept: the job.submitted
+	// event that carried it ("" when it had none).
+	MetadataRef  string        `json:"metadata_ref"`
+	FailReason   string        `json:"fail_reason"`
+	CancelReason string        `json:"cancel_reason"`
+	Artifact     *ArtifactView `json:"artifact"`
 	// Batch is where the job's result went: the batch it joined when it
 	// became ready, with that batch's state and close reason.
 	Batch *BatchRef `json:"batch"`
@@ -51,6 +55,8 @@ type JobView struct {
 	// DeliveryTarget is a codex_app_server job's resolved target.
 	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
 	Version        uint64                 `json:"version"`
+	// AsOfSeq is set on a job as of a past moment (job query --as-of).
+	AsOfSeq uint64 `json:"as_of_seq,omitempty"`
 }
 
 // BatchRef is a batch as seen from one of its jobs.
@@ -73,6 +79,7 @@ func NewJobView(j *aggregate.Job, a *aggregate.Artifact, b *aggregate.Batch) Job
 	}
 	if len(j.Metadata) > 0 {
 		v.Metadata = json.RawMessage(j.Metadata)
+		v.MetadataRef = LogRef(j.FirstSeq)
 	}
 	if a != nil {
 		av := NewArtifactView(a)
@@ -99,6 +106,9 @@ type ArtifactView struct {
 	LastBatchClosedAt *time.Time `json:"last_batch_closed_at"`
 	OperatorPinUntil  *time.Time `json:"operator_pin_until"`
 	GCEligibleAt      time.Time  `json:"gc_eligible_at"`
+	// RetentionUntil is how long the files are kept at least: null while
+	// an open batch holds the artifact, then gc_eligible_at.
+	RetentionUntil *time.Time `json:"retention_until"`
 }
 
 // NewArtifactView renders an artifact.
@@ -107,57 +117,83 @@ func NewArtifactView(a *aggregate.Artifact) ArtifactView {
 		ArtifactID: a.ID, SourceJobID: a.SourceJobID, State: a.Status, SizeBytes: a.SizeBytes, SHA256: a.SHA256,
 		ContentType: a.ContentType, ManagedPath: a.ManagedPath, ManifestPath: a.ManifestPath, CreatedAt: a.CreatedAt,
 		MinRetentionUntil: a.MinRetentionUntil, LastBatchClosedAt: opt(a.LastBatchClosedAt),
-		OperatorPinUntil: opt(a.OperatorPinUntil), GCEligibleAt: a.GCEligibleAt,
+		OperatorPinUntil: opt(a.OperatorPinUntil), GCEligibleAt: a.GCEligibleAt, RetentionUntil: retention(a),
 	}
+}
+
+// retention is an artifact's retention_until.
+func retention(a *aggregate.Artifact) *time.Time {
+	if len(a.OpenBatchIDs) > 0 {
+		return nil
+	}
+	return opt(a.GCEligibleAt)
+}
+
+// LogRef names the log event at seq that holds a record kept by reference
+// (a job's metadata, a batch's boundary recovery envelope): "log:<seq>",
+// readable with `cbth events export --from <seq>`; "" for seq 0.
+func LogRef(seq uint64) string {
+	if seq == 0 {
+		return ""
+	}
+	return "log:" + strconv.FormatUint(seq, 10)
 }
 
 // BatchView is a delivery batch with every field.
 type BatchView struct {
-	BatchID                     string                `json:"batch_id"`
-	SourceThreadID              string                `json:"source_thread_id"`
-	TargetKind                  string                `json:"target_kind"`
-	State                       string                `json:"state"`
-	Head                        bool                  `json:"head"`
-	JobIDs                      []string              `json:"job_ids"`
-	ArtifactIDs                 []string              `json:"artifact_ids"`
-	Summary                     string                `json:"summary"`
-	FirstReadyAt                time.Time             `json:"first_ready_at"`
-	LastReadyAt                 time.Time             `json:"last_ready_at"`
-	MergeUntil                  *time.Time            `json:"merge_until"`
-	MaterializedAt              *time.Time            `json:"materialized_at"`
-	LastDeliveryAttemptAt       *time.Time            `json:"last_delivery_attempt_at"`
-	NextDeliveryNotBefore       *time.Time            `json:"next_delivery_not_before"`
-	CooldownUntil               *time.Time            `json:"cooldown_until"`
-	EligibleAfter               *time.Time            `json:"eligible_after"`
-	RedeliveryWindowEndsAt      time.Time             `json:"redelivery_window_ends_at"`
-	MaxDeliveryAttempts         int                   `json:"max_delivery_attempts"`
-	DeliveryAttemptCount        int                   `json:"delivery_attempt_count"`
-	HeadAttemptID               string                `json:"head_attempt_id"`
-	Generation                  uint64                `json:"generation"`
-	SnapshotRevision            uint64                `json:"snapshot_revision"`
-	DeliveryMode                string                `json:"delivery_mode"`
-	DeliveryPolicy              events.DeliveryPolicy `json:"delivery_policy"`
-	InlinePayloadBytes          int64                 `json:"inline_payload_bytes"`
-	ArtifactCount               int                   `json:"artifact_count"`
-	RequiresArtifactRead        bool                  `json:"requires_artifact_read"`
-	ReplayPolicy                string                `json:"replay_policy"`
-	ReplayPolicyReason          string                `json:"replay_policy_reason"`
-	ParkNotifyAttempts          int                   `json:"park_notify_attempts"`
-	ParkNotified                bool                  `json:"park_notified"`
-	ParkNextRetry               *time.Time            `json:"park_next_retry"`
-	ContinuationBoundaryState   string                `json:"continuation_boundary_state"`
-	ContinuationBoundaryAt      *time.Time            `json:"continuation_boundary_crossed_at"`
-	BoundaryAttemptID           string                `json:"boundary_attempt_id"`
-	BoundaryGeneration          uint64                `json:"boundary_generation"`
-	BoundarySnapshotRevision    uint64                `json:"boundary_snapshot_revision"`
-	BoundaryRecoveryBytes       int64                 `json:"boundary_recovery_envelope_bytes"`
-	BoundaryRecoveryRetention   *time.Time            `json:"boundary_recovery_retention_until"`
-	BoundaryRecoveryOperatorPin *time.Time            `json:"boundary_recovery_operator_pin_until"`
-	ClosedAt                    *time.Time            `json:"closed_at"`
-	CloseReason                 string                `json:"close_reason"`
-	CloseDetail                 string                `json:"close_detail"`
-	CreatedAt                   time.Time             `json:"created_at"`
-	UpdatedAt                   time.Time             `json:"updated_at"`
+	BatchID                string     `json:"batch_id"`
+	SourceThreadID         string     `json:"source_thread_id"`
+	TargetKind             string     `json:"target_kind"`
+	State                  string     `json:"state"`
+	Head                   bool       `json:"head"`
+	JobIDs                 []string   `json:"job_ids"`
+	ArtifactIDs            []string   `json:"artifact_ids"`
+	Summary                string     `json:"summary"`
+	FirstReadyAt           time.Time  `json:"first_ready_at"`
+	LastReadyAt            time.Time  `json:"last_ready_at"`
+	MergeUntil             *time.Time `json:"merge_until"`
+	MaterializedAt         *time.Time `json:"materialized_at"`
+	LastDeliveryAttemptAt  *time.Time `json:"last_delivery_attempt_at"`
+	NextDeliveryNotBefore  *time.Time `json:"next_delivery_not_before"`
+	CooldownUntil          *time.Time `json:"cooldown_until"`
+	EligibleAfter          *time.Time `json:"eligible_after"`
+	RedeliveryWindowEndsAt time.Time  `json:"redelivery_window_ends_at"`
+	MaxDeliveryAttempts    int        `json:"max_delivery_attempts"`
+	DeliveryAttemptCount   int        `json:"delivery_attempt_count"`
+	HeadAttemptID          string     `json:"head_attempt_id"`
+	Generation             uint64     `json:"generation"`
+	SnapshotRevision       uint64     `json:"snapshot_revision"`
+	DeliveryMode           string     `json:"delivery_mode"`
+	// The batch's delivery policy, as the seed spells its fields: the
+	// strictest of its jobs' policies (a job keeps delivery_policy, the
+	// object its submitter gave).
+	ReadOnly                    bool       `json:"delivery_read_only"`
+	RequiresApproval            bool       `json:"delivery_requires_approval"`
+	RequiresNetwork             bool       `json:"delivery_requires_network"`
+	RequiresWriteAccess         bool       `json:"delivery_requires_write_access"`
+	InlinePayloadBytes          int64      `json:"inline_payload_bytes"`
+	ArtifactCount               int        `json:"artifact_count"`
+	RequiresArtifactRead        bool       `json:"requires_artifact_read"`
+	ReplayPolicy                string     `json:"replay_policy"`
+	ReplayPolicyReason          string     `json:"replay_policy_reason"`
+	ParkNotifyAttempts          int        `json:"park_notify_attempts"`
+	ParkNotified                bool       `json:"park_notified"`
+	ParkNextRetry               *time.Time `json:"park_next_retry"`
+	ContinuationBoundaryState   string     `json:"continuation_boundary_state"`
+	ContinuationBoundaryAt      *time.Time `json:"continuation_boundary_crossed_at"`
+	BoundaryAttemptID           string     `json:"boundary_attempt_id"`
+	BoundaryGeneration          uint64     `json:"boundary_generation"`
+	BoundarySnapshotRevision    uint64     `json:"boundary_snapshot_revision"`
+	BoundaryRecoveryRef         string     `json:"boundary_recovery_envelope_ref"`
+	BoundaryRecoveryBytes       int64      `json:"boundary_recovery_envelope_bytes"`
+	BoundaryRecoveryRetention   *time.Time `json:"boundary_recovery_retention_until"`
+	BoundaryRecoveryOperatorPin *time.Time `json:"boundary_recovery_operator_pin_until"`
+	ClosedAt                    *time.Time `json:"closed_at"`
+	CloseReason                 string     `json:"close_reason"`
+	CloseDetail                 string     `json:"close_detail"`
+	SupersededBy                string     `json:"superseded_by"`
+	CreatedAt                   time.Time  `json:"created_at"`
+	UpdatedAt                   time.Time  `json:"updated_at"`
 	// DeliveryTarget is a codex_app_server batch's resolved target.
 	DeliveryTarget *events.DeliveryTarget `json:"delivery_target,omitempty"`
 	Version        uint64                 `json:"version"`
@@ -176,15 +212,16 @@ func NewBatchView(b *aggregate.Batch) BatchView {
 		NextDeliveryNotBefore: opt(b.NextDeliveryNotBefore), CooldownUntil: opt(b.CooldownUntil), EligibleAfter: opt(b.EligibleAfter),
 		RedeliveryWindowEndsAt: b.RedeliveryWindowEndsAt, MaxDeliveryAttempts: b.MaxDeliveryAttempts,
 		DeliveryAttemptCount: b.DeliveryAttemptCount, HeadAttemptID: b.HeadAttemptID, Generation: b.Generation,
-		SnapshotRevision: b.SnapshotRevision, DeliveryMode: b.DeliveryMode, DeliveryPolicy: b.Policy,
+		SnapshotRevision: b.SnapshotRevision, DeliveryMode: b.DeliveryMode, ReadOnly: b.Policy.ReadOnly,
+		RequiresApproval: b.Policy.RequiresApproval, RequiresNetwork: b.Policy.RequiresNetwork, RequiresWriteAccess: b.Policy.RequiresWriteAccess,
 		InlinePayloadBytes: b.InlinePayloadBytes, ArtifactCount: b.ArtifactCount, RequiresArtifactRead: b.RequiresArtifactRead,
 		ReplayPolicy: b.ReplayPolicy, ReplayPolicyReason: b.ReplayPolicyReason, ParkNotifyAttempts: b.ParkNotifyAttempts,
 		ParkNotified: b.ParkNotified, ParkNextRetry: opt(b.ParkNextRetry), ContinuationBoundaryState: b.ContinuationBoundaryState,
 		ContinuationBoundaryAt: opt(b.ContinuationBoundaryAt), BoundaryAttemptID: b.BoundaryAttemptID,
-		BoundaryGeneration: b.BoundaryGeneration, BoundarySnapshotRevision: b.BoundarySnapshotRevision,
+		BoundaryGeneration: b.BoundaryGeneration, BoundarySnapshotRevision: b.BoundarySnapshotRevision, BoundaryRecoveryRef: LogRef(b.BoundaryRecoverySeq),
 		BoundaryRecoveryBytes: b.BoundaryRecoveryBytes, BoundaryRecoveryRetention: opt(b.BoundaryRecoveryRetention),
 		BoundaryRecoveryOperatorPin: opt(b.BoundaryRecoveryOperatorPin), ClosedAt: opt(b.ClosedAt),
-		CloseReason: b.CloseReason, CloseDetail: b.CloseDetail, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, Version: b.Version,
+		CloseReason: b.CloseReason, CloseDetail: b.CloseDetail, SupersededBy: b.SupersededBy, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt, Version: b.Version,
 		DeliveryTarget: b.DeliveryTarget,
 	}
 }

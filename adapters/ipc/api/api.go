@@ -90,12 +90,22 @@ var (
 	BatchInspectHead = Op[ThreadArgs, query.BatchInspection]{Name: "batch.inspect_head"}
 	BatchInspect     = Op[BatchArgs, query.BatchInspection]{Name: "batch.inspect"}
 	BatchList        = Op[BatchListArgs, query.BatchPage]{Name: "batch.list"}
+	BatchSupersede   = Op[SupersedeArgs, SupersedeReply]{Name: "batch.supersede"}
 	Wait             = Op[WaitArgs, query.WaitResult]{Name: "wait"}
 
 	ArtifactPin = Op[PinArgs, PinReply]{Name: "artifact.pin"}
 
 	EventsVerify = Op[Empty, engine.Report]{Name: "events.verify"}
 	EventsRead   = Op[ReadArgs, EventsPage]{Name: "events.read"}
+
+	// The operator's and auditor's time machine (spec/cli.md, "History"):
+	// a batch's, a job's or a thread's story.
+	History = Op[HistoryArgs, query.HistoryPage]{Name: "audit.history"}
+	// WatchNext is `cbth watch`'s subscription: it waits for a commit
+	// past After, then answers the live view. Passive: watching neither
+	// keeps the daemon up nor counts as activity.
+	WatchNext     = Op[WatchArgs, WatchView]{Name: "watch.next", Passive: true}
+	ThreadHistory = Op[ThreadHistoryArgs, query.ThreadHistoryPage]{Name: "thread.history"}
 
 	DebugTargetSet = Op[DebugSetArgs, DebugSetReply]{Name: "debug.target.set"}
 	DebugTurn      = Op[DebugTurnArgs, DebugTurnReply]{Name: "debug.turn"}
@@ -151,8 +161,8 @@ type RouteReply struct {
 var All = []string{
 	Ping.Name, DaemonStatus.Name, DaemonStop.Name,
 	JobSubmit.Name, JobComplete.Name, JobFail.Name, JobCancel.Name, JobQuery.Name, JobList.Name,
-	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, Wait.Name,
-	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name,
+	BatchCloseHead.Name, BatchInspectHead.Name, BatchInspect.Name, BatchList.Name, BatchSupersede.Name, Wait.Name,
+	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name, History.Name, ThreadHistory.Name, WatchNext.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name, CtxServe.Name,
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
@@ -243,6 +253,8 @@ type CompleteArgs struct {
 type JobArgs struct {
 	JobID  string `json:"job_id"`
 	Reason string `json:"reason,omitempty"`
+	// PastArgs ask job.query for the job as it was then.
+	PastArgs
 }
 
 // TransitionReply is the reply of complete, fail and cancel: what the
@@ -277,14 +289,111 @@ type CloseHeadReply struct {
 	Batch   *query.BatchView `json:"batch"`
 }
 
+// SupersedeArgs are batch.supersede's request.
+type SupersedeArgs struct {
+	BatchID string `json:"batch_id"`
+	Reason  string `json:"reason"`
+}
+
+// SupersedeReply is batch.supersede's reply: the superseded batch after
+// the command, and the batch its jobs went into.
+type SupersedeReply struct {
+	Outcome      string           `json:"outcome"`
+	BatchID      string           `json:"batch_id"`
+	SupersededBy string           `json:"superseded_by"`
+	Batch        *query.BatchView `json:"batch"`
+}
+
 // ThreadArgs name a thread.
 type ThreadArgs struct {
 	SourceThreadID string `json:"source_thread_id"`
+	PastArgs
+}
+
+// PastArgs ask for a past moment instead of the present: the state right
+// after the event at seq AsOfSeq, or after the last event recorded at or
+// before AsOf. Neither set means now.
+type PastArgs struct {
+	AsOfSeq uint64     `json:"as_of_seq,omitempty"`
+	AsOf    *time.Time `json:"as_of,omitempty"`
+}
+
+// HistoryArgs name the story to tell (a batch, a job, or a thread's head
+// batch, as of PastArgs when set) and the page: the entries after seq
+// After.
+type HistoryArgs struct {
+	BatchID        string `json:"batch_id,omitempty"`
+	JobID          string `json:"job_id,omitempty"`
+	SourceThreadID string `json:"source_thread_id,omitempty"`
+	PastArgs
+	After uint64 `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// WatchArgs ask for the live view once the log passes seq After, waiting
+// at most WaitMS (at most a minute) for it.
+type WatchArgs struct {
+	After  uint64 `json:"after,omitempty"`
+	WaitMS int64  `json:"wait_ms,omitempty"`
+}
+
+// WatchView is the live view `cbth watch` shows (spec/cli.md, "Watch"):
+// each list holds at most 100, the counts say how many there are.
+type WatchView struct {
+	Seq         uint64         `json:"seq"`
+	Heads       []WatchHead    `json:"heads"`
+	HeadCount   int            `json:"head_count"`
+	InFlight    []WatchAttempt `json:"in_flight"`
+	Parked      []WatchHead    `json:"parked"`
+	ParkedCount int            `json:"parked_count"`
+	Undelivered int            `json:"closed_undelivered_batches"`
+	Tasks       []WatchTask    `json:"tasks"`
+	BusyReasons []string       `json:"busy_reasons"`
+}
+
+// WatchHead is a thread's open head batch.
+type WatchHead struct {
+	SourceThreadID string    `json:"source_thread_id"`
+	BatchID        string    `json:"batch_id"`
+	TargetKind     string    `json:"target_kind"`
+	State          string    `json:"state"`
+	ReplayPolicy   string    `json:"replay_policy"`
+	Reason         string    `json:"replay_policy_reason"`
+	Jobs           int       `json:"jobs"`
+	Since          time.Time `json:"since"`
+}
+
+// WatchAttempt is a delivery in flight.
+type WatchAttempt struct {
+	TargetKind     string    `json:"target_kind"`
+	SourceThreadID string    `json:"source_thread_id"`
+	BatchID        string    `json:"batch_id"`
+	AttemptID      string    `json:"attempt_id"`
+	Generation     uint64    `json:"generation"`
+	State          string    `json:"state"`
+	Since          time.Time `json:"since"`
+}
+
+// WatchTask is a task queued, running or stopping.
+type WatchTask struct {
+	TaskID  string    `json:"task_id"`
+	JobID   string    `json:"job_id"`
+	State   string    `json:"state"`
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+}
+
+// ThreadHistoryArgs select a page of a thread's batches.
+type ThreadHistoryArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+	After          string `json:"after,omitempty"`
+	Limit          int    `json:"limit,omitempty"`
 }
 
 // BatchArgs name a batch.
 type BatchArgs struct {
 	BatchID string `json:"batch_id"`
+	PastArgs
 }
 
 // BatchListArgs select a page of batch.list.

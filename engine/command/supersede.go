@@ -1,0 +1,112 @@
+package command
+
+import (
+	"time"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/events"
+)
+
+// SupersedeBatch closes a thread's head batch with close_reason
+// superseded because a newer batch of the thread replaced its result
+// (`cbth batch supersede`, spec/delivery.md, "Superseding a head"). In
+// one append: the head closes (batch.superseded), its live attempt is
+// abandoned, its jobs and artifacts are carried into the next batch of
+// the thread (batch.jobs_added, job.carried, the artifacts referenced by
+// it and released by the old one), that batch is promoted to head and
+// the fair order's cursor steps on. A new delivery of the next batch then
+// carries the old jobs too; FIFO order is otherwise unchanged. A head
+// with no batch behind it has nothing to be superseded by: ESTATE.
+type SupersedeBatch struct {
+	Config  DeliveryConfig
+	BatchID string
+	Reason  string
+}
+
+// Decide implements engine.Decider.
+func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, error) {
+	if err := checkID("batch id", c.BatchID); err != nil {
+		return engine.Decision{}, err
+	}
+	if c.Reason == "" {
+		return engine.Decision{}, errs.New(errs.EINVAL, "give the reason the head was superseded")
+	}
+	b, err := batchState(v, c.BatchID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	if b == nil {
+		return engine.Decision{}, errs.New(errs.ENOENT, "no batch %s", c.BatchID)
+	}
+	if !b.Open() {
+		if b.CloseReason == CloseSuperseded {
+			return engine.Decision{Outcome: "already_superseded", Value: b.SupersededBy}, nil
+		}
+		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is already closed (%s)", b.ID, b.CloseReason)
+	}
+	if !b.IsHead {
+		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is not the head of thread %s: only the head is superseded", b.ID, b.SourceThreadID)
+	}
+	open, err := openBatches(v, b.SourceThreadID)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	var next *aggregate.Batch
+	for _, o := range open {
+		if o.ID != b.ID {
+			next = o
+			break
+		}
+	}
+	switch {
+	case next == nil:
+		return engine.Decision{}, errs.New(errs.ESTATE, "thread %s has no batch behind %s to supersede it", b.SourceThreadID, b.ID)
+	case next.TargetKind != b.TargetKind || !sameTarget(next.DeliveryTarget, b.DeliveryTarget):
+		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s goes to another target than %s: its jobs cannot be carried into it", next.ID, b.ID)
+	}
+
+	emits := []engine.Emit{{Stream: batchStream(b.ID), Payload: &events.BatchSuperseded{Reason: c.Reason, SupersededBy: next.ID, JobIDs: b.JobIDs}}}
+	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
+		return engine.Decision{}, err
+	} else if a != nil && a.BatchID == b.ID {
+		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch superseded by " + next.ID}})
+	}
+	emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchJobsAdded{
+		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Summary: next.Summary + "\n" + b.Summary,
+		LastReadyAt: latest(next.LastReadyAt, b.LastReadyAt), Policy: next.Policy.Stricter(b.Policy),
+		InlinePayloadBytes: next.InlinePayloadBytes + b.InlinePayloadBytes, RequiresArtifactRead: next.RequiresArtifactRead || b.RequiresArtifactRead,
+	}})
+	for _, j := range b.JobIDs {
+		s, err := v.State(events.KindJob, j)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		if job, ok := s.(*aggregate.Job); ok && job.Status == "ready" && job.BatchID == b.ID {
+			emits = append(emits, engine.Emit{Stream: jobStream(j), Payload: &events.JobCarried{FromBatchID: b.ID, BatchID: next.ID}})
+		}
+	}
+	for _, id := range b.ArtifactIDs {
+		s, err := v.State(events.KindArtifact, id)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		a, ok := s.(*aggregate.Artifact)
+		if !ok || a.Status != "stored" {
+			continue
+		}
+		as := events.StreamID{Kind: events.KindArtifact, ID: id}
+		emits = append(emits,
+			engine.Emit{Stream: as, Payload: &events.ArtifactReferenced{BatchID: next.ID}},
+			engine.Emit{Stream: as, Payload: &events.ArtifactReleased{BatchID: b.ID, LastBatchClosedAt: now,
+				GCEligibleAt: latest(a.MinRetentionUntil, now.Add(c.Config.PostCloseTTL), a.OperatorPinUntil)}})
+	}
+	emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.Config.notBefore(v, b.SourceThreadID)}})
+	scope, err := cursorScope(v, b)
+	if err != nil {
+		return engine.Decision{}, err
+	}
+	emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "superseded: " + c.Reason}})
+	return engine.Decision{Outcome: "superseded", Emits: emits, Value: next.ID}, nil
+}
