@@ -39,6 +39,7 @@ bench:
     go test -run '^$' -bench . -benchtime 200x ./adapters/gateway/
     go test -run '^$' -bench StartSessions -benchtime 10x ./adapters/daemon/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
+    go test -run TestDesktopWakeMCPAgainstRelay -v ./cmd/cbth/ -args -desktop.bench=5
 
 # Daemon start-up on a log of 1,000,000 events holding 100,000 open
 # batches: time until it answers and peak RSS, against a bare bbolt scan.

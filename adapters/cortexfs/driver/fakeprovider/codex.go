@@ -323,7 +323,10 @@ func sendStep(e *sseWriter, id string, st Step) {
 			args = "{}"
 		}
 		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": "call_" + id, "name": st.Name,
-			"namespace": st.Namespace, "arguments": args, "status": "completed"}
+			"arguments": args, "status": "completed"}
+		if st.Namespace != "" {
+			item["namespace"] = st.Namespace // an MCP tool; none: one of Codex's own, such as exec_command
+		}
 	}
 	e.send("response.output_item.added", map[string]any{"output_index": 0, "item": item})
 	e.send("response.output_item.done", map[string]any{"output_index": 0, "item": item})
