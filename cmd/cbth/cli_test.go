@@ -598,6 +598,24 @@ func TestVersionHelpAndCompletion(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "--thread-id") {
 		t.Fatalf("help: exit %d %q", r.code, r.stdout)
 	}
+	// The first screen: commands grouped by what a person does, each on
+	// one line, under 60 lines; the detail is one level down.
+	r = h.run("--help")
+	if n := strings.Count(r.stdout, "\n"); r.code != 0 || n >= 60 || strings.Contains(r.stdout, "job submit") {
+		t.Fatalf("cbth --help: exit %d, %d lines:\n%s", r.code, n, r.stdout)
+	}
+	for _, g := range []string{"Jobs and tasks", "Codex (", "Codex Desktop:", "CortexFS", "Operators:", "Auditors:", "The daemon"} {
+		if !strings.Contains(r.stdout, g) {
+			t.Errorf("cbth --help has no group %q", g)
+		}
+	}
+	// --version and version: the version and the protocol, exit 0.
+	want := fmt.Sprintf("(protocol %d", ipc.Proto)
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		if r := h.run(args...); r.code != 0 || !strings.Contains(r.stdout, v.Version) || !strings.Contains(r.stdout, want) {
+			t.Errorf("cbth %v: exit %d %q", args, r.code, r.stdout)
+		}
+	}
 	if h.pid() != 0 {
 		t.Fatal("version, completion or help started a daemon")
 	}

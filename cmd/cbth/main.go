@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
+	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/willabides/kongplete"
 )
@@ -25,40 +28,58 @@ var Version = "0.2.0"
 
 // Globals are the flags every command takes.
 type Globals struct {
-	JSON bool   `help:"Print machine-readable JSON on stdout (stable shapes, see spec/cli.md)." name:"json"`
-	Home string `help:"cbth home directory (default: $CBTH_HOME, else ~/.cbth)." placeholder:"DIR"`
+	JSON        bool             `help:"Print machine-readable JSON on stdout (stable shapes, see spec/cli.md)." name:"json"`
+	Home        string           `help:"cbth home directory (default: $CBTH_HOME, else ~/.cbth)." placeholder:"DIR"`
+	VersionFlag kong.VersionFlag `name:"version" help:"Print the version and the protocol, and exit."`
 }
 
-// CLI is the command tree.
+// CLI is the command tree. Each top-level command sits in a group of
+// what a person does with it; the help lists the groups and their
+// commands, each command's detail one level down (cbth COMMAND --help).
 type CLI struct {
 	Globals
 
-	Version    VersionCmd    `cmd:"" help:"Print the cbth version."`
-	Completion CompletionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
-	Demo       DemoCmd       `cmd:"" help:"Run the main job end to end in a private temporary home and show what happened."`
-	Daemon     DaemonCmd     `cmd:"" help:"Run, inspect or stop the daemon."`
-	Job        JobCmd        `cmd:"" help:"Submit jobs and report their outcome (the script protocol)."`
-	Task       TaskCmd       `cmd:"" help:"Have the daemon run a command for a job: its exit completes or fails the job."`
-	Batch      BatchCmd      `cmd:"" help:"Inspect and repair delivery batches (operator recovery)."`
-	Thread     ThreadCmd     `cmd:"" help:"A conversation thread's history of batches."`
-	Wait       WaitCmd       `cmd:"" help:"Block until jobs' deliveries are closed."`
-	Watch      WatchCmd      `cmd:"" help:"A live view of the daemon: open heads, deliveries in flight, parked batches, tasks, keep-alive reasons; never starts a daemon."`
-	Events     EventsCmd     `cmd:"" help:"Audit the log: export, verify, diff, replay, tail."`
-	HomeCmd    HomeCmd       `cmd:"" name:"home" help:"Start a new home when the log cannot be trusted."`
-	Artifact   ArtifactCmd   `cmd:"" help:"Keep an artifact longer than its retention (operator pin)."`
-	Debug      DebugCmd      `cmd:"" help:"Drive the built-in debug target and clock (testing and demos)."`
-	Cli        CliCmd        `cmd:"" help:"Run Codex CLI under cbth (managed sessions on the daemon's shared app-server)."`
-	Desktop    DesktopCmd    `cmd:"" help:"Codex Desktop: installation state, thread bindings and the bridge's helpers."`
-	Mcp        McpCmd        `cmd:"" name:"mcp" help:"cbth as an MCP server for the agent inside Codex: serve, install into Codex's config, uninstall."`
-	Plugin     PluginCmd     `cmd:"" help:"Host plugins: the codex_app_server delivery target (handshake, ensure, enqueue, inspect)."`
-	Service    ServiceCmd    `cmd:"" help:"Keep the daemon running as a per-user service (systemd user unit, launchd agent)."`
-	Gateway    GatewayCmd    `cmd:"" help:"The channel gateway: send dialog / ssh_remote envelopes, tail what it routes, manage its routes."`
-	Doctor     DoctorCmd     `cmd:"" help:"Check the home, daemon, log, CortexFS runner, provider helper and credentials; say how to fix each problem."`
+	Job    JobCmd    `cmd:"" group:"jobs" help:"Submit jobs and report their outcome (the script protocol)."`
+	Task   TaskCmd   `cmd:"" group:"jobs" help:"Have the daemon run a command for a job; its exit reports the job."`
+	Wait   WaitCmd   `cmd:"" group:"jobs" help:"Block until jobs' deliveries are closed."`
+	Cli    CliCmd    `cmd:"" group:"codex" help:"Run the Codex TUI under cbth, so results continue its thread."`
+	Mcp    McpCmd    `cmd:"" name:"mcp" group:"codex" help:"The agent's tools inside Codex: install, uninstall, serve."`
+	Plugin PluginCmd `cmd:"" group:"codex" help:"Deliver into a host plugin's own Codex threads."`
 
-	Ctx     cortexcli.CtxCmd     `cmd:"" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
-	Model   cortexcli.ModelCmd   `cmd:"" help:"Register, list, alias and remove CortexFS model objects."`
-	Agent   cortexcli.AgentCmd   `cmd:"" help:"Register, list and remove CortexFS agent objects (a model + tool loop in a root; shell.exec is confined to it where the OS can, see cbth doctor)."`
-	Install cortexcli.InstallCmd `cmd:"" help:"Install cbth with its ctx and cortexfs-object-runner names (and cbth-providers)."`
+	Desktop DesktopCmd `cmd:"" group:"desktop" help:"Installation state, bindings, the heartbeats' helpers."`
+	Service ServiceCmd `cmd:"" group:"desktop" help:"Keep the daemon running as a per-user service."`
+
+	Ctx     cortexcli.CtxCmd     `cmd:"" group:"cortexfs" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
+	Model   cortexcli.ModelCmd   `cmd:"" group:"cortexfs" help:"Register, list, alias and remove CortexFS model objects."`
+	Agent   cortexcli.AgentCmd   `cmd:"" group:"cortexfs" help:"Register, list and remove CortexFS agents (a model + tool loop)."`
+	Gateway GatewayCmd           `cmd:"" group:"cortexfs" help:"The channel gateway: envelopes, routes, what it routed."`
+	Install cortexcli.InstallCmd `cmd:"" group:"cortexfs" help:"Install cbth with its ctx and runner names."`
+
+	Batch    BatchCmd    `cmd:"" group:"operators" help:"Inspect and repair delivery batches (operator recovery)."`
+	Thread   ThreadCmd   `cmd:"" group:"operators" help:"A conversation thread's history of batches."`
+	Watch    WatchCmd    `cmd:"" group:"operators" help:"A live view of heads, deliveries, parked batches and tasks."`
+	Artifact ArtifactCmd `cmd:"" group:"operators" help:"Keep an artifact longer than its retention (operator pin)."`
+	Debug    DebugCmd    `cmd:"" group:"operators" help:"Drive the built-in debug target and clock (testing and demos)."`
+
+	Events  EventsCmd `cmd:"" group:"auditors" help:"Audit the log: export, verify, diff, replay, tail."`
+	HomeCmd HomeCmd   `cmd:"" name:"home" group:"auditors" help:"Start a new home when the log cannot be trusted."`
+
+	Daemon     DaemonCmd     `cmd:"" group:"daemon" help:"Run, inspect, restart or stop the daemon."`
+	Doctor     DoctorCmd     `cmd:"" group:"daemon" help:"Check the home, daemon, log and wiring; say how to fix each problem."`
+	Demo       DemoCmd       `cmd:"" group:"daemon" help:"Run the main job end to end in a private temporary home."`
+	Version    VersionCmd    `cmd:"" group:"daemon" help:"Print the cbth version."`
+	Completion CompletionCmd `cmd:"" group:"daemon" help:"Print a shell completion script (bash, zsh or fish)."`
+}
+
+// groups are the help's sections, in order.
+var groups = []kong.Group{
+	{Key: "jobs", Title: "Jobs and tasks (scripts, CI hooks, task runners):"},
+	{Key: "codex", Title: "Codex (the CLI under cbth, the agent's MCP tools, host plugins):"},
+	{Key: "desktop", Title: "Codex Desktop:"},
+	{Key: "cortexfs", Title: "CortexFS and channels:"},
+	{Key: "operators", Title: "Operators:"},
+	{Key: "auditors", Title: "Auditors:"},
+	{Key: "daemon", Title: "The daemon and this binary:"},
 }
 
 func main() {
@@ -93,14 +114,26 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 }
 
 // runKong parses the command line with kong and runs the command.
+//
+// kong builds its model of every command reachable from the struct it is
+// given, by reflection, at every start: for the one command a run uses,
+// that is most of cbth's start-up. So when the command line names a
+// top-level command, the model holds the global flags and that command
+// alone; the whole tree is built only for the help, completion, and a
+// line that names no command (which kong then explains).
 func runKong(argv []string, env *Env) (code int) {
 	stdout, stderr := env.Stdout, env.Stderr
 	var cli CLI
-	parser, err := kong.New(&cli,
+	var root struct{ Globals }
+	globals := &cli.Globals
+	opts := []kong.Option{
 		kong.Name("cbth"),
 		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
+		kong.Vars{"version": fmt.Sprintf("cbth %s (protocol %d)", Version, ipc.Proto)},
+		kong.ExplicitGroups(groups),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Bind(env),
 		// Only the CortexFS commands pay for deriving their environment,
 		// and only once --home and --json are known.
@@ -108,7 +141,13 @@ func runKong(argv []string, env *Env) (code int) {
 			c := cortexEnv(env)
 			return &c, nil
 		}),
-	)
+	}
+	model := any(&cli)
+	if cmd, ok := oneCommand(&cli, argv[1:], env.Getenv("COMP_LINE") != ""); ok {
+		model, globals = &root, &root.Globals
+		opts = append(opts, cmd)
+	}
+	parser, err := kong.New(model, opts...)
 	if err != nil { // the command structs themselves are wrong
 		fmt.Fprintln(stderr, "cbth:", err)
 		return errs.ExitInternal
@@ -131,7 +170,7 @@ func runKong(argv []string, env *Env) (code int) {
 		}
 		return code
 	}
-	env.JSON, env.HomeFlag = cli.JSON, cli.Home
+	env.JSON, env.HomeFlag = globals.JSON, globals.Home
 	if err := kctx.Run(); err != nil {
 		var st exitStatus
 		if errors.As(err, &st) {
@@ -146,6 +185,52 @@ func runKong(argv []string, env *Env) (code int) {
 // The parser would turn each stray byte into U+FFFD, as kong does, so
 // two different thread ids could become one; cbth takes text as given or
 // not at all.
+// oneCommand finds the top-level command args name, skipping the global
+// flags before it, and returns it as the only command of a smaller model:
+// a field of cli, so it is the very struct the full tree would parse
+// into. It declines for a completion request, a help request before any
+// command, and a line whose first word is no command.
+func oneCommand(cli *CLI, args []string, completing bool) (kong.Option, bool) {
+	if completing {
+		return nil, false
+	}
+	var word string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--home":
+			i++
+			continue
+		case strings.HasPrefix(a, "-"):
+			if a == "-h" || a == "--help" || a == "--version" {
+				return nil, false
+			}
+			continue
+		}
+		word = a
+		break
+	}
+	if word == "" {
+		return nil, false
+	}
+	v := reflect.ValueOf(cli).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if _, isCmd := f.Tag.Lookup("cmd"); !isCmd {
+			continue
+		}
+		name := f.Tag.Get("name")
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == word {
+			return kong.DynamicCommand(name, f.Tag.Get("help"), f.Tag.Get("group"), v.Field(i).Addr().Interface()), true
+		}
+	}
+	return nil, false
+}
+
 func checkArgs(args []string) error {
 	for i, a := range args {
 		if !utf8.ValidString(a) {
