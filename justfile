@@ -30,7 +30,7 @@ lint:
 bench:
     go test -run '^$' -bench . -benchtime 1x ./engine/ -args -bench.dur=2s
     go test -run '^$' -bench . -benchtime 1x ./engine/command/
-    go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/
+    go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/   # BenchmarkStartup: x_empty, x_sqlite; BenchmarkMCP; the submit floor
     go test -run '^$' -bench 'AgentSessionTurn' -benchtime 50x ./cmd/cbth/
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/

@@ -68,3 +68,70 @@ func median(d []time.Duration) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[len(d)/2]
 }
+
+// BenchmarkStartup measures what a user feels of cbth's start, against
+// same-run references (issue 26), interleaved, medians:
+//
+//   - version_ms: `cbth version`, against empty_ms, a static empty Go
+//     binary; x_empty is their ratio (the bound: 3).
+//   - submit_ms: `cbth job submit` to a running daemon (durable,
+//     hash-chained, FSM-checked), against sqlite_ms, the sqlite3 CLI
+//     inserting one row in WAL mode with synchronous=FULL, the store the
+//     original of this design used; x_sqlite is their ratio (the bound:
+//     1.2). Without sqlite3 on PATH that half is skipped and said so.
+func BenchmarkStartup(b *testing.B) {
+	dir := b.TempDir()
+	empty, static := filepath.Join(dir, "empty"), filepath.Join(dir, "cbth")
+	for _, bld := range [][]string{{"-o", empty, "./testdata/empty"}, {"-o", static, "."}} {
+		cmd := exec.Command("go", append([]string{"build"}, bld...)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("build %v: %v\n%s", bld, err, out)
+		}
+		if err := execfile.Rewrite(bld[1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "CBTH_HOME="+filepath.Join(dir, "home"))
+	run := func(name string, args ...string) time.Duration {
+		c := exec.Command(name, args...)
+		c.Env = env
+		t0 := time.Now()
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return time.Since(t0)
+	}
+	run(static, "job", "submit", "--target", "cli", "--thread-id", "warm", "--task-kind", "k", "--summary", "start the daemon")
+	defer run(static, "daemon", "stop")
+	sqlite, _ := exec.LookPath("sqlite3")
+	db := filepath.Join(dir, "jobs.db")
+	if sqlite != "" {
+		run(sqlite, db, "PRAGMA journal_mode=WAL; CREATE TABLE jobs(id INTEGER PRIMARY KEY, thread TEXT, kind TEXT, summary TEXT, state TEXT, at TEXT);")
+	} else {
+		b.Log("sqlite3 is not on PATH: no submit reference")
+	}
+	const n = 100
+	b.ResetTimer()
+	var em, ve, su, sq []time.Duration
+	for range b.N {
+		for i := 0; i < n; i++ {
+			em = append(em, run(empty))
+			ve = append(ve, run(static, "version"))
+			su = append(su, run(static, "job", "submit", "--target", "cli", "--thread-id", "t", "--task-kind", "k", "--summary", fmt.Sprintf("s %d", i), "--json"))
+			if sqlite != "" {
+				sq = append(sq, run(sqlite, db, fmt.Sprintf("PRAGMA synchronous=FULL; INSERT INTO jobs(thread, kind, summary, state, at) VALUES('t', 'k', 's %d', 'running', datetime('now'));", i)))
+			}
+		}
+	}
+	b.StopTimer()
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(median(em)), "empty_ms")
+	b.ReportMetric(ms(median(ve)), "version_ms")
+	b.ReportMetric(float64(median(ve))/float64(median(em)), "x_empty")
+	b.ReportMetric(ms(median(su)), "submit_ms")
+	if sqlite != "" {
+		b.ReportMetric(ms(median(sq)), "sqlite_ms")
+		b.ReportMetric(float64(median(su))/float64(median(sq)), "x_sqlite")
+	}
+}
