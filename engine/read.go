@@ -162,22 +162,28 @@ func openReadOnly(path string, timeout time.Duration) (*bolt.DB, error) {
 }
 
 // LogFileHead returns the last seq of the log of a bbolt file that no
-// daemon holds, opened read-only.
+// daemon holds, opened read-only. A damaged file is ECORRUPT, never a
+// fault that ends the process: the file is opened and read inside the
+// same recover boundary as the verifier's.
 func LogFileHead(path string, timeout time.Duration) (uint64, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
+	db, err := openReadOnly(path, timeout)
 	if err != nil {
-		return 0, errs.Wrap(errs.EBUSY, err, "open %s read-only", path)
+		return 0, err
 	}
 	defer db.Close()
 	var head uint64
-	err = db.View(func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketLog); b != nil {
-			if k, _ := b.Cursor().Last(); k != nil {
-				head = binary.BigEndian.Uint64(k)
+	if p := catch(func() {
+		err = db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketLog); b != nil {
+				if k, _ := b.Cursor().Last(); k != nil {
+					head = binary.BigEndian.Uint64(k)
+				}
 			}
-		}
-		return nil
-	})
+			return nil
+		})
+	}); p != nil {
+		return 0, damaged(path, p)
+	}
 	return head, err
 }
 
