@@ -327,6 +327,9 @@ func TestPluginTarget_ExplicitLease(t *testing.T) {
 	if got := r.inspectDelivery("--job-id", e2.JobID, "--lease-id", l.LeaseID); got.Reconcile.Outcome != "followed" || got.Lease == nil || got.Lease.PID != l.PID {
 		t.Fatalf("inspect with the lease: %+v", got)
 	}
+	// The turn's model call is under way (it hangs until released) before
+	// the app-server dies: acceptance alone comes before the call.
+	waitFor(t, "the delivered turn's model call", codextest.Guard, func() bool { return r.model.Count("[mark:pe2]") == 1 })
 	if err := syscall.Kill(l.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
