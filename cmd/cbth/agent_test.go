@@ -117,6 +117,7 @@ func text(f map[string]any) string {
 // results; a tool outside the agent's list is refused to the model, not
 // run; a tool object run directly is confined to its working directory.
 func TestAgentThroughKernel(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	run := func(dir string, stdin string, args ...string) ([]map[string]any, int, string) {
 		c := exec.Command(args[0], args[1:]...)
@@ -260,6 +261,7 @@ func readTree(t *testing.T, dir string) map[string]string {
 // daemon restarted, and every file comes back byte for byte; the session
 // goes on where it was.
 func TestAgentSessions(t *testing.T) {
+	t.Parallel()
 	// Trusted: the job it submits itself has the fail-closed policy, and
 	// comes back to it (TestCtxTargetHoldsToTheAgentsTrust has the rest).
 	a := newAgentHome(t, "--trusted-all")
@@ -437,6 +439,7 @@ func sha256hex(s string) string {
 // same name, and rebuilt at start like them; agent other is in no space
 // and still refuses shared with EACCES.
 func TestAgentSharedScope(t *testing.T) {
+	t.Parallel()
 	a := newAgentHomeConfig(t, "[[ctx.shared]]\nname = \"team\"\nobjects = [\"agent/coder\"]\n")
 	a.ok(nil, "agent", "add", "other", "--model", "debug/echo")
 	other := filepath.Join(a.ctx, "agent", "other.sock")
@@ -509,6 +512,7 @@ func TestAgentSharedScope(t *testing.T) {
 // is parked for that reason, fail-closed since the run's tools may have
 // acted, not as an unknown acceptance; it is never delivered again.
 func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
+	t.Parallel()
 	// Trusted: the result it is delivered runs shell.exec.
 	a := newAgentHomeConfig(t, "[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"20ms\"\ndelivery_timeout = \"1h\"\n", "--trusted-all")
 	var res struct {
@@ -630,6 +634,7 @@ func TestCtxDeliveryReconciledAtRestart(t *testing.T) {
 // result in the provider's shape (the fake refuses a result that answers
 // no call in the history), so the loop's history survives as events.
 func TestAgentOnNetworkModelSession(t *testing.T) {
+	t.Parallel()
 	helper := providersBin(t)
 	const key = "sk-AGENT-TEST-KEY-1234"
 	srv := fakeprovider.Start(fakeprovider.OpenAIChat, key)
@@ -726,6 +731,7 @@ func providersBin(t *testing.T) string {
 // read-only, no-approval result is delivered; an agent that can only
 // read takes any result.
 func TestCtxTargetHoldsToTheAgentsTrust(t *testing.T) {
+	t.Parallel()
 	a := newAgentHomeConfig(t, "[delivery]\nmax_wait_window = \"0s\"\n")
 	a.ok(nil, "agent", "add", "reader", "--model", "debug/echo", "--tool", "fs.read", "--root", a.proj)
 	submit := func(thread string, policy ...string) string {
@@ -785,6 +791,7 @@ func TestCtxTargetHoldsToTheAgentsTrust(t *testing.T) {
 // anything that is not a regular file (EINVAL) without blocking in the
 // open, fs.search skips it, and the session goes on taking turns.
 func TestAgentToolsRefuseAFIFO(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	if err := syscall.Mkfifo(filepath.Join(a.proj, "pipe"), 0o600); err != nil {
 		t.Fatal(err)
@@ -844,6 +851,7 @@ func (a *agentHome) confined() bool {
 // the root it works, in the session's cwd. Without the means the command
 // runs, unconfined, and says so loudly (stderr, doctor).
 func TestAgentShellExecIsConfined(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("top-secret\n"), 0o600)
@@ -883,6 +891,7 @@ func TestAgentShellExecIsConfined(t *testing.T) {
 // not another provider's key nor anything else), from "/", and confined
 // where the system can. The fake helper reports what it got.
 func TestProviderHelperGetsItsOwnEnvironment(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	outside := t.TempDir()
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("top-secret\n"), 0o600)
@@ -928,6 +937,7 @@ func TestProviderHelperGetsItsOwnEnvironment(t *testing.T) {
 // A file name with a newline cannot forge entries of fs.list or fs.search
 // answers: such a name is a JSON string on its one line.
 func TestAgentListingsQuoteNewlines(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	evil := "evil\nghost.md"
 	if err := os.WriteFile(filepath.Join(a.proj, evil), []byte("needle\n"), 0o600); err != nil {
@@ -962,6 +972,7 @@ func TestAgentListingsQuoteNewlines(t *testing.T) {
 // ctx agent/<name> (the socket REPL) starts the daemon when none runs,
 // as every other command does, and has it serve the agent's socket.
 func TestCtxAgentREPLStartsTheDaemon(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	a.ok(nil, "daemon", "stop")
 	waitFor(t, "the daemon to stop", 10*time.Second, func() bool { return a.pid() == 0 })

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,16 @@ import (
 var cbthBin string
 
 func TestMain(m *testing.M) {
+	// The end-to-end tests mostly wait: on daemons, on Codex, on the
+	// fake model. They run in parallel, each in a private home, more at a
+	// time than the machine has cores (go test's default), unless the
+	// caller said how many.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+	}
 	dir, err := os.MkdirTemp("", "cbth-bin-")
 	if err != nil {
 		panic(err)
@@ -198,6 +210,7 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 }
 
 func TestAutoStartAndJobLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	if h.pid() != 0 {
 		t.Fatal("a daemon runs before any command")
@@ -266,6 +279,7 @@ func TestAutoStartAndJobLifecycle(t *testing.T) {
 }
 
 func TestSubmit_PolicyFlagsWinOverMetadata(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	meta := filepath.Join(t.TempDir(), "meta.json")
 	os.WriteFile(meta, []byte(`{"delivery_policy":{"read_only":true,"requires_approval":false,"requires_network":false,"requires_write_access":false}}`), 0o600)
@@ -283,6 +297,7 @@ func TestSubmit_PolicyFlagsWinOverMetadata(t *testing.T) {
 }
 
 func TestSubmit_DedupeKeyReturnsOriginal(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	a := h.submit("t", "--dedupe-key", "pr-42")
 	head := h.status().LogHeadSeq
@@ -301,6 +316,7 @@ func TestSubmit_DedupeKeyReturnsOriginal(t *testing.T) {
 
 // Bad input gets a stable code and leaves the log untouched.
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=1h")
 	cfg := "max_result_bytes = 1024\n[delivery]\nobservation_window = \"2h\"\n"
 	os.MkdirAll(h.root, 0o700)
@@ -377,6 +393,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 // Every file and directory cbth creates is private: 0700 directories, 0600
 // files (the socket included).
 func TestHomePermissions(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	id := h.submit("t")
 	f := filepath.Join(t.TempDir(), "r")
@@ -416,6 +433,7 @@ func TestHomePermissions(t *testing.T) {
 // A peer with another uid gets EACCES even when the file modes would let
 // it reach the socket: the daemon checks SO_PEERCRED itself.
 func TestForeignUIDRefused(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as uid 65534")
 	}
@@ -460,6 +478,7 @@ func TestForeignUIDRefused(t *testing.T) {
 
 // Ten racing first commands on a fresh home: one daemon, all ten served.
 func TestSingleInstanceUnderRace(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	var wg sync.WaitGroup
 	ids := make([]string, 10)
@@ -519,6 +538,7 @@ func daemonProcesses(root string) int {
 
 // A restarted daemon (stopped, or killed -9) finds everything again.
 func TestRestartCatchUp(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	a := h.submit("t")
 	h.ok(nil, "daemon", "stop")
@@ -540,6 +560,7 @@ func TestRestartCatchUp(t *testing.T) {
 // The daemon leaves once nothing keeps it busy for the idle timeout, and
 // an active job keeps it alive.
 func TestIdleExit(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=400ms")
 	id := h.submit("t")
 	pid := h.pid()
@@ -559,6 +580,7 @@ func TestIdleExit(t *testing.T) {
 }
 
 func TestVersionHelpAndCompletion(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	var v struct{ Version string }
 	h.ok(&v, "version")
@@ -624,6 +646,7 @@ func TestVersionHelpAndCompletion(t *testing.T) {
 // The README's first command: the demo runs the main job end to end in a
 // private temporary home and says what happened.
 func TestDemo(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	var rep struct {
 		Home         string `json:"home"`

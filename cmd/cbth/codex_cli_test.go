@@ -186,6 +186,7 @@ func (r *codexRig) logEvents(what string) {
 // manual batch; the daemon restarted, the epoch advanced again on the
 // next start of the app-server.
 func TestCLIRun_RealCodex(t *testing.T) {
+	t.Parallel()
 	r := newCodexRig(t, "[delivery]\nmax_wait_window = \"0s\"\n")
 	timeout := codextest.Guard
 
@@ -303,6 +304,7 @@ func TestCLIRun_RealCodex(t *testing.T) {
 // any TUI starts, and says so; an exploratory one still runs, saying that
 // auto-continuation is off.
 func TestCLIRun_ProbeFailureRefusesManagedSessions(t *testing.T) {
+	t.Parallel()
 	h := fakeCodexHome(t, "FAKECODEX_DROP=turn/start")
 	for _, args := range [][]string{{"--new-thread"}, {"--bind-thread-id", "01a20a4e-f876-7cc0-b8bf-dd76ccaba640"}} {
 		res := h.run(append([]string{"cli", "run", "--json"}, args...)...)
@@ -343,6 +345,7 @@ func fakeCodexHome(t *testing.T, env ...string) *homeDir {
 // cli run runs, and when the connection ends without a detach (cli run
 // killed), the daemon detaches the session itself.
 func TestCLIRun_KilledForegroundDetaches(t *testing.T) {
+	t.Parallel()
 	h := fakeCodexHome(t, "FAKECODEX_HOLD=1")
 	const thread = "01a20a52-0ef8-7891-a797-cb8f3bedceb8"
 	c := h.cmd("cli", "run", "--bind-thread-id", thread)
@@ -373,6 +376,7 @@ func TestCLIRun_KilledForegroundDetaches(t *testing.T) {
 // by the pid the kernel reports on the home's socket, which the log
 // recorded), starts its own, and every session moves to the next epoch.
 func TestCLIRun_OrphanedAppServerTakenOver(t *testing.T) {
+	t.Parallel()
 	orphanTakenOver(t, fakeCodexHome(t), false)
 }
 
@@ -410,6 +414,7 @@ func orphanTakenOver(t *testing.T, h *homeDir, throughChild bool) {
 // cbth cli run exits with codex's own status; a codex_binary that is not
 // there is ENOTCONF (exit 69) before anything runs.
 func TestCLIRun_ExitStatusAndMissingCodex(t *testing.T) {
+	t.Parallel()
 	h := fakeCodexHome(t, "FAKECODEX_EXIT=3")
 	if r := h.run("cli", "run", "--bind-thread-id", "01a20a52-0ef8-7891-a797-cb8f3bedceb8"); r.code != 3 {
 		t.Fatalf("codex exited 3, cbth cli run %d\n%s", r.code, r.stderr)

@@ -26,6 +26,7 @@ var cliBench = flag.Int("cli.bench", 0, "deliveries TestCLIDeliveryLatency makes
 // (the delivery makes a thread/resume and two fsynced appends before it
 // sends turn/start).
 func TestCLIDeliveryLatency(t *testing.T) {
+	t.Parallel()
 	n := *cliBench
 	if n == 0 {
 		t.Skip("a benchmark: go test ./cmd/cbth -run TestCLIDeliveryLatency -args -cli.bench=100 (just bench)")

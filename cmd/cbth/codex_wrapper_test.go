@@ -120,6 +120,7 @@ func TestPluginTarget_NpmWrapperOnPath(t *testing.T) {
 // next daemon recognises the orphan by the recorded pid's group and
 // stops all of it.
 func TestCLIRun_OrphanedWrapperTakenOver(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.codexConfig(codextest.ShellWrapper(t, codextest.FakeCodex(t)), filepath.Join(t.TempDir(), "codex-home"), "")
 	orphanTakenOver(t, h, true)

@@ -19,6 +19,7 @@ import (
 // Registering objects is an event; the tree under $CTX_ROOT is its
 // projection, written by the daemon and mended from the log at start.
 func TestCtxTreeIsAProjection(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
 	if err := os.Symlink(cbthBin, runner); err != nil {
@@ -68,6 +69,7 @@ func TestCtxTreeIsAProjection(t *testing.T) {
 
 // A session=socket model is served by the daemon at <model>.sock.
 func TestModelSocketServedByDaemon(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
 	os.Symlink(cbthBin, runner)
@@ -146,6 +148,7 @@ func TestModelSocketServedByDaemon(t *testing.T) {
 // there: without one beside cbth or on PATH it says how to get one and
 // writes nothing; with one on PATH, the objects name it and run.
 func TestCtxInitNeedsARunner(t *testing.T) {
+	t.Parallel()
 	empty := t.TempDir()
 	h := newHome(t, "PATH="+empty)
 	r := h.run("ctx", "init", "--json")
@@ -196,6 +199,7 @@ func TestCtxInitNeedsARunner(t *testing.T) {
 // log at the next start. A model without session=socket is EINVAL. A
 // foreground whose daemon stops under it exits EHOSTDOWN.
 func TestModelServeThroughDaemon(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
 	os.Symlink(cbthBin, runner)

@@ -130,6 +130,7 @@ func (h *homeDir) batches(thread string) []batchView {
 }
 
 func TestDelivery_FIFOAndBatchLimits(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_jobs_per_batch = 2")
 	h.behave("T", "accept") // keep each batch open so order is observable
 	a := h.ready("T")
@@ -167,6 +168,7 @@ func TestDelivery_FIFOAndBatchLimits(t *testing.T) {
 }
 
 func TestDelivery_MaxTotalBytesSplits(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_total_bytes = 20")
 	h.ready("T")
 	h.ready("T")
@@ -176,6 +178,7 @@ func TestDelivery_MaxTotalBytesSplits(t *testing.T) {
 }
 
 func TestDelivery_MinSendInterval(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "min_send_interval = \"60s\"\nmax_wait_window = \"0s\"")
 	h.ready("T")
 	if n := len(h.deliveries("T")); n != 1 {
@@ -198,6 +201,7 @@ func TestDelivery_MinSendInterval(t *testing.T) {
 }
 
 func TestDelivery_CooldownRedeliveryAndMaxAttempts(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"\nmax_delivery_attempts = 2")
 	h.behave("T", "accept")
 	job := h.ready("T")
@@ -222,6 +226,7 @@ func TestDelivery_CooldownRedeliveryAndMaxAttempts(t *testing.T) {
 }
 
 func TestDelivery_RejectBacksOffAndWindowExhausts(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"\nredelivery_window = \"5m\"")
 	h.behave("T", "reject")
 	h.ready("T")
@@ -248,6 +253,7 @@ func TestDelivery_RejectBacksOffAndWindowExhausts(t *testing.T) {
 }
 
 func TestDelivery_UnknownParksUntilOperatorCloses(t *testing.T) {
+	t.Parallel()
 	hookOut := filepath.Join(t.TempDir(), "hook.out")
 	h := deliveryHome(t, "!park_hook = [\"sh\", \"-c\", \"echo $CBTH_BATCH_ID $CBTH_THREAD_ID >> "+hookOut+"\"]\nmax_wait_window = \"0s\"")
 	h.behave("T", "unknown")
@@ -304,6 +310,7 @@ func TestDelivery_UnknownParksUntilOperatorCloses(t *testing.T) {
 }
 
 func TestDelivery_TurnFailedParksAndManualExpires(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"\nredelivery_window = \"10m\"")
 	h.behave("T", "turn_failed")
 	h.ready("T")
@@ -319,6 +326,7 @@ func TestDelivery_TurnFailedParksAndManualExpires(t *testing.T) {
 }
 
 func TestDelivery_FairOrderAcrossThreads(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	for _, th := range []string{"A", "B", "C"} {
 		h.behave(th, "accept")
@@ -357,6 +365,7 @@ func TestDelivery_FairOrderAcrossThreads(t *testing.T) {
 // collected by the sweep once their retention has passed after the close.
 // Orphans left by a crash between copy and event are removed at start.
 func TestArtifactRetentionAndOrphans(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"\n!min_artifact_ttl = \"1m\"\n!post_close_ttl = \"2m\"")
 	h.behave("T", "accept") // the batch stays open
 	f := filepath.Join(t.TempDir(), "r.txt")
@@ -417,6 +426,7 @@ func TestArtifactRetentionAndOrphans(t *testing.T) {
 // yet) cannot know whether the channel took it: after the restart the
 // batch is parked for manual resolution and never replayed on its own.
 func TestDelivery_KilledMidDeliveryIsNotReplayed(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"20ms\"\ndelivery_timeout = \"1h\"\n"), 0o600)

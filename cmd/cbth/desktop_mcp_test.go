@@ -327,6 +327,7 @@ func (r *desktopMCPRig) killDaemon() {
 }
 
 func TestDesktopMCP_RealCodexThreads(t *testing.T) {
+	t.Parallel()
 	r := newDesktopMCPRig(t)
 	bridgeT := r.thread()
 

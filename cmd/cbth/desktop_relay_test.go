@@ -84,6 +84,7 @@ type consumeReply struct {
 }
 
 func TestDesktop_RelayOnARealRollout(t *testing.T) {
+	t.Parallel()
 	hb := newCodexHeartbeat(t)
 	h := desktopHome(t)
 	h.readyDesktop("S")
@@ -214,6 +215,7 @@ func TestDesktop_RelayOnARealRollout(t *testing.T) {
 // issue` shows its line labelled; `relay print` prints exactly one line,
 // for a marker of the current revision and the kind the bridge names.
 func TestDesktop_RelayLinesBindToTheirBridgeAndToIntent(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	r := h.claim().Ready

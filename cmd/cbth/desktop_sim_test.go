@@ -110,6 +110,7 @@ func quiescedAt(s *relaySim, thread string) string {
 // (counted once) -> crossed by the caller -> the generation's pause
 // recorded (the pause proof as a relay kind).
 func TestDesktop_RelayBridgeInTheSandbox(t *testing.T) {
+	t.Parallel()
 	s := newRelaySim(t, "S")
 	s.desktopJob("S")
 	d := s.published("a ready entry with its relay marker", func(d desktopsim.DirectRead) bool {
@@ -355,6 +356,7 @@ func (s *relaySim) inspect(batch string) inspected {
 // failure the issue lists. After every row no batch was handed over twice
 // and each counts the arms that succeeded.
 func TestDesktopSim_WritebackLoop(t *testing.T) {
+	t.Parallel()
 	rows := []struct {
 		name string
 		run  func(t *testing.T, s *relaySim)
@@ -640,6 +642,7 @@ func (h *homeDir) scanner() scannerView {
 // only the pause applies and the attempt is abandoned, the batch
 // automatic and not counted.
 func TestDesktop_RelayScannerResumesAfterRestart(t *testing.T) {
+	t.Parallel()
 	s := newRelaySim(t, "S")
 	s.desktopJob("S")
 	s.readyFor("S")
@@ -690,6 +693,7 @@ func TestDesktop_RelayScannerResumesAfterRestart(t *testing.T) {
 // stable reason, visible in installation-state and doctor; a rebind
 // starts it again.
 func TestDesktop_RelayScannerDegradedThenRebound(t *testing.T) {
+	t.Parallel()
 	s := newRelaySim(t, "S")
 	if v := s.scanner(); v.State != "reading" || v.Revision != 1 {
 		t.Fatalf("bound: %+v", v)
@@ -731,6 +735,7 @@ func TestDesktop_RelayScannerDegradedThenRebound(t *testing.T) {
 // with the reason (doctor fails) while it reads on; a rebind to the same
 // file acknowledges the skip and resumes where it was.
 func TestDesktop_RelayScannerMovesPastLongRecords(t *testing.T) {
+	t.Parallel()
 	s := newRelaySim(t, "S")
 	s.desktopJob("S")
 	_, pending := s.readyFor("S")

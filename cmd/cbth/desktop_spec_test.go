@@ -13,6 +13,7 @@ import (
 // Every Desktop and service command's --json output has the shape
 // spec/desktop.md documents, both ways (see TestJSONShapesMatchTheSpec).
 func TestDesktopJSONShapesMatchTheSpec(t *testing.T) {
+	t.Parallel()
 	c := &shapeCheck{t: t, shapes: loadShapesFrom(t, "desktop.md"), seen: map[string]bool{}}
 	h := desktopHome(t)
 	doc := func(shape string, args ...string) {

@@ -165,6 +165,7 @@ func (h *homeDir) readyDesktop(threads ...string) {
 }
 
 func TestDesktop_RepeatedRepairAppendsNothing(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	var before installationView
 	h.ok(&before, "desktop", "installation-state")
@@ -184,6 +185,7 @@ func TestDesktop_RepeatedRepairAppendsNothing(t *testing.T) {
 }
 
 func TestDesktop_TransportChangeResetsToUnknownAndBumps(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.repair("--read-transport", "direct_file_read", "--read-transport-capability", "validated",
 		"--artifact-read-capability", "unavailable", "--writeback-capability", "validated")
@@ -198,6 +200,7 @@ func TestDesktop_TransportChangeResetsToUnknownAndBumps(t *testing.T) {
 }
 
 func TestDesktop_MismatchedBindingsGoDegraded(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S1", "S2")
 	if got := h.readyThreads(); strings.Join(got, ",") != "S1,S2" {
@@ -233,6 +236,7 @@ func TestDesktop_MismatchedBindingsGoDegraded(t *testing.T) {
 }
 
 func TestDesktop_UnboundThreadNeverReady(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	h.desktopJob("U") // submitting works without a binding
@@ -264,6 +268,7 @@ func TestDesktop_UnboundThreadNeverReady(t *testing.T) {
 }
 
 func TestDesktop_PeekAppendsNothing(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	manifest := filepath.Join(h.root, "inbox", inbox.ManifestName)
@@ -301,6 +306,7 @@ func TestDesktop_PeekAppendsNothing(t *testing.T) {
 // A binding repair that replaces the caller automation supersedes the
 // offered attempt: the bridge sees a fresh attempt and generation.
 func TestDesktop_ReplacedAutomationGetsAFreshGeneration(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	old := h.claim().Ready
@@ -318,6 +324,7 @@ func TestDesktop_ReplacedAutomationGetsAFreshGeneration(t *testing.T) {
 // artifact read, one whose policy is not read-only and low-risk) go to
 // manual resolution at once and are never offered.
 func TestDesktop_OperatorPathBatchesAreParked(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop()
 	h.bind("big", "automation-big")
@@ -355,6 +362,7 @@ func TestDesktop_OperatorPathBatchesAreParked(t *testing.T) {
 // place does not count as validated, whether it reads the snapshot or
 // runs the daemon that publishes it.
 func TestDesktop_FingerprintChangeUnvalidates(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	moved := filepath.Join(t.TempDir(), "elsewhere", "cbth")
@@ -400,6 +408,7 @@ func TestDesktop_FingerprintChangeUnvalidates(t *testing.T) {
 
 // The snapshot files are a projection: deleted, they come back.
 func TestDesktop_InboxIsAProjection(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S1", "S2")
 	before, err := desktopsim.ReadDirect(filepath.Join(h.root, "inbox"), bridge)
@@ -432,6 +441,7 @@ func TestDesktop_InboxIsAProjection(t *testing.T) {
 // is a projection, is deleted: they come from the log, which reserves
 // them by blocks, and each daemon start takes the next block.
 func TestDesktop_RevisionsNeverReusedAfterTheInboxIsDeleted(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S1")
 	rev := func() uint64 {
@@ -475,6 +485,7 @@ func TestDesktop_RevisionsNeverReusedAfterTheInboxIsDeleted(t *testing.T) {
 
 // The readers fail closed on every inconsistency, each with its code.
 func TestDesktop_ReadersFailClosed(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	h.desktopJob("S") // a second batch: a second revision
@@ -546,6 +557,7 @@ func TestDesktop_ReadersFailClosed(t *testing.T) {
 // closed. Every helper of a bridge wake passes inside the emulated
 // heartbeat sandbox: nothing written, locked, connected or started.
 func TestDesktop_BridgeWakeInTheSandbox(t *testing.T) {
+	t.Parallel()
 	if err := desktopsim.Tools(); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ var desktopWakes = flag.Int("desktop.bench", 0, "TestDesktopWakeMCPAgainstRelay:
 // the scanner applies it; the caller's turn then cannot cross at all: its
 // shell cannot reach the daemon and the crossing has no relay.
 func TestDesktopWakeMCPAgainstRelay(t *testing.T) {
+	t.Parallel()
 	if *desktopWakes == 0 {
 		t.Skip("a measurement: -args -desktop.bench=N")
 	}

@@ -61,6 +61,7 @@ func crossArgs(r *inbox.ReadyEntry) []string {
 // The whole v1 flow for one batch, with every refusal of the two arm
 // helpers and of note-boundary-crossed appending nothing.
 func TestDesktop_ArmCASAndBoundary(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	c := h.claim()
@@ -283,6 +284,7 @@ func (h *homeDir) bindingState(thread string) (state, reason string) {
 // proof by arm_pending_deadline, abandoned + manual_resolution_only +
 // binding degraded; a repair then gives a fresh generation.
 func TestDesktop_ArmPendingReconcile(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("P", "N")
 	// Proven paused: abandoned, the batch stays automatic and is offered
@@ -334,6 +336,7 @@ func TestDesktop_ArmPendingReconcile(t *testing.T) {
 // degrades the binding; the live attempt is abandoned; the head stays
 // open for the operator; a binding repair brings a fresh generation.
 func TestDesktop_PauseDeadlineDegradesThenRepair(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	r := h.claim().Ready
@@ -413,6 +416,7 @@ func bigArtifactBatch(h *homeDir) ([]byte, string) {
 // no lease; one comes only from the explicit issue-artifact-leases,
 // which inspect then shows, still appending nothing.
 func TestBatchInspect_AppendsNothing(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	_, batch := bigArtifactBatch(h)
 	head := h.head()
@@ -442,6 +446,7 @@ func TestBatchInspect_AppendsNothing(t *testing.T) {
 // bytes by chunks under it (never a path), and a lease ends when
 // rotated, revoked or expired.
 func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	want, batch := bigArtifactBatch(h)
 	var in leaseInspection
@@ -505,6 +510,7 @@ func TestDesktop_ArtifactRecoveryLeases(t *testing.T) {
 // installation repaired since the arm, gets binding_or_capability_invalid
 // and nothing is appended.
 func TestDesktop_CrossingNeedsValidatedCapabilities(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	r := h.claim().Ready
@@ -536,6 +542,7 @@ func TestDesktop_CrossingNeedsValidatedCapabilities(t *testing.T) {
 // lock once each, is refused, and answers transient_not_ready with
 // nothing sent; the batch stays as it was.
 func TestDesktop_CallerInTheSandboxSendsNothing(t *testing.T) {
+	t.Parallel()
 	if err := desktopsim.Tools(); err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,7 @@ func checkIDs(t *testing.T, rep doctorReport) {
 
 // A fresh home: nothing is wrong, and doctor creates nothing.
 func TestDoctorFreshHome(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	rep, r := h.doctor()
 	if r.code != 0 || !rep.OK {
@@ -79,6 +80,7 @@ func TestDoctorFreshHome(t *testing.T) {
 // A healthy home with a running daemon, a log and an object tree whose
 // runner exists.
 func TestDoctorHealthyHome(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.ctxInit()
 	h.submit("T")
@@ -104,6 +106,7 @@ func TestDoctorHealthyHome(t *testing.T) {
 // whose runner is gone and the socket of a daemon that died. Each is
 // named with its fix, and doctor exits 1.
 func TestDoctorBrokenHome(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	runner := h.ctxInit()
 	h.submit("T")
@@ -154,6 +157,7 @@ func TestDoctorBrokenHome(t *testing.T) {
 // credential fails with where to put it, and a present one is found and
 // never printed.
 func TestDoctorProvidersAndCredentials(t *testing.T) {
+	t.Parallel()
 	helper := providersBin(t)
 	h := newHome(t, "CBTH_PROVIDERS=", "OPENAI_API_KEY=")
 	h.ctxInit()
@@ -196,6 +200,7 @@ func (h *homeDir) ctxInit() string {
 // The Codex CLI: missing is a warning (only the cli target needs it); a
 // codex_binary that is not there fails; a working one reports its version.
 func TestDoctorCodex(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "PATH=/nonexistent")
 	rep, _ := h.doctor()
 	if f := rep.get("codex"); f.State != "warn" || !strings.Contains(f.Fix, "codex_binary") {
@@ -220,6 +225,7 @@ func TestDoctorCodex(t *testing.T) {
 // makes it ok, and a second install changes nothing; an approval taken
 // out fails; uninstall leaves the user's own settings byte for byte.
 func TestDoctorMCP(t *testing.T) {
+	t.Parallel()
 	codexHome := filepath.Join(t.TempDir(), "codex")
 	h := newHome(t, "CODEX_HOME="+codexHome)
 	if rep, _ := h.doctor(); rep.get("codex.mcp").State != "warn" || rep.get("codex.mcp").Fix != "cbth mcp install" {
@@ -262,6 +268,7 @@ func TestDoctorMCP(t *testing.T) {
 // control files like every object's (no "model identity" failure), and
 // goes on to ask the provider helper for the model's credential.
 func TestDoctorHomeWithAnAgent(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	a.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", "m")
 	a.env = append(a.env, "CBTH_PROVIDERS="+providersBin(t), "OPENAI_API_KEY=sk-doctor-test")

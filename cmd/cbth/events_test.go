@@ -26,6 +26,7 @@ func script(t *testing.T, h *homeDir) {
 // The same command script on two fresh homes with the same fixed clock
 // gives byte-identical logs: `cbth events diff` finds no difference.
 func TestDeterminism_SameScriptSameLog(t *testing.T) {
+	t.Parallel()
 	a := deliveryHome(t, "")
 	b := deliveryHome(t, "")
 	script(t, a)
@@ -57,6 +58,7 @@ func TestDeterminism_SameScriptSameLog(t *testing.T) {
 }
 
 func TestEvents_ExportVerifyReplay(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	h.ready("T")
 	h.ready("T")

@@ -113,6 +113,7 @@ func (h *homeDir) recorded(stream string) []logged {
 // once; session_id does not pick the conversation; nothing the gateway
 // wrote holds the payload.
 func TestGatewayDialogToAgentSocket(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	servedModel(t, h)
 	var rt struct {
@@ -225,6 +226,7 @@ func grepDir(t *testing.T, dir, s string) int {
 // core, delivered by the debug target; export --correlation-id follows
 // the conversation from the gateway into the core.
 func TestGatewayMessageIntoThread(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.ok(nil, "gateway", "route", "add", "--workspace", "w2", "--agent", "coder", "--to", "thread:T-gw", "--target", "debug")
 	secret := fmt.Sprintf("thread-payload-%d", time.Now().UnixNano())
@@ -260,6 +262,7 @@ func TestGatewayMessageIntoThread(t *testing.T) {
 // Gaps are reported and filled, a dedup_key is routed once, resume says
 // where the stream stands, and refusals of valid envelopes say why.
 func TestGatewaySequenceGapsDedupResume(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	status := func(seq int, extra ...string) []gwEnv {
 		return h.gwSend(0, append([]string{"--stream-id", "st-3", "--seq", fmt.Sprint(seq), "--session-id", "s", "--event-type", "status",
@@ -316,6 +319,7 @@ func TestGatewaySequenceGapsDedupResume(t *testing.T) {
 // ssh_remote: status envelopes carry remote_mode; an ide_primary failure
 // downgrades to terminal_fallback with a reason code, recorded.
 func TestGatewaySSHRemoteDowngrade(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	ssh := func(code int, seq int, extra ...string) gwEnv {
 		return last(h.gwSend(code, append([]string{"--channel", "ssh_remote", "--stream-id", "st-4", "--seq", fmt.Sprint(seq),
@@ -345,6 +349,7 @@ func TestGatewaySSHRemoteDowngrade(t *testing.T) {
 // 100 malformed envelopes, each refused with its field, rule and code;
 // the log does not move.
 func TestGatewayRejectsMalformedEnvelopes(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	head := h.status().LogHeadSeq
 	base := func() map[string]any {
@@ -421,6 +426,7 @@ func TestGatewayRejectsMalformedEnvelopes(t *testing.T) {
 // a turn of the agent's tool loop in the socket session of the routing
 // key; its tool call and answer come back as dialog events on the stream.
 func TestGatewayDialogToAgent(t *testing.T) {
+	t.Parallel()
 	a := newAgentHome(t)
 	a.ok(nil, "gateway", "route", "add", "--workspace", "acme", "--agent", "coder", "--to", "ctx:agent/coder", "--target", "ctx")
 	got := a.gwSend(0, "--stream-id", "st-6", "--seq", "1", "--session-id", "web-1", "--workspace", "acme", "--agent", "coder",
@@ -448,6 +454,7 @@ func TestGatewayDialogToAgent(t *testing.T) {
 // connection for good: once a write has waited write_timeout, the
 // gateway closes the connection and logs why (ETIMEDOUT).
 func TestGatewayClosesAClientThatDoesNotRead(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.config("[gateway]\nwrite_timeout = \"300ms\"\n")
 	h.ok(nil, "daemon", "status")

@@ -114,6 +114,7 @@ func (h *homeDir) verifyReport() (problems []string, exit int) {
 // Item 1: a missing or emptied log is refused, never replaced by an empty
 // one, while the rest of the home is still there.
 func TestLostLogIsRefusedNotReplaced(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"deleted", "emptied"} {
 		t.Run(how, func(t *testing.T) {
 			h := newHome(t)
@@ -176,6 +177,7 @@ func deleteTail(t *testing.T, path string, n int) {
 // it is not. The old daemon rebuilt the projections from the shorter log,
 // and then even verify passed.
 func TestShortenedLogIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, withAck := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ack=%v", withAck), func(t *testing.T) {
 			h := newHome(t)
@@ -201,6 +203,7 @@ func TestShortenedLogIsRefused(t *testing.T) {
 // Item 3: corrupting the newest bbolt meta page makes bbolt open the
 // transaction before it; the acknowledged head catches the lost commit.
 func TestRolledBackCommitIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.submit("t")
 	h.submit("t")
@@ -247,6 +250,7 @@ func corruptNewestMeta(t *testing.T, path string) {
 // Item 2: faults that made bbolt panic give a clear error with a stable
 // code, the daemon refuses to serve, and verify reports a problem list.
 func TestDamagedLogGivesAnErrorNotAPanic(t *testing.T) {
+	t.Parallel()
 	base := newHome(t)
 	if _, failures := submitLoad(base, 8, 40, nil); failures != 0 {
 		t.Fatalf("%d submits failed", failures)
@@ -339,6 +343,7 @@ func logBranchPage(t *testing.T, path string) (int, int) {
 // Item 4: a FIFO as the result file or /dev/zero as the metadata file is
 // refused at once; neither hangs the command or blocks daemon stop.
 func TestHostileFilesAreRefused(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	id := h.submit("t")
 	fifo := filepath.Join(t.TempDir(), "fifo")
@@ -367,6 +372,7 @@ func TestHostileFilesAreRefused(t *testing.T) {
 // socket may not be links at all; a regular file at the socket path is an
 // error, not something to delete.
 func TestHostileHomeLinksAreRefused(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to own a link as uid 65534")
 	}
@@ -422,6 +428,7 @@ func TestHostileHomeLinksAreRefused(t *testing.T) {
 // Item 6: a daemon that cannot start says why, at once, to the command
 // that started it.
 func TestDaemonStartFailureIsReported(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, config string
 		code         string
@@ -456,6 +463,7 @@ func TestDaemonStartFailureIsReported(t *testing.T) {
 // home: the daemon listens again and the next command reaches it; daemon
 // stop reaches it even before that.
 func TestRemovedSocketDoesNotBrickTheHome(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_START_TIMEOUT=8s")
 	h.submit("t")
 	pid := h.pid()
@@ -495,6 +503,7 @@ func TestRemovedSocketDoesNotBrickTheHome(t *testing.T) {
 // Item 8: invalid UTF-8 is refused, never rewritten, before anything is
 // sent; a raw frame with it is refused by the daemon.
 func TestInvalidUTF8IsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.submit("a\uFFFDb") // a real U+FFFD is text like any other
 	head := h.status().LogHeadSeq
@@ -524,6 +533,7 @@ func TestInvalidUTF8IsRefused(t *testing.T) {
 // Item 8: a job complete retried after its first try committed (its
 // answer lost) answers with the committed outcome and appends nothing.
 func TestCompleteRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	id := h.submit("t")
 	result := filepath.Join(t.TempDir(), "r.json")
@@ -559,6 +569,7 @@ func TestCompleteRetryIsIdempotent(t *testing.T) {
 
 // Item 8: error codes say what happened.
 func TestErrorCodesSayWhatHappened(t *testing.T) {
+	t.Parallel()
 	t.Run("home of another uid is EACCES", func(t *testing.T) {
 		if os.Getuid() != 0 {
 			t.Skip("needs root to make a home owned by uid 65534")

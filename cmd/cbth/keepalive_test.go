@@ -61,6 +61,7 @@ func hasReason(reasons []string, part string) bool {
 // the park is recorded nothing is due, and the daemon leaves at its idle
 // timeout.
 func TestKeepAlive_ParkedHeadLetsTheDaemonExit(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=2s")
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"50ms\"\n"), 0o600)
@@ -90,6 +91,7 @@ func TestKeepAlive_ParkedHeadLetsTheDaemonExit(t *testing.T) {
 // even with a budget of one attempt: the budget never closes a batch whose
 // turn is still running, and the turn's completion closes it delivered.
 func TestAsyncTurn_TrackedPastCooldownClosesDelivered(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"\nmax_delivery_attempts = 1\ncooldown = \"30s\"")
 	h.behave("T", "async")
 	job := h.ready("T")
@@ -140,6 +142,7 @@ func TestAsyncTurn_TrackedPastCooldownClosesDelivered(t *testing.T) {
 // A turn event counts only from the session and epoch the barrier
 // recorded: one reported from another epoch changes nothing.
 func TestAsyncTurn_OtherEpochIgnored(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	h.behave("T", "async")
 	h.ready("T")
@@ -166,6 +169,7 @@ func TestAsyncTurn_OtherEpochIgnored(t *testing.T) {
 // past its idle timeout, and at the observation deadline it parks the
 // batch as expired; then nothing keeps it up.
 func TestKeepAlive_TrackingUntilTheDeadlineThenExpired(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"\nobservation_window = \"30m\"\n!idle_timeout = \"10m\"")
 	h.behave("T", "async")
 	h.ready("T")
@@ -202,6 +206,7 @@ func TestKeepAlive_TrackingUntilTheDeadlineThenExpired(t *testing.T) {
 // With the real clock: past its idle timeout the daemon is still up while
 // it observes, and it leaves once the deadline parked the batch.
 func TestKeepAlive_TrackingOutlivesTheIdleTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=1s")
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"50ms\"\nobservation_window = \"4s\"\n"), 0o600)
@@ -222,6 +227,7 @@ func TestKeepAlive_TrackingOutlivesTheIdleTimeout(t *testing.T) {
 // A configuration whose observation window is not longer than the idle
 // timeout is refused: the daemon could not keep both promises.
 func TestConfig_ObservationWindowMustExceedIdleTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=10m")
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nobservation_window = \"10m\"\n"), 0o600)
@@ -234,6 +240,7 @@ func TestConfig_ObservationWindowMustExceedIdleTimeout(t *testing.T) {
 // A hung delivery holds up its own thread only: another thread of the
 // same target is delivered meanwhile.
 func TestDelivery_HungThreadDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nmax_wait_window = \"0s\"\nsweep_interval = \"20ms\"\ndelivery_timeout = \"1h\"\n"), 0o600)
@@ -261,6 +268,7 @@ func TestDelivery_HungThreadDoesNotDelayAnother(t *testing.T) {
 // The target's gate holds a thread back (its caller is busy): the core
 // lets it through, the target does not, and inspect says why.
 func TestDelivery_TargetGateHoldsTheThread(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	h.behave("T", "busy")
 	h.ready("T")
@@ -278,6 +286,7 @@ func TestDelivery_TargetGateHoldsTheThread(t *testing.T) {
 // A parked batch's hook runs off the loop: while a slow hook runs, other
 // threads are still delivered.
 func TestParkHook_RunsOffTheLoop(t *testing.T) {
+	t.Parallel()
 	hookDone := filepath.Join(t.TempDir(), "hook.done")
 	h := newHome(t)
 	os.MkdirAll(h.root, 0o700)
@@ -297,6 +306,7 @@ func TestParkHook_RunsOffTheLoop(t *testing.T) {
 // A job never reported fails at job_timeout with a clear reason, and then
 // keeps nothing alive.
 func TestJobTimeout(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "!job_timeout = \"1h\"")
 	id := h.submitTo("debug", "T")
 	if st := h.status(); st.ActiveJobs != 1 {
@@ -326,6 +336,7 @@ func TestJobTimeout(t *testing.T) {
 // in the new daemon's stream: the new daemon parks it at once instead of
 // waiting out the observation window.
 func TestRestart_TrackedTurnIsParkedAtStartup(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	h.behave("T", "async")
 	h.ready("T")
@@ -345,6 +356,7 @@ func TestRestart_TrackedTurnIsParkedAtStartup(t *testing.T) {
 
 // The audit commands never start a daemon.
 func TestAuditCommandsNeverStartADaemon(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.submit("t")
 	h.ok(nil, "daemon", "stop")
@@ -370,6 +382,7 @@ func TestAuditCommandsNeverStartADaemon(t *testing.T) {
 // channel client waiting on its stream is work. Closed, the daemon leaves
 // by the idle rule.
 func TestKeepAlive_GatewayConnection(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=2s")
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("[delivery]\nsweep_interval = \"50ms\"\n"), 0o600)

@@ -92,6 +92,7 @@ func bulkHome(t *testing.T, batches, failed int) *homeDir {
 }
 
 func TestListings_ThousandsOfBatchesPage(t *testing.T) {
+	t.Parallel()
 	const batches, failed = 3000, 2000
 	t0 := time.Now()
 	h := bulkHome(t, batches, failed)
@@ -194,6 +195,7 @@ func TestListings_ThousandsOfBatchesPage(t *testing.T) {
 // save that would make it too big for one reply is refused, and the
 // biggest tree that may be saved is read back in one.
 func TestListings_ATreeIsNeverTooBigToReadBack(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.status()
 	root := filepath.Join(t.TempDir(), "ctx")

@@ -74,6 +74,7 @@ func rssPeakKiB(pid int) int {
 // 50 concurrent submitters x 20 processes: every job accepted exactly once,
 // the log verifies, and the daemon stays under 100 MiB.
 func TestLoad_1000Submits(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("load test")
 	}
@@ -118,6 +119,7 @@ func TestLoad_1000Submits(t *testing.T) {
 // Kill -9 the daemon in the middle of the load: every submit that printed a
 // job id is in the log after the restart.
 func TestLoad_KillDaemonMidway(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("load test")
 	}

@@ -57,6 +57,7 @@ func withoutLive(m map[string]any) map[string]any {
 }
 
 func TestAsOf_ABatchAJobAndAHeadAsTheyWere(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "")
 	h.behave("T", "accept") // accepted, then cooled down: the batch stays open
 	job := h.ready("T")
@@ -172,6 +173,7 @@ func TestAsOf_ABatchAJobAndAHeadAsTheyWere(t *testing.T) {
 }
 
 func TestAsOf_BadMomentsAreRefusedAndAppendNothing(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "")
 	h.behave("T", "accept")
 	job := h.ready("T")
@@ -210,6 +212,7 @@ func TestAsOf_BadMomentsAreRefusedAndAppendNothing(t *testing.T) {
 }
 
 func TestSupersede_CarriesTheJobsAndKeepsFIFO(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	h.behave("T", "accept") // each head stays open, cooling down
 	a := h.ready("T")
@@ -315,6 +318,7 @@ func TestSupersede_CarriesTheJobsAndKeepsFIFO(t *testing.T) {
 // metadata_ref, an artifact's retention_until, an attempt's snapshot_path
 // (Desktop: the ready entry's locator) and delivery_deadline.
 func TestSeedNames_PolicyFlagsRefsAndAttemptFields(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.readyDesktop("S")
 	ready := h.claim().Ready
@@ -393,6 +397,7 @@ func TestSeedNames_PolicyFlagsRefsAndAttemptFields(t *testing.T) {
 // events diff: the first divergence field by field, and how every
 // aggregate compares; exit 0 same, 1 different.
 func TestEventsDiff_FieldsAndAggregates(t *testing.T) {
+	t.Parallel()
 	a := deliveryHome(t, "max_wait_window = \"0s\"")
 	b := deliveryHome(t, "max_wait_window = \"0s\"")
 	for _, h := range []*homeDir{a, b} {

@@ -464,6 +464,7 @@ func TestPluginHandshakeChecksTheDeclaredPID(t *testing.T) {
 // allow-list (PATH, HOME, LANG, ...) and [cli] pass_env, nothing else.
 // The codex binary is a wrapper that records its environment.
 func TestCodexAppServerGetsAnAllowListedEnvironment(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wrapper := filepath.Join(dir, "codex")
 	script := fmt.Sprintf("#!/bin/sh\nenv > %s/env.$$\nexec %s \"$@\"\n", dir, codextest.Binary(t))

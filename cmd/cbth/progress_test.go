@@ -46,6 +46,7 @@ func errorsAs(err error, ee **exec.ExitError) bool {
 // the rate, the time left where the total is known; nothing under --json
 // or when stderr is not a terminal.
 func TestProgress_OnATerminalOnly(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	job := h.ready("T")
 	_, stderr := h.runTTYStderr("wait", "--job-id", job)

@@ -59,6 +59,7 @@ func undeliveredHook(t *testing.T) (config, out string) {
 }
 
 func TestRejects_BackOffToTheCapAndTheCloseIsLoud(t *testing.T) {
+	t.Parallel()
 	const (
 		base, limit = time.Minute, time.Hour
 		jitter      = 0.2
@@ -172,6 +173,7 @@ func checkLoud(t *testing.T, h *homeDir, hookOut, reason, batch, job string, cou
 // whose window ended, are as loud; a parked batch's hook runs once for
 // the park and once more for the close.
 func TestUndeliveredCloses_AreLoud(t *testing.T) {
+	t.Parallel()
 	t.Run("max_attempts_exhausted", func(t *testing.T) {
 		hook, hookOut := undeliveredHook(t)
 		h := deliveryHome(t, hook+"\nmax_wait_window = \"0s\"\nmax_delivery_attempts = 1")

@@ -56,6 +56,7 @@ type serviceReply struct {
 }
 
 func TestService_InstallStatusUninstall(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	cfg := t.TempDir()
 	c := fakeCtl(t)
@@ -113,6 +114,7 @@ func TestService_InstallStatusUninstall(t *testing.T) {
 
 // What the unit runs: a supervised daemon does not leave on idle.
 func TestService_SupervisedDaemonStaysUp(t *testing.T) {
+	t.Parallel()
 	h := newHome(t, "CBTH_IDLE_TIMEOUT=300ms")
 	cmd := h.cmd("daemon", "run", "--quiet", "--supervised")
 	if err := cmd.Start(); err != nil {
@@ -143,6 +145,7 @@ func TestService_SupervisedDaemonStaysUp(t *testing.T) {
 // expand in a path (specifiers, variables, quotes, backslashes) is
 // escaped by its rules.
 func TestService_PathsCannotInjectDirectives(t *testing.T) {
+	t.Parallel()
 	cfg := t.TempDir()
 	c := fakeCtl(t)
 	base := t.TempDir()

@@ -51,6 +51,7 @@ type soakFigures struct {
 }
 
 func TestSoak_KillRounds(t *testing.T) {
+	t.Parallel()
 	seed := *soakSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
@@ -367,6 +368,7 @@ func (h *homeDir) checkDeliveries(t *testing.T, round int, readySeq map[string]u
 // to serve (ECORRUPT, exit 70, naming the file and the way out) or, for a
 // record whose bytes changed, serves while events verify names the seq.
 func TestSoak_StorageFaults(t *testing.T) {
+	t.Parallel()
 	base := newHome(t)
 	if _, failures := submitLoad(base, 6, 40, nil); failures != 0 {
 		t.Fatalf("%d submits failed", failures)

@@ -191,6 +191,7 @@ func watchOnce(t *testing.T, h *homeDir) string {
 }
 
 func TestJSONShapesMatchTheSpec(t *testing.T) {
+	t.Parallel()
 	c := &shapeCheck{t: t, shapes: loadShapes(t), seen: map[string]bool{}}
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	out := func(args ...string) string {

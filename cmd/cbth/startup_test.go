@@ -38,6 +38,7 @@ var (
 // a process of its own. It also measures a start that must rebuild the
 // projections. A report, not in go test's default run.
 func TestStartupWithALargeLog(t *testing.T) {
+	t.Parallel()
 	if *startupEvents == 0 {
 		t.Skip("a benchmark: run with -startup.events=1000000 (just bench-startup)")
 	}
@@ -219,6 +220,7 @@ func vmHWM(t *testing.T, pid int) float64 {
 // past [log] max_bytes, keeping [log] keep older copies; the daemon goes
 // on logging in a new daemon.log.
 func TestLogsRotateAtStart(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	h.config("[log]\nmax_bytes = 200\nkeep = 2\n")
 	logDir := filepath.Join(h.root, "log")

@@ -121,6 +121,7 @@ func (h *homeDir) waitOutput(id, s string) {
 
 // A failing command fails its job with the exit status and its output.
 func TestTaskExitFailsTheJob(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "")
 	v := h.taskEnd(h.taskRun("T", "sh", "-c", "echo hi; exit 3").TaskID)
 	if v.State != "exited" || v.Outcome != "failed" || v.ExitCode == nil || *v.ExitCode != 3 {
@@ -147,6 +148,7 @@ func TestTaskExitFailsTheJob(t *testing.T) {
 // A task that exits 0 completes its job with its output as the result,
 // and the result is delivered into the job's thread.
 func TestTaskDeliveredToItsThread(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "")
 	run := h.taskRun("D", "sh", "-c", "echo building; echo delivered")
 	v := h.taskEnd(run.TaskID)
@@ -181,6 +183,7 @@ func TestTaskDeliveredToItsThread(t *testing.T) {
 // Output past the spool cap is counted; the spool keeps its first
 // spool_max bytes and the task its last output_tail bytes.
 func TestTaskSpoolCapAndTail(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "spool_max = 1048576\noutput_tail = 4096")
 	const total = 100 << 20
 	v := h.taskEnd(h.taskRun("T", "sh", "-c", "head -c 104857600 /dev/zero | tr '\\0' x; echo; echo END").TaskID)
@@ -205,6 +208,7 @@ func TestTaskSpoolCapAndTail(t *testing.T) {
 
 // --timeout stops the command with TERM and fails the job.
 func TestTaskTimeout(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	run := h.taskRunArgs("--target", "cli", "--thread-id", "T", "--timeout", "1s", "--", "sleep", "60")
 	v := h.taskEnd(run.TaskID)
@@ -219,6 +223,7 @@ func TestTaskTimeout(t *testing.T) {
 // task cancel stops the command and cancels the job; cancelling again
 // changes nothing.
 func TestTaskCancel(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	run := h.taskRun("T", "sleep", "60")
 	h.taskState(run.TaskID, "running")
@@ -245,6 +250,7 @@ func TestTaskCancel(t *testing.T) {
 
 // At most max_running tasks run; the others wait queued, in order.
 func TestTaskConcurrencyCap(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "max_running = 1")
 	first := h.taskRun("T", "sleep", "60")
 	second := h.taskRun("T", "sh", "-c", "echo second")
@@ -279,6 +285,7 @@ func TestTaskConcurrencyCap(t *testing.T) {
 // processes left of it, and never runs it (or the one queued behind it)
 // again.
 func TestTaskFailsClosedAfterDaemonKill(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "max_running = 1")
 	marker := filepath.Join(t.TempDir(), "ran")
 	run := h.taskRun("T", "sh", "-c", "echo partial; exec sleep 60")
@@ -317,6 +324,7 @@ func TestTaskFailsClosedAfterDaemonKill(t *testing.T) {
 
 // daemon stop stops running tasks and records why their jobs failed.
 func TestDaemonStopStopsTasks(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	run := h.taskRun("T", "sleep", "60")
 	h.taskState(run.TaskID, "running")
@@ -329,6 +337,7 @@ func TestDaemonStopStopsTasks(t *testing.T) {
 
 // task logs -f follows the output until the task ends.
 func TestTaskLogsFollow(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	run := h.taskRun("T", "sh", "-c", "echo one; sleep 1; echo two")
 	c := h.cmd("task", "logs", "-f", "--json", run.TaskID)
@@ -365,6 +374,7 @@ func TestTaskLogsFollow(t *testing.T) {
 
 // Bad task input is refused before anything is recorded.
 func TestTaskRunRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	for _, tc := range []struct {
 		args []string
@@ -390,6 +400,7 @@ func TestTaskRunRefusesBadInput(t *testing.T) {
 // Once a failed task's output artifact is collected (after
 // min_artifact_ttl), task logs prints the tail the task's record kept.
 func TestTaskLogsAfterTheArtifactIsCollected(t *testing.T) {
+	t.Parallel()
 	h := newHome(t)
 	os.MkdirAll(h.root, 0o700)
 	os.WriteFile(filepath.Join(h.root, "config.toml"), []byte("min_artifact_ttl = \"0s\"\n[delivery]\nsweep_interval = \"50ms\"\n"), 0o600)
@@ -416,6 +427,7 @@ func TestTaskLogsAfterTheArtifactIsCollected(t *testing.T) {
 // the leader's pid and start time the log holds, and leaves the stranger
 // alone.
 func TestTaskReapIgnoresTheGroupTheLockNames(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "")
 	victim := exec.Command("sleep", "60")
 	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -452,6 +464,7 @@ func TestTaskReapIgnoresTheGroupTheLockNames(t *testing.T) {
 // says so. (The leader is killed by hand after the daemon; its child
 // keeps the lock held.)
 func TestTaskReapLeavesAnUnverifiedGroup(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "")
 	run := h.taskRun("T", "sh", "-c", `sleep 60 & echo child=$!; wait`)
 	h.waitOutput(run.TaskID, "child=")
@@ -483,6 +496,7 @@ func TestTaskReapLeavesAnUnverifiedGroup(t *testing.T) {
 // *_SECRET, *PASSWORD*) leaves it out of everything the log records: the
 // output tail and the job's reason say <redacted NAME> instead.
 func TestTaskSecretsAreRedactedFromTheLog(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "")
 	const secret = "tok-9f8e7d6c5b4a"
 	h.env = append(h.env, "DEPLOY_TOKEN="+secret, "DB_PASSWORD_FILE_X=pw-0123456789", "SHORT_KEY=abc")

@@ -11,6 +11,7 @@ import (
 // *Env, or the CortexFS commands' *cortexcli.Env): a leaf with another
 // signature would only fail when someone runs it.
 func TestEveryLeafRuns(t *testing.T) {
+	t.Parallel()
 	p, err := kong.New(&CLI{})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // (The auto-replacement of an idle older daemon: see
 // TestUpgrade_SharedBinaryDoesNotReplace.)
 func TestSharedExecutablesAndRolloutsAreRefused(t *testing.T) {
+	t.Parallel()
 	h := desktopHome(t)
 	h.validate()
 	dir := t.TempDir()

@@ -250,6 +250,7 @@ func (u *upgradeHome) snapshot() ([]jobRow, []batchRow) {
 // is refused with EVERSION naming the command to run, daemon restart
 // replaces the daemon, and every job and batch is there as it was.
 func TestUpgradeFromProtocol2(t *testing.T) {
+	t.Parallel()
 	u := newUpgradeHome(t, buildAt(t, protocol2Base))
 	open := u.seed()
 	var script struct {
@@ -316,6 +317,7 @@ func TestUpgradeFromProtocol2(t *testing.T) {
 // the task, whose end the old daemon records, and the new daemon has
 // every job, batch and task. A task run during the handover is refused.
 func TestUpgradeWaitsForARunningTask(t *testing.T) {
+	t.Parallel()
 	u := newUpgradeHome(t, buildAt(t, taskBase))
 	u.seed()
 	gate := filepath.Join(t.TempDir(), "go")
@@ -401,6 +403,7 @@ func TestUpgradeWaitsForARunningTask(t *testing.T) {
 // daemon restart --stop-tasks does not wait: the task is stopped and its
 // job fails, saying why; a wait that runs out changes nothing.
 func TestRestartStopTasks(t *testing.T) {
+	t.Parallel()
 	h := taskHome(t, "kill_grace = \"2s\"")
 	run := h.taskRun("T", "sleep", "60")
 	h.taskState(run.TaskID, "running")
@@ -432,6 +435,7 @@ func TestRestartStopTasks(t *testing.T) {
 // A client that meets an older idle daemon of its protocol replaces it;
 // a busy one is left running with a warning naming the command.
 func TestIdleOlderDaemonIsReplaced(t *testing.T) {
+	t.Parallel()
 	older := filepath.Join(t.TempDir(), "cbth")
 	build := exec.Command("go", "build", "-ldflags=-X=main.Version=0.1.9", "-o", older, ".")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -474,6 +478,7 @@ func TestIdleOlderDaemonIsReplaced(t *testing.T) {
 // says why, naming the binary and its mode; made private, it replaces
 // the idle older daemon.
 func TestUpgrade_SharedBinaryDoesNotReplace(t *testing.T) {
+	t.Parallel()
 	older := filepath.Join(t.TempDir(), "cbth")
 	build := exec.Command("go", "build", "-ldflags=-X=main.Version=0.1.9", "-o", older, ".")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -16,6 +16,7 @@ import (
 // lines of changes for scripts, a terminal UI on a terminal; it quits
 // cleanly and never starts a daemon.
 func TestWatch_LiveViewAndCleanQuit(t *testing.T) {
+	t.Parallel()
 	h := deliveryHome(t, "")
 	r := h.run("watch", "--json")
 	if r.code != 69 || !strings.Contains(r.stdout, `"EHOSTDOWN"`) || h.pid() != 0 {
