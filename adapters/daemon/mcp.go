@@ -143,15 +143,7 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 		cmd.DedupeKey = "mcp/" + c.ThreadID + "/" + a.IdempotencyKey
 		m.CommandID = "job.submit/" + cmd.DedupeKey
 	}
-	res, err := d.eng.Execute(ctx, m, command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd})
-	if err != nil {
-		return api.MCPSubmitReply{}, err
-	}
-	id, _ := res.Value.(string)
-	if res.Replayed && len(res.Events) > 0 {
-		id = res.Events[0].Stream.ID
-	}
-	j, err := d.job(id)
+	j, dedup, err := d.submitted(d.eng.Execute(ctx, m, command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd}))
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -159,8 +151,8 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	return api.MCPSubmitReply{JobID: id, Status: j.Status, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
-		Deduplicated: res.Replayed || res.Outcome == "deduplicated", Delivery: del}, nil
+	return api.MCPSubmitReply{JobID: j.JobID, Status: j.Status, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
+		Deduplicated: dedup, Delivery: del}, nil
 }
 
 func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {

@@ -215,19 +215,25 @@ func (d *Daemon) submit(ctx context.Context, a api.SubmitArgs) (api.SubmitReply,
 		// returns the original job without deciding again.
 		m.CommandID = "job.submit/" + a.DedupeKey
 	}
-	res, err := d.eng.Execute(ctx, m, cmd)
+	j, dedup, err := d.submitted(d.eng.Execute(ctx, m, cmd))
 	if err != nil {
 		return api.SubmitReply{}, err
+	}
+	return api.SubmitReply{JobID: j.JobID, Status: j.Status, AcceptedAt: j.CreatedAt, Deduplicated: dedup}, nil
+}
+
+// submitted is the job a submission made, or the one an earlier
+// submission with its key made (deduplicated).
+func (d *Daemon) submitted(res engine.Result, err error) (query.JobView, bool, error) {
+	if err != nil {
+		return query.JobView{}, false, err
 	}
 	id, _ := res.Value.(string)
 	if res.Replayed && len(res.Events) > 0 {
 		id = res.Events[0].Stream.ID
 	}
 	j, err := d.job(id)
-	if err != nil {
-		return api.SubmitReply{}, err
-	}
-	return api.SubmitReply{JobID: id, Status: j.Status, AcceptedAt: j.CreatedAt, Deduplicated: res.Replayed || res.Outcome == "deduplicated"}, nil
+	return j, res.Replayed || res.Outcome == "deduplicated", err
 }
 
 func (d *Daemon) job(id string) (v query.JobView, err error) {

@@ -111,44 +111,37 @@ func (t tools) preflight(ctx context.Context, c caller, args json.RawMessage) (s
 }
 
 func (t tools) claim(_ context.Context, c caller, args json.RawMessage) (string, any, error) {
-	if err := noArgs(args); err != nil {
-		return "", nil, err
-	}
-	s, err := t.snapshot(c)
-	if err != nil {
-		return "", nil, err
-	}
-	defer s.Close()
-	out, err := s.Claim(func(transport string) (string, error) { return t.cfg.Fingerprints[transport], nil })
-	if err != nil {
-		return "", nil, err
-	}
-	if out.Ready == nil {
-		return fmt.Sprintf("Nothing to arm (%s).", out.NotReadyReason), out, nil
-	}
-	r := out.Ready
-	return fmt.Sprintf("Arm caller automation %s for thread %s: batch %s, attempt %s, generation %d, snapshot revision %d.",
-		out.Binding.CallerAutomationID, r.SourceThreadID, r.BatchID, r.AttemptID, r.Generation, r.SnapshotRevision), out, nil
+	return t.read(c, args, func(s *inbox.Snapshot) (string, any, error) {
+		out, err := s.Claim(func(transport string) (string, error) { return t.cfg.Fingerprints[transport], nil })
+		switch {
+		case err != nil:
+			return "", nil, err
+		case out.Ready == nil:
+			return fmt.Sprintf("Nothing to arm (%s).", out.NotReadyReason), out, nil
+		}
+		r := out.Ready
+		return fmt.Sprintf("Arm caller automation %s for thread %s: batch %s, attempt %s, generation %d, snapshot revision %d.",
+			out.Binding.CallerAutomationID, r.SourceThreadID, r.BatchID, r.AttemptID, r.Generation, r.SnapshotRevision), out, nil
+	})
 }
 
 func (t tools) listArmPending(_ context.Context, c caller, args json.RawMessage) (string, any, error) {
-	if err := noArgs(args); err != nil {
-		return "", nil, err
-	}
-	s, err := t.snapshot(c)
-	if err != nil {
-		return "", nil, err
-	}
-	defer s.Close()
-	f, err := s.ArmPending()
-	if err != nil {
-		return "", nil, err
-	}
-	out := inbox.List[inbox.ArmPendingEntry]{SnapshotRevision: f.SnapshotRevision, BridgeThreadID: f.BridgeThreadID, CreatedAt: f.CreatedAt, Entries: f.Entries}
-	return fmt.Sprintf("%d arms pending.", len(out.Entries)), out, nil
+	return t.read(c, args, func(s *inbox.Snapshot) (string, any, error) {
+		out, err := s.ArmPendingList()
+		return fmt.Sprintf("%d arms pending.", len(out.Entries)), out, err
+	})
 }
 
 func (t tools) listPauseDue(_ context.Context, c caller, args json.RawMessage) (string, any, error) {
+	return t.read(c, args, func(s *inbox.Snapshot) (string, any, error) {
+		out, err := s.PauseDueList()
+		return fmt.Sprintf("%d caller heartbeats to pause.", len(out.Entries)), out, err
+	})
+}
+
+// read runs a reader tool, which takes no arguments, on the published
+// snapshot of the calling bridge thread.
+func (t tools) read(c caller, args json.RawMessage, fn func(*inbox.Snapshot) (string, any, error)) (string, any, error) {
 	if err := noArgs(args); err != nil {
 		return "", nil, err
 	}
@@ -157,12 +150,11 @@ func (t tools) listPauseDue(_ context.Context, c caller, args json.RawMessage) (
 		return "", nil, err
 	}
 	defer s.Close()
-	f, err := s.PauseDue()
+	text, out, err := fn(s)
 	if err != nil {
 		return "", nil, err
 	}
-	out := inbox.List[inbox.PauseDueEntry]{SnapshotRevision: f.SnapshotRevision, BridgeThreadID: f.BridgeThreadID, CreatedAt: f.CreatedAt, Entries: f.Entries}
-	return fmt.Sprintf("%d caller heartbeats to pause.", len(out.Entries)), out, nil
+	return text, out, nil
 }
 
 func (in armIn) args() api.ArmArgs {

@@ -48,11 +48,10 @@ func (c *DesktopListArmPendingCmd) Run(env *Env) error {
 		return err
 	}
 	defer s.Close()
-	f, err := s.ArmPending()
+	out, err := s.ArmPendingList()
 	if err != nil {
 		return err
 	}
-	out := inbox.List[inbox.ArmPendingEntry]{SnapshotRevision: f.SnapshotRevision, BridgeThreadID: f.BridgeThreadID, CreatedAt: f.CreatedAt, Entries: f.Entries}
 	return env.emit(out, func(w io.Writer) {
 		fmt.Fprintf(w, "revision %d: %d arm-pending\n", out.SnapshotRevision, len(out.Entries))
 		for _, e := range out.Entries {
@@ -73,11 +72,10 @@ func (c *DesktopListPauseDueCmd) Run(env *Env) error {
 		return err
 	}
 	defer s.Close()
-	f, err := s.PauseDue()
+	out, err := s.PauseDueList()
 	if err != nil {
 		return err
 	}
-	out := inbox.List[inbox.PauseDueEntry]{SnapshotRevision: f.SnapshotRevision, BridgeThreadID: f.BridgeThreadID, CreatedAt: f.CreatedAt, Entries: f.Entries}
 	return env.emit(out, func(w io.Writer) {
 		fmt.Fprintf(w, "revision %d: %d pause-due\n", out.SnapshotRevision, len(out.Entries))
 		for _, e := range out.Entries {

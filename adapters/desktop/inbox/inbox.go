@@ -302,6 +302,20 @@ func (s *Snapshot) ArmPending() (ArmPendingBindings, error) {
 	return v, s.read(s.Manifest.Files.ArmPendingBindings, KindArmPending, &v)
 }
 
+// ArmPendingList is the revision's arm-pending entries as the readers
+// print them.
+func (s *Snapshot) ArmPendingList() (List[ArmPendingEntry], error) {
+	f, err := s.ArmPending()
+	return List[ArmPendingEntry]{SnapshotRevision: f.SnapshotRevision, BridgeThreadID: f.BridgeThreadID, CreatedAt: f.CreatedAt, Entries: f.Entries}, err
+}
+
+// PauseDueList is the revision's pause-due entries as the readers print
+// them.
+func (s *Snapshot) PauseDueList() (List[PauseDueEntry], error) {
+	f, err := s.PauseDue()
+	return List[PauseDueEntry]{SnapshotRevision: f.SnapshotRevision, BridgeThreadID: f.BridgeThreadID, CreatedAt: f.CreatedAt, Entries: f.Entries}, err
+}
+
 // PauseDue reads the revision's pause-due-bindings.json.
 func (s *Snapshot) PauseDue() (PauseDueBindings, error) {
 	var v PauseDueBindings
