@@ -284,9 +284,6 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		return
 	}
 	if res.Outcome != "started" {
-		if why, ok := res.Value.(string); ok {
-			d.opt.Log.Info("delivery not started", "target", spec.Name, "thread", thread, "reason", why)
-		}
 		// The reading goes into the log all the same.
 		d.recordReading(ctx, meta, route.Reading)
 		return
