@@ -6,6 +6,9 @@ default: test
 build:
     CGO_ENABLED=0 go build -o bin/cbth ./cmd/cbth
     CGO_ENABLED=0 go build -o bin/cbth-providers ./cmd/cbth-providers
+    CGO_ENABLED=0 go build -o bin/cbth-providers-openai ./cmd/cbth-providers-openai
+    CGO_ENABLED=0 go build -o bin/cbth-providers-anthropic ./cmd/cbth-providers-anthropic
+    CGO_ENABLED=0 go build -o bin/cbth-providers-gemini ./cmd/cbth-providers-gemini
 
 # Run every test (the README's command).
 test:
@@ -33,6 +36,7 @@ bench:
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/   # BenchmarkStartup: x_empty, x_sqlite; BenchmarkMCP; the submit floor
     go test -run '^$' -bench 'AgentSessionTurn' -benchtime 50x ./cmd/cbth/
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
+    go test -run '^$' -bench HelperStart -benchtime 1x ./cmd/cbth-providers/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
     go test -run '^$' -bench . -benchtime 20x ./adapters/desktop/relay/

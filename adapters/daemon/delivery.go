@@ -227,8 +227,10 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 // deliver carries one delivery to thread out. For a push target: the
 // accept_pending barrier is durable before the target is called, and
 // the target's answer is recorded after (even when the daemon is
-// stopping meanwhile: an answer is evidence). For a pull target: the
-// head's attempt is prepared, nothing more.
+// stopping meanwhile: an answer is evidence). A Preparer reads first;
+// what it read is recorded in the barrier's append, so the delivery
+// costs one commit before the send, and its answer carries the send. For
+// a pull target: the head's attempt is prepared, nothing more.
 func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g target.Gate) {
 	thread, spec := h.ThreadID, t.Spec()
 	cfg := d.deliveryConfig()
@@ -236,11 +238,14 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		cfg.ObservationWindow = spec.ObservationWindow
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: "deliver:" + thread}
-	if pr, ok := t.(target.Preparer); ok && spec.Kind == target.Push {
+	var send func(context.Context, command.Delivery) target.Result
+	switch tt := t.(type) {
+	case target.Preparer:
 		// Acquisition before the barrier: a failure here leaves nothing
 		// pending (the head waits, or goes to the operator path).
-		g = pr.Prepare(ctx, h, g)
+		g = tt.Prepare(ctx, h, g)
 		if !g.OK {
+			d.recordReading(ctx, meta, g.Route.Reading)
 			if g.Park {
 				d.parkHead(ctx, spec.Name, h, g.Reason)
 			} else {
@@ -253,6 +258,9 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 			}
 			return
 		}
+		send = g.Send
+	case target.Pusher:
+		send = tt.Deliver
 	}
 	route := g.Route
 	if route.RPCKind == "" {
@@ -261,8 +269,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 	if route.DeliveryMode == "" {
 		route.DeliveryMode = spec.DeliveryMode
 	}
-	p, push := t.(target.Pusher)
-	if !push || t.Spec().Kind == target.Pull {
+	if send == nil || spec.Kind == target.Pull {
 		res, err := d.eng.Execute(ctx, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
 		if err != nil {
 			d.opt.Log.Error("prepare attempt", "thread", thread, "err", err)
@@ -277,6 +284,8 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		return
 	}
 	if res.Outcome != "started" {
+		// The reading goes into the log all the same.
+		d.recordReading(ctx, meta, route.Reading)
 		return
 	}
 	del := res.Value.(command.Delivery)
@@ -285,7 +294,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		timeout = spec.AcceptTimeout
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
-	out := p.Deliver(dctx, del)
+	out := send(dctx, del)
 	cancel()
 	rctx := context.WithoutCancel(ctx)
 	meta.CorrelationID = "deliver:" + del.AttemptID
@@ -312,6 +321,18 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 			d.opt.Log.Error("record turn event", "attempt", del.AttemptID, "event", ev, "err", err)
 			return
 		}
+	}
+}
+
+// recordReading records a permission reading a Preparer took for a head
+// that did not go (with the barrier it would have been recorded in the
+// same append). A reading the session no longer takes is logged only.
+func (d *Daemon) recordReading(ctx context.Context, meta engine.Meta, r *command.GatedReading) {
+	if r == nil {
+		return
+	}
+	if _, err := d.eng.Execute(ctx, meta, r.ObservePermissions); err != nil {
+		d.opt.Log.Info("permission reading not recorded", "managed_session_id", r.SessionID, "err", err)
 	}
 }
 

@@ -74,8 +74,14 @@ type Gate struct {
 	// low-risk): the scheduler moves it to manual resolution, with Reason.
 	Park bool
 	// Route: the rpc kind and delivery mode (empty: the Spec's), and the
-	// managed session and epoch whose stream will report the turn.
+	// managed session and epoch whose stream will report the turn. Its
+	// Reading, from a Preparer, is recorded whether or not the head goes:
+	// with the barrier when it does, on its own when it does not.
 	Route command.Route
+	// Send, in a Preparer's answer that lets the head through, carries
+	// the delivery out with what Prepare acquired, once its barrier is
+	// durable: Pusher.Deliver's contract.
+	Send func(ctx context.Context, d command.Delivery) Result
 }
 
 // Target is a delivery target.
@@ -100,15 +106,15 @@ type Pusher interface {
 
 // Preparer is a push target with acquisition work to do once its gate
 // let a head through and before the barrier is written: reading the
-// caller's current state afresh (for the Codex CLI, a thread/resume that
-// also records the permission snapshot). Prepare may talk to the channel
-// and append audit events, but must have no side effect on the caller's
-// thread. It runs on the delivery's worker; its answer replaces the
-// gate's (Park and Retry as in Gate). Whatever it acquires for the
-// delivery it keeps itself until Deliver, which runs next on the same
-// worker if the core still lets the head through.
+// caller's current state afresh (for the Codex CLI, a thread/resume and
+// its permission reading). Prepare may talk to the channel but must have
+// no side effect on the caller's thread, and writes nothing to the log:
+// what it read goes forward in its answer (the route's Reading, recorded
+// by the scheduler), and so does the send (Gate.Send), which runs next
+// on the same worker if the core still lets the head through. Its answer
+// replaces the gate's (Park and Retry as in Gate).
 type Preparer interface {
-	Pusher
+	Target
 	Prepare(ctx context.Context, h Head, g Gate) Gate
 }
 

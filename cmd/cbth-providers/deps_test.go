@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 )
 
 // sdkPrefixes are import paths that must stay out of cbth: the provider
@@ -53,6 +55,29 @@ func TestHelperLinksSDKs(t *testing.T) {
 	for _, p := range []string{"github.com/openai/", "github.com/anthropics/", "google.golang.org/genai", "github.com/zalando/go-keyring"} {
 		if !strings.Contains(all, "\n"+p) {
 			t.Errorf("cbth-providers does not depend on %s", p)
+		}
+	}
+}
+
+// Each SDK helper links its own SDK and no other: it starts for every
+// call through that SDK, and each SDK linked runs its package
+// initializers at every start (the gemini SDK's pull gRPC, protobuf,
+// OpenCensus and go-cmp).
+func TestSDKHelpersLinkOneSDK(t *testing.T) {
+	sdk := map[string]string{
+		provider.HelperOpenAI:    "github.com/openai/",
+		provider.HelperAnthropic: "github.com/anthropics/",
+		provider.HelperGemini:    "google.golang.org/genai",
+	}
+	for h := range provider.SDKHelpers {
+		all := "\n" + strings.Join(deps(t, "github.com/cbth-dev/cbth/cmd/"+h), "\n")
+		for other, p := range sdk {
+			if linked := strings.Contains(all, "\n"+p); linked != (other == h) {
+				t.Errorf("%s links %s: %v", h, p, linked)
+			}
+		}
+		if strings.Contains(all, "\ngithub.com/cbth-dev/cbth/adapters/cortexfs/driver/all\n") {
+			t.Errorf("%s links driver/all, which carries every SDK", h)
 		}
 	}
 }

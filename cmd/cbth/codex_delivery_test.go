@@ -181,6 +181,25 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	if r.threadOfMarker(h.Marker) != thread {
 		t.Fatalf("the continuation went to thread %s, not %s", r.threadOfMarker(h.Marker), thread)
 	}
+	// The fresh permission reading Prepare took is recorded in the
+	// barrier's append: right before accept_pending, decided at the same
+	// time.
+	all := r.events("*")
+	for i, e := range all {
+		if e.Type != "attempt.accept_pending" {
+			continue
+		}
+		var at [2]struct {
+			RecordedAt string `json:"recorded_at"`
+		}
+		prev := all[max(i-1, 0)]
+		_ = json.Unmarshal([]byte(prev.line), &at[0])
+		_ = json.Unmarshal([]byte(e.line), &at[1])
+		if i == 0 || prev.Type != "session.permission_observed" || prev.Seq != e.Seq-1 || at[0].RecordedAt != at[1].RecordedAt {
+			t.Fatalf("the barrier %s (seq %d) is not recorded with the reading: the event before it is %s (seq %d) at %s",
+				at[1].RecordedAt, e.Seq, prev.Type, prev.Seq, at[0].RecordedAt)
+		}
+	}
 	tm.waitText("ECHO:["+h.Marker+"]", codextest.Guard) // the TUI shows the continuation and its answer (the screen capture loses the spaces the TUI moves the cursor over)
 	if !strings.Contains(tm.screen(), "[mark:d1] the CI run passed") {
 		t.Fatalf("the TUI does not show the job's summary:\n%s", tail(tm.screen(), 3000))

@@ -381,6 +381,20 @@ type Route struct {
 	DeliveryMode     string
 	ManagedSessionID string
 	SessionEpoch     uint64
+	// Reading, when set, is the fresh permission reading of the managed
+	// session's thread the target gated this route on (the Codex CLI
+	// reads it before every turn/start). It is recorded with the barrier,
+	// in the same append, and the route is refused (not_eligible) when on
+	// the state the barrier is decided on the reading would not give the
+	// effective permissions that were gated.
+	Reading *GatedReading
+}
+
+// GatedReading is a permission reading not recorded yet, and the
+// effective permissions a gate let a delivery through on.
+type GatedReading struct {
+	ObservePermissions
+	Effective events.Permissions
 }
 
 func (r Route) validate() error {
@@ -471,6 +485,18 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 		attemptID = a.ID // a proven benign reject: retry the same attempt
 	} else {
 		attemptID, gen, rev, emits = freshAttempt(v, el, c.Route.DeliveryMode)
+	}
+	if g := c.Route.Reading; g != nil {
+		observed, obs, refused, err := g.observe(v)
+		switch {
+		case err != nil:
+			return engine.Decision{}, err
+		case refused != nil:
+			return engine.Decision{Outcome: "not_eligible", Value: refused.Error()}, nil
+		case obs.Effective != g.Effective:
+			return engine.Decision{Outcome: "not_eligible", Value: "the session's permissions moved since its thread was read"}, nil
+		}
+		emits = append(emits, observed...)
 	}
 	rpc := v.NewID()
 	marker := "cbth-" + strings.ReplaceAll(rpc, "-", "")[20:]

@@ -415,19 +415,50 @@ type ObservePermissions struct {
 
 // Decide implements engine.Decider.
 func (c ObservePermissions) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	s, err := sessionByID(v, c.SessionID)
+	emits, obs, refused, err := c.observe(v)
+	if err == nil {
+		err = refused
+	}
 	if err != nil {
 		return engine.Decision{}, err
 	}
+	return engine.Decision{Outcome: "observed", Emits: emits, Value: obs}, nil
+}
+
+// observe is ObservePermissions on v: the events and the observation, or
+// why the reading cannot be recorded on the session as it is (refused;
+// err is for a failed read).
+func (c ObservePermissions) observe(v engine.Reader) (emits []engine.Emit, obs Observation, refused, err error) {
+	s, err := sessionByID(v, c.SessionID)
+	if err != nil {
+		return nil, Observation{}, nil, err
+	}
+	if refused := c.Refusal(s); refused != nil {
+		return nil, Observation{}, refused, nil
+	}
+	emits, obs = observe(s, c.Reading)
+	return emits, obs, nil, nil
+}
+
+// Refusal says why the reading cannot be recorded on session s (nil when
+// it can): the session's permissions are read only while it is live or
+// detached, and only on the instance its epoch numbers.
+func (c ObservePermissions) Refusal(s *aggregate.Session) error {
 	if s.Status != "live" && s.Status != "detached" {
-		return engine.Decision{}, errs.New(errs.ESTATE, "session %s is %s; its permissions are not read", s.ID, s.Status)
+		return errs.New(errs.ESTATE, "session %s is %s; its permissions are not read", s.ID, s.Status)
 	}
 	if s.AppServerInstance != c.Instance {
-		return engine.Decision{}, errs.New(errs.ESTALE, "session %s is at epoch %d on instance %s; a reading from instance %s proves nothing about it",
+		return errs.New(errs.ESTALE, "session %s is at epoch %d on instance %s; a reading from instance %s proves nothing about it",
 			s.ID, s.Epoch, s.AppServerInstance, c.Instance)
 	}
-	emits, obs := observe(s, c.Reading)
-	return engine.Decision{Outcome: "observed", Emits: emits, Value: obs}, nil
+	return nil
+}
+
+// Observed is what recording the reading on session s would give, as
+// ObservePermissions would record it now: read, not recorded.
+func (c ObservePermissions) Observed(s *aggregate.Session) Observation {
+	_, obs := observe(s, c.Reading)
+	return obs
 }
 
 func sessionByID(v engine.Reader, id string) (*aggregate.Session, error) {

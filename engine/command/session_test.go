@@ -440,3 +440,39 @@ func TestSession_ListingPages(t *testing.T) {
 		return nil
 	})
 }
+
+// The reading a delivery was gated on goes into the log with its barrier,
+// in one append, after the materialized attempt and before
+// accept_pending. A reading that on the state the barrier is decided on
+// would give other effective permissions than those gated, or that the
+// session no longer takes (another instance), starts nothing and
+// appends nothing.
+func TestSession_ReadingRecordedWithTheBarrier(t *testing.T) {
+	s := newSessions(t)
+	s.started("i1")
+	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
+	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
+	gated := func(instance string, effective events.Permissions) command.Route {
+		return command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart, ManagedSessionID: r.SessionID, SessionEpoch: 1,
+			Reading: &command.GatedReading{ObservePermissions: command.ObservePermissions{SessionID: r.SessionID, Instance: instance, Reading: strict},
+				Effective: effective}}
+	}
+	wide := events.Permissions{AllowsApproval: yes, AllowsNetwork: no, AllowsWriteAccess: no}
+	for _, route := range []command.Route{gated("i1", wide), gated("i2", r.Obs.Effective)} {
+		head := s.e.Head()
+		res := s.exec(command.StartDelivery{Config: immediate, ThreadID: "T", Route: route})
+		if res.Outcome != "not_eligible" || len(res.Events) != 0 || s.e.Head() != head {
+			t.Fatalf("a reading that does not hold (%+v): %s %v, %d events", route.Reading, res.Outcome, res.Value, len(res.Events))
+		}
+	}
+	rev := s.session(r.SessionID).SnapshotRevision
+	res := s.exec(command.StartDelivery{Config: immediate, ThreadID: "T", Route: gated("i1", r.Obs.Effective)})
+	want := []string{"attempt.prepared", "batch.materialized", "session.permission_observed", "attempt.accept_pending"}
+	if res.Outcome != "started" || !slices.Equal(types(res), want) {
+		t.Fatalf("started with the reading: %s %v, want %v in one append", res.Outcome, types(res), want)
+	}
+	if got := s.session(r.SessionID).SnapshotRevision; got != rev+1 {
+		t.Fatalf("snapshot revision %d after the barrier, want %d", got, rev+1)
+	}
+}

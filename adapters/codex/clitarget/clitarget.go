@@ -43,7 +43,7 @@ type Sessions interface {
 	Current() (instance string, probed bool)
 	ThreadStatus(thread string) string
 	AwaitingFirstTurn(thread string) bool
-	Refresh(ctx context.Context, sessionID string) (sessions.Refreshed, error)
+	Read(ctx context.Context, sessionID string) (sessions.Refreshed, error)
 	Client(instance string) (*appserver.Client, error)
 	Alive(instance string) bool
 	Watch(w sessions.Watcher)
@@ -57,15 +57,14 @@ type Target struct {
 	log *slog.Logger
 	now func() time.Time
 
-	mu       sync.Mutex
-	sink     target.Sink
-	wake     func()
-	prepared map[string]prep   // thread -> what Prepare acquired for Deliver
-	tracks   map[string]*track // thread -> the delivery whose turn is followed
-	queue    chan target.TurnEvent
+	mu     sync.Mutex
+	sink   target.Sink
+	wake   func()
+	tracks map[string]*track // thread -> the delivery whose turn is followed
+	queue  chan target.TurnEvent
 }
 
-// prep is what Prepare read for the delivery that follows it.
+// prep is what Prepare read for the delivery that follows it (its Send).
 type prep struct {
 	instance, session string
 	epoch             uint64
@@ -97,7 +96,7 @@ func New(cfg Config, m Sessions, eng *engine.Engine, now func() time.Time, log *
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Target{cfg: cfg, m: m, eng: eng, log: log, now: now,
-		prepared: map[string]prep{}, tracks: map[string]*track{}, queue: make(chan target.TurnEvent, 1024)}
+		tracks: map[string]*track{}, queue: make(chan target.TurnEvent, 1024)}
 }
 
 // Spec implements target.Target.

@@ -18,17 +18,16 @@ import (
 	"github.com/cbth-dev/cbth/events"
 )
 
-// Deliver implements target.Pusher: one turn/start carrying the
-// continuation prompt (with the correlation marker) and the pinned
-// permissions, on the connection of the instance Prepare read. An answer
-// with a result is accepted; an error answer is a proven reject; no
-// answer is reconciled by the marker on the same instance.
-func (t *Target) Deliver(ctx context.Context, d command.Delivery) target.Result {
-	t.mu.Lock()
-	p, ok := t.prepared[d.ThreadID]
-	delete(t.prepared, d.ThreadID)
-	t.mu.Unlock()
-	if !ok || p.session != d.ManagedSessionID || p.epoch != d.SessionEpoch || (p.steer != "") != (d.RPCKind == command.RPCTurnSteer) {
+// send carries out one delivery (Gate.Send of Prepare's answer): one
+// turn/start carrying the continuation prompt (with the correlation
+// marker) and the pinned permissions, on the connection of the instance
+// Prepare read. An answer with a result is accepted; an error answer is
+// a proven reject; no answer is reconciled by the marker on the same
+// instance.
+func (t *Target) send(ctx context.Context, d command.Delivery, p prep) target.Result {
+	if p.session != d.ManagedSessionID || p.epoch != d.SessionEpoch || (p.steer != "") != (d.RPCKind == command.RPCTurnSteer) {
+		// The barrier names another session, epoch or rpc kind than the
+		// reading this send was prepared on.
 		return target.Result{Outcome: command.RejectedBefore, Reason: errNotPrepared.Error()}
 	}
 	c, err := t.m.Client(p.instance)

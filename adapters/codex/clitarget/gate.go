@@ -118,13 +118,15 @@ func riskView(ref sessions.Refreshed, turnID string) RiskView {
 const retryIn = 5 * time.Second
 
 // Prepare implements target.Preparer: before every turn/start it reads the
-// thread afresh (thread/resume, which records the permission snapshot and
-// any drift), checks the thread is idle, and applies the permission gate
-// to the fresh reading. Nothing reaches the thread.
+// thread afresh (thread/resume), checks the thread is idle, and applies
+// the permission gate to the fresh reading. Nothing reaches the thread
+// and nothing is recorded here: the reading goes forward in the route
+// (recorded with the barrier, or alone when the head does not go), and
+// what the send needs in its Send.
 func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) target.Gate {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ref, err := t.m.Refresh(rctx, g.Route.ManagedSessionID)
+	ref, err := t.m.Read(rctx, g.Route.ManagedSessionID)
 	if errors.Is(err, sessions.ErrAwaitingFirstTurn) {
 		return target.Gate{Reason: ReasonAwaitingFirstTurn}
 	}
@@ -134,9 +136,14 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	if ref.Epoch != g.Route.SessionEpoch {
 		return target.Gate{Reason: "cli: the session's epoch moved on", Retry: t.now()}
 	}
+	var reading *command.GatedReading
+	if ref.Record != nil {
+		reading = &command.GatedReading{ObservePermissions: *ref.Record, Effective: ref.Effective}
+	}
+	g.Route.Reading = reading
 	steer := ""
 	if ref.Thread.Thread.Status.Type == appserver.ThreadActive {
-		held := target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
+		held := target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle", Route: command.Route{Reading: reading}}
 		if !t.cfg.Steer || !readOnlyBatch(h.Policy) {
 			return held
 		}
@@ -164,12 +171,11 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	}
 	params, why := t.pin(ref)
 	if why != "" {
-		return target.Gate{Park: true, Reason: why}
+		return target.Gate{Park: true, Reason: why, Route: command.Route{Reading: reading}}
 	}
 	params.ThreadID = h.ThreadID
-	t.mu.Lock()
-	t.prepared[h.ThreadID] = prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params, steer: steer}
-	t.mu.Unlock()
+	p := prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params, steer: steer}
+	g.Send = func(ctx context.Context, d command.Delivery) target.Result { return t.send(ctx, d, p) }
 	return g
 }
 
@@ -239,6 +245,6 @@ func (t *Target) pin(ref sessions.Refreshed) (appserver.TurnStartParams, string)
 	return p, ""
 }
 
-// errNotPrepared is Deliver's proven reject when Prepare's reading is not
+// errNotPrepared is send's proven reject when Prepare's reading is not
 // the one the barrier names.
 var errNotPrepared = errs.New(errs.ESTATE, "no fresh reading of the thread for this delivery")

@@ -244,7 +244,7 @@ func (t *Target) Deliver(ctx context.Context, d command.Delivery) target.Result 
 		}
 		return failed(g.Reason)
 	}
-	return t.inner.Deliver(ctx, d)
+	return g.Send(ctx, d)
 }
 
 // lost is told when an app-server instance ended with leases bound to

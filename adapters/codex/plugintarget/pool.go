@@ -424,12 +424,13 @@ func (p *Pool) Watch(w sessions.Watcher) {
 	p.mu.Unlock()
 }
 
-// Refresh implements clitarget.Sessions: the lease of a managed session
+// Read implements clitarget.Sessions: the lease of a managed session
 // resumes its thread on the instance it is bound to (which subscribes the
 // pool's connection to the thread's turns) and reads its permissions.
 // A host-plugin target has no startup cap of its own: the reading is
-// the cap, so strict-safe delivery needs all three false in it.
-func (p *Pool) Refresh(ctx context.Context, sessionID string) (sessions.Refreshed, error) {
+// the cap, so strict-safe delivery needs all three false in it. A lease
+// is no session aggregate: there is no reading to record (Record nil).
+func (p *Pool) Read(ctx context.Context, sessionID string) (sessions.Refreshed, error) {
 	p.mu.Lock()
 	l := p.bySession(sessionID)
 	var lease Lease

@@ -593,16 +593,36 @@ type Refreshed struct {
 	Thread appserver.ThreadSession
 	// Instance is the app-server instance the reading was taken on.
 	Instance string
+	// Record, from Read, records the reading (nil: there is nothing to
+	// record, or Refresh did); Observation is what it would record as of
+	// the read.
+	Record *command.ObservePermissions
 }
 
-// Refresh reads a session's thread again and records the permissions: the
-// call the CLI delivery target makes before every automatic turn/start,
-// whose Effective is then the most that turn may be given. It fails with
-// ESTALE when the session's epoch is not the running instance's (the epoch
-// moved on; the caller reads the session again) and with the resume's
-// error when Codex refuses; a refusal that shows the thread unreachable
-// (gone, or held by another process) marks the session stale.
+// Refresh reads a session's thread again and records the permissions
+// (Read, then its Record).
 func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, error) {
+	ref, err := m.Read(ctx, sessionID)
+	if err != nil {
+		return Refreshed{}, err
+	}
+	res, err := m.exec(ctx, *ref.Record)
+	if err != nil {
+		return Refreshed{}, err
+	}
+	ref.Observation, ref.Record = res.Value.(command.Observation), nil
+	return ref, nil
+}
+
+// Read reads a session's thread again without recording anything: the
+// call the CLI delivery target makes before every automatic turn/start.
+// Its Effective is the most that turn may be given, and its Record goes
+// into the log with the delivery's barrier, in the same append. It fails
+// with ESTALE when the session's epoch is not the running instance's
+// (the epoch moved on; the caller reads the session again) and with the
+// resume's error when Codex refuses; a refusal that shows the thread
+// unreachable (gone, or held by another process) marks the session stale.
+func (m *Manager) Read(ctx context.Context, sessionID string) (Refreshed, error) {
 	in, err := m.Ensure(ctx)
 	if err != nil {
 		return Refreshed{}, err
@@ -640,15 +660,15 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 	}
 	m.born(s.BoundThreadID)
 	m.NoteThreadStatus(in.nonce, s.BoundThreadID, ts.Thread.Status.Type)
-	res, err := m.exec(ctx, command.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)})
-	if err != nil {
+	rec := &command.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)}
+	if err := rec.Refusal(s); err != nil {
 		return Refreshed{}, err
 	}
-	obs := res.Value.(command.Observation)
+	obs := rec.Observed(s)
 	if obs.Drift != nil && obs.Drift.Recorded {
 		m.log.Warn(obs.Drift.Warning(s.ID))
 	}
-	return Refreshed{Observation: obs, Thread: ts, Instance: in.nonce}, nil
+	return Refreshed{Observation: obs, Thread: ts, Instance: in.nonce, Record: rec}, nil
 }
 
 // Attach serves cli.attach: it starts the shared app-server if needed and

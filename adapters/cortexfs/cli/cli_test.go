@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/engine/errs"
 )
 
@@ -284,6 +286,30 @@ func TestInstall(t *testing.T) {
 	}
 	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o755 {
 		t.Errorf("helper mode: %v %v", st, err)
+	}
+	if len(res.SDKHelpers) != 0 {
+		t.Errorf("SDK helpers appeared from nowhere: %v", res.SDKHelpers)
+	}
+
+	// The SDK helpers found next to it are copied too.
+	gem := filepath.Join(filepath.Dir(src), provider.HelperGemini)
+	if err := os.WriteFile(gem, []byte("#!/bin/sh\necho gemini\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, env, "install", "--prefix", prefix, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res = InstallResult{}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	gdst := filepath.Join(prefix, "bin", provider.HelperGemini)
+	if !slices.Equal(res.SDKHelpers, []string{gdst}) || res.Providers != dst {
+		t.Errorf("with the gemini helper: %+v", res)
+	}
+	if b, err := os.ReadFile(gdst); err != nil || string(b) != "#!/bin/sh\necho gemini\n" {
+		t.Errorf("installed gemini helper: %q %v", b, err)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
@@ -34,6 +36,10 @@ type InstallResult struct {
 	// Providers is the installed cbth-providers helper, "" when none was
 	// found next to the running binary (then Warnings says so).
 	Providers string `json:"providers"`
+	// SDKHelpers are the installed helpers of one SDK each (found next to
+	// the running binary; a missing one only costs its calls the slower
+	// start of cbth-providers).
+	SDKHelpers []string `json:"sdk_helpers"`
 	// Dynamic is set when the installed binary needs the dynamic loader
 	// (built with cgo); Warnings then says what it costs.
 	Dynamic  bool     `json:"dynamic"`
@@ -92,6 +98,18 @@ func (c *InstallCmd) Run(env *Env) error {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s not found next to %s: not installed; network models (every driver but debug) will fail with ENOTCONF until it is at %s",
 			provider.HelperName, exe, filepath.Join(bin, provider.HelperName)))
 	}
+	res.SDKHelpers = []string{}
+	for _, n := range slices.Sorted(maps.Keys(provider.SDKHelpers)) {
+		src := filepath.Join(filepath.Dir(exe), n)
+		if st, err := os.Stat(src); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		hdst := filepath.Join(bin, n)
+		if err := copyExecutable(src, hdst); err != nil {
+			return err
+		}
+		res.SDKHelpers = append(res.SDKHelpers, hdst)
+	}
 	for _, m := range res.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", m)
 	}
@@ -99,6 +117,9 @@ func (c *InstallCmd) Run(env *Env) error {
 		fmt.Fprintf(w, "installed %s (links: %v)\n", dst, res.Links)
 		if res.Providers != "" {
 			fmt.Fprintf(w, "installed %s\n", res.Providers)
+		}
+		for _, h := range res.SDKHelpers {
+			fmt.Fprintf(w, "installed %s\n", h)
 		}
 	})
 }

@@ -5,10 +5,8 @@
 package all
 
 import (
-	"net/http"
-	"os"
+	"maps"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/cred"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/anthropic"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/debug"
@@ -19,20 +17,9 @@ import (
 
 // Drivers returns every driver, wired to deps.
 func Drivers(deps sdkdeps.Deps) driver.Set {
-	return driver.Set{
-		debug.Name:           debug.Echo{},
-		openai.ChatName:      openai.Chat{Deps: deps},
-		openai.ResponsesName: openai.Responses{Deps: deps},
-		anthropic.Name:       anthropic.Messages{Deps: deps},
-		gemini.Name:          gemini.Gemini{Deps: deps},
+	s := driver.Set{debug.Name: debug.Echo{}}
+	for _, sdk := range []driver.Set{openai.Drivers(deps), anthropic.Drivers(deps), gemini.Drivers(deps)} {
+		maps.Copy(s, sdk)
 	}
-}
-
-// ProcessDeps are the driver dependencies of a real process: credentials
-// from its environment, then the system keychain.
-func ProcessDeps() sdkdeps.Deps {
-	return sdkdeps.Deps{
-		Creds: cred.Source{LookupEnv: os.LookupEnv, Keychain: cred.System{}},
-		HTTP:  http.DefaultClient,
-	}
+	return s
 }

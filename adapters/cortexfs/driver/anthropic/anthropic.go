@@ -26,6 +26,10 @@ const DefaultMaxTokens = 4096
 // Messages is the driver.
 type Messages struct{ Deps sdkdeps.Deps }
 
+// Drivers are this package's drivers, wired to deps: the set of the
+// Anthropic helper (cbth-providers-anthropic).
+func Drivers(deps sdkdeps.Deps) driver.Set { return driver.Set{Name: Messages{Deps: deps}} }
+
 type toolUse struct {
 	id, name string
 	args     strings.Builder

@@ -21,6 +21,10 @@ const Name = "gemini"
 // Gemini is the driver.
 type Gemini struct{ Deps sdkdeps.Deps }
 
+// Drivers are this package's drivers, wired to deps: the set of the
+// Gemini helper (cbth-providers-gemini).
+func Drivers(deps sdkdeps.Deps) driver.Set { return driver.Set{Name: Gemini{Deps: deps}} }
+
 // Stream implements driver.Driver.
 func (g Gemini) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {
 	if err := driver.ValidateMessages(req.Messages); err != nil {

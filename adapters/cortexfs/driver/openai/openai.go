@@ -78,6 +78,12 @@ func mapErr(ctx context.Context, provider string, err error, key string) error {
 // Chat is the chat completions driver.
 type Chat struct{ Deps sdkdeps.Deps }
 
+// Drivers are this package's drivers, wired to deps: the set of the
+// OpenAI helper (cbth-providers-openai).
+func Drivers(deps sdkdeps.Deps) driver.Set {
+	return driver.Set{ChatName: Chat{Deps: deps}, ResponsesName: Responses{Deps: deps}}
+}
+
 type pendingCall struct{ id, name, args string }
 
 // Stream implements driver.Driver.

@@ -74,10 +74,19 @@ func ProcessLocator() Locator {
 	return Locator{LookupEnv: os.LookupEnv, Executable: os.Executable, LookPath: exec.LookPath}
 }
 
-// Locate returns the helper's path, or ENOTCONF (exit 69) naming where it
-// looked: a cbth without its helper is an install that is not configured
-// for network models, not a provider that is down.
-func (l Locator) Locate() (string, error) {
+// Locate returns the path of the helper that carries every driver, or
+// ENOTCONF (exit 69) naming where it looked: a cbth without its helper is
+// an install that is not configured for network models, not a provider
+// that is down.
+func (l Locator) Locate() (string, error) { return l.locate("") }
+
+// LocateFor returns the path of the helper to start for a call through
+// driver: $CBTH_PROVIDERS when set, else the driver's SDK helper
+// (HelperFor) where it is installed, else the helper that carries every
+// driver, each looked for next to the running executable, then on PATH.
+func (l Locator) LocateFor(driver string) (string, error) { return l.locate(HelperFor(driver)) }
+
+func (l Locator) locate(sdkHelper string) (string, error) {
 	if l.LookupEnv != nil {
 		if p, ok := l.LookupEnv(EnvHelper); ok && p != "" {
 			if isExecutable(p) {
@@ -86,27 +95,34 @@ func (l Locator) Locate() (string, error) {
 			return "", errs.New(errs.ENOTCONF, "provider helper $%s=%s is not an executable file", EnvHelper, p)
 		}
 	}
+	names := []string{HelperName}
+	if sdkHelper != "" {
+		names = []string{sdkHelper, HelperName}
+	}
 	var looked []string
 	if l.Executable != nil {
 		if exe, err := l.Executable(); err == nil {
 			if real, err := filepath.EvalSymlinks(exe); err == nil {
 				exe = real
 			}
-			p := filepath.Join(filepath.Dir(exe), HelperName)
-			if isExecutable(p) {
-				return p, nil
+			for _, n := range names {
+				if p := filepath.Join(filepath.Dir(exe), n); isExecutable(p) {
+					return p, nil
+				}
 			}
 			looked = append(looked, filepath.Dir(exe))
 		}
 	}
 	if l.LookPath != nil {
-		if p, err := l.LookPath(HelperName); err == nil {
-			return p, nil
+		for _, n := range names {
+			if p, err := l.LookPath(n); err == nil {
+				return p, nil
+			}
 		}
 		looked = append(looked, "$PATH")
 	}
 	return "", errs.New(errs.ENOTCONF, "provider helper %s is not installed (looked in $%s, %s); network models need it next to cbth (cbth install puts it there)",
-		HelperName, EnvHelper, strings.Join(looked, ", "))
+		strings.Join(names, " or "), EnvHelper, strings.Join(looked, ", "))
 }
 
 func isExecutable(p string) bool {
@@ -140,7 +156,7 @@ func (r Remote) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 	if loc.LookupEnv == nil && loc.Executable == nil && loc.LookPath == nil {
 		loc = ProcessLocator()
 	}
-	path, err := loc.Locate()
+	path, err := loc.LocateFor(r.Driver)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,8 @@
 package provider
 
 import (
+	"slices"
+
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 )
@@ -41,8 +43,35 @@ import (
 // Version is the protocol version a request carries in "v".
 const Version = 1
 
-// HelperName is the helper binary's file name.
+// HelperName is the file name of the helper that carries every driver.
 const HelperName = "cbth-providers"
+
+// The helpers of one SDK each. A helper starts for every model call, and
+// every package it links runs its initializers at that start, so cbth
+// starts the helper of the call's SDK when it is installed (HelperFor),
+// and HelperName when it is not.
+const (
+	HelperOpenAI    = "cbth-providers-openai"
+	HelperAnthropic = "cbth-providers-anthropic"
+	HelperGemini    = "cbth-providers-gemini"
+)
+
+// SDKHelpers maps each SDK helper to the drivers it carries.
+var SDKHelpers = map[string][]string{
+	HelperOpenAI:    {"openai-chat", "openai-responses"},
+	HelperAnthropic: {"anthropic-messages"},
+	HelperGemini:    {"gemini"},
+}
+
+// HelperFor is the SDK helper that carries driver ("" for none).
+func HelperFor(driver string) string {
+	for h, ds := range SDKHelpers {
+		if slices.Contains(ds, driver) {
+			return h
+		}
+	}
+	return ""
+}
 
 // EnvHelper names an environment variable holding the helper's path; when
 // set it wins over every other place.

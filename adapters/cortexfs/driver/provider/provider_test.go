@@ -235,6 +235,42 @@ func TestLocate(t *testing.T) {
 	if _, err := l.Locate(); errs.CodeOf(err) != errs.ENOTCONF {
 		t.Fatalf("env not executable: %v", err)
 	}
+	delete(env, EnvHelper)
+	// A call goes to its SDK's helper where that is installed, and to the
+	// helper of every driver where it is not.
+	if p, err := l.LocateFor("gemini"); err != nil || p != next {
+		t.Fatalf("gemini without its helper: %s %v", p, err)
+	}
+	gem := exe(filepath.Join(dir, "real", HelperGemini))
+	if p, err := l.LocateFor("gemini"); err != nil || p != gem {
+		t.Fatalf("gemini with its helper: %s %v", p, err)
+	}
+	if p, err := l.LocateFor("openai-chat"); err != nil || p != next {
+		t.Fatalf("openai-chat beside the gemini helper only: %s %v", p, err)
+	}
+	if p, err := l.Locate(); err != nil || p != next {
+		t.Fatalf("the helper of every driver: %s %v", p, err)
+	}
+	env[EnvHelper] = exe(filepath.Join(dir, "elsewhere", "helper2"))
+	if p, err := l.LocateFor("gemini"); err != nil || p != env[EnvHelper] {
+		t.Fatalf("env beats the SDK helper: %s %v", p, err)
+	}
+}
+
+// Every network driver has exactly one SDK helper.
+func TestSDKHelpersCoverTheDrivers(t *testing.T) {
+	n := 0
+	for _, ds := range SDKHelpers {
+		n += len(ds)
+	}
+	for _, d := range Names {
+		if HelperFor(d) == "" {
+			t.Errorf("driver %s has no SDK helper", d)
+		}
+	}
+	if n != len(Names) || HelperFor("debug") != "" {
+		t.Errorf("SDK helpers carry %d drivers, want the %d network drivers %v", n, len(Names), Names)
+	}
 }
 
 func TestRemoteCancelledBeforeStart(t *testing.T) {

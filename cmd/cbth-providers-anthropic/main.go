@@ -1,0 +1,18 @@
+// Command cbth-providers-anthropic is the provider helper of the Anthropic SDK
+// alone: cbth starts it for a model call through one of that SDK's
+// drivers in place of cbth-providers, which links every SDK and so runs
+// every SDK's package initializers at each start. Same protocol, same
+// drivers (spec/cortexfs.md, "Provider helper"); installed next to cbth.
+package main
+
+import (
+	"os"
+
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/anthropic"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/helper"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
+)
+
+func main() {
+	os.Exit(helper.Main(provider.HelperAnthropic, anthropic.Drivers(helper.ProcessDeps())))
+}
