@@ -14,7 +14,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
 // Engine benchmarks report their figure beside the physical reference

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
 )
 

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/enginetest"
 	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite golden projections (and create missing fixture logs)")

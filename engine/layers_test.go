@@ -2,32 +2,191 @@ package engine_test
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
+const module = "github.com/cbth-dev/cbth"
+
+// layerOf places a package of the module on its floor (spec/engine.md,
+// "Layers"): internal/ at the bottom, then events/, engine/,
+// projections/, adapters/ and cmd/. The test harnesses of
+// internal/testkit/ stand outside the floors (-1): they may import any
+// floor but cmd, and only tests import them. ok is false for a folder
+// the rule does not name yet.
+func layerOf(path string) (layer int, ok bool) {
+	rel := strings.TrimPrefix(path, module+"/")
+	top, _, _ := strings.Cut(rel, "/")
+	switch {
+	case rel == "internal/testkit" || strings.HasPrefix(rel, "internal/testkit/"):
+		return -1, true
+	case top == "internal":
+		return 0, true
+	case top == "events":
+		return 1, true
+	case top == "engine":
+		return 2, true
+	case top == "projections":
+		return 3, true
+	case top == "adapters":
+		return 4, true
+	case top == "cmd":
+		return 5, true
+	}
+	return 0, false
+}
+
+// adapterFolder is the folder of an adapter one level under adapters/
+// (adapters/codex for adapters/codex/sessions).
+func adapterFolder(path string) string {
+	rel := strings.TrimPrefix(path, module+"/adapters/")
+	top, _, _ := strings.Cut(rel, "/")
+	return "adapters/" + top
+}
+
+// floorAdapters are the packages every other adapter stands on: the home
+// directory and the socket transport. They import no other adapter.
+var floorAdapters = []string{"adapters/home", "adapters/ipc"}
+
+type listed struct {
+	path    string
+	imports []string // non-test imports inside the module
+	tests   []string // test-only imports inside the module
+}
+
+// listModule lists every package of the module with its imports inside
+// the module, through go list.
+func listModule(t *testing.T) []listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}}|{{join .Imports " "}}|{{join .TestImports " "}} {{join .XTestImports " "}}`, module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	inModule := func(s string) []string {
+		var o []string
+		for _, p := range strings.Fields(s) {
+			if p == module || strings.HasPrefix(p, module+"/") {
+				o = append(o, p)
+			}
+		}
+		return o
+	}
+	var pkgs []listed
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "|")
+		if len(f) != 3 {
+			t.Fatalf("go list line %q", line)
+		}
+		pkgs = append(pkgs, listed{path: f[0], imports: inModule(f[1]), tests: inModule(f[2])})
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+// The module's imports point down the floors of spec/engine.md
+// ("Layers"): no package imports one on a floor above its own, the
+// internal floor imports only itself, the harnesses are imported by
+// tests alone and import no command, the floor adapters import no other
+// adapter, and the folders under adapters/ import each other without a
+// cycle.
+func TestLayers(t *testing.T) {
+	pkgs := listModule(t)
+	folders := map[string]map[string]bool{} // adapter folder -> adapter folders it imports
+	for _, p := range pkgs {
+		lp, ok := layerOf(p.path)
+		if !ok {
+			t.Errorf("%s is in a folder the layer rule does not name (spec/engine.md, Layers)", p.path)
+			continue
+		}
+		for _, imp := range p.imports {
+			li, ok := layerOf(imp)
+			switch {
+			case !ok:
+			case li == -1 && lp != -1:
+				t.Errorf("%s imports the test harness %s (only tests may)", p.path, imp)
+			case lp == -1 && li == 5:
+				t.Errorf("the test harness %s imports the command %s", p.path, imp)
+			case lp != -1 && li > lp:
+				t.Errorf("%s imports %s, a floor above its own", p.path, imp)
+			}
+			if lp == 4 && li == 4 {
+				from, to := adapterFolder(p.path), adapterFolder(imp)
+				if from == to {
+					continue
+				}
+				if slices.Contains(floorAdapters, strings.TrimPrefix(p.path, module+"/")) {
+					t.Errorf("%s, a floor adapter, imports the adapter %s", p.path, imp)
+				}
+				if folders[from] == nil {
+					folders[from] = map[string]bool{}
+				}
+				folders[from][to] = true
+			}
+		}
+		for _, imp := range p.tests {
+			if li, ok := layerOf(imp); ok && li == 5 && lp != 5 {
+				t.Errorf("the tests of %s import the command %s", p.path, imp)
+			}
+		}
+	}
+	// A cycle among adapter folders: a depth-first walk finding a folder
+	// still on its path.
+	state := map[string]int{} // 1 on the path, 2 done
+	var path []string
+	var walk func(f string)
+	walk = func(f string) {
+		state[f] = 1
+		path = append(path, f)
+		for _, to := range sortedKeys(folders[f]) {
+			switch state[to] {
+			case 1:
+				t.Errorf("adapter folders import each other: %s -> %s", strings.Join(path, " -> "), to)
+			case 0:
+				walk(to)
+			}
+		}
+		path = path[:len(path)-1]
+		state[f] = 2
+	}
+	for _, f := range sortedKeys(folders) {
+		if state[f] == 0 {
+			walk(f)
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // The engine depends on no adapter, and no adapter reads the projection
 // storage: adapters read through the engine's queries (engine/query).
-func TestLayers(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "github.com/cbth-dev/cbth/engine/...").Output()
+func TestEngineReachesNoAdapter(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/engine/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, "github.com/cbth-dev/cbth/adapters/") || strings.HasPrefix(p, "github.com/cbth-dev/cbth/cmd/") {
+		if strings.HasPrefix(p, module+"/adapters/") || strings.HasPrefix(p, module+"/cmd/") || strings.HasPrefix(p, module+"/projections") {
 			t.Errorf("the engine depends on %s", p)
 		}
 	}
-	out, err = exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`,
-		"github.com/cbth-dev/cbth/adapters/...", "github.com/cbth-dev/cbth/cmd/...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		for _, imp := range f[1:] {
-			if imp == "github.com/cbth-dev/cbth/engine/projections" {
-				t.Errorf("%s imports the projection storage", f[0])
+	for _, p := range listModule(t) {
+		if !strings.HasPrefix(p.path, module+"/adapters/") && !strings.HasPrefix(p.path, module+"/cmd/") {
+			continue
+		}
+		for _, imp := range append(p.imports, p.tests...) {
+			if imp == module+"/engine/projections" {
+				t.Errorf("%s imports the projection storage", p.path)
 			}
 		}
 	}

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
 )
 

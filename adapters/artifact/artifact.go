@@ -21,8 +21,8 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Store is the artifact directory of one home.

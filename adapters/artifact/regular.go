@@ -9,7 +9,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // OpenRegular opens a file a user named, for reading, and refuses it

@@ -16,8 +16,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // newCodex sets up the Codex CLI adapter. It starts nothing: the shared

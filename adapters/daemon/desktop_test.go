@@ -16,9 +16,9 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/internal/desktopsim"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
 )
 
 // The Desktop snapshots published by a real daemon (in this process, on

@@ -16,9 +16,9 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/enginetest"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
 // The target API through a real daemon (in this process, on the real

@@ -13,7 +13,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/home"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Publisher writes the Desktop snapshots: a file projection of the log

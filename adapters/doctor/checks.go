@@ -17,7 +17,6 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
@@ -25,9 +24,10 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // Env is what the checks look at.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // SocketAgents runs turns over the CortexFS socket protocol

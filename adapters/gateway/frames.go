@@ -8,7 +8,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func raw(v any) json.RawMessage {

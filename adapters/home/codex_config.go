@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // checkCodex refuses Codex settings that could only fail later, and

@@ -3,7 +3,7 @@ package home
 import (
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // checkValues refuses settings that parse but make no sense: a zero

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/home"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func TestLoadConfig(t *testing.T) {

@@ -3,8 +3,8 @@ package home
 import (
 	"strings"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // Ctx configures the CortexFS trees the daemon serves.

@@ -1,6 +1,6 @@
 package home
 
-import "github.com/cbth-dev/cbth/engine/errs"
+import "github.com/cbth-dev/cbth/internal/errs"
 
 // checkDelivery refuses delivery settings the daemon cannot honour.
 func checkDelivery(c Config) error {

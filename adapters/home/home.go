@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/atomicfile"
+	"github.com/cbth-dev/cbth/internal/errs"
 	toml "github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
 )

@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"golang.org/x/sys/unix"
 )
 

@@ -3,7 +3,7 @@ package home
 import (
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Gateway holds the channel gateway's bounds ([gateway]).

@@ -4,7 +4,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func checkOwner(path string, fi os.FileInfo) error {

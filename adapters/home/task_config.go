@@ -3,7 +3,7 @@ package home
 import (
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Task holds the task runner's bounds (cbth task run).

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Absent reports whether a dial error means no daemon is listening (the

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func serve(t *testing.T) string {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Text crosses the socket as given or not at all. encoding/json writes

@@ -10,7 +10,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // The Desktop heartbeats' tools (spec/desktop.md, "Writeback

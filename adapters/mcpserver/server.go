@@ -32,8 +32,8 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Daemon is what the tools ask of cbth's daemon: the mcp.* operations of

@@ -5,7 +5,7 @@ package service
 import (
 	"runtime"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // ForOS refuses: cbth runs on Linux and macOS only.

@@ -19,7 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/adapters/home"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Manager is one user's service manager and where its definitions live.

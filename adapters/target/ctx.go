@@ -6,11 +6,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // AgentSessions is an agent's sessions as the ctx target drives them (the

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // The ctx target's reconcile hook reads the session's log: a message

@@ -17,7 +17,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Debug target behaviours, set per thread by an operator.

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // agentHome is a home with a tree whose agent coder runs the debug model

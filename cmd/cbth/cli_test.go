@@ -20,7 +20,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
-	"github.com/cbth-dev/cbth/internal/proctest"
+	"github.com/cbth-dev/cbth/internal/testkit/proctest"
 )
 
 // These tests drive the real binary: built once, run as separate

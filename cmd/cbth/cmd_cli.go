@@ -13,9 +13,9 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"golang.org/x/term"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/rotate"
 	"golang.org/x/sys/unix"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // DemoCmd is `cbth demo`: the main job end to end in a private temporary

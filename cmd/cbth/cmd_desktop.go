@@ -9,8 +9,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // DesktopCmd groups the Codex Desktop commands (spec/desktop.md): the

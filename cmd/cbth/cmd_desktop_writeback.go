@@ -7,7 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // The Desktop writeback helpers (spec/desktop.md, part 2): the bridge's

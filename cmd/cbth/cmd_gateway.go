@@ -14,9 +14,9 @@ import (
 	"github.com/cbth-dev/cbth/adapters/gateway"
 	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/google/uuid"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // HomeCmd groups the commands on the home itself.

@@ -11,8 +11,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/artifact"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // JobCmd groups the script protocol.

@@ -16,8 +16,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/mcpserver"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // McpCmd groups cbth as an MCP server for the agent inside Codex

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/ipc"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // VersionCmd is `cbth version`.

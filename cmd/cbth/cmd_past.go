@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // pastFlags are the time machine's flags of batch inspect, batch

@@ -8,7 +8,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/service"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // ServiceCmd groups `cbth service`: an opt-in per-user service that keeps

@@ -15,8 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // TaskCmd groups the task runner: the daemon runs a command for a job

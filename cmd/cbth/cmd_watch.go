@@ -15,7 +15,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	tea "github.com/charmbracelet/bubbletea"
 	"golang.org/x/term"
 )

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // codexRig is a cbth home whose daemon runs the pinned Codex CLI, with a

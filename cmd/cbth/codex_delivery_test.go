@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
 )
 
 // The Codex CLI target through the real binary, the real pinned Codex

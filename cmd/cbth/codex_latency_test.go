@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
 )
 
 var cliBench = flag.Int("cli.bench", 0, "deliveries TestCLIDeliveryLatency makes into the real Codex (0 skips it; just bench uses 100)")

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
 )
 
 // The codex a user has (spec/codex-cli.md section 8): the pinned npm

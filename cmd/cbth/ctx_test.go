@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Registering objects is an event; the tree under $CTX_ROOT is its

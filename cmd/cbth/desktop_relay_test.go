@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
-	"github.com/cbth-dev/cbth/internal/desktopsim"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // The transcript relay on real rollout files: the pinned Codex CLI, run

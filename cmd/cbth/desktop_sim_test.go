@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
-	"github.com/cbth-dev/cbth/internal/desktopsim"
+	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
 )
 
-// The simulated Codex Desktop (internal/desktopsim) drives the real
+// The simulated Codex Desktop (internal/testkit/desktopsim) drives the real
 // binary: the bridge heartbeat runs its helpers in the emulated sandbox
 // and writes back only through the transcript relay, whose lines the
 // daemon publishes in the snapshot and its scanner reads from the bridge

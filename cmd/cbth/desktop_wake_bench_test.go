@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 var desktopWakes = flag.Int("desktop.bench", 0, "TestDesktopWakeMCPAgainstRelay: how many wakes to measure on each path (0: skip)")

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
-	"github.com/cbth-dev/cbth/internal/desktopsim"
+	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
 )
 
 // Codex Desktop, part 2, through the real binary: the bridge's arm CAS,

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // The user's own path (issue 23, spec/mcp.md): the codex npm installs, on

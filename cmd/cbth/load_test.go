@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cbth-dev/cbth/internal/proctest"
+	"github.com/cbth-dev/cbth/internal/testkit/proctest"
 )
 
 // submitLoad runs procs concurrent submitters, each running n `cbth job

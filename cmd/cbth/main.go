@@ -17,7 +17,7 @@ import (
 	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/ipc"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/willabides/kongplete"
 )
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // The agent inside a real Codex thread reaching cbth: the pinned Codex

@@ -13,13 +13,13 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // multicall lets the one cbth binary answer under its other names. main

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
 )
 
 // The host-plugin codex_app_server target (spec/plugin-target.md) through

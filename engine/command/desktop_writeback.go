@@ -5,8 +5,8 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // The Codex Desktop adapter's writeback, part 2: the bridge's two-step

@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // RecordMCPCall runs the command an agent's MCP tool call asks for and

@@ -7,8 +7,8 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func pluginTarget(thread, lease string) *events.DeliveryTarget {

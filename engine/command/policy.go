@@ -3,8 +3,8 @@ package command
 import (
 	"encoding/json"
 
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // PolicyFlags are the delivery-policy flags of `cbth job submit`; nil means

@@ -12,12 +12,12 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/enginetest"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 	bolt "go.etcd.io/bbolt"
 )
 

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 const testMarker = "m1-0123456789abcdef0123456789abcdef01234567"

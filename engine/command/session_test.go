@@ -11,10 +11,10 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/enginetest"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
 // sessions drives the session commands on a real engine with a manual

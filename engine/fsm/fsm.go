@@ -14,8 +14,8 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 	lfsm "github.com/looplab/fsm"
 )
 

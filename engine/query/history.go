@@ -8,10 +8,10 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // KindOf names the kind of aggregate id is, "" when no aggregate has it:

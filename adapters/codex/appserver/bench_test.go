@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // BenchmarkSpawn: a new app-server process until its first initialize is

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Messages as Codex 0.169 sends them (no "jsonrpc", emittedAtMs on

@@ -1,6 +1,6 @@
 package appserver_test
 
-// Tests against the real pinned Codex CLI (adapters/codex/codextest) and
+// Tests against the real pinned Codex CLI (internal/testkit/codextest) and
 // the fake model: the shapes and behaviours spec/codex-cli.md relies on.
 
 import (
@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // guard bounds every wait on Codex: a hang fails the test instead of

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // MaxMessage bounds one message on either transport. The app-server says

@@ -22,7 +22,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"github.com/cbth-dev/cbth/adapters/home"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Server is the server's name in Codex: its tools reach the model in the

@@ -17,8 +17,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // PoolConfig configures the daemon-owned app-servers of host-plugin

@@ -25,7 +25,7 @@ import (
 	"syscall"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // What delivery needs. Turn lookup (after a missed completion) takes the

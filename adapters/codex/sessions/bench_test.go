@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/enginetest"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 func benchManager(b *testing.B, model *fakeprovider.Server) (m *sessions.Manager, socket string) {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // The delivery side of the manager: what the CLI delivery target

@@ -13,19 +13,19 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/adapters/codex/codextest"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/enginetest"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // managerRig is a Manager on a real engine and the pinned Codex, its

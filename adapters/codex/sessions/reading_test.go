@@ -7,8 +7,8 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func perm(approval, network, write events.Allow) events.Permissions {

@@ -26,7 +26,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // SocketName is the app-server's socket inside Config.Dir. Codex turns it

@@ -15,7 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // DefaultMaxSteps bounds the model calls of one run.

@@ -7,11 +7,11 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // AgentCmd groups the agent verbs.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Env is what the commands need from the process.

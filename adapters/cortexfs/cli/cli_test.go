@@ -13,7 +13,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // root mirrors how cbth embeds these commands: --json is a global flag.

@@ -15,11 +15,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // CtxCmd groups the ctx tree verbs.

@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // History is read from the session files themselves (the projection the

@@ -11,14 +11,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 

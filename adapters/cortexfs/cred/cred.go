@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/cred/credenv"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/zalando/go-keyring"
 )
 

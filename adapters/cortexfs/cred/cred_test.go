@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 type fakeKeychain map[string]string

@@ -3,7 +3,7 @@ package driver
 import (
 	"context"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Creds hands a driver the credential of a provider.

@@ -3,7 +3,7 @@ package driver
 import (
 	"strconv"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Params are the generation defaults every driver understands.

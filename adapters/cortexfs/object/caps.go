@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // StableCaps is the capability vocabulary. tool_call_syntax only says the

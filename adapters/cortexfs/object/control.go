@@ -3,7 +3,7 @@ package object
 import (
 	"strings"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Controls renders the control files of o, by file name.

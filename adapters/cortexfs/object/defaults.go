@@ -3,7 +3,7 @@ package object
 import (
 	"strings"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // KV is one KEY=VALUE line of .d/default.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func TestRoutesParseAndResolve(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Route keys of the driver route table.

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")

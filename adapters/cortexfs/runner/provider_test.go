@@ -11,10 +11,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
-	"github.com/cbth-dev/cbth/internal/proctest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/proctest"
 )
 
 func copyFile(t *testing.T, src, dst string) {

@@ -22,12 +22,12 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/agent"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // ProgramName is the name the binary answers to as the object runner.

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Memory keeps temp sessions: in process memory only, never on disk and

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Chat is the interactive client of a model socket (the `ctx` REPL). Each

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // MaxFrame is the largest frame, newline excluded, in protocol v1.

@@ -10,10 +10,10 @@ import (
 	"sync"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/name"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 

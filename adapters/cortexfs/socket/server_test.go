@@ -20,7 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/debug"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // gated emits one delta per value received on step, until step closes.

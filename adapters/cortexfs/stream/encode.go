@@ -3,7 +3,7 @@ package stream
 import (
 	"encoding/json"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Encode renders one event as a JSONL line (with the trailing newline):

@@ -9,7 +9,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Event types of stream v1.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func TestWriterFraming(t *testing.T) {

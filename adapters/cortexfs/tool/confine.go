@@ -13,7 +13,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Clean resolves p against cwd (both seen from inside the root, where "/"

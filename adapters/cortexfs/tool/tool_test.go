@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // sandbox makes an agent root with a few entries and, beside it, a secret

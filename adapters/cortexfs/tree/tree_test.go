@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 const runner = "/usr/bin/cortexfs-object-runner"

@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // SchemaVersion is the version of every snapshot file. A reader refuses

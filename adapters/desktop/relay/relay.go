@@ -20,7 +20,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Prefix opens every envelope line: the relay format and its version.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // valid is a dialog message with every required field.

@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 const secret = "sk-FAKE-SECRET-9f8e7d6c"

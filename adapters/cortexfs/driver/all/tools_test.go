@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // TestDriversRunToolLoop plays an agent's two model calls against each

@@ -11,7 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"google.golang.org/genai"
 )
 

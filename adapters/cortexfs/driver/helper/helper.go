@@ -20,7 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 const usage = `usage: %[1]s < REQUEST

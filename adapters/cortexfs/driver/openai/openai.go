@@ -12,7 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/sdkdeps"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"

@@ -18,8 +18,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/debug"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
 	"github.com/cbth-dev/cbth/internal/confine"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // KillDelay is how long a cancelled helper gets between SIGTERM and

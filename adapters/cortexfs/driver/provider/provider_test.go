@@ -15,7 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/debug"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func TestWireRoundTrip(t *testing.T) {

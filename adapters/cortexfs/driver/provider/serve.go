@@ -10,7 +10,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Serve is the helper side: it reads one request line from in, runs the

@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // Deps are what a network driver needs from its host.

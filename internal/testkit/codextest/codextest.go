@@ -226,7 +226,7 @@ func FakeCodex(t testing.TB) string {
 	t.Helper()
 	root := filepath.Dir(filepath.Dir(FixtureDir(t)))
 	out := filepath.Join(t.TempDir(), "codex")
-	cmd := exec.Command("go", "build", "-o", out, "./adapters/codex/codextest/testdata/fakecodex")
+	cmd := exec.Command("go", "build", "-o", out, "./internal/testkit/codextest/testdata/fakecodex")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build fakecodex: %v\n%s", err, b)
@@ -241,7 +241,7 @@ func FaultCodex(t testing.TB, real string) string {
 	t.Helper()
 	root := filepath.Dir(filepath.Dir(FixtureDir(t)))
 	out := filepath.Join(t.TempDir(), "codex")
-	cmd := exec.Command("go", "build", "-o", out, "./adapters/codex/codextest/testdata/faultcodex")
+	cmd := exec.Command("go", "build", "-o", out, "./internal/testkit/codextest/testdata/faultcodex")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build faultcodex: %v\n%s", err, b)

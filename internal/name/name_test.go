@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/engine/errs"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 func TestValid(t *testing.T) {

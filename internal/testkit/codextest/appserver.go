@@ -9,9 +9,9 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
-	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/fakeprovider"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/internal/proctest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
+	"github.com/cbth-dev/cbth/internal/testkit/proctest"
 )
 
 // Guard bounds every wait on Codex in a test: a hang fails the test
