@@ -10,7 +10,6 @@ import (
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/index"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
@@ -19,11 +18,11 @@ import (
 // readStream calls fn for every event of sid with seq <= until (0: all),
 // in order, found through the per-stream index: one seek, then one
 // lookup per event, however long the log.
-func readStream(tx *bolt.Tx, sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
-	return readStreamIn(tx.Bucket(bucketLog), projections.Wrap(tx), sid, until, fn)
+func (e *Engine) readStream(tx *bolt.Tx, sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
+	return readStreamIn(tx.Bucket(bucketLog), e.proj.In(tx), sid, until, fn)
 }
 
-func readStreamIn(log *bolt.Bucket, v *projections.Tx, sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
+func readStreamIn(log *bolt.Bucket, v ProjectionTx, sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
 	var err error
 	var key [8]byte
 	v.StreamSeqs(sid, until, func(seq uint64) bool {
@@ -56,7 +55,7 @@ func readStreamIn(log *bolt.Bucket, v *projections.Tx, sid events.StreamID, unti
 // cleanly.
 func (e *Engine) ReadStreamUntil(sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
 	return e.guard(func() error {
-		return e.db.View(func(tx *bolt.Tx) error { return readStream(tx, sid, until, fn) })
+		return e.db.View(func(tx *bolt.Tx) error { return e.readStream(tx, sid, until, fn) })
 	})
 }
 
@@ -117,7 +116,7 @@ func (e *Engine) ReadAsOf(until uint64, fn func(r *AsOf) error) error {
 	}
 	return e.guard(func() error {
 		return e.db.View(func(tx *bolt.Tx) error {
-			return fn(&AsOf{e: e, log: tx.Bucket(bucketLog), cur: projections.Wrap(tx), until: until, states: map[events.StreamID]aggregate.State{}})
+			return fn(&AsOf{e: e, log: tx.Bucket(bucketLog), cur: e.proj.In(tx), until: until, states: map[events.StreamID]aggregate.State{}})
 		})
 	})
 }
@@ -131,7 +130,7 @@ func (e *Engine) ReadAsOf(until uint64, fn func(r *AsOf) error) error {
 type AsOf struct {
 	e      *Engine
 	log    *bolt.Bucket
-	cur    *projections.Tx
+	cur    ProjectionTx
 	until  uint64
 	states map[events.StreamID]aggregate.State
 	// Events counts the events folded, for the benchmark.
@@ -166,24 +165,24 @@ func (r *AsOf) State(k events.Kind, id string) (aggregate.State, error) {
 }
 
 // Lookup returns the aggregates whose entry in index equalled key then.
-func (r *AsOf) Lookup(idx, key string) []projections.Ref {
+func (r *AsOf) Lookup(idx, key string) []index.Ref {
 	return r.entries(idx, func(k string) bool { return k == key }, r.candidates(idx, key, true))
 }
 
 // Scan returns the entries of index whose key started with prefix then,
 // in key order.
-func (r *AsOf) Scan(idx, prefix string) []projections.Ref {
+func (r *AsOf) Scan(idx, prefix string) []index.Ref {
 	return r.entries(idx, func(k string) bool { return strings.HasPrefix(k, prefix) }, r.candidates(idx, prefix, false))
 }
 
 // DueBy answers nothing: see AsOf.
-func (r *AsOf) DueBy(time.Time) []projections.Due { return nil }
+func (r *AsOf) DueBy(time.Time) []index.Due { return nil }
 
 // candidates are the aggregates that may have held an entry of idx under
 // key (or under any key starting with it, when !exact) at Until: those
 // that hold one now, and pastHolders.
-func (r *AsOf) candidates(idx, key string, exact bool) []projections.Ref {
-	var refs []projections.Ref
+func (r *AsOf) candidates(idx, key string, exact bool) []index.Ref {
+	var refs []index.Ref
 	if exact {
 		refs = r.cur.Lookup(idx, key)
 	} else {
@@ -199,12 +198,12 @@ func (r *AsOf) candidates(idx, key string, exact bool) []projections.Ref {
 // thread's batches (batch.thread), and its live attempt (thread.attempt)
 // among the attempts of its open batches then: a batch's live attempt
 // ends when the batch closes.
-func (r *AsOf) pastHolders(idx, key string) []projections.Ref {
+func (r *AsOf) pastHolders(idx, key string) []index.Ref {
 	switch idx {
 	case index.ThreadOpen:
 		return r.cur.Scan(index.BatchThread, key)
 	case index.ThreadLive:
-		var out []projections.Ref
+		var out []index.Ref
 		for _, b := range r.Scan(index.ThreadOpen, index.ThreadPrefix(key)) {
 			out = append(out, r.cur.Lookup(index.BatchAttempts, b.ID)...)
 		}
@@ -214,8 +213,8 @@ func (r *AsOf) pastHolders(idx, key string) []projections.Ref {
 }
 
 // entries folds each candidate and keeps its entries of idx that match.
-func (r *AsOf) entries(idx string, match func(string) bool, refs []projections.Ref) []projections.Ref {
-	var out []projections.Ref
+func (r *AsOf) entries(idx string, match func(string) bool, refs []index.Ref) []index.Ref {
+	var out []index.Ref
 	seen := map[events.StreamID]bool{}
 	for _, ref := range refs {
 		sid := events.StreamID{Kind: ref.Kind, ID: ref.ID}
@@ -230,11 +229,11 @@ func (r *AsOf) entries(idx string, match func(string) bool, refs []projections.R
 		}
 		for _, en := range ix.Indexes() {
 			if en.Index == idx && match(en.Key) {
-				out = append(out, projections.Ref{Key: en.Key, Kind: ref.Kind, ID: ref.ID})
+				out = append(out, index.Ref{Key: en.Key, Kind: ref.Kind, ID: ref.ID})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b projections.Ref) int {
+	slices.SortFunc(out, func(a, b index.Ref) int {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}

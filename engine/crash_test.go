@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections"
 	"github.com/google/uuid"
 )
 
@@ -34,7 +34,7 @@ func init() {
 		return
 	}
 	round, _ := strconv.Atoi(os.Getenv("CBTH_CRASH_ROUND"))
-	e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{LockTimeout: 10 * time.Second})
+	e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}, LockTimeout: 10 * time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		os.Exit(3)
@@ -129,7 +129,7 @@ func TestCrashRecovery(t *testing.T) {
 			t.Fatalf("round %d: child ended with %v before the kill", round, err)
 		}
 
-		e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{})
+		e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}})
 		if err != nil {
 			t.Fatalf("round %d: reopen: %v", round, err)
 		}
@@ -153,7 +153,7 @@ func TestCrashRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := projections.Diff(live, replayed, 5); len(d) > 0 {
+		if d := engine.Diff(live, replayed, 5); len(d) > 0 {
 			e.Close()
 			t.Fatalf("round %d: projections differ from a rebuild: %v", round, d)
 		}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/fsm"
-	"github.com/cbth-dev/cbth/engine/projections"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
@@ -48,6 +48,9 @@ const maxCache = 1 << 10
 
 // Options configure Open.
 type Options struct {
+	// Projections are the read models kept beside the log (package
+	// projections: projections.Store{}). Required.
+	Projections Projections
 	// Clock stamps every decided event. Defaults to SystemClock.
 	Clock Clock
 	// LockTimeout bounds the wait for bbolt's exclusive file lock.
@@ -70,6 +73,7 @@ type Engine struct {
 	clock  Clock
 	log    *slog.Logger
 	ms     *fsm.Machines
+	proj   Projections
 	once   sync.Once
 
 	// The queue of requests and its leader. There is no writer goroutine:
@@ -104,6 +108,9 @@ type Engine struct {
 // hash, and one whose projections are ahead of it: each means committed
 // events are gone, and opening would build on what is left.
 func Open(path string, opt Options) (*Engine, error) {
+	if opt.Projections == nil {
+		return nil, errs.New(errs.EINTERNAL, "open %s: no projections", path)
+	}
 	if opt.Clock == nil {
 		opt.Clock = SystemClock{}
 	}
@@ -138,7 +145,7 @@ func Open(path string, opt Options) (*Engine, error) {
 		return nil, openError(path, err)
 	}
 	e := &Engine{
-		db: db, path: path, clock: opt.Clock, log: opt.Logger, ms: fsm.New(),
+		db: db, path: path, clock: opt.Clock, log: opt.Logger, ms: fsm.New(), proj: opt.Projections,
 		subs: make(map[*Subscription]struct{}), cache: make(map[events.StreamID]aggregate.State),
 	}
 	if err := e.open(ack, slot, hasAck); err != nil {
@@ -159,7 +166,7 @@ func (e *Engine) open(ack Ack, slot int, hasAck bool) error {
 	err := e.guard(func() error {
 		return e.db.View(func(tx *bolt.Tx) error {
 			complete = tx.Bucket(bucketLog) != nil
-			for _, b := range projections.Buckets() {
+			for _, b := range e.proj.Buckets() {
 				complete = complete && tx.Bucket(b) != nil
 			}
 			if b := tx.Bucket(bucketLog); b != nil {
@@ -177,7 +184,7 @@ func (e *Engine) open(ack Ack, slot int, hasAck bool) error {
 				}
 			}
 			if complete {
-				checkpoint = projections.Wrap(tx).Checkpoint()
+				checkpoint = e.proj.In(tx).Checkpoint()
 			}
 			return nil
 		})
@@ -199,7 +206,7 @@ func (e *Engine) open(ack Ack, slot int, hasAck bool) error {
 				if _, err := tx.CreateBucketIfNotExists(bucketLog); err != nil {
 					return err
 				}
-				return projections.Create(tx)
+				return e.proj.Create(tx)
 			})
 		})
 		if err != nil {
@@ -340,9 +347,9 @@ type Decision struct {
 // alike.
 type Reader interface {
 	State(k events.Kind, id string) (aggregate.State, error)
-	Lookup(index, key string) []projections.Ref
-	Scan(index, prefix string) []projections.Ref
-	DueBy(now time.Time) []projections.Due
+	Lookup(index, key string) []index.Ref
+	Scan(index, prefix string) []index.Ref
+	DueBy(now time.Time) []index.Due
 }
 
 // View is what a command may read while deciding: committed state plus the
@@ -597,7 +604,7 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 	w := &txWriter{e: e, pending: map[events.StreamID]aggregate.State{}}
 	err := e.guard(func() error {
 		return e.db.Update(func(tx *bolt.Tx) error {
-			w.tx, w.ptx = tx, projections.Wrap(tx)
+			w.tx, w.ptx = tx, w.e.proj.In(tx)
 			defer func() { w.tx, w.ptx = nil, nil }()
 			for i := 0; i < len(batch); i++ {
 				r := batch[i]
@@ -677,7 +684,7 @@ func (s *storageError) Error() string { return s.err.Error() }
 type txWriter struct {
 	e   *Engine
 	tx  *bolt.Tx
-	ptx *projections.Tx
+	ptx ProjectionTx
 	// pending holds the states written by this group's earlier requests;
 	// they reach the cache only once the commit succeeds.
 	pending map[events.StreamID]aggregate.State
@@ -722,9 +729,9 @@ func (v txView) State(k events.Kind, id string) (aggregate.State, error) {
 	}
 	return aggregate.Clone(s), nil
 }
-func (v txView) Lookup(index, key string) []projections.Ref  { return v.w.ptx.Lookup(index, key) }
-func (v txView) Scan(index, prefix string) []projections.Ref { return v.w.ptx.Scan(index, prefix) }
-func (v txView) DueBy(now time.Time) []projections.Due       { return v.w.ptx.DueBy(now) }
+func (v txView) Lookup(idx, key string) []index.Ref  { return v.w.ptx.Lookup(idx, key) }
+func (v txView) Scan(idx, prefix string) []index.Ref { return v.w.ptx.Scan(idx, prefix) }
+func (v txView) DueBy(now time.Time) []index.Due     { return v.w.ptx.DueBy(now) }
 
 type staged struct {
 	old, cur aggregate.State

@@ -12,10 +12,10 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -40,9 +40,9 @@ func open(t testing.TB, dir string, opt engine.Options) *engine.Engine {
 	return enginetest.Open(t, filepath.Join(dir, "cbth.db"), opt)
 }
 
-func image(t testing.TB, e *engine.Engine) projections.Image {
+func image(t testing.TB, e *engine.Engine) engine.Image {
 	t.Helper()
-	var img projections.Image
+	var img engine.Image
 	err := e.DB().View(func(tx *bolt.Tx) error {
 		var err error
 		img, err = projections.ReadImage(tx)
@@ -84,7 +84,7 @@ func TestReplayEquality(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := projections.Diff(live, replayed, 5); len(d) > 0 {
+	if d := engine.Diff(live, replayed, 5); len(d) > 0 {
 		t.Fatalf("live projections differ from a replay: %v", d)
 	}
 	if st.Events != uint64(steps) {
@@ -93,7 +93,7 @@ func TestReplayEquality(t *testing.T) {
 	if _, err := e.Rebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := projections.Diff(live, image(t, e), 5); len(d) > 0 {
+	if d := engine.Diff(live, image(t, e), 5); len(d) > 0 {
 		t.Fatalf("rebuilt projections differ: %v", d)
 	}
 	kinds := map[events.Kind]int{}
@@ -155,7 +155,7 @@ func TestAppend_IllegalTransitionAppendsNothing(t *testing.T) {
 	if e.Head() != head {
 		t.Fatalf("head moved from %d to %d", head, e.Head())
 	}
-	if d := projections.Diff(before, image(t, e), 5); len(d) > 0 {
+	if d := engine.Diff(before, image(t, e), 5); len(d) > 0 {
 		t.Fatalf("projections changed: %v", d)
 	}
 }
@@ -241,10 +241,10 @@ func TestVerify_Tamper(t *testing.T) {
 			// log whose head differs is refused at open, and verified
 			// read-only, as `cbth events verify` does without a daemon.
 			var rep engine.Report
-			e2, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{})
+			e2, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}})
 			switch {
 			case target == 200 && errs.CodeOf(err) == errs.ECORRUPT:
-				rep, err = engine.VerifyFile(context.Background(), filepath.Join(dir, "cbth.db"), time.Second)
+				rep, err = engine.VerifyFile(context.Background(), projections.Store{}, filepath.Join(dir, "cbth.db"), time.Second)
 			case target == 200 && pos == -1:
 				// The last 32 bytes are the record's stored hash.
 				t.Fatalf("the acknowledged head's hash flipped: open gave %v, want ECORRUPT", err)
@@ -280,7 +280,7 @@ func TestVerify_Tamper(t *testing.T) {
 func TestOpen_LockTimeout(t *testing.T) {
 	dir := t.TempDir()
 	open(t, dir, engine.Options{})
-	_, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{LockTimeout: 50 * time.Millisecond})
+	_, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}, LockTimeout: 50 * time.Millisecond})
 	if errs.CodeOf(err) != errs.EBUSY {
 		t.Fatalf("second open: got %v, want EBUSY", err)
 	}
@@ -342,7 +342,7 @@ func TestActiveJobCounter(t *testing.T) {
 	ctx := context.Background()
 	count := func() uint64 {
 		var n uint64
-		if err := e.View(func(v *projections.Tx) error { n = v.Count(aggregate.CountJobActive); return nil }); err != nil {
+		if err := e.View(func(v engine.ProjectionTx) error { n = v.Count(aggregate.CountJobActive); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -384,7 +384,7 @@ func TestActiveJobCounter(t *testing.T) {
 	if _, err := e.Rebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := projections.Diff(live, image(t, e), 5); len(d) > 0 {
+	if d := engine.Diff(live, image(t, e), 5); len(d) > 0 {
 		t.Fatalf("live projections differ from a rebuild: %v", d)
 	}
 	mustVerify(t, e)
@@ -443,7 +443,7 @@ func TestConcurrentAppendsAllLand(t *testing.T) {
 	if _, err := e.Rebuild(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := projections.Diff(live, image(t, e), 5); len(d) > 0 {
+	if d := engine.Diff(live, image(t, e), 5); len(d) > 0 {
 		t.Fatalf("live projections differ from a rebuild: %v", d)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
@@ -83,18 +82,18 @@ func (e *Engine) Import(ctx context.Context, r io.Reader) (RebuildStats, error) 
 			if err := m.apply(&d); err != nil {
 				return err
 			}
-			w := &txWriter{e: e, tx: tx, ptx: projections.Wrap(tx)}
+			w := &txWriter{e: e, tx: tx, ptx: e.proj.In(tx)}
 			return w.putRaw(&env)
 		})
 		if err != nil {
 			return err
 		}
-		img, err := m.image()
+		img, err := m.image(e.proj)
 		if err != nil {
 			return err
 		}
 		st = RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
-		if err := projections.WriteImage(tx, img); err != nil {
+		if err := e.proj.WriteImage(tx, img); err != nil {
 			return err
 		}
 		e.lastSeq, e.lastHash = m.last, m.lastHash

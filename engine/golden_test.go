@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
@@ -99,7 +98,7 @@ func writeFixtureLog(t *testing.T, path string, seed uint64, steps int) {
 
 // renderImage prints an image as stable, reviewable JSON: bucket -> quoted
 // key -> value (JSON values inline, anything else quoted).
-func renderImage(img projections.Image) []byte {
+func renderImage(img engine.Image) []byte {
 	var names []string
 	for n := range img {
 		names = append(names, n)

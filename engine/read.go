@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/projections"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
@@ -51,8 +51,8 @@ func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error)
 }
 
 // View runs fn against a consistent read-only view of the projections.
-func (e *Engine) View(fn func(v *projections.Tx) error) error {
-	return e.guard(func() error { return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) }) })
+func (e *Engine) View(fn func(v ProjectionTx) error) error {
+	return e.guard(func() error { return e.db.View(func(tx *bolt.Tx) error { return fn(e.proj.In(tx)) }) })
 }
 
 // Subscription signals that the log head moved. Signals coalesce: a slow
@@ -107,8 +107,8 @@ type Snapshot interface {
 	ForEachAfter(k events.Kind, after string, fn func(aggregate.State) error) error
 	Count(name string) uint64
 	Checkpoint() uint64
-	NextDue() (projections.Due, bool)
-	NextDueAfter(t time.Time) (projections.Due, bool)
+	NextDue() (index.Due, bool)
+	NextDueAfter(t time.Time) (index.Due, bool)
 }
 
 // ProjectionsCurrent reports whether the stored projections are of the
@@ -116,8 +116,8 @@ type Snapshot interface {
 // them up to date.
 func (e *Engine) ProjectionsCurrent() (bool, error) {
 	ok := false
-	err := e.View(func(v *projections.Tx) error {
-		ok = v.Version() == projections.Version && v.Checkpoint() == e.Head()
+	err := e.View(func(v ProjectionTx) error {
+		ok = v.Version() == e.proj.Version() && v.Checkpoint() == e.Head()
 		return nil
 	})
 	return ok, err
@@ -125,7 +125,7 @@ func (e *Engine) ProjectionsCurrent() (bool, error) {
 
 // Read runs fn against a consistent snapshot of the projections.
 func (e *Engine) Read(fn func(s Snapshot) error) error {
-	return e.db.View(func(tx *bolt.Tx) error { return fn(projections.Wrap(tx)) })
+	return e.db.View(func(tx *bolt.Tx) error { return fn(e.proj.In(tx)) })
 }
 
 // ReadLogFile walks the log of a bbolt file that no daemon holds, opened
@@ -191,7 +191,7 @@ func LogFileHead(path string, timeout time.Duration) (uint64, error) {
 // the log: a caller that must not act twice checks before it acts.
 func (e *Engine) CommandSeen(id string) (bool, error) {
 	var seen bool
-	err := e.View(func(v *projections.Tx) error {
+	err := e.View(func(v ProjectionTx) error {
 		_, seen = v.Command(id)
 		return nil
 	})

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/fsm"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
@@ -135,7 +134,7 @@ func scanLog(ctx context.Context, tx *bolt.Tx, check bool, fn func(d *decoded) e
 type memory struct {
 	ms       *fsm.Machines
 	states   map[events.StreamID]aggregate.State
-	commands map[string]projections.CommandRange
+	commands map[string]CommandRange
 	streams  map[events.StreamID][]uint64 // each stream's seqs, for the per-stream index
 	last     uint64
 	lastHash events.Hash
@@ -143,7 +142,7 @@ type memory struct {
 }
 
 func newMemory(ms *fsm.Machines) *memory {
-	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]projections.CommandRange{},
+	return &memory{ms: ms, states: map[events.StreamID]aggregate.State{}, commands: map[string]CommandRange{},
 		streams: map[events.StreamID][]uint64{}}
 }
 
@@ -171,12 +170,12 @@ func (m *memory) apply(d *decoded) error {
 	return nil
 }
 
-func (m *memory) image() (projections.Image, error) {
+func (m *memory) image(p Projections) (Image, error) {
 	list := make([]aggregate.State, 0, len(m.states))
 	for _, s := range m.states {
 		list = append(list, s)
 	}
-	return projections.ImageOf(list, m.commands, m.streams, m.last)
+	return p.ImageOf(list, m.commands, m.streams, m.last)
 }
 
 // RebuildStats reports what a Rebuild did.
@@ -195,12 +194,12 @@ const rebuildChunk = 20000
 // Rebuild drops every projection bucket and derives them again from the
 // log. It runs inside the writer, so no append interleaves with it. It
 // writes in several transactions; the projections count as current only
-// once the last one committed (see projections.WriteImageChunked), so a
+// once the last one committed (see Projections.WriteImageChunked), so a
 // crash halfway leaves them to be rebuilt again.
 func (e *Engine) Rebuild(ctx context.Context) (RebuildStats, error) {
 	var st RebuildStats
 	err := e.exclusiveDB(ctx, func(db *bolt.DB) error {
-		var img projections.Image
+		var img Image
 		err := db.View(func(tx *bolt.Tx) error {
 			var err error
 			img, st, err = e.replayImage(ctx, tx, 0)
@@ -210,7 +209,7 @@ func (e *Engine) Rebuild(ctx context.Context) (RebuildStats, error) {
 			return err
 		}
 		// Only the image is held now, not the replayed states.
-		return projections.WriteImageChunked(db, img, rebuildChunk)
+		return e.proj.WriteImageChunked(db, img, rebuildChunk)
 	})
 	return st, err
 }
@@ -218,8 +217,8 @@ func (e *Engine) Rebuild(ctx context.Context) (RebuildStats, error) {
 // ReplayImage replays the log into memory, up to and including seq until
 // (0 means all), and returns the projection image it derives, without
 // touching the stored projections.
-func (e *Engine) ReplayImage(ctx context.Context, until uint64) (projections.Image, RebuildStats, error) {
-	var img projections.Image
+func (e *Engine) ReplayImage(ctx context.Context, until uint64) (Image, RebuildStats, error) {
+	var img Image
 	var st RebuildStats
 	err := e.guard(func() error {
 		return e.db.View(func(tx *bolt.Tx) error {
@@ -231,7 +230,7 @@ func (e *Engine) ReplayImage(ctx context.Context, until uint64) (projections.Ima
 	return img, st, err
 }
 
-func (e *Engine) replayImage(ctx context.Context, tx *bolt.Tx, until uint64) (projections.Image, RebuildStats, error) {
+func (e *Engine) replayImage(ctx context.Context, tx *bolt.Tx, until uint64) (Image, RebuildStats, error) {
 	m := newMemory(e.ms)
 	err := scanLog(ctx, tx, false, func(d *decoded) error {
 		if until > 0 && d.key > until {
@@ -243,7 +242,7 @@ func (e *Engine) replayImage(ctx context.Context, tx *bolt.Tx, until uint64) (pr
 		return nil, RebuildStats{}, fmt.Errorf("replay: %w", err)
 	}
 	st := RebuildStats{Events: m.count, Aggregates: len(m.states), Checkpoint: m.last}
-	img, err := m.image()
+	img, err := m.image(e.proj)
 	return img, st, err
 }
 
@@ -304,7 +303,7 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	if p := catch(func() {
 		err = e.db.View(func(tx *bolt.Tx) error {
 			var err error
-			rep, err = verifyTx(ctx, tx, e.ms, nil)
+			rep, err = verifyTx(ctx, tx, e.ms, e.proj, nil)
 			return err
 		})
 	}); p != nil {
@@ -320,16 +319,17 @@ func (e *Engine) Verify(ctx context.Context) (Report, error) {
 }
 
 // VerifyFile verifies the log of a bbolt file that no daemon holds, opened
-// read-only, so verification never changes what it checks. A file that is
-// missing or empty where a log was, or that bbolt cannot open, is a
-// report with that problem.
-func VerifyFile(ctx context.Context, path string, timeout time.Duration) (Report, error) {
-	return VerifyFileProgress(ctx, path, timeout, nil)
+// read-only, so verification never changes what it checks; its read
+// models are checked against what proj derives from a replay. A file
+// that is missing or empty where a log was, or that bbolt cannot open, is
+// a report with that problem.
+func VerifyFile(ctx context.Context, proj Projections, path string, timeout time.Duration) (Report, error) {
+	return VerifyFileProgress(ctx, proj, path, timeout, nil)
 }
 
 // VerifyFileProgress is VerifyFile calling progress (when not nil) with
 // each seq the walk of the log reaches.
-func VerifyFileProgress(ctx context.Context, path string, timeout time.Duration, progress func(seq uint64)) (Report, error) {
+func VerifyFileProgress(ctx context.Context, proj Projections, path string, timeout time.Duration, progress func(seq uint64)) (Report, error) {
 	var rep Report
 	ack, _, hasAck, err := ReadAck(path)
 	if err != nil {
@@ -362,7 +362,7 @@ func VerifyFileProgress(ctx context.Context, path string, timeout time.Duration,
 			if tx.Bucket(bucketLog) == nil {
 				return errs.New(errs.ENOENT, "%s holds no cbth log", path)
 			}
-			r, err := verifyTx(ctx, tx, fsm.New(), progress)
+			r, err := verifyTx(ctx, tx, fsm.New(), proj, progress)
 			r.Problems = append(rep.Problems, r.Problems...)
 			rep = r
 			return err
@@ -415,7 +415,7 @@ func checkAck(path string, db *bolt.DB, rep *Report) {
 	}
 }
 
-func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, progress func(uint64)) (Report, error) {
+func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, proj Projections, progress func(uint64)) (Report, error) {
 	var rep Report
 	add := rep.add
 	m := newMemory(ms)
@@ -463,15 +463,15 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, progress func(
 	}
 	rep.Head, rep.HeadHash = prevSeq, prev.String()
 	if !broken {
-		want, err := m.image()
+		want, err := m.image(proj)
 		if err != nil {
 			return rep, err
 		}
-		got, err := projections.ReadImage(tx)
+		got, err := proj.ReadImage(tx)
 		if err != nil {
 			return rep, err
 		}
-		for _, d := range projections.Diff(got, want, 10) {
+		for _, d := range Diff(got, want, 10) {
 			add(0, errs.ECORRUPT, "projection differs from a rebuild: %s", d)
 		}
 	}
@@ -513,6 +513,3 @@ func (r *Replayer) States() map[events.Kind][]aggregate.State {
 	}
 	return out
 }
-
-// Image is the projection image the applied events derive.
-func (r *Replayer) Image() (projections.Image, error) { return r.m.image() }

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -6,32 +6,34 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
-func appendJob(t *testing.T, e *Engine, id string) {
+func appendJob(t *testing.T, e *engine.Engine, id string) {
 	t.Helper()
 	sid := events.StreamID{Kind: events.KindJob, ID: id}
-	if _, err := e.Append(context.Background(), Meta{Actor: events.ActorCLI}, sid, 0, &events.JobSubmitted{TargetKind: "cli", SourceThreadID: "t", TaskKind: "ci",
+	if _, err := e.Append(context.Background(), engine.Meta{Actor: events.ActorCLI}, sid, 0, &events.JobSubmitted{TargetKind: "cli", SourceThreadID: "t", TaskKind: "ci",
 		TaskSummary: "a summary long enough that a few hundred of these fill many pages"}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func highWater(t *testing.T, e *Engine) int64 {
+func highWater(t *testing.T, e *engine.Engine) int64 {
 	t.Helper()
 	var n int64
-	if err := e.db.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil }); err != nil {
+	if err := e.DB().View(func(tx *bolt.Tx) error { n = tx.Size(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
-func hasReserve(t *testing.T, e *Engine) bool {
+func hasReserve(t *testing.T, e *engine.Engine) bool {
 	t.Helper()
 	var ok bool
-	if err := e.db.View(func(tx *bolt.Tx) error { ok = tx.Bucket(bucketReserve) != nil; return nil }); err != nil {
+	if err := e.DB().View(func(tx *bolt.Tx) error { ok = tx.Bucket(engine.BucketReserve) != nil; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return ok
@@ -78,13 +80,13 @@ func TestReserveMovesTheHighWaterMarkInBulk(t *testing.T) {
 // deleted by the first commit after Open.
 func TestReserveLeftByACrashIsDeleted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "log.db")
-	e, err := Open(path, Options{NoSync: true})
+	e, err := engine.Open(path, engine.Options{Projections: projections.Store{}, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Stand in for the crash: a reserve committed, the delete never run.
-	if err := e.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketReserve)
+	if err := e.DB().Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(engine.BucketReserve)
 		if err != nil {
 			return err
 		}
@@ -95,7 +97,7 @@ func TestReserveLeftByACrashIsDeleted(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	e, err = Open(path, Options{NoSync: true})
+	e, err = engine.Open(path, engine.Options{Projections: projections.Store{}, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

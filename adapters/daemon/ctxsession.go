@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
 // sessionLog is session.Log on the daemon's engine: every session change
@@ -160,12 +161,12 @@ func (d *Daemon) catchUpSessions() error {
 	groups := map[group]string{} // -> index directory
 	for _, c := range all {
 		dir := c.ID
-		groups[group{c.Root, c.Object, c.Scope, c.UID}] = filepath.Join(filepath.Dir(dir), session.DirIndex)
-		files := session.Small(c)
+		groups[group{c.Root, c.Object, c.Scope, c.UID}] = filepath.Join(filepath.Dir(dir), ctxsession.DirIndex)
+		files := ctxsession.Small(c)
 		if sizesCurrent(dir, c) && session.Current(dir, files) {
 			continue
 		}
-		full, err := session.Render(c, func(fn func(events.Envelope) error) error { return d.eng.ReadStream(sessionStream(dir), fn) })
+		full, err := ctxsession.Render(c, func(fn func(events.Envelope) error) error { return d.eng.ReadStream(sessionStream(dir), fn) })
 		if err != nil {
 			return err
 		}
@@ -178,7 +179,7 @@ func (d *Daemon) catchUpSessions() error {
 		if err != nil {
 			return err
 		}
-		if err := session.WriteIndex(idx, session.Index(ss)); err != nil {
+		if err := session.WriteIndex(idx, ctxsession.Index(ss)); err != nil {
 			return err
 		}
 	}
@@ -190,7 +191,7 @@ func (d *Daemon) catchUpSessions() error {
 // by reading it (the files only ever grow by whole lines, so a missing,
 // truncated, half-written or extended file has another size).
 func sizesCurrent(dir string, c *aggregate.CtxSession) bool {
-	for f, want := range map[string]int64{session.FileMessages: c.MessagesBytes, session.FileEvents: c.EventsBytes} {
+	for f, want := range map[string]int64{ctxsession.FileMessages: c.MessagesBytes, ctxsession.FileEvents: c.EventsBytes} {
 		st, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || !st.Mode().IsRegular() || st.Size() != want {
 			return false

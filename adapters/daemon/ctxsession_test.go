@@ -13,6 +13,8 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
 // A start checks a session's JSONL files by their sizes (the aggregate
@@ -22,7 +24,7 @@ import (
 // a current directory is left alone.
 func TestCatchUpSessionsChecksSizes(t *testing.T) {
 	dir := t.TempDir()
-	e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Clock: engine.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}, Clock: engine.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,29 +47,31 @@ func TestCatchUpSessionsChecksSizes(t *testing.T) {
 	}
 	read := func() map[string]string {
 		out := map[string]string{}
-		for _, f := range []string{session.FileMessages, session.FileEvents, session.FileState, session.FileLatest} {
+		for _, f := range []string{ctxsession.FileMessages, ctxsession.FileEvents, ctxsession.FileState, ctxsession.FileLatest} {
 			b, _ := os.ReadFile(filepath.Join(sd, f))
 			out[f] = string(b)
 		}
 		return out
 	}
 	want := read()
-	if want[session.FileEvents] == "" || want[session.FileMessages] == "" || want[session.FileState] != "idle\n" {
+	if want[ctxsession.FileEvents] == "" || want[ctxsession.FileMessages] == "" || want[ctxsession.FileState] != "idle\n" {
 		t.Fatalf("first projection: %q", want)
 	}
 	for name, damage := range map[string]func(){
-		"events extended":    func() { session.AppendLines(sd, session.FileEvents, []byte(`{"type":"delta"}`+"\n")) },
-		"messages truncated": func() { os.Truncate(filepath.Join(sd, session.FileMessages), int64(len(want[session.FileMessages])-1)) },
-		"events deleted":     func() { os.Remove(filepath.Join(sd, session.FileEvents)) },
+		"events extended": func() { session.AppendLines(sd, ctxsession.FileEvents, []byte(`{"type":"delta"}`+"\n")) },
+		"messages truncated": func() {
+			os.Truncate(filepath.Join(sd, ctxsession.FileMessages), int64(len(want[ctxsession.FileMessages])-1))
+		},
+		"events deleted": func() { os.Remove(filepath.Join(sd, ctxsession.FileEvents)) },
 		"messages a dir": func() {
-			os.Remove(filepath.Join(sd, session.FileMessages))
-			os.Mkdir(filepath.Join(sd, session.FileMessages), 0o700)
+			os.Remove(filepath.Join(sd, ctxsession.FileMessages))
+			os.Mkdir(filepath.Join(sd, ctxsession.FileMessages), 0o700)
 		},
 		// Same line count, other size: a line count alone missed it.
 		"messages edited": func() {
-			os.WriteFile(filepath.Join(sd, session.FileMessages), []byte(strings.Replace(want[session.FileMessages], "read", "rea", 1)), 0o600)
+			os.WriteFile(filepath.Join(sd, ctxsession.FileMessages), []byte(strings.Replace(want[ctxsession.FileMessages], "read", "rea", 1)), 0o600)
 		},
-		"state same size": func() { os.WriteFile(filepath.Join(sd, session.FileState), []byte("done\n"), 0o600) },
+		"state same size": func() { os.WriteFile(filepath.Join(sd, ctxsession.FileState), []byte("done\n"), 0o600) },
 	} {
 		damage()
 		if name == "messages a dir" {
@@ -76,12 +80,12 @@ func TestCatchUpSessionsChecksSizes(t *testing.T) {
 			if sizesCurrent(sd, mustSession(t, d, sd)) {
 				t.Fatalf("%s: counted as current", name)
 			}
-			os.Remove(filepath.Join(sd, session.FileMessages))
+			os.Remove(filepath.Join(sd, ctxsession.FileMessages))
 		}
 		if err := d.catchUpSessions(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got := read(); got[session.FileMessages] != want[session.FileMessages] || got[session.FileEvents] != want[session.FileEvents] || got[session.FileState] != want[session.FileState] {
+		if got := read(); got[ctxsession.FileMessages] != want[ctxsession.FileMessages] || got[ctxsession.FileEvents] != want[ctxsession.FileEvents] || got[ctxsession.FileState] != want[ctxsession.FileState] {
 			t.Errorf("%s: not repaired: %q", name, got)
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/rotate"
+	"github.com/cbth-dev/cbth/projections"
 	"golang.org/x/sys/unix"
 )
 
@@ -177,7 +178,7 @@ func Run(ctx context.Context, opt Options) error {
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
-	d.eng, err = engine.Open(h.DB(), engine.Options{Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log, NoSync: opt.NoSync})
+	d.eng, err = engine.Open(h.DB(), engine.Options{Projections: projections.Store{}, Clock: opt.Clock, LockTimeout: 5 * time.Second, Logger: opt.Log, NoSync: opt.NoSync})
 	if err != nil {
 		cancel()
 		<-served

@@ -10,24 +10,25 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/desktop"
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/inbox"
+	"github.com/cbth-dev/cbth/projections/snapshot"
 )
 
 // deskState is the daemon's Codex Desktop side: the pull target, the
 // snapshot publisher and the fingerprints this cbth observes.
 type deskState struct {
 	target *desktop.Target
-	pub    *desktop.Publisher
-	fps    desktop.Fingerprints
+	pub    *snapshot.Publisher
+	fps    snapshot.Fingerprints
 
 	mu      sync.Mutex // one publication at a time
-	builder *desktop.Builder
+	builder *snapshot.Builder
 
 	relay relayState
 }
@@ -40,11 +41,11 @@ func (d *Daemon) initDesktop() error {
 	c := d.opt.Config.Desktop
 	d.desk = deskState{
 		fps:     fps,
-		builder: &desktop.Builder{Config: d.deliveryConfig(), Fingerprints: fps},
+		builder: &snapshot.Builder{Config: d.deliveryConfig(), Fingerprints: fps},
 		target: &desktop.Target{Now: d.opt.Clock.Now, Fingerprints: fps,
 			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
-		pub: &desktop.Publisher{Dir: d.opt.Home.Inbox(), Interval: c.SnapshotInterval.Duration,
-			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration, NoSync: d.opt.NoSync,
+		pub: &snapshot.Publisher{Files: desktop.InboxFiles{Dir: d.opt.Home.Inbox(), NoSync: d.opt.NoSync}, Interval: c.SnapshotInterval.Duration,
+			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration,
 			Log: d.opt.Log.With("projection", "desktop"), Revisions: snapshotRevisions{d}},
 	}
 	return nil
@@ -76,13 +77,13 @@ func (r snapshotRevisions) Reserve(through uint64) error {
 // log head, nothing fallen due, confirmed within snapshot_interval);
 // otherwise it builds the content and publishes a new revision if it
 // differs. confirm rewrites the manifest's published_at regardless.
-func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publication, error) {
+func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (snapshot.Publication, error) {
 	d.desk.mu.Lock()
 	defer d.desk.mu.Unlock()
 	now := d.opt.Clock.Now()
 	head := d.eng.Head()
 	if !confirm && d.desk.pub.Current(head, now) {
-		return desktop.Publication{Outcome: "unchanged"}, nil
+		return snapshot.Publication{Outcome: "unchanged"}, nil
 	}
 	c, ok, err := d.buildDesktop(now)
 	if err == nil && ok && d.issueSnapshotMarkers(ctx, c) > 0 {
@@ -92,9 +93,9 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 		c, ok, err = d.buildDesktop(now)
 	}
 	if err == nil && !ok {
-		return desktop.Publication{Outcome: "none"}, nil
+		return snapshot.Publication{Outcome: "none"}, nil
 	}
-	var p desktop.Publication
+	var p snapshot.Publication
 	if err == nil {
 		p, err = d.desk.pub.Publish(c, head, now, confirm)
 	}
@@ -116,7 +117,7 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (desktop.Publ
 // per arm-pending entry, a paused marker per pause-due entry. Only while
 // a relay scanner is bound for the bridge: without one no line would
 // ever be read. It returns how many it issued.
-func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c desktop.Content) int {
+func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) int {
 	var bound bool
 	if err := d.eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
@@ -192,10 +193,10 @@ var errMoved = errors.New("the log moved")
 // buildDesktop builds the publication content, reading again only the
 // threads the events since the last build touched; when the log keeps
 // moving under it, from scratch.
-func (d *Daemon) buildDesktop(now time.Time) (c desktop.Content, ok bool, err error) {
+func (d *Daemon) buildDesktop(now time.Time) (c snapshot.Content, ok bool, err error) {
 	b := d.desk.builder
 	for try := 0; try < 3 && b.Since() > 0; try++ {
-		ch := &desktop.Changes{Since: b.Since(), Upto: b.Since()}
+		ch := &snapshot.Changes{Since: b.Since(), Upto: b.Since()}
 		if err := d.eng.ReadFrom(ch.Since+1, func(env events.Envelope) error {
 			ch.Streams, ch.Upto = append(ch.Streams, env.Stream), env.Seq
 			return nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
@@ -19,6 +18,8 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
+	"github.com/cbth-dev/cbth/projections"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // The Desktop snapshots published by a real daemon (in this process, on
@@ -134,7 +135,7 @@ func TestDesktop_FairRoundRobinAcrossPublications(t *testing.T) {
 	if err := h.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(h.DB(), engine.Options{Clock: engine.NewManualClock(t0), NoSync: true})
+	e, err := engine.Open(h.DB(), engine.Options{Projections: projections.Store{}, Clock: engine.NewManualClock(t0), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

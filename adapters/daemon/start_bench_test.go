@@ -15,6 +15,8 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
+	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
 // BenchmarkStartSessions measures what a daemon start spends on the
@@ -28,7 +30,7 @@ import (
 // stat-ing every file once (stat-all-ms).
 func BenchmarkStartSessions(b *testing.B) {
 	dir := b.TempDir()
-	e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Clock: engine.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), NoSync: true})
+	e, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}, Clock: engine.NewManualClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -82,8 +84,8 @@ func BenchmarkStartSessions(b *testing.B) {
 		tl := time.Now()
 		catchUp += tl.Sub(t0)
 		for _, c := range all {
-			if !session.Current(c.ID, session.Small(c)) || session.CountLines(filepath.Join(c.ID, session.FileMessages)) != c.Messages ||
-				session.CountLines(filepath.Join(c.ID, session.FileEvents)) != c.Events {
+			if !session.Current(c.ID, ctxsession.Small(c)) || session.CountLines(filepath.Join(c.ID, ctxsession.FileMessages)) != c.Messages ||
+				session.CountLines(filepath.Join(c.ID, ctxsession.FileEvents)) != c.Events {
 				b.Fatal("not current")
 			}
 		}

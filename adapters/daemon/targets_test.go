@@ -19,6 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // The target API through a real daemon (in this process, on the real
@@ -231,7 +232,7 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 	}
 	cfg := command.DeliveryConfig{MaxJobsPerBatch: 8, MaxTotalBytes: 1 << 20, Cooldown: time.Minute, RedeliveryWindow: time.Hour,
 		MaxDeliveryAttempts: 5, EligibleBackoff: time.Minute, InlinePayloadLimit: 1 << 10, ObservationWindow: time.Hour}
-	e, err := engine.Open(h.DB(), engine.Options{Clock: engine.NewManualClock(t0)})
+	e, err := engine.Open(h.DB(), engine.Options{Projections: projections.Store{}, Clock: engine.NewManualClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +336,7 @@ func TestDesktopDeadlinesSwept(t *testing.T) {
 	if err := h.Ensure(); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(h.DB(), engine.Options{Clock: engine.NewManualClock(t0)})
+	e, err := engine.Open(h.DB(), engine.Options{Projections: projections.Store{}, Clock: engine.NewManualClock(t0)})
 	if err != nil {
 		t.Fatal(err)
 	}

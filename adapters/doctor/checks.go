@@ -28,6 +28,7 @@ import (
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // Env is what the checks look at.
@@ -187,7 +188,7 @@ func checkLog(ctx context.Context, e *Env) []Finding {
 	case e.Home.DaemonRunning():
 		return one("", Skip, "a daemon holds the log but cannot be asked to verify it (see the daemon check)", "")
 	default:
-		rep, err = engine.VerifyFile(ctx, db, 2*time.Second)
+		rep, err = engine.VerifyFile(ctx, projections.Store{}, db, 2*time.Second)
 	}
 	if err != nil {
 		return one("", Fail, "cannot verify the log: "+err.Error(), "cbth events verify, for the full error; see spec/engine.md")

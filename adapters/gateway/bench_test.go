@@ -21,6 +21,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/sockfile"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // fixture is a gateway in process: a log, a debug echo model served on
@@ -33,7 +34,7 @@ func startGateway(tb testing.TB, noSync bool) fixture {
 	tb.Helper()
 	dir := tb.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	eng, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{NoSync: noSync})
+	eng, err := engine.Open(filepath.Join(dir, "cbth.db"), engine.Options{Projections: projections.Store{}, NoSync: noSync})
 	if err != nil {
 		tb.Fatal(err)
 	}

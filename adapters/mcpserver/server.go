@@ -62,7 +62,7 @@ type Config struct {
 	// Desktop tools read as the CLI's read helpers do.
 	Inbox string
 	// Fingerprints are this cbth's validation fingerprints, by read
-	// transport (adapters/desktop/inbox.Observe).
+	// transport (projections/inbox.Observe).
 	Fingerprints map[string]string
 	Log          *slog.Logger
 }

@@ -6,11 +6,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // DesktopCmd groups the Codex Desktop commands (spec/desktop.md): the

@@ -10,12 +10,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/desktop/relay"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // The Desktop helpers a bridge heartbeat runs inside Codex Desktop's

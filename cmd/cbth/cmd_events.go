@@ -23,6 +23,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // EventsCmd groups the audit commands. None of them starts a daemon or
@@ -185,7 +186,7 @@ func (c *EventsVerifyCmd) Run(env *Env) error {
 	} else {
 		head, _ := engine.LogFileHead(h.DB(), 5*time.Second)
 		bar := env.progressOf("verifying", int64(head))
-		rep, err = engine.VerifyFileProgress(context.Background(), h.DB(), 5*time.Second, func(uint64) { bar.add(1) })
+		rep, err = engine.VerifyFileProgress(context.Background(), projections.Store{}, h.DB(), 5*time.Second, func(uint64) { bar.add(1) })
 		bar.finish()
 		if err != nil {
 			return err

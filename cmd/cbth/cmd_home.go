@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // HomeCmd groups the commands on the home itself.
@@ -113,7 +114,7 @@ func restore(h home.Home, path string) (uint64, error) {
 		return 0, errs.Wrap(errs.ENOENT, err, "open %s", path)
 	}
 	defer f.Close()
-	e, err := engine.Open(h.DB(), engine.Options{})
+	e, err := engine.Open(h.DB(), engine.Options{Projections: projections.Store{}})
 	if err != nil {
 		return 0, err
 	}

@@ -5,10 +5,10 @@ import (
 	"io"
 	"os/exec"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/service"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // ServiceCmd groups `cbth service`: an opt-in per-user service that keeps

@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/execfile"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // BenchmarkClaimNextReadyInSandbox times `cbth desktop claim-next-ready`
@@ -54,7 +55,7 @@ func BenchmarkClaimNextReadyInSandbox(b *testing.B) {
 	run("desktop", "installation-state", "repair", "--read-transport", "direct_file_read",
 		"--read-transport-capability", "validated", "--writeback-capability", "validated")
 	run("daemon", "stop")
-	e, err := engine.Open(home.Home{Root: root}.DB(), engine.Options{NoSync: true})
+	e, err := engine.Open(home.Home{Root: root}.DB(), engine.Options{Projections: projections.Store{}, NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}

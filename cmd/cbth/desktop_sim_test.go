@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // The simulated Codex Desktop (internal/testkit/desktopsim) drives the real

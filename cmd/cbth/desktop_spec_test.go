@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // Every Desktop and service command's --json output has the shape

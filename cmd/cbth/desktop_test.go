@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // Codex Desktop, part 1, through the real binary: the installation state,

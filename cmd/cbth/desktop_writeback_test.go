@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // Codex Desktop, part 2, through the real binary: the bridge's arm CAS,

@@ -19,6 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // Listings page, never fail (issue 18 item 9), through the real binary:
@@ -36,7 +37,7 @@ func bulkHome(t *testing.T, batches, failed int) *homeDir {
 	if err := os.MkdirAll(h.root, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(filepath.Join(h.root, "cbth.db"), engine.Options{NoSync: true})
+	e, err := engine.Open(filepath.Join(h.root, "cbth.db"), engine.Options{Projections: projections.Store{}, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

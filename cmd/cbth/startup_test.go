@@ -23,6 +23,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -103,7 +104,7 @@ func buildLog(t *testing.T, path string, total, open int) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.Open(path, engine.Options{NoSync: true})
+	e, err := engine.Open(path, engine.Options{Projections: projections.Store{}, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

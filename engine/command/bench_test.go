@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 var benchNow = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -73,7 +74,7 @@ func benchSweep(b *testing.B, spread bool) {
 		for _, total := range []int{1000, 100_000} {
 			b.StopTimer()
 			path := filepath.Join(b.TempDir(), fmt.Sprintf("cbth-%d.db", total))
-			e, err := engine.Open(path, engine.Options{NoSync: true})
+			e, err := engine.Open(path, engine.Options{Projections: projections.Store{}, NoSync: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -81,7 +82,7 @@ func benchSweep(b *testing.B, spread bool) {
 			// Sweep as a freshly started daemon does: cold writer cache,
 			// durable commit.
 			e.Close()
-			if e, err = engine.Open(path, engine.Options{}); err != nil {
+			if e, err = engine.Open(path, engine.Options{Projections: projections.Store{}}); err != nil {
 				b.Fatal(err)
 			}
 			b.StartTimer()
@@ -106,7 +107,7 @@ func benchSweep(b *testing.B, spread bool) {
 // materialization and accept_pending barrier in one append) per second,
 // each on an eligible head.
 func BenchmarkMaterialize(b *testing.B) {
-	e, err := engine.Open(filepath.Join(b.TempDir(), "cbth.db"), engine.Options{})
+	e, err := engine.Open(filepath.Join(b.TempDir(), "cbth.db"), engine.Options{Projections: projections.Store{}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -147,7 +147,7 @@ type RepairInstallation struct {
 	ArtifactCap   string
 	WritebackCap  string
 	// Fingerprint is the validation fingerprint the repairing cbth
-	// observes for ReadTransport (adapters/desktop.Fingerprint).
+	// observes for ReadTransport (projections/inbox.Fingerprint).
 	Fingerprint string
 }
 

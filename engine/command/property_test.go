@@ -13,11 +13,11 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/index"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -177,14 +177,14 @@ func TestDeliveryProperties(t *testing.T) {
 	}
 	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered; %d closed undelivered",
 		side.marked, side.delivered, side.undelivered)
-	var live projections.Image
+	var live engine.Image
 	var err error
 	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
 	replayed, st, err := e.ReplayImage(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := projections.Diff(live, replayed, 5); len(d) > 0 {
+	if d := engine.Diff(live, replayed, 5); len(d) > 0 {
 		t.Fatalf("seed %d: projections differ from a replay: %v", seed, d)
 	}
 	rep, err := e.Verify(ctx)
@@ -213,7 +213,7 @@ func expected(err error) bool {
 // batch. FIFO never reorders.
 func checkHead(t *testing.T, e *engine.Engine, thread, batch string, seed uint64, step int) {
 	t.Helper()
-	e.View(func(v *projections.Tx) error {
+	e.View(func(v engine.ProjectionTx) error {
 		for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
 			if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
 				continue
@@ -229,7 +229,7 @@ func checkHead(t *testing.T, e *engine.Engine, thread, batch string, seed uint64
 
 func checkInvariants(t *testing.T, e *engine.Engine, threads []string, accepted map[string]int, parkedAt map[string]uint64, seed uint64, step int) {
 	t.Helper()
-	e.View(func(v *projections.Tx) error {
+	e.View(func(v engine.ProjectionTx) error {
 		for _, th := range threads {
 			if n := len(v.Lookup(index.ThreadLive, th)); n > 1 {
 				t.Fatalf("seed %d step %d: thread %s has %d non-terminal attempts", seed, step, th, n)

@@ -8,19 +8,18 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/index"
-	"github.com/cbth-dev/cbth/engine/projections"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // dueView is a view with the given deadlines due and no states behind
 // them: it shows which deadline kinds the sweep has a case for.
-type dueView struct{ due []projections.Due }
+type dueView struct{ due []index.Due }
 
 func (v dueView) State(events.Kind, string) (aggregate.State, error) { return nil, nil }
-func (v dueView) Lookup(string, string) []projections.Ref            { return nil }
-func (v dueView) Scan(string, string) []projections.Ref              { return nil }
-func (v dueView) DueBy(time.Time) []projections.Due                  { return v.due }
+func (v dueView) Lookup(string, string) []index.Ref                  { return nil }
+func (v dueView) Scan(string, string) []index.Ref                    { return nil }
+func (v dueView) DueBy(time.Time) []index.Due                        { return v.due }
 func (v dueView) NewID() string                                      { panic("no ids") }
 func (v dueView) NextSeq() uint64                                    { return 1 }
 
@@ -28,9 +27,9 @@ func (v dueView) NextSeq() uint64                                    { return 1 
 // refuses one it does not know rather than skip it silently.
 func TestSweepHasACaseForEveryDeadlineKind(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	var due []projections.Due
+	var due []index.Due
 	for _, k := range index.DueKinds {
-		due = append(due, projections.Due{At: now, Kind: events.KindBatch, ID: "x", Name: k})
+		due = append(due, index.Due{At: now, Kind: events.KindBatch, ID: "x", Name: k})
 	}
 	dec, err := command.Sweep{Config: cfg}.Decide(dueView{due}, now)
 	if err != nil {
@@ -39,7 +38,7 @@ func TestSweepHasACaseForEveryDeadlineKind(t *testing.T) {
 	if len(dec.Emits) != 0 || dec.Value.(command.SweepResult).Due != len(index.DueKinds) {
 		t.Fatalf("sweep over absent states: %+v", dec)
 	}
-	_, err = command.Sweep{Config: cfg}.Decide(dueView{[]projections.Due{{At: now, Kind: events.KindBatch, ID: "x", Name: "batch.unheard_of"}}}, now)
+	_, err = command.Sweep{Config: cfg}.Decide(dueView{[]index.Due{{At: now, Kind: events.KindBatch, ID: "x", Name: "batch.unheard_of"}}}, now)
 	if errs.CodeOf(err) != errs.EINTERNAL {
 		t.Fatalf("an unknown deadline kind: %v, want EINTERNAL", err)
 	}

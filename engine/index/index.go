@@ -12,7 +12,26 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cbth-dev/cbth/events"
 )
+
+// Ref names one aggregate found through an index: the entry's key and
+// the aggregate that holds it.
+type Ref struct {
+	Key  string
+	Kind events.Kind
+	ID   string
+}
+
+// Due is one entry of the deadline index: when, whose, and which kind of
+// work (one of the Due* kinds below).
+type Due struct {
+	At   time.Time
+	Kind events.Kind
+	ID   string
+	Name string
+}
 
 // Secondary indexes.
 const (

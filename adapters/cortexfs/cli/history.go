@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
+	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
 // History is read from the session files themselves (the projection the
@@ -48,7 +49,7 @@ func pickSession(dir, sess string) (string, error) {
 		}
 		return sess, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, session.DirIndex, "current"))
+	b, err := os.ReadFile(filepath.Join(dir, ctxsession.DirIndex, "current"))
 	if cur := strings.TrimSpace(string(b)); err == nil && cur != "" {
 		return cur, nil
 	}
@@ -94,7 +95,7 @@ type HistoryCmd struct {
 
 // Run implements the command.
 func (c *HistoryCmd) Run(env *Env) error {
-	sess, b, err := c.read(env, session.FileMessages)
+	sess, b, err := c.read(env, ctxsession.FileMessages)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ type LatestCmd struct {
 
 // Run implements the command.
 func (c *LatestCmd) Run(env *Env) error {
-	sess, b, err := c.read(env, session.FileLatest)
+	sess, b, err := c.read(env, ctxsession.FileLatest)
 	if err != nil {
 		return err
 	}
@@ -168,15 +169,15 @@ func sessionInfo(dir, sess string) (SessionInfo, error) {
 		b, _ := os.ReadFile(filepath.Join(dir, sess, f))
 		return strings.TrimRight(string(b), "\n")
 	}
-	if _, err := readSessionFile(dir, sess, session.FileState); err != nil {
+	if _, err := readSessionFile(dir, sess, ctxsession.FileState); err != nil {
 		return si, err
 	}
-	si.State, si.Cwd, si.CreatedAt, si.UpdatedAt = read(session.FileState), read(session.FileCwd), read(session.FileCreatedAt), read(session.FileUpdatedAt)
-	si.Meta = json.RawMessage(read(session.FileMeta))
+	si.State, si.Cwd, si.CreatedAt, si.UpdatedAt = read(ctxsession.FileState), read(ctxsession.FileCwd), read(ctxsession.FileCreatedAt), read(ctxsession.FileUpdatedAt)
+	si.Meta = json.RawMessage(read(ctxsession.FileMeta))
 	if !json.Valid(si.Meta) {
 		si.Meta = json.RawMessage("{}")
 	}
-	si.Messages = max(session.CountLines(filepath.Join(dir, sess, session.FileMessages)), 0)
+	si.Messages = max(session.CountLines(filepath.Join(dir, sess, ctxsession.FileMessages)), 0)
 	return si, nil
 }
 
@@ -191,7 +192,7 @@ func (c *SessionListCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, session.DirIndex, "list"))
+	b, err := os.ReadFile(filepath.Join(dir, ctxsession.DirIndex, "list"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return errs.Wrap(errs.EACCES, err, "read the session index")
 	}
@@ -229,7 +230,7 @@ func (c *SessionShowCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, c.Session, session.FileLatest))
+	b, _ := os.ReadFile(filepath.Join(dir, c.Session, ctxsession.FileLatest))
 	si.Latest = string(b)
 	return env.emit(env.JSON, si, func(w io.Writer) {
 		fmt.Fprintf(w, "session  %s\nstate    %s\ncwd      %s\ncreated  %s\nupdated  %s\nmessages %d\nmeta     %s\ndir      %s\n", si.Session, si.State, si.Cwd, si.CreatedAt, si.UpdatedAt, si.Messages, si.Meta, si.Dir)

@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
+	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
 // Log is the event log as sessions use it; the daemon implements it on
@@ -58,7 +59,7 @@ func (l *Logged) dir(sess string) (string, error) {
 	if err := name.Valid(sess); err != nil {
 		return "", errs.Wrap(errs.EINVAL, err, "session name")
 	}
-	if sess == DirIndex {
+	if sess == ctxsession.DirIndex {
 		return "", errs.New(errs.EINVAL, "session name %q is reserved for the session index", sess)
 	}
 	return filepath.Join(l.Dir, sess), nil
@@ -140,7 +141,7 @@ func trimNL(b []byte) []byte {
 func (l *Logged) project(d string, envs []events.Envelope) error {
 	lines := map[string][]byte{}
 	for _, env := range envs {
-		f, line, err := Line(env)
+		f, line, err := ctxsession.Line(env)
 		if err != nil {
 			return err
 		}
@@ -152,10 +153,10 @@ func (l *Logged) project(d string, envs []events.Envelope) error {
 	if err != nil || st == nil {
 		return err
 	}
-	if err := WriteSmall(d, Small(st)); err != nil {
+	if err := WriteSmall(d, ctxsession.Small(st)); err != nil {
 		return err
 	}
-	for _, f := range []string{FileMessages, FileEvents} {
+	for _, f := range []string{ctxsession.FileMessages, ctxsession.FileEvents} {
 		if err := AppendLines(d, f, lines[f]); err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func (l *Logged) writeIndex() error {
 	if err != nil {
 		return err
 	}
-	return WriteIndex(filepath.Join(l.Dir, DirIndex), Index(all))
+	return WriteIndex(filepath.Join(l.Dir, ctxsession.DirIndex), ctxsession.Index(all))
 }
 
 // Ensure implements Store: a new session is opened (state idle).

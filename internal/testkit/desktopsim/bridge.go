@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // Bridge plays a Codex Desktop bridge heartbeat: each Wake runs what the

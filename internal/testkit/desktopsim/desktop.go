@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
 // Desktop plays what Codex Desktop itself does around the heartbeats: it

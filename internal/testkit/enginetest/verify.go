@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/projections"
 )
 
 // Open opens an engine for a test and, when the test ends, closes it and
@@ -13,10 +14,14 @@ import (
 // through the state machines, the projections against a rebuild, bbolt's
 // own check): as bbolt's tests check every database they touch, every
 // test that writes a log proves it sound. The test may close the engine
-// itself. Benchmarks are not verified; their logs are large and their
+// itself. The projections are the bbolt ones (projections.Store) unless
+// opt names others. Benchmarks are not verified; their logs are large and their
 // correctness is the tests' business.
 func Open(tb testing.TB, path string, opt engine.Options) *engine.Engine {
 	tb.Helper()
+	if opt.Projections == nil {
+		opt.Projections = projections.Store{}
+	}
 	e, err := engine.Open(path, opt)
 	if err != nil {
 		tb.Fatal(err)
@@ -51,7 +56,7 @@ func Verify(tb testing.TB, e *engine.Engine) {
 // verifies.
 func VerifyFile(tb testing.TB, path string) {
 	tb.Helper()
-	rep, err := engine.VerifyFile(context.Background(), path, 5*time.Second)
+	rep, err := engine.VerifyFile(context.Background(), projections.Store{}, path, 5*time.Second)
 	if err != nil {
 		tb.Errorf("verify %s: %v", path, err)
 		return

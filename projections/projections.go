@@ -1,8 +1,19 @@
-// Package projections keeps the derived views of the event log in bbolt
-// buckets: the current state of every aggregate, secondary indexes, the
-// deadline index and the command (idempotency) index, plus a checkpoint.
-// The engine updates them in the same transaction as each append; Rebuild
-// drops them and derives them again from the log alone.
+// Package projections holds cbth's read models: views of the event log
+// that are rebuilt from it alone and never hold anything it does not.
+//
+// This package is the read models in bbolt, beside the log: the current
+// state of every aggregate, secondary indexes, the deadline index and
+// the command (idempotency) index, the per-stream index, plus a
+// checkpoint (Store, the engine's Projections). The engine updates them
+// in the same transaction as each append; Rebuild drops them and derives
+// them again from the log alone. The file projections are its
+// subpackages: desktop (the Desktop inbox: snapshot manifests and their
+// per-revision files) and ctxsession (CortexFS session directories and
+// their session/index/). Each decides what its files hold; the adapters
+// write them where they are told (paths, modes, fsync, atomic rename).
+//
+// Projections import the engine, never the reverse (spec/engine.md,
+// "Layers").
 package projections
 
 import (
@@ -12,11 +23,47 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	bolt "go.etcd.io/bbolt"
 )
+
+// Store is the read models in bbolt as the engine uses them
+// (engine.Projections): hand it to engine.Open.
+type Store struct{}
+
+var _ engine.Projections = Store{}
+
+// Version implements engine.Projections.
+func (Store) Version() uint64 { return Version }
+
+// Buckets implements engine.Projections.
+func (Store) Buckets() [][]byte { return Buckets() }
+
+// Create implements engine.Projections.
+func (Store) Create(tx *bolt.Tx) error { return Create(tx) }
+
+// In implements engine.Projections.
+func (Store) In(tx *bolt.Tx) engine.ProjectionTx { return Wrap(tx) }
+
+// ImageOf implements engine.Projections.
+func (Store) ImageOf(states []aggregate.State, commands map[string]engine.CommandRange, streams map[events.StreamID][]uint64, checkpoint uint64) (engine.Image, error) {
+	return ImageOf(states, commands, streams, checkpoint)
+}
+
+// ReadImage implements engine.Projections.
+func (Store) ReadImage(tx *bolt.Tx) (engine.Image, error) { return ReadImage(tx) }
+
+// WriteImage implements engine.Projections.
+func (Store) WriteImage(tx *bolt.Tx, img engine.Image) error { return WriteImage(tx, img) }
+
+// WriteImageChunked implements engine.Projections.
+func (Store) WriteImageChunked(db *bolt.DB, img engine.Image, chunk int) error {
+	return WriteImageChunked(db, img, chunk)
+}
 
 // Bucket names. Every bucket listed in Buckets is derived and may be
 // dropped and rebuilt at any time.
@@ -312,26 +359,19 @@ func deadlineKeys(k events.Kind, id string, s aggregate.State) [][]byte {
 	return out
 }
 
-// Ref names one aggregate found through an index.
-type Ref struct {
-	Key  string
-	Kind events.Kind
-	ID   string
-}
-
 // Lookup returns the aggregates whose index entries equal key exactly.
-func (t *Tx) Lookup(index, key string) []Ref {
+func (t *Tx) Lookup(index, key string) []index.Ref {
 	return t.scan(index + "\x00" + key + "\x00")
 }
 
 // Scan returns the index entries of index whose key starts with prefix, in
 // key order.
-func (t *Tx) Scan(index, prefix string) []Ref {
+func (t *Tx) Scan(index, prefix string) []index.Ref {
 	return t.scan(index + "\x00" + prefix)
 }
 
-func (t *Tx) scan(prefix string) []Ref {
-	var out []Ref
+func (t *Tx) scan(prefix string) []index.Ref {
+	var out []index.Ref
 	c := t.tx.Bucket(bucketIndex).Cursor()
 	p := []byte(prefix)
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
@@ -342,23 +382,15 @@ func (t *Tx) scan(prefix string) []Ref {
 		}
 		// index \0 key... \0 kind \0 id: the key may itself contain NULs.
 		key := bytes.Join(parts[1:n-2], []byte{0})
-		out = append(out, Ref{Key: string(key), Kind: events.Kind(parts[n-2]), ID: string(parts[n-1])})
+		out = append(out, index.Ref{Key: string(key), Kind: events.Kind(parts[n-2]), ID: string(parts[n-1])})
 	}
 	return out
 }
 
-// Due is one entry of the deadline index.
-type Due struct {
-	At   time.Time
-	Kind events.Kind
-	ID   string
-	Name string
-}
-
 // DueBy returns every deadline at or before now, in due order, then kind,
 // id and name order. It reads only the due entries: O(due), not O(all).
-func (t *Tx) DueBy(now time.Time) []Due {
-	var out []Due
+func (t *Tx) DueBy(now time.Time) []index.Due {
+	var out []index.Due
 	c := t.tx.Bucket(bucketDeadlines).Cursor()
 	limit := uint64(now.UnixNano())
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
@@ -374,42 +406,37 @@ func (t *Tx) DueBy(now time.Time) []Due {
 }
 
 // NextDue returns the earliest deadline, if any.
-func (t *Tx) NextDue() (Due, bool) {
+func (t *Tx) NextDue() (index.Due, bool) {
 	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().First()
 	return parseDue(k)
 }
 
 // NextDueAfter returns the earliest deadline strictly after at, if any:
 // one seek, however many deadlines lie before it.
-func (t *Tx) NextDueAfter(at time.Time) (Due, bool) {
+func (t *Tx) NextDueAfter(at time.Time) (index.Due, bool) {
 	from := uint64(at.UnixNano()) + 1
 	k, _ := t.tx.Bucket(bucketDeadlines).Cursor().Seek(binary.BigEndian.AppendUint64(nil, from))
 	return parseDue(k)
 }
 
-func parseDue(k []byte) (Due, bool) {
+func parseDue(k []byte) (index.Due, bool) {
 	if len(k) < 8 {
-		return Due{}, false
+		return index.Due{}, false
 	}
 	parts := bytes.SplitN(k[8:], []byte{0}, 3)
 	if len(parts) != 3 {
-		return Due{}, false
+		return index.Due{}, false
 	}
-	return Due{At: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])}, true
-}
-
-// CommandRange is the span of log sequence numbers a command appended.
-type CommandRange struct {
-	First, Last uint64
+	return index.Due{At: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])}, true
 }
 
 // Command returns the log range an idempotency key produced, if any.
-func (t *Tx) Command(id string) (CommandRange, bool) {
+func (t *Tx) Command(id string) (engine.CommandRange, bool) {
 	v := t.tx.Bucket(bucketCommands).Get([]byte(id))
 	if len(v) != 16 {
-		return CommandRange{}, false
+		return engine.CommandRange{}, false
 	}
-	return CommandRange{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, true
+	return engine.CommandRange{First: binary.BigEndian.Uint64(v), Last: binary.BigEndian.Uint64(v[8:])}, true
 }
 
 // PutCommand records (or extends) the log range of an idempotency key.

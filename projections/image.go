@@ -7,24 +7,19 @@ import (
 	"maps"
 	"runtime"
 	"slices"
-	"sort"
 	"sync"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/events"
 	bolt "go.etcd.io/bbolt"
 )
 
-// Image is the full content of the projection buckets: bucket name -> key
-// -> value. Two images are equal exactly when the buckets hold the same
-// bytes.
-type Image map[string]map[string][]byte
-
 // ImageOf derives the projection image from replayed states, the command
 // ranges seen in the log, the seqs of each stream's events and the last
 // applied seq.
-func ImageOf(states []aggregate.State, commands map[string]CommandRange, streams map[events.StreamID][]uint64, checkpoint uint64) (Image, error) {
-	img := Image{}
+func ImageOf(states []aggregate.State, commands map[string]engine.CommandRange, streams map[events.StreamID][]uint64, checkpoint uint64) (engine.Image, error) {
+	img := engine.Image{}
 	for _, b := range Buckets() {
 		img[string(b)] = map[string][]byte{}
 	}
@@ -98,8 +93,8 @@ func appendU64(b []byte, v uint64) []byte {
 }
 
 // ReadImage copies the projection buckets out of tx.
-func ReadImage(tx *bolt.Tx) (Image, error) {
-	img := Image{}
+func ReadImage(tx *bolt.Tx) (engine.Image, error) {
+	img := engine.Image{}
 	for _, name := range Buckets() {
 		m := map[string][]byte{}
 		img[string(name)] = m
@@ -125,7 +120,7 @@ func ReadImage(tx *bolt.Tx) (Image, error) {
 
 // WriteImage drops the projection buckets and writes img into them in key
 // order.
-func WriteImage(tx *bolt.Tx, img Image) error {
+func WriteImage(tx *bolt.Tx, img engine.Image) error {
 	if err := Drop(tx); err != nil {
 		return err
 	}
@@ -159,7 +154,7 @@ func WriteImage(tx *bolt.Tx, img Image) error {
 // commits the projections are of no current version, so an interrupted
 // write is rebuilt again. The image is consumed: what is written leaves
 // it, so its memory goes as the write proceeds.
-func WriteImageChunked(db *bolt.DB, img Image, chunk int) error {
+func WriteImageChunked(db *bolt.DB, img engine.Image, chunk int) error {
 	err := db.Update(func(tx *bolt.Tx) error {
 		if err := Drop(tx); err != nil {
 			return err
@@ -214,55 +209,6 @@ func WriteImageChunked(db *bolt.DB, img Image, chunk int) error {
 		}
 		return nil
 	})
-}
-
-// Diff describes how two images differ, one line per differing key (at
-// most limit lines). An empty result means the images are byte-identical.
-func Diff(a, b Image, limit int) []string {
-	var out []string
-	names := map[string]bool{}
-	for n := range a {
-		names[n] = true
-	}
-	for n := range b {
-		names[n] = true
-	}
-	var sorted []string
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	for _, n := range sorted {
-		am, bm := a[n], b[n]
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		var ks []string
-		for k := range keys {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			av, aok := am[k]
-			bv, bok := bm[k]
-			switch {
-			case aok && !bok:
-				out = append(out, fmt.Sprintf("%s %q: only in first", n, k))
-			case !aok && bok:
-				out = append(out, fmt.Sprintf("%s %q: only in second", n, k))
-			case !bytes.Equal(av, bv):
-				out = append(out, fmt.Sprintf("%s %q: %s != %s", n, k, av, bv))
-			}
-			if len(out) >= limit {
-				return out
-			}
-		}
-	}
-	return out
 }
 
 // KindOfBucket reports which aggregate kind a state bucket holds.

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -27,7 +29,7 @@ func TestLeaderReturnsOnceItsOwnRequestIsCommitted(t *testing.T) {
 	// it can join its commit: what happens next is the hand-off alone.
 	leaderDone := make(chan error, 1)
 	go func() {
-		leaderDone <- e.exclusive(context.Background(), func(*bolt.Tx) error {
+		leaderDone <- engine.Exclusive(e, context.Background(), func(*bolt.Tx) error {
 			close(started1)
 			<-release1
 			return nil
@@ -38,14 +40,14 @@ func TestLeaderReturnsOnceItsOwnRequestIsCommitted(t *testing.T) {
 	// A second request queues behind it.
 	secondDone := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), Meta{}, DeciderFunc(func(View, time.Time) (Decision, error) {
+		_, err := e.Execute(context.Background(), engine.Meta{}, engine.DeciderFunc(func(engine.View, time.Time) (engine.Decision, error) {
 			close(started2)
 			<-release2
-			return Decision{Outcome: "ok"}, nil
+			return engine.Decision{Outcome: "ok"}, nil
 		}))
 		secondDone <- err
 	}()
-	for e.queued() == 0 {
+	for engine.Queued(e) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 
@@ -78,22 +80,22 @@ func TestRequestsQueuedDuringDecisionJoinTheCommit(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), Meta{}, DeciderFunc(func(View, time.Time) (Decision, error) {
+		_, err := e.Execute(context.Background(), engine.Meta{}, engine.DeciderFunc(func(engine.View, time.Time) (engine.Decision, error) {
 			close(started)
 			<-release
-			return Decision{Outcome: "ok"}, nil
+			return engine.Decision{Outcome: "ok"}, nil
 		}))
 		firstDone <- err
 	}()
 	<-started
 	secondDone := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), Meta{}, DeciderFunc(func(View, time.Time) (Decision, error) {
-			return Decision{Outcome: "ok"}, nil
+		_, err := e.Execute(context.Background(), engine.Meta{}, engine.DeciderFunc(func(engine.View, time.Time) (engine.Decision, error) {
+			return engine.Decision{Outcome: "ok"}, nil
 		}))
 		secondDone <- err
 	}()
-	for e.queued() == 0 {
+	for engine.Queued(e) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
@@ -117,11 +119,11 @@ func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := e.Execute(context.Background(), Meta{Actor: events.ActorCLI}, DeciderFunc(func(View, time.Time) (Decision, error) {
+		_, err := e.Execute(context.Background(), engine.Meta{Actor: events.ActorCLI}, engine.DeciderFunc(func(engine.View, time.Time) (engine.Decision, error) {
 			close(started)
 			<-release
 			sid := events.StreamID{Kind: events.KindJob, ID: "j1"}
-			return Decision{Emits: []Emit{{Stream: sid, Payload: &events.JobSubmitted{
+			return engine.Decision{Emits: []engine.Emit{{Stream: sid, Payload: &events.JobSubmitted{
 				TargetKind: "cli", SourceThreadID: "t", TaskKind: "k", TaskSummary: "s", DeliveryPolicy: events.FailClosedPolicy,
 			}}}}, nil
 		}))
@@ -131,13 +133,13 @@ func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
 	var sawFirst, ran bool
 	exclusiveDone := make(chan error, 1)
 	go func() {
-		exclusiveDone <- e.exclusive(context.Background(), func(tx *bolt.Tx) error {
+		exclusiveDone <- engine.Exclusive(e, context.Background(), func(tx *bolt.Tx) error {
 			ran = true
-			sawFirst = tx.Bucket(bucketLog).Get(binary.BigEndian.AppendUint64(nil, 1)) != nil
+			sawFirst = tx.Bucket(engine.BucketLog).Get(binary.BigEndian.AppendUint64(nil, 1)) != nil
 			return nil
 		})
 	}()
-	for e.queued() == 0 {
+	for engine.Queued(e) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	close(release)
@@ -152,46 +154,33 @@ func TestExclusiveRequestNeverJoinsAGroup(t *testing.T) {
 	}
 }
 
-// openTest opens a log that is verified when the test ends (the internal
-// tests cannot use enginetest.Open, which imports this package).
-func openTest(t *testing.T) *Engine {
+// openTest opens a log that is verified when the test ends.
+func openTest(t *testing.T) *engine.Engine {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "log.db")
-	e, err := Open(path, Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		e.Close()
-		rep, err := VerifyFile(context.Background(), path, time.Second)
-		if err != nil || !rep.OK() {
-			t.Errorf("log does not verify: %v %+v", err, rep.Problems)
-		}
-	})
-	return e
+	return enginetest.Open(t, filepath.Join(t.TempDir(), "log.db"), engine.Options{NoSync: true})
 }
 
-// The writer's state cache stays within maxCache however many streams are
-// written, and a state read after the cache was emptied is still the
+// The writer's state cache stays within MaxCache however many streams
+// are written, and a state read after the cache was emptied is still the
 // committed one.
 func TestStateCacheIsBounded(t *testing.T) {
 	e := openTest(t)
 	ctx := context.Background()
 	first := events.StreamID{Kind: events.KindJob, ID: "cache-000000"}
-	for i := range maxCache + 10 {
+	for i := range engine.MaxCache + 10 {
 		sid := events.StreamID{Kind: events.KindJob, ID: fmt.Sprintf("cache-%06d", i)}
-		if _, err := e.Append(ctx, Meta{Actor: events.ActorCLI}, sid, 0, &events.JobSubmitted{TargetKind: "cli", SourceThreadID: "t", TaskKind: "ci"}); err != nil {
+		if _, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, sid, 0, &events.JobSubmitted{TargetKind: "cli", SourceThreadID: "t", TaskKind: "ci"}); err != nil {
 			t.Fatal(err)
 		}
-		if len(e.cache) > maxCache {
-			t.Fatalf("after %d streams the cache holds %d states, over %d", i+1, len(e.cache), maxCache)
+		if engine.CacheLen(e) > engine.MaxCache {
+			t.Fatalf("after %d streams the cache holds %d states, over %d", i+1, engine.CacheLen(e), engine.MaxCache)
 		}
 	}
-	if _, ok := e.cache[first]; ok {
-		t.Fatalf("the first stream is still cached after %d more; the cache was never emptied", maxCache)
+	if engine.Cached(e, first) {
+		t.Fatalf("the first stream is still cached after %d more; the cache was never emptied", engine.MaxCache)
 	}
 	// Version 1 is only accepted if the writer loads the stream's state.
-	if _, err := e.Append(ctx, Meta{Actor: events.ActorCLI}, first, 1, &events.JobCancelled{Reason: "test"}); err != nil {
+	if _, err := e.Append(ctx, engine.Meta{Actor: events.ActorCLI}, first, 1, &events.JobCancelled{Reason: "test"}); err != nil {
 		t.Fatalf("append to an evicted stream at its committed version: %v", err)
 	}
 }

@@ -1,87 +1,27 @@
-// Package desktop is the Codex Desktop delivery target, part 1: a pull
-// target whose heads the scheduler only prepares, and the daemon-side
-// publisher of the snapshots the Desktop bridge reads (package inbox is
-// their format and the sandbox-safe reader). spec/desktop.md is the
-// contract.
-package desktop
+// Package snapshot is the Desktop inbox's projection: what the snapshots
+// the Desktop bridge reads hold (Content, Builder), and when and how a
+// publication takes a new revision, confirms one or prunes old ones
+// (Publisher). Package inbox is their file format and the sandbox-safe
+// reader; the adapter hands the publisher the inbox directory's I/O
+// (Files). spec/desktop.md is the contract.
+package snapshot
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
-	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
-// Fingerprints holds what the daemon's own cbth observes, per transport.
+// Fingerprints holds what the daemon's own cbth observes, per read
+// transport: the observed validation fingerprint a snapshot shows.
 type Fingerprints map[string]string
-
-// ObserveFingerprints computes the running cbth's fingerprint for each
-// read transport.
-func ObserveFingerprints(version string) (Fingerprints, error) {
-	fp := Fingerprints{}
-	for _, t := range command.ReadTransports {
-		f, err := inbox.Observe(version, t)
-		if err != nil {
-			return nil, err
-		}
-		fp[t] = f
-	}
-	return fp, nil
-}
-
-// Target is the Desktop pull target. Its gate is command.DesktopGate on
-// the daemon's current state.
-type Target struct {
-	// Read runs fn on a consistent snapshot of the daemon's state.
-	Read         func(fn func(engine.Snapshot) error) error
-	Now          func() time.Time
-	Fingerprints Fingerprints
-}
-
-// Spec implements target.Target.
-func (t *Target) Spec() target.Spec {
-	return target.Spec{Name: command.TargetDesktop, Kind: target.Pull, DeliveryMode: command.ModeDesktop}
-}
-
-// Gate implements target.Target.
-func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
-	var g target.Gate
-	err := t.Read(func(s engine.Snapshot) error {
-		st, err := s.State(events.KindBatch, h.BatchID)
-		if err != nil {
-			return err
-		}
-		b, ok := st.(*aggregate.Batch)
-		if !ok {
-			g.Reason = "no batch " + h.BatchID
-			return nil
-		}
-		r, err := command.DesktopGate(s, t.Now(), b, t.observed(s))
-		g.OK, g.Park, g.Reason, g.Retry = r.OK, r.Park, r.Reason, r.Wake
-		return err
-	})
-	if err != nil {
-		return target.Gate{Reason: "desktop gate: " + err.Error()}
-	}
-	return g
-}
-
-// observed is the daemon's fingerprint for the installation's transport.
-func (t *Target) observed(r engine.Reader) string {
-	inst, err := command.Installation(r)
-	if err != nil || inst == nil {
-		return ""
-	}
-	return t.Fingerprints[inst.ReadTransport]
-}
 
 // Content is one publication's substance: everything but its revision
 // and times. Two publications with equal Content share a revision.

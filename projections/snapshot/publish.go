@@ -1,20 +1,43 @@
-package desktop
+package snapshot
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
-	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
-	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/inbox"
 )
+
+// Files is the inbox directory as a publication writes it. The publisher
+// decides what goes where and in which order; the adapter does the I/O:
+// modes, temp files, fsync, rename. Paths are relative to the inbox
+// directory, slash-separated.
+type Files interface {
+	// Path is rel's path on disk, for the people and readers told of it.
+	Path(rel string) string
+	// MkdirAll makes the directory rel and its parents.
+	MkdirAll(rel string) error
+	// Write replaces the file rel with data: a temp file in the same
+	// directory, written, fsynced and renamed. The directory is left to
+	// SyncDir, once for all the files written in it.
+	Write(rel string, data []byte) error
+	// SyncDir fsyncs the directory rel.
+	SyncDir(rel string) error
+	// Read reads the file rel.
+	Read(rel string) ([]byte, error)
+	// Exists reports whether rel exists (a link is not followed).
+	Exists(rel string) bool
+	// Dirs lists the names of the directories in rel.
+	Dirs(rel string) []string
+	// RemoveAll removes rel and everything below it.
+	RemoveAll(rel string) error
+}
 
 // Publisher writes the Desktop snapshots: a file projection of the log
 // with its own checkpoint, the manifest. A publication writes a new
@@ -30,13 +53,11 @@ import (
 // writes everything again. Revision numbers, never reused, come from the
 // log (Revisions): a deleted inbox does not take them back to 1.
 type Publisher struct {
-	Dir string // $CBTH_HOME/inbox
+	Files Files // $CBTH_HOME/inbox
 	// MaxAge is how long a manifest counts as fresh after the daemon last
 	// confirmed it (fresh_until); Interval how often the daemon confirms.
 	MaxAge, Interval, Retention time.Duration
 	Log                         *slog.Logger
-	// NoSync skips the fsyncs: for tests that must not wait on the disk.
-	NoSync bool
 	// Revisions keeps the revision numbers in the log; nil: only what the
 	// inbox shows (tests of the publisher alone).
 	Revisions Revisions
@@ -162,8 +183,8 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 		{files.Bindings, doc{hdr(inbox.KindBindings), parts[3]}},
 		{files.InstallationState, inst},
 	}
-	dir := filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))
-	if err := home.EnsureDir(dir); err != nil {
+	dir := path.Join(inbox.SnapshotsDir, strconv.FormatUint(rev, 10))
+	if err := p.Files.MkdirAll(dir); err != nil {
 		return Publication{}, err
 	}
 	var instFile []byte
@@ -174,12 +195,12 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 		}
 		b = append(b, '\n')
 		instFile = b // the last one
-		if err := p.writeFile(filepath.Join(p.Dir, d.rel), b); err != nil {
+		if err := p.Files.Write(d.rel, b); err != nil {
 			return Publication{}, err
 		}
 	}
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := p.syncDir(d); err != nil {
+	for _, d := range []string{dir, inbox.SnapshotsDir} {
+		if err := p.Files.SyncDir(d); err != nil {
 			return Publication{}, err
 		}
 	}
@@ -190,7 +211,7 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 	// The latest installation state beside the manifest is a convenience
 	// for people, written when it changed; readers trust the revision's
 	// copy.
-	if latest := filepath.Join(p.Dir, inbox.LatestInstallationName); !bytes.Equal(parts[4], p.latestInst) || !exists(latest) {
+	if latest := inbox.LatestInstallationName; !bytes.Equal(parts[4], p.latestInst) || !p.Files.Exists(latest) {
 		if err := p.writeAtomic(latest, instFile); err != nil {
 			p.Log.Warn("write the latest installation state copy", "err", err)
 		} else {
@@ -224,11 +245,6 @@ func (p *Publisher) same(c Content, head uint64, now time.Time, confirm bool, ha
 	return p.result("confirmed"), nil
 }
 
-func exists(path string) bool {
-	_, err := os.Lstat(path)
-	return err == nil
-}
-
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -237,7 +253,7 @@ func nonNil[T any](s []T) []T {
 }
 
 func (p *Publisher) result(outcome string) Publication {
-	return Publication{Outcome: outcome, Manifest: p.cur.manifest, ManifestPath: filepath.Join(p.Dir, inbox.ManifestName)}
+	return Publication{Outcome: outcome, Manifest: p.cur.manifest, ManifestPath: p.Files.Path(inbox.ManifestName)}
 }
 
 // load finds where the last daemon left off: the highest revision it
@@ -253,11 +269,11 @@ func (p *Publisher) load() error {
 		}
 		p.maxRev, p.reserved = r, r
 	}
-	if err := home.EnsureDir(filepath.Join(p.Dir, inbox.SnapshotsDir)); err != nil {
+	if err := p.Files.MkdirAll(inbox.SnapshotsDir); err != nil {
 		return err
 	}
 	var m inbox.Manifest
-	if b, err := os.ReadFile(filepath.Join(p.Dir, inbox.ManifestName)); err == nil && json.Unmarshal(b, &m) == nil {
+	if b, err := p.Files.Read(inbox.ManifestName); err == nil && json.Unmarshal(b, &m) == nil {
 		p.maxRev = max(p.maxRev, m.SnapshotRevision)
 	}
 	for _, rev := range p.revisions() {
@@ -269,13 +285,9 @@ func (p *Publisher) load() error {
 
 // revisions lists the revision directories present.
 func (p *Publisher) revisions() []uint64 {
-	ents, err := os.ReadDir(filepath.Join(p.Dir, inbox.SnapshotsDir))
-	if err != nil {
-		return nil
-	}
 	var out []uint64
-	for _, e := range ents {
-		if rev, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && e.IsDir() {
+	for _, name := range p.Files.Dirs(inbox.SnapshotsDir) {
+		if rev, err := strconv.ParseUint(name, 10, 64); err == nil {
 			out = append(out, rev)
 		}
 	}
@@ -287,7 +299,7 @@ func (p *Publisher) revisions() []uint64 {
 func (p *Publisher) intact() bool {
 	f := p.cur.manifest.Files
 	for _, rel := range []string{inbox.ManifestName, f.ReadyThreads, f.ArmPendingBindings, f.PauseDueBindings, f.Bindings, f.InstallationState} {
-		if _, err := os.Lstat(filepath.Join(p.Dir, rel)); err != nil {
+		if !p.Files.Exists(rel) {
 			return false
 		}
 	}
@@ -299,7 +311,7 @@ func (p *Publisher) writeManifest(m inbox.Manifest) error {
 	if err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "encode the manifest")
 	}
-	return p.writeAtomic(filepath.Join(p.Dir, inbox.ManifestName), append(b, '\n'))
+	return p.writeAtomic(inbox.ManifestName, append(b, '\n'))
 }
 
 // prune removes revisions superseded for longer than Retention, and any
@@ -317,7 +329,7 @@ func (p *Publisher) prune(now time.Time) {
 		if now.Sub(at) < p.Retention {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(p.Dir, inbox.SnapshotsDir, strconv.FormatUint(rev, 10))); err != nil {
+		if err := p.Files.RemoveAll(path.Join(inbox.SnapshotsDir, strconv.FormatUint(rev, 10))); err != nil {
 			p.Log.Warn("prune snapshot revision", "revision", rev, "err", err)
 			continue
 		}
@@ -325,54 +337,11 @@ func (p *Publisher) prune(now time.Time) {
 	}
 }
 
-// writeAtomic replaces path with data, durably: the file through a
-// temp file, then its directory.
-func (p *Publisher) writeAtomic(path string, data []byte) error {
-	if err := p.writeFile(path, data); err != nil {
+// writeAtomic replaces rel with data, durably: the file, then its
+// directory.
+func (p *Publisher) writeAtomic(rel string, data []byte) error {
+	if err := p.Files.Write(rel, data); err != nil {
 		return err
 	}
-	return p.syncDir(filepath.Dir(path))
-}
-
-func (p *Publisher) syncDir(dir string) error {
-	if p.NoSync {
-		return nil
-	}
-	if err := home.SyncDir(dir); err != nil {
-		return errs.IO(err, "sync %s", dir)
-	}
-	return nil
-}
-
-// writeFile writes data to path through a 0600 temp file in the same
-// directory: write, fsync, rename. The caller fsyncs the directory once
-// for all its files.
-func (p *Publisher) writeFile(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return errs.IO(err, "write %s", path)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(home.FileMode); err != nil {
-		f.Close()
-		return errs.IO(err, "write %s", path)
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return errs.IO(err, "write %s", path)
-	}
-	if !p.NoSync {
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return errs.IO(err, "sync %s", path)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return errs.IO(err, "close %s", path)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return errs.IO(err, "rename %s", path)
-	}
-	return nil
+	return p.Files.SyncDir(path.Dir(rel))
 }

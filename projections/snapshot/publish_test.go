@@ -1,4 +1,4 @@
-package desktop
+package snapshot_test
 
 import (
 	"context"
@@ -12,13 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cbth-dev/cbth/adapters/desktop/inbox"
+	"github.com/cbth-dev/cbth/adapters/desktop"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections/inbox"
+	"github.com/cbth-dev/cbth/projections/snapshot"
 )
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
@@ -29,7 +31,7 @@ var cfg = command.DeliveryConfig{MaxJobsPerBatch: 8, MaxTotalBytes: 1 << 20, Coo
 
 const fp = "fp1-test"
 
-var fps = Fingerprints{command.TransportDirect: fp, command.TransportHelper: fp}
+var fps = snapshot.Fingerprints{command.TransportDirect: fp, command.TransportHelper: fp}
 
 type world struct {
 	tb    testing.TB
@@ -72,13 +74,13 @@ func (w *world) populate(bound, ready int) {
 
 func thread(i int) string { return fmt.Sprintf("thread-%05d", i) }
 
-func (w *world) build() Content {
+func (w *world) build() snapshot.Content {
 	w.tb.Helper()
-	var c Content
+	var c snapshot.Content
 	err := w.e.Read(func(s engine.Snapshot) error {
 		var ok bool
 		var err error
-		if c, ok, err = Build(s, cfg, w.clock.Now(), fps); err == nil && !ok {
+		if c, ok, err = snapshot.Build(s, cfg, w.clock.Now(), fps); err == nil && !ok {
 			err = fmt.Errorf("nothing to publish")
 		}
 		return err
@@ -89,8 +91,8 @@ func (w *world) build() Content {
 	return c
 }
 
-func newPublisher(dir string) *Publisher {
-	return &Publisher{Dir: dir, MaxAge: 2 * time.Minute, Interval: 30 * time.Second, Retention: time.Minute, Log: slog.New(slog.DiscardHandler)}
+func newPublisher(dir string) *snapshot.Publisher {
+	return &snapshot.Publisher{Files: desktop.InboxFiles{Dir: dir}, MaxAge: 2 * time.Minute, Interval: 30 * time.Second, Retention: time.Minute, Log: slog.New(slog.DiscardHandler)}
 }
 
 // A publication reuses its revision while the content is the same, takes
@@ -104,7 +106,7 @@ func TestPublisher_RevisionsAndPruning(t *testing.T) {
 	p := newPublisher(dir)
 	c := w.build()
 	now := t0
-	pub := func(c Content, confirm bool) Publication {
+	pub := func(c snapshot.Content, confirm bool) snapshot.Publication {
 		t.Helper()
 		res, err := p.Publish(c, w.e.Head(), now, confirm)
 		if err != nil {
@@ -189,7 +191,7 @@ func TestPublisher_RevisionsFromTheLog(t *testing.T) {
 	p.Revisions = log
 	c := w.build()
 	r, err := p.Publish(c, w.e.Head(), t0, false)
-	if err != nil || r.Manifest.SnapshotRevision != 1 || log.through != RevisionBlock || log.calls != 1 {
+	if err != nil || r.Manifest.SnapshotRevision != 1 || log.through != snapshot.RevisionBlock || log.calls != 1 {
 		t.Fatalf("first: %v %+v, log %+v", err, r, log)
 	}
 	w.exec(command.UnbindBinding{ThreadID: thread(0)})
@@ -201,7 +203,7 @@ func TestPublisher_RevisionsFromTheLog(t *testing.T) {
 	}
 	p = newPublisher(dir)
 	p.Revisions = log
-	if r, err = p.Publish(c, w.e.Head(), t0, false); err != nil || r.Manifest.SnapshotRevision != RevisionBlock+1 || log.through != 2*RevisionBlock {
+	if r, err = p.Publish(c, w.e.Head(), t0, false); err != nil || r.Manifest.SnapshotRevision != snapshot.RevisionBlock+1 || log.through != 2*snapshot.RevisionBlock {
 		t.Fatalf("after a restart without the inbox: %v %+v, log %+v", err, r, log)
 	}
 }
@@ -209,7 +211,7 @@ func TestPublisher_RevisionsFromTheLog(t *testing.T) {
 // The benchmarks of spec/desktop.md: a publication of a new revision with
 // 10,000 bound threads of which 1,000 are ready, and publications that
 // find nothing changed.
-func benchWorld(b *testing.B) (*world, *Publisher) {
+func benchWorld(b *testing.B) (*world, *snapshot.Publisher) {
 	w := newWorld(b)
 	w.populate(10_000, 1_000)
 	return w, newPublisher(filepath.Join(b.TempDir(), "inbox"))
@@ -220,7 +222,7 @@ func BenchmarkPublish_NewRevision(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		c := w.build()
-		p.cur.hash, p.cur.version = [32]byte{}, 0 // as if the content had changed
+		snapshot.ForgetContent(p) // as if the content had changed
 		if r, err := p.Publish(c, w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != "published" || len(c.Ready) != 1000 {
 			b.Fatalf("%+v %v (%d ready)", r, err, len(c.Ready))
 		}
@@ -231,7 +233,7 @@ func BenchmarkPublish_NewRevision(b *testing.B) {
 // builder finds nothing to read again, compares, writes nothing.
 func BenchmarkPublish_SameContent(b *testing.B) {
 	w, p := benchWorld(b)
-	bl := &Builder{Config: cfg, Fingerprints: fps}
+	bl := &snapshot.Builder{Config: cfg, Fingerprints: fps}
 	if _, err := p.Publish(mustBuild(w, bl), w.e.Head(), w.clock.Now(), false); err != nil {
 		b.Fatal(err)
 	}
@@ -248,7 +250,7 @@ func BenchmarkPublish_SameContent(b *testing.B) {
 // the builder reads only what the change touched.
 func BenchmarkPublish_OneChange(b *testing.B) {
 	w, p := benchWorld(b)
-	bl := &Builder{Config: cfg, Fingerprints: fps}
+	bl := &snapshot.Builder{Config: cfg, Fingerprints: fps}
 	if _, err := p.Publish(mustBuild(w, bl), w.e.Head(), w.clock.Now(), false); err != nil {
 		b.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func BenchmarkPublish_OneChange(b *testing.B) {
 	}
 }
 
-func mustBuild(w *world, b *Builder) Content {
+func mustBuild(w *world, b *snapshot.Builder) snapshot.Content {
 	c, ok := w.buildAfter(b)
 	if !ok || len(c.Ready) != 1000 {
 		w.tb.Fatalf("built %d ready", len(c.Ready))
@@ -285,11 +287,11 @@ func BenchmarkPublish_Unchanged(b *testing.B) {
 
 // buildAfter builds incrementally from the builder's last build, with the
 // streams the log appended to since.
-func (w *world) buildAfter(b *Builder) (Content, bool) {
+func (w *world) buildAfter(b *snapshot.Builder) (snapshot.Content, bool) {
 	w.tb.Helper()
-	var ch *Changes
+	var ch *snapshot.Changes
 	if b.Since() > 0 {
-		ch = &Changes{Since: b.Since(), Upto: b.Since()}
+		ch = &snapshot.Changes{Since: b.Since(), Upto: b.Since()}
 		if err := w.e.ReadFrom(ch.Since+1, func(env events.Envelope) error {
 			ch.Streams, ch.Upto = append(ch.Streams, env.Stream), env.Seq
 			return nil
@@ -297,7 +299,7 @@ func (w *world) buildAfter(b *Builder) (Content, bool) {
 			w.tb.Fatal(err)
 		}
 	}
-	var c Content
+	var c snapshot.Content
 	var ok bool
 	if err := w.e.Read(func(s engine.Snapshot) error {
 		var err error
@@ -314,7 +316,7 @@ func (w *world) buildAfter(b *Builder) (Content, bool) {
 func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 	w := newWorld(t)
 	rnd := rand.New(rand.NewPCG(7, 11))
-	b := &Builder{Config: cfg, Fingerprints: fps}
+	b := &snapshot.Builder{Config: cfg, Fingerprints: fps}
 	threads := 12
 	try := func(c engine.Decider) {
 		if _, err := w.e.Execute(context.Background(), engine.Meta{Actor: events.ActorOperator}, c); err != nil && errs.CodeOf(err) == errs.EINTERNAL {
@@ -386,14 +388,14 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 		}
 		before := b.Since()
 		inc, okI := w.buildAfter(b)
-		if before > 0 && b.owner != nil && len(inc.Ready) > 0 {
+		if before > 0 && snapshot.Placed(b) && len(inc.Ready) > 0 {
 			incremental++
 		}
-		var full Content
+		var full snapshot.Content
 		var okF bool
 		if err := w.e.Read(func(s engine.Snapshot) error {
 			var err error
-			full, okF, err = Build(s, cfg, w.clock.Now(), fps)
+			full, okF, err = snapshot.Build(s, cfg, w.clock.Now(), fps)
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ func TestReaderImports(t *testing.T) {
 	}
 	for _, p := range strings.Fields(string(out)) {
 		switch p {
-		case "github.com/cbth-dev/cbth/adapters/desktop/inbox", "github.com/cbth-dev/cbth/internal/errs":
+		case "github.com/cbth-dev/cbth/projections/inbox", "github.com/cbth-dev/cbth/internal/errs":
 		default:
 			t.Errorf("the reader depends on %s", p)
 		}

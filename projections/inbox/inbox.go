@@ -1,6 +1,7 @@
 // Package inbox is the Desktop snapshot format and its sandbox-safe
 // reader. The daemon publishes revisions of the snapshot into
-// $CBTH_HOME/inbox (adapters/desktop); a Codex Desktop heartbeat reads
+// $CBTH_HOME/inbox (projections/snapshot decides what they hold,
+// adapters/desktop writes them); a Codex Desktop heartbeat reads
 // them, either directly or through cbth's read helpers, which use this
 // package alone.
 //

@@ -1,0 +1,176 @@
+// Package desktop is the Codex Desktop delivery target: a pull target
+// whose heads the scheduler only prepares (Target), and the inbox
+// directory the daemon publishes the bridge's snapshots into
+// (InboxFiles). What the snapshots hold and when a publication takes a
+// new revision is the projection's (projections/snapshot); package
+// inbox is their format and the sandbox-safe reader. spec/desktop.md is
+// the contract.
+package desktop
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/adapters/target"
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/projections/inbox"
+	"github.com/cbth-dev/cbth/projections/snapshot"
+)
+
+// ObserveFingerprints computes the running cbth's fingerprint for each
+// read transport.
+func ObserveFingerprints(version string) (snapshot.Fingerprints, error) {
+	fp := snapshot.Fingerprints{}
+	for _, t := range command.ReadTransports {
+		f, err := inbox.Observe(version, t)
+		if err != nil {
+			return nil, err
+		}
+		fp[t] = f
+	}
+	return fp, nil
+}
+
+// Target is the Desktop pull target. Its gate is command.DesktopGate on
+// the daemon's current state.
+type Target struct {
+	// Read runs fn on a consistent snapshot of the daemon's state.
+	Read         func(fn func(engine.Snapshot) error) error
+	Now          func() time.Time
+	Fingerprints snapshot.Fingerprints
+}
+
+// Spec implements target.Target.
+func (t *Target) Spec() target.Spec {
+	return target.Spec{Name: command.TargetDesktop, Kind: target.Pull, DeliveryMode: command.ModeDesktop}
+}
+
+// Gate implements target.Target.
+func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
+	var g target.Gate
+	err := t.Read(func(s engine.Snapshot) error {
+		st, err := s.State(events.KindBatch, h.BatchID)
+		if err != nil {
+			return err
+		}
+		b, ok := st.(*aggregate.Batch)
+		if !ok {
+			g.Reason = "no batch " + h.BatchID
+			return nil
+		}
+		r, err := command.DesktopGate(s, t.Now(), b, t.observed(s))
+		g.OK, g.Park, g.Reason, g.Retry = r.OK, r.Park, r.Reason, r.Wake
+		return err
+	})
+	if err != nil {
+		return target.Gate{Reason: "desktop gate: " + err.Error()}
+	}
+	return g
+}
+
+// observed is the daemon's fingerprint for the installation's transport.
+func (t *Target) observed(r engine.Reader) string {
+	inst, err := command.Installation(r)
+	if err != nil || inst == nil {
+		return ""
+	}
+	return t.Fingerprints[inst.ReadTransport]
+}
+
+// InboxFiles is $CBTH_HOME/inbox as the snapshot publisher writes it
+// (snapshot.Files): directories 0700 and owned by the user, files 0600
+// written through a temp file, fsynced and renamed.
+type InboxFiles struct {
+	Dir string
+	// NoSync skips the fsyncs: for tests that must not wait on the disk.
+	NoSync bool
+}
+
+var _ snapshot.Files = InboxFiles{}
+
+func (f InboxFiles) abs(rel string) string { return filepath.Join(f.Dir, filepath.FromSlash(rel)) }
+
+// Path implements snapshot.Files.
+func (f InboxFiles) Path(rel string) string { return f.abs(rel) }
+
+// MkdirAll implements snapshot.Files.
+func (f InboxFiles) MkdirAll(rel string) error { return home.EnsureDir(f.abs(rel)) }
+
+// SyncDir implements snapshot.Files.
+func (f InboxFiles) SyncDir(rel string) error {
+	if f.NoSync {
+		return nil
+	}
+	if err := home.SyncDir(f.abs(rel)); err != nil {
+		return errs.IO(err, "sync %s", f.abs(rel))
+	}
+	return nil
+}
+
+// Read implements snapshot.Files.
+func (f InboxFiles) Read(rel string) ([]byte, error) { return os.ReadFile(f.abs(rel)) }
+
+// Exists implements snapshot.Files.
+func (f InboxFiles) Exists(rel string) bool {
+	_, err := os.Lstat(f.abs(rel))
+	return err == nil
+}
+
+// Dirs implements snapshot.Files.
+func (f InboxFiles) Dirs(rel string) []string {
+	ents, err := os.ReadDir(f.abs(rel))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// RemoveAll implements snapshot.Files.
+func (f InboxFiles) RemoveAll(rel string) error { return os.RemoveAll(f.abs(rel)) }
+
+// Write implements snapshot.Files: a 0600 temp file in the same
+// directory, written, fsynced, renamed. The caller fsyncs the directory
+// once for all its files.
+func (f InboxFiles) Write(rel string, data []byte) error {
+	path := f.abs(rel)
+	t, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return errs.IO(err, "write %s", path)
+	}
+	tmp := t.Name()
+	defer os.Remove(tmp)
+	if err := t.Chmod(home.FileMode); err != nil {
+		t.Close()
+		return errs.IO(err, "write %s", path)
+	}
+	if _, err := t.Write(data); err != nil {
+		t.Close()
+		return errs.IO(err, "write %s", path)
+	}
+	if !f.NoSync {
+		if err := t.Sync(); err != nil {
+			t.Close()
+			return errs.IO(err, "sync %s", path)
+		}
+	}
+	if err := t.Close(); err != nil {
+		return errs.IO(err, "close %s", path)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return errs.IO(err, "rename %s", path)
+	}
+	return nil
+}
