@@ -12,6 +12,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
@@ -100,7 +101,7 @@ func BenchmarkAsOf(b *testing.B) {
 		for i := range stories {
 			err := e.ReadAsOf(midSeq, func(r *engine.AsOf) error {
 				in, err := query.Inspect(r, fmt.Sprintf("story-batch-%03d", i))
-				if err == nil && (len(in.Attempts) != 2 || in.Batch.State != "cooldown" || len(in.Jobs) != 1 || len(in.Artifacts) != 1) {
+				if err == nil && (len(in.Attempts) != 2 || in.Batch.State != fsm.BatchCooldown || len(in.Jobs) != 1 || len(in.Artifacts) != 1) {
 					err = fmt.Errorf("inspection as of %d: %+v", midSeq, in)
 				}
 				folded += r.Events

@@ -336,9 +336,75 @@ type Emit struct {
 type Decision struct {
 	Emits []Emit
 	// Outcome is a short machine word for the caller, e.g. "already_closed".
-	Outcome string
-	// Value carries command-specific results to the caller.
-	Value any
+	Outcome Outcome
+	// value is what the command answers with besides its events, set
+	// through its Answers (read with Exec).
+	value any
+}
+
+// Outcome is a decision's short machine word for its caller. Each
+// command names its own (engine/command); callers compare with those
+// names, never with a string.
+type Outcome string
+
+// Replayed is the outcome of a command whose idempotency key was already
+// in the log: it appended nothing and returns the events it produced the
+// first time.
+const Replayed Outcome = "replayed"
+
+// Answers marks a command whose decision answers with a value of type V
+// besides its events and outcome: embed it in the command's struct and
+// return c.Answer(decision, v). The command and its callers (Exec) then
+// agree on V at compile time.
+type Answers[V any] struct{}
+
+// Answer returns d answering with v.
+func (Answers[V]) Answer(d Decision, v V) Decision {
+	d.value = v
+	return d
+}
+
+func (Answers[V]) answers(V) {}
+
+// The marker method is what Answerer asks of a command.
+var _ interface{ answers(struct{}) } = Answers[struct{}]{}
+
+// ExecAt is Exec deciding at now (ExecuteAt).
+func ExecAt[V any, C Answerer[V]](ctx context.Context, e *Engine, m Meta, now time.Time, c C) (V, Result, error) {
+	res, err := e.ExecuteAt(ctx, m, now, c)
+	v, _ := res.value.(V)
+	return v, res, err
+}
+
+// ExecVia is Exec for a command handed to the log through via, a command
+// that wraps it (an MCP tool call's record) and passes its decision on.
+func ExecVia[V any, C Answerer[V]](ctx context.Context, e *Engine, m Meta, c C, via func(Decider) Decider) (V, Result, error) {
+	res, err := e.Execute(ctx, m, via(c))
+	v, _ := res.value.(V)
+	return v, res, err
+}
+
+// AnswerOf is the value decision d of command c answers with (the zero V
+// if none): for a command that wraps another and passes its decision on.
+func AnswerOf[V any, C Answerer[V]](c C, d Decision) V {
+	v, _ := d.value.(V)
+	return v
+}
+
+// Answerer is a command whose decisions answer with a V (it embeds
+// Answers[V]).
+type Answerer[V any] interface {
+	Decider
+	answers(V)
+}
+
+// Exec runs c like Execute and returns the value its decision answered
+// with. A decision that answered with none, and a replayed command (its
+// idempotency key already in the log: Result.Replayed), give the zero V.
+func Exec[V any, C Answerer[V]](ctx context.Context, e *Engine, m Meta, c C) (V, Result, error) {
+	res, err := e.Execute(ctx, m, c)
+	v, _ := res.value.(V)
+	return v, res, err
 }
 
 // Reader is what a decision reads: aggregate states and the indexes
@@ -380,8 +446,8 @@ func (f DeciderFunc) Decide(v View, now time.Time) (Decision, error) { return f(
 type Result struct {
 	Events   []events.Envelope
 	Replayed bool // the CommandID was already in the log; nothing appended
-	Outcome  string
-	Value    any
+	Outcome  Outcome
+	value    any // the decision's answer (Exec)
 }
 
 // AnyVersion skips the expected-version check of Append.
@@ -745,7 +811,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
-			return Result{Events: evs, Replayed: true, Outcome: "replayed"}, nil
+			return Result{Events: evs, Replayed: true, Outcome: Replayed}, nil
 		}
 	}
 	now := r.now
@@ -826,7 +892,7 @@ func (w *txWriter) process(r *request) (Result, error) {
 		}
 		w.pending[sid] = st.cur
 	}
-	return Result{Events: envs, Outcome: dec.Outcome, Value: dec.Value}, nil
+	return Result{Events: envs, Outcome: dec.Outcome, value: dec.value}, nil
 }
 
 func (w *txWriter) load(sid events.StreamID) (*staged, error) {

@@ -23,27 +23,8 @@ import (
 // Kind names an aggregate kind: the first half of a stream identity.
 type Kind string
 
-// Aggregate kinds. Every stream belongs to exactly one of them.
-const (
-	KindJob          Kind = "job"
-	KindBatch        Kind = "batch"
-	KindAttempt      Kind = "attempt"
-	KindArtifact     Kind = "artifact"
-	KindBinding      Kind = "binding"
-	KindInstallation Kind = "installation"
-	KindSession      Kind = "session"    // CLI managed session
-	KindCtxSession   Kind = "ctxsession" // CortexFS session directory
-	KindCursor       Kind = "cursor"     // durable fair-ready cursor per target scope
-	KindCtxTree      Kind = "ctxtree"    // a CortexFS object tree, by root path
-	KindAppServer    Kind = "appserver"  // one instance of the shared Codex app-server, by nonce
-
-	KindTask Kind = "task" // a command the daemon runs for a job (cbth task run)
-
-	KindGatewayRoute  Kind = "gwroute"  // a channel gateway route, by routing key (workspace_id + agent_id)
-	KindGatewayStream Kind = "gwstream" // a channel stream through the gateway, by stream_id
-)
-
-// Kinds lists every aggregate kind in a fixed order.
+// Kinds lists every aggregate kind in a fixed order. Each kind is
+// declared beside its events (job.go, batch.go, ...).
 var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer,
 	KindTask, KindGatewayRoute, KindGatewayStream, KindMCP}
 

@@ -3,6 +3,26 @@ package events
 import "time"
 
 // ---- channel gateway (spec/channels.md) ----
+
+// KindGatewayRoute is the stream of one channel gateway route, by routing
+// key (workspace_id + agent_id).
+const KindGatewayRoute Kind = "gwroute"
+
+// KindGatewayStream is the stream of one channel stream through the
+// gateway, by stream_id.
+const KindGatewayStream Kind = "gwstream"
+
+// gatewayEvents declares the gateway's events (see declarations).
+func gatewayEvents() []declaration {
+	return []declaration{
+		decl[GatewayRouteAdded](KindGatewayRoute),
+		decl[GatewayRouteRemoved](KindGatewayRoute),
+		decl[GatewayEnvelopeRecorded](KindGatewayStream),
+		decl[GatewayGapReported](KindGatewayStream),
+		decl[GatewayModeChanged](KindGatewayStream),
+	}
+}
+
 //
 // The gateway's events are metadata only: routing, sequence, sizes,
 // content hashes, status and error codes, correlation ids. No field ever
@@ -21,8 +41,16 @@ type GatewayRouteAdded struct {
 	Target string `json:"target"`
 }
 
+const TypeGatewayRouteAdded = "gateway.route_added"
+
+func (GatewayRouteAdded) EventType() string { return TypeGatewayRouteAdded }
+
 // GatewayRouteRemoved takes a routing key's route away.
 type GatewayRouteRemoved struct{}
+
+const TypeGatewayRouteRemoved = "gateway.route_removed"
+
+func (GatewayRouteRemoved) EventType() string { return TypeGatewayRouteRemoved }
 
 // GatewayEnvelopeRecorded is one inbound envelope as the gateway handled
 // it, and a summary of what went back on its stream.
@@ -65,12 +93,20 @@ type GatewayEnvelopeRecorded struct {
 	OutSHA256 string `json:"out_sha256,omitempty"`
 }
 
+const TypeGatewayEnvelopeRecorded = "gateway.envelope_recorded"
+
+func (GatewayEnvelopeRecorded) EventType() string { return TypeGatewayEnvelopeRecorded }
+
 // GatewayGapReported says an envelope arrived past seqs never received:
 // From..To are missing. They stay open until they arrive.
 type GatewayGapReported struct {
 	From uint64 `json:"from"`
 	To   uint64 `json:"to"`
 }
+
+const TypeGatewayGapReported = "gateway.gap_reported"
+
+func (GatewayGapReported) EventType() string { return TypeGatewayGapReported }
 
 // GatewayModeChanged moves an ssh_remote stream's remote mode; a move
 // from ide_primary to terminal_fallback is a downgrade and always has a
@@ -82,8 +118,6 @@ type GatewayModeChanged struct {
 	Seq        uint64 `json:"seq"`
 }
 
-func (GatewayRouteAdded) EventType() string       { return "gateway.route_added" }
-func (GatewayRouteRemoved) EventType() string     { return "gateway.route_removed" }
-func (GatewayEnvelopeRecorded) EventType() string { return "gateway.envelope_recorded" }
-func (GatewayGapReported) EventType() string      { return "gateway.gap_reported" }
-func (GatewayModeChanged) EventType() string      { return "gateway.mode_changed" }
+const TypeGatewayModeChanged = "gateway.mode_changed"
+
+func (GatewayModeChanged) EventType() string { return TypeGatewayModeChanged }

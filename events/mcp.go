@@ -1,13 +1,18 @@
 package events
 
-import "time"
-
 // ---- the agent's MCP tools (spec/mcp.md) ----
 
 // KindMCP is the stream of one Codex thread's calls of cbth's MCP tools,
 // by the calling thread's id: what the agent in that thread did through
 // cbth, or tried to do and was refused.
 const KindMCP Kind = "mcp"
+
+// mcpEvents declares the mcp events (see declarations).
+func mcpEvents() []declaration {
+	return []declaration{
+		decl[MCPToolCalled](KindMCP),
+	}
+}
 
 // The outcomes of an MCP tool call.
 const (
@@ -34,35 +39,6 @@ type MCPToolCalled struct {
 	Argv []string `json:"argv,omitempty"`
 }
 
-// EventType implements Payload.
-func (MCPToolCalled) EventType() string { return "mcp.tool_called" }
+const TypeMCPToolCalled = "mcp.tool_called"
 
-// InstallationMCPValidationRequested opens a live validation of the MCP
-// writeback transport (`cbth desktop validate-mcp`): the token a Desktop
-// thread's call of desktop_validate_mcp must bring back before ExpiresAt.
-type InstallationMCPValidationRequested struct {
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// EventType implements Payload.
-func (InstallationMCPValidationRequested) EventType() string {
-	return "installation.mcp_validation_requested"
-}
-
-// InstallationMCPWritebackValidated records the proof that Codex Desktop
-// runs cbth's MCP server in its threads and lets them call its tools: a
-// call of desktop_validate_mcp, with the requested token, from the thread
-// Codex named. It validates the mcp writeback transport for the cbth
-// whose fingerprint it names, and changes no other capability.
-type InstallationMCPWritebackValidated struct {
-	ThreadID    string `json:"thread_id"`
-	SandboxMode string `json:"sandbox_mode,omitempty"`
-	Fingerprint string `json:"validation_fingerprint"`
-	Token       string `json:"token"`
-}
-
-// EventType implements Payload.
-func (InstallationMCPWritebackValidated) EventType() string {
-	return "installation.mcp_writeback_validated"
-}
+func (MCPToolCalled) EventType() string { return TypeMCPToolCalled }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -40,6 +41,15 @@ var types = sync.OnceValue(func() map[string]typeInfo {
 	}
 	return m
 })
+
+// declarations lists every event kind with its aggregate and schema: each
+// aggregate's file declares its own (adding an event kind means adding
+// its type, its wire name and a line there).
+func declarations() []declaration {
+	return slices.Concat(jobEvents(), batchEvents(), attemptEvents(), artifactEvents(), bindingEvents(),
+		installationEvents(), sessionEvents(), appServerEvents(), ctxSessionEvents(), cursorEvents(),
+		ctxTreeEvents(), taskEvents(), gatewayEvents(), mcpEvents())
+}
 
 type declaration struct {
 	kind    Kind

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -64,7 +65,7 @@ func (d *Daemon) codexOps(t api.Table) {
 	})
 	api.Handle(t, api.CLISessionList, func(_ context.Context, a api.SessionListArgs) (page query.SessionPage, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error {
-			page, err = query.Sessions(s, query.SessionFilter{ThreadID: a.BoundThreadID, State: a.State, After: a.After, Limit: a.Limit})
+			page, err = query.Sessions(s, query.SessionFilter{ThreadID: a.BoundThreadID, State: fsm.SessionState(a.State), After: a.After, Limit: a.Limit})
 			return err
 		})
 		return page, err

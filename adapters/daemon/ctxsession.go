@@ -215,7 +215,7 @@ func (d *Daemon) endCutRuns(ctx context.Context) error {
 	var active []string
 	if err := d.eng.Read(func(s engine.Snapshot) error {
 		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
-			if c.Status == session.StateActive {
+			if c.State == session.StateActive {
 				active = append(active, c.ID)
 			}
 			return nil

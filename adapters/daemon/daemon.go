@@ -29,6 +29,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
@@ -345,11 +346,10 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 	now := d.opt.Clock.Now()
 	total := command.SweepResult{Now: now}
 	for round := 0; round < 1000; round++ {
-		res, err := d.eng.ExecuteAt(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "sweep:" + why}, now, command.Sweep{Config: d.deliveryConfig()})
+		sr, res, err := engine.ExecAt[command.SweepResult](ctx, d.eng, engine.Meta{Actor: events.ActorSweep, CorrelationID: "sweep:" + why}, now, command.Sweep{Config: d.deliveryConfig()})
 		if err != nil {
 			return fmt.Errorf("%s sweep: %w", why, err)
 		}
-		sr, _ := res.Value.(command.SweepResult)
 		if round == 0 {
 			total.Due = sr.Due
 		}
@@ -620,7 +620,7 @@ func (d *Daemon) status() api.Status {
 	_ = d.eng.Read(func(s engine.Snapshot) error {
 		live, err := query.LiveTasks(s)
 		for _, t := range live {
-			if t.Status == "queued" {
+			if t.State == fsm.TaskQueued {
 				wait++
 			} else {
 				run++

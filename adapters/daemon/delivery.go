@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -161,7 +162,7 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 					if err != nil {
 						return err
 					}
-					if a != nil && a.Status == "prepared" && a.BatchID == ref.BatchID {
+					if a != nil && a.State == fsm.AttemptPrepared && a.BatchID == ref.BatchID {
 						continue
 					}
 				}
@@ -173,7 +174,7 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 					wake = earliest(wake, el.Wake)
 					continue
 				}
-				if a := el.Attempt; spec.Kind == target.Pull && a != nil && a.Status == "prepared" && a.BatchID == el.Batch.ID {
+				if a := el.Attempt; spec.Kind == target.Pull && a != nil && a.State == fsm.AttemptPrepared && a.BatchID == el.Batch.ID {
 					continue // prepared already: its target moves it on
 				}
 				b := el.Batch
@@ -270,15 +271,15 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		route.DeliveryMode = spec.DeliveryMode
 	}
 	if send == nil || spec.Kind == target.Pull {
-		res, err := d.eng.Execute(ctx, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
+		id, res, err := engine.Exec[string](ctx, d.eng, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
 		if err != nil {
 			d.opt.Log.Error("prepare attempt", "thread", thread, "err", err)
-		} else if res.Outcome == "prepared" {
-			d.opt.Log.Info("attempt prepared", "thread", thread, "attempt", res.Value)
+		} else if res.Outcome == command.OutcomePrepared {
+			d.opt.Log.Info("attempt prepared", "thread", thread, "attempt", id)
 		}
 		return
 	}
-	res, err := d.eng.Execute(ctx, meta, command.StartDelivery{Config: cfg, ThreadID: thread, Route: route})
+	val, res, err := engine.Exec[command.Delivery](ctx, d.eng, meta, command.StartDelivery{Config: cfg, ThreadID: thread, Route: route})
 	if err != nil {
 		d.opt.Log.Error("start delivery", "thread", thread, "err", err)
 		return
@@ -288,7 +289,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		d.recordReading(ctx, meta, route.Reading)
 		return
 	}
-	del := res.Value.(command.Delivery)
+	del := val
 	timeout := d.opt.Config.Delivery.DeliveryTimeout.Duration
 	if spec.AcceptTimeout > 0 {
 		timeout = spec.AcceptTimeout
@@ -352,7 +353,7 @@ func (d *Daemon) parkHead(ctx context.Context, kind string, h target.Head, reaso
 }
 
 // observe records a turn event through the session and epoch guard.
-func (d *Daemon) observe(ctx context.Context, ev target.TurnEvent) (string, error) {
+func (d *Daemon) observe(ctx context.Context, ev target.TurnEvent) (engine.Outcome, error) {
 	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: "turn:" + ev.AttemptID},
 		command.ObserveTurn{Config: d.deliveryConfig(), AttemptID: ev.AttemptID, TurnID: ev.TurnID, Event: ev.Event,
 			ManagedSessionID: ev.ManagedSessionID, SessionEpoch: ev.SessionEpoch})
@@ -370,7 +371,7 @@ func (d *Daemon) observe(ctx context.Context, ev target.TurnEvent) (string, erro
 // returned. A close or a park may let the thread's next batch go.
 type sink struct{ d *Daemon }
 
-func (s sink) Observe(ctx context.Context, ev target.TurnEvent) (string, error) {
+func (s sink) Observe(ctx context.Context, ev target.TurnEvent) (engine.Outcome, error) {
 	out, err := s.d.observe(ctx, ev)
 	if err == nil && (out == command.CloseDelivered || out == command.Parked) {
 		s.d.poke(ctx)
@@ -413,7 +414,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		var mine []target.InFlight
 		for _, o := range open {
 			if a := o.Attempt; o.TargetKind == t.Spec().Name {
-				mine = append(mine, target.InFlight{AttemptID: a.ID, ThreadID: a.SourceThreadID, BatchID: a.BatchID, State: a.Status,
+				mine = append(mine, target.InFlight{AttemptID: a.ID, ThreadID: a.SourceThreadID, BatchID: a.BatchID, State: a.State,
 					RPCRequestID: a.RPCRequestID, RPCKind: a.RPCKind, Marker: a.RPCCorrelationMarker, TurnID: a.TurnID,
 					ManagedSessionID: a.ManagedSessionID, SessionEpoch: a.SessionEpoch})
 			}
@@ -481,7 +482,7 @@ func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string 
 	if t == nil {
 		return "waiting for a " + b.TargetKind + " target (none runs in this daemon yet)"
 	}
-	prepared := t.Spec().Kind == target.Pull && el.Attempt != nil && el.Attempt.Status == "prepared" && el.Attempt.BatchID == b.ID
+	prepared := t.Spec().Kind == target.Pull && el.Attempt != nil && el.Attempt.State == fsm.AttemptPrepared && el.Attempt.BatchID == b.ID
 	g := t.Gate(ctx, target.Head{ThreadID: thread, BatchID: b.ID, Generation: b.Generation, Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})
 	if !g.OK {
 		if !g.Retry.IsZero() {

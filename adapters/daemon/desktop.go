@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -167,13 +168,12 @@ func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 		}
 		return 0
 	}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-markers:" + c.Bridge},
+	n, _, err := engine.Exec[int](ctx, d.eng, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-markers:" + c.Bridge},
 		command.IssueSnapshotMarkers{Items: items})
 	if err != nil {
 		d.opt.Log.Error("issue the snapshot's relay markers", "err", err)
 		return 0
 	}
-	n, _ := res.Value.(int)
 	return n
 }
 
@@ -249,26 +249,26 @@ func (d *Daemon) desktopOps(t api.Table) {
 	api.Handle(t, api.DesktopBindingUnbind, d.unbind)
 	api.Handle(t, api.DesktopBindingList, func(_ context.Context, a api.BindingListArgs) (p query.BindingPage, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Bindings(s, query.BindingFilter{State: a.State, After: a.After, Limit: a.Limit})
+			p, err = query.Bindings(s, query.BindingFilter{State: fsm.BindingState(a.State), After: a.After, Limit: a.Limit})
 			return err
 		})
 		return p, err
 	})
 	api.Handle(t, api.DesktopPreflight, d.preflight)
 	api.Handle(t, api.BatchSkipHead, func(ctx context.Context, a api.ThreadArgs) (api.SkipHeadReply, error) {
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
+		val, res, err := engine.Exec[string](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
 			command.SkipHead{ThreadID: a.SourceThreadID})
 		if err != nil {
 			return api.SkipHeadReply{}, err
 		}
 		d.poke(ctx)
-		id, _ := res.Value.(string)
+		id := val
 		return api.SkipHeadReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, BatchID: id}, nil
 	})
 }
 
 func (d *Daemon) repairInstallation(ctx context.Context, a api.InstallationRepairArgs) (api.InstallationRepairReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
+	val, res, err := engine.Exec[command.InstallationRepair](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
 		command.RepairInstallation{ReadTransport: a.ReadTransport, ReadCap: a.ReadTransportCapability,
 			ArtifactCap: a.ArtifactReadCapability, WritebackCap: a.WritebackCapability, Fingerprint: a.Fingerprint})
 	if err != nil {
@@ -276,8 +276,8 @@ func (d *Daemon) repairInstallation(ctx context.Context, a api.InstallationRepai
 	}
 	d.poke(ctx)
 	rep := api.InstallationRepairReply{Outcome: res.Outcome, DegradedBindings: []string{}}
-	if v, ok := res.Value.(command.InstallationRepair); ok && v.Degraded != nil {
-		rep.DegradedBindings = v.Degraded
+	if val.Degraded != nil {
+		rep.DegradedBindings = val.Degraded
 	}
 	fps := map[string]string{a.ReadTransport: a.Fingerprint}
 	err = d.eng.Read(func(s engine.Snapshot) error { rep.InstallationView, err = d.installationView(s, fps); return err })
@@ -285,13 +285,13 @@ func (d *Daemon) repairInstallation(ctx context.Context, a api.InstallationRepai
 }
 
 func (d *Daemon) repairBinding(ctx context.Context, a api.BindingRepairArgs) (api.BindingRepairReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
+	val, res, err := engine.Exec[command.BindingRepair](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
 		command.RepairBinding{ThreadID: a.SourceThreadID, AutomationID: a.CallerAutomationID, BridgeThreadID: a.BridgeThreadID})
 	if err != nil {
 		return api.BindingRepairReply{}, err
 	}
 	d.poke(ctx)
-	v, _ := res.Value.(command.BindingRepair)
+	v := val
 	rep := api.BindingRepairReply{Outcome: res.Outcome, ReplacedAutomation: v.ReplacedAutomation,
 		PreviousAutomationID: v.PreviousAutomationID, OldAutomationQuiesced: v.OldQuiesced,
 		ForcedFreshAttempt: v.ForcedFreshAttempt, SupersededAttemptID: v.SupersededAttemptID}
@@ -379,23 +379,23 @@ func (d *Daemon) desktopWritebackOps(t api.Table) {
 func same(c engine.Decider) engine.Decider { return c }
 
 func (d *Daemon) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmPendingReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		wrap(command.NoteArmPending{Config: d.armConfig(), ArmToken: armToken(a), Fingerprints: d.desk.fps}))
+	val, res, err := engine.ExecVia[command.ArmLease](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		command.NoteArmPending{Config: d.armConfig(), ArmToken: armToken(a), Fingerprints: d.desk.fps}, wrap)
 	if err != nil {
 		return api.ArmPendingReply{}, err
 	}
 	d.poke(ctx)
-	return armPendingReply(res.Outcome, a, res.Value.(command.ArmLease)), nil
+	return armPendingReply(res.Outcome, a, val), nil
 }
 
 func (d *Daemon) noteArm(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		wrap(command.NoteArm{Config: d.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}))
+	val, res, err := engine.ExecVia[command.Armed](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		command.NoteArm{Config: d.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}, wrap)
 	if err != nil {
 		return api.ArmReply{}, err
 	}
 	d.poke(ctx)
-	return armReply(res.Outcome, a.SourceThreadID, res.Value.(command.Armed)), nil
+	return armReply(res.Outcome, a.SourceThreadID, val), nil
 }
 
 func (d *Daemon) notePaused(ctx context.Context, a api.PausedArgs, wrap func(engine.Decider) engine.Decider) (api.PausedReply, error) {
@@ -415,14 +415,14 @@ func (d *Daemon) crossBoundary(ctx context.Context, a api.BoundaryArgs, transpor
 	if fps == nil {
 		fps = d.desk.fps
 	}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
-		wrap(command.NoteBoundaryCrossed{Config: d.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
-			Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps, Transport: transport}))
+	val, res, err := engine.ExecVia[command.Handoff](ctx, d.eng, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
+		command.NoteBoundaryCrossed{Config: d.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
+			Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps, Transport: transport}, wrap)
 	if err != nil {
 		return api.BoundaryReply{}, err
 	}
 	d.poke(ctx)
-	h := res.Value.(command.Handoff)
+	h := val
 	return api.BoundaryReply{Outcome: res.Outcome, SourceThreadID: h.SourceThreadID, BatchID: h.BatchID, AttemptID: h.AttemptID,
 		Generation: h.Generation, SnapshotRevision: h.SnapshotRevision, ContinuationBoundaryState: "crossed_unacknowledged",
 		ReplayPolicy: "manual_resolution_only", CloseReason: command.CloseHandoffRecorded,
@@ -440,13 +440,13 @@ func armToken(a api.ArmArgs) command.ArmToken {
 	return command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
 }
 
-func armPendingReply(outcome string, a api.ArmArgs, l command.ArmLease) api.ArmPendingReply {
+func armPendingReply(outcome engine.Outcome, a api.ArmArgs, l command.ArmLease) api.ArmPendingReply {
 	return api.ArmPendingReply{Outcome: outcome, SourceThreadID: a.SourceThreadID, AttemptID: l.AttemptID, Generation: l.Generation,
 		BridgeRequestID: a.BridgeRequestID, BridgeArmLeaseID: l.LeaseID, BridgeArmLeaseDeadline: l.LeaseDeadline,
 		ArmPendingSince: l.PendingSince, ArmPendingDeadline: l.Deadline}
 }
 
-func armReply(outcome, thread string, v command.Armed) api.ArmReply {
+func armReply(outcome engine.Outcome, thread string, v command.Armed) api.ArmReply {
 	return api.ArmReply{Outcome: outcome, SourceThreadID: thread, AttemptID: v.AttemptID, Generation: v.Generation,
 		ArmedGeneration: v.Generation, CooldownUntil: v.CooldownUntil, PauseNotBefore: v.PauseNotBefore,
 		PauseDeadline: v.PauseDeadline, DeliveryAttemptCount: v.DeliveryAttemptCount}

@@ -18,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 	"github.com/cbth-dev/cbth/projections"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
@@ -156,8 +157,8 @@ func TestDesktop_FairRoundRobinAcrossPublications(t *testing.T) {
 	exec(command.SelectBridge{BridgeThreadID: "B"})
 	for i := range n {
 		exec(command.RepairBinding{ThreadID: thread(i), AutomationID: "A" + thread(i)})
-		j := exec(command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread(i), TaskKind: "ci", Summary: "s", Policy: events.DeliveryPolicy{ReadOnly: true}})
-		exec(command.CompleteJob{Config: cfg, JobID: j.Value.(string), Summary: "done"})
+		j, _ := enginetest.Answer[string](t, e, engine.Meta{Actor: events.ActorOperator}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread(i), TaskKind: "ci", Summary: "s", Policy: events.DeliveryPolicy{ReadOnly: true}})
+		exec(command.CompleteJob{Config: cfg, JobID: j, Summary: "done"})
 		exec(command.PrepareAttempt{Config: cfg, ThreadID: thread(i), DeliveryMode: command.ModeDesktop})
 	}
 	if err := e.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -51,12 +52,12 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 		return "", err
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: g.CorrelationID, CommandID: "job.submit/" + key}
-	res, err := d.eng.Execute(ctx, meta, command.SubmitJob{Target: g.TargetKind, ThreadID: g.ThreadID, TaskKind: "gateway.message",
+	val, res, err := engine.Exec[string](ctx, d.eng, meta, command.SubmitJob{Target: g.TargetKind, ThreadID: g.ThreadID, TaskKind: "gateway.message",
 		Summary: "dialog message " + key, DedupeKey: key, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration})
 	if err != nil {
 		return "", err
 	}
-	id, _ := res.Value.(string)
+	id := val
 	if res.Replayed && len(res.Events) > 0 {
 		id = res.Events[0].Stream.ID
 	}
@@ -64,7 +65,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 	if err != nil {
 		return "", err
 	}
-	if j.Status != "running" {
+	if j.State != fsm.JobRunning {
 		return id, nil // completed before: a re-route
 	}
 	// The text is the job's result: the core keeps it in its artifact

@@ -9,6 +9,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -35,7 +36,7 @@ func (d *Daemon) mcpOps(t api.Table) {
 			return p, err
 		}
 		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.Caller.ThreadID, Status: a.Status, Limit: a.Limit})
+			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.Caller.ThreadID, State: fsm.JobState(a.Status), Limit: a.Limit})
 			return err
 		})
 		return p, err
@@ -87,7 +88,7 @@ func (d *Daemon) threadTarget(thread string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if b.BindingID != "" && b.BindingState != "unbound" {
+	if b.BindingID != "" && b.BindingState != fsm.BindingUnbound {
 		return "desktop", nil
 	}
 	return "cli", nil
@@ -102,7 +103,7 @@ func (d *Daemon) deliveryOf(target, thread string) (api.MCPDelivery, error) {
 	case "cli":
 		var live bool
 		err := d.eng.Read(func(s engine.Snapshot) error {
-			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: "live"})
+			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: fsm.SessionLive})
 			live = len(page.Sessions) > 0
 			return err
 		})
@@ -143,7 +144,9 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 		cmd.DedupeKey = "mcp/" + c.ThreadID + "/" + a.IdempotencyKey
 		m.CommandID = "job.submit/" + cmd.DedupeKey
 	}
-	j, dedup, err := d.submitted(d.eng.Execute(ctx, m, command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd}))
+	j, dedup, err := d.submitted(engine.ExecVia[string](ctx, d.eng, m, cmd, func(engine.Decider) engine.Decider {
+		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd}
+	}))
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -151,7 +154,7 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	return api.MCPSubmitReply{JobID: j.JobID, Status: j.Status, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
+	return api.MCPSubmitReply{JobID: j.JobID, State: j.State, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
 		Deduplicated: dedup, Delivery: del}, nil
 }
 

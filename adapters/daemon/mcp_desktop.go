@@ -155,11 +155,10 @@ func (d *Daemon) requestMCPValidation(ctx context.Context, a api.MCPValidationRe
 		return api.MCPValidationRequestReply{}, errs.Wrap(errs.EINTERNAL, err, "validation token")
 	}
 	token := "mcpv-" + hex.EncodeToString(b)
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "validate-mcp"}, command.RequestMCPValidation{Token: token, TTL: ttl})
+	req, _, err := engine.Exec[events.InstallationMCPValidationRequested](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "validate-mcp"}, command.RequestMCPValidation{Token: token, TTL: ttl})
 	if err != nil {
 		return api.MCPValidationRequestReply{}, err
 	}
-	req := res.Value.(events.InstallationMCPValidationRequested)
 	return api.MCPValidationRequestReply{Token: token, ExpiresAt: req.ExpiresAt, Prompt: ValidationPrompt(token)}, nil
 }
 
@@ -187,12 +186,12 @@ func (d *Daemon) validateMCP(ctx context.Context, a api.MCPValidateArgs) (api.MC
 	if fps == nil {
 		fps = d.desk.fps
 	}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAgent, CorrelationID: "validate-mcp"},
+	val, res, err := engine.Exec[events.InstallationMCPWritebackValidated](ctx, d.eng, engine.Meta{Actor: events.ActorAgent, CorrelationID: "validate-mcp"},
 		command.ValidateMCPWriteback{Token: a.Token, ThreadID: a.Caller.ThreadID, SandboxMode: a.Caller.SandboxMode, Fingerprint: fps[transport]})
 	if err != nil {
 		return api.MCPValidateReply{}, err
 	}
 	d.poke(ctx)
-	p := res.Value.(events.InstallationMCPWritebackValidated)
+	p := val
 	return api.MCPValidateReply{Outcome: res.Outcome, ThreadID: p.ThreadID, SandboxMode: p.SandboxMode, Fingerprint: p.Fingerprint}, nil
 }

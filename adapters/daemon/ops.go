@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -53,7 +54,7 @@ func (d *Daemon) ops() api.Table {
 	})
 	api.Handle(t, api.JobList, func(_ context.Context, a api.JobListArgs) (p query.JobPage, err error) {
 		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.SourceThreadID, Status: a.Status, After: a.After, Limit: a.Limit})
+			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.SourceThreadID, State: fsm.JobState(a.Status), After: a.After, Limit: a.Limit})
 			return err
 		})
 		return p, err
@@ -215,20 +216,19 @@ func (d *Daemon) submit(ctx context.Context, a api.SubmitArgs) (api.SubmitReply,
 		// returns the original job without deciding again.
 		m.CommandID = "job.submit/" + a.DedupeKey
 	}
-	j, dedup, err := d.submitted(d.eng.Execute(ctx, m, cmd))
+	j, dedup, err := d.submitted(engine.Exec[string](ctx, d.eng, m, cmd))
 	if err != nil {
 		return api.SubmitReply{}, err
 	}
-	return api.SubmitReply{JobID: j.JobID, Status: j.Status, AcceptedAt: j.CreatedAt, Deduplicated: dedup}, nil
+	return api.SubmitReply{JobID: j.JobID, State: j.State, AcceptedAt: j.CreatedAt, Deduplicated: dedup}, nil
 }
 
-// submitted is the job a submission made, or the one an earlier
-// submission with its key made (deduplicated).
-func (d *Daemon) submitted(res engine.Result, err error) (query.JobView, bool, error) {
+// submitted is the job a submission made (its id and result), or the one
+// an earlier submission with its key made (deduplicated).
+func (d *Daemon) submitted(id string, res engine.Result, err error) (query.JobView, bool, error) {
 	if err != nil {
 		return query.JobView{}, false, err
 	}
-	id, _ := res.Value.(string)
 	if res.Replayed && len(res.Events) > 0 {
 		id = res.Events[0].Stream.ID
 	}
@@ -252,7 +252,7 @@ func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.Transiti
 		return api.TransitionReply{}, errs.New(errs.EINVAL, "result file path %q is not absolute", a.ResultFile)
 	}
 	cmd := command.CompleteJob{Config: d.deliveryConfig(), JobID: a.JobID, Summary: a.ResultSummary}
-	if j.Status != "running" {
+	if j.State != fsm.JobRunning {
 		// Only a repeat of the completion that committed can succeed
 		// now, and it stores nothing: hash the file, do not copy it.
 		if a.ResultFile != "" {
@@ -292,7 +292,7 @@ func (d *Daemon) transitionAs(ctx context.Context, m engine.Meta, id string, cmd
 	if err != nil {
 		return api.TransitionReply{}, err
 	}
-	return api.TransitionReply{JobID: id, Status: j.Status, Outcome: res.Outcome, Job: j, Artifact: j.Artifact}, nil
+	return api.TransitionReply{JobID: id, State: j.State, Outcome: res.Outcome, Job: j, Artifact: j.Artifact}, nil
 }
 
 // cancel cancels a job, through wrap (which may record more in the same
@@ -308,13 +308,13 @@ func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func
 
 func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseHeadReply, error) {
 	defer d.poke(ctx)
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "close-head:" + a.SourceThreadID},
+	val, res, err := engine.Exec[string](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "close-head:" + a.SourceThreadID},
 		command.CloseHead{Config: d.deliveryConfig(), ThreadID: a.SourceThreadID, Reason: a.Reason, BatchID: a.BatchID})
 	if err != nil {
 		return api.CloseHeadReply{}, err
 	}
 	out := api.CloseHeadReply{Outcome: res.Outcome}
-	if id, ok := res.Value.(string); ok && id != "" {
+	if id := val; id != "" {
 		out.BatchID = id
 		if in, err := d.inspect(ctx, id); err == nil {
 			out.Batch = &in.Batch
@@ -325,7 +325,7 @@ func (d *Daemon) closeHead(ctx context.Context, a api.CloseHeadArgs) (api.CloseH
 
 func (d *Daemon) supersede(ctx context.Context, a api.SupersedeArgs) (api.SupersedeReply, error) {
 	defer d.poke(ctx)
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "supersede:" + a.BatchID},
+	val, res, err := engine.Exec[string](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "supersede:" + a.BatchID},
 		command.SupersedeBatch{Config: d.deliveryConfig(), BatchID: a.BatchID, Reason: a.Reason})
 	if errs.CodeOf(err) == errs.ENOENT {
 		_ = d.eng.Read(func(s engine.Snapshot) error { err = query.NotA(s, events.KindBatch, a.BatchID); return nil })
@@ -334,7 +334,7 @@ func (d *Daemon) supersede(ctx context.Context, a api.SupersedeArgs) (api.Supers
 		return api.SupersedeReply{}, err
 	}
 	out := api.SupersedeReply{Outcome: res.Outcome, BatchID: a.BatchID}
-	out.SupersededBy, _ = res.Value.(string)
+	out.SupersededBy = val
 	if in, err := d.inspect(ctx, a.BatchID); err == nil {
 		out.Batch = &in.Batch
 	}
@@ -350,7 +350,7 @@ func (d *Daemon) inspect(ctx context.Context, id string) (in query.BatchInspecti
 		}
 		return err
 	})
-	if err != nil || in.Batch.State == "closed" {
+	if err != nil || in.Batch.State == fsm.BatchClosed {
 		return in, err
 	}
 	in.Gate = d.gate(ctx, d.opt.Clock.Now(), in.Batch.SourceThreadID)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -70,7 +71,7 @@ func (d *Daemon) inspectPast(id string, seq uint64) (in query.BatchInspection, e
 		if in, err = query.Inspect(r, id); err != nil {
 			return d.notYet(err, events.KindBatch, id, seq)
 		}
-		if in.Batch.State != "closed" {
+		if in.Batch.State != fsm.BatchClosed {
 			in.Gate, err = d.pastGate(r, in.Batch.SourceThreadID)
 		}
 		return err

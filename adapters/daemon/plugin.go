@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -328,11 +329,11 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		cmd.DedupeKey = plugintarget.EnqueueKey(a.PluginID, a.SourceThreadID, a.IdempotencyKey)
 		m.CommandID = "delivery.enqueue/" + cmd.DedupeKey
 	}
-	res, err := d.eng.Execute(ctx, m, cmd)
+	val, res, err := engine.Exec[string](ctx, d.eng, m, cmd)
 	if err != nil {
 		return api.EnqueueReply{}, err
 	}
-	id, _ := res.Value.(string)
+	id := val
 	if res.Replayed && len(res.Events) > 0 {
 		id = res.Events[0].Stream.ID
 	}
@@ -340,7 +341,7 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 	if err != nil {
 		return api.EnqueueReply{}, err
 	}
-	return api.EnqueueReply{SubmitReply: api.SubmitReply{JobID: id, Status: j.Status, AcceptedAt: j.CreatedAt,
+	return api.EnqueueReply{SubmitReply: api.SubmitReply{JobID: id, State: j.State, AcceptedAt: j.CreatedAt,
 		Deduplicated: res.Replayed || res.Outcome == "deduplicated"}, DeliveryTarget: j.DeliveryTarget}, nil
 }
 
@@ -421,7 +422,7 @@ func (d *Daemon) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget,
 		return api.Reconcile{}, err
 	}
 	h := in.HeadAttempt
-	if h == nil || h.TurnID == "" || in.Batch.State == "closed" {
+	if h == nil || h.TurnID == "" || in.Batch.State == fsm.BatchClosed {
 		return api.Reconcile{Outcome: "not_needed", Detail: "no accepted turn of an open batch"}, nil
 	}
 	rc := api.Reconcile{TurnID: h.TurnID}

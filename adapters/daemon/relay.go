@@ -100,12 +100,12 @@ func (d *Daemon) relayOps(t api.Table) {
 		if err != nil {
 			return api.ScannerBindReply{}, err
 		}
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "relay-bind:" + a.BridgeThreadID},
+		val, res, err := engine.Exec[events.InstallationRelayScannerBound](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "relay-bind:" + a.BridgeThreadID},
 			command.BindRelayScanner{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Device: dev, Inode: ino})
 		if err != nil {
 			return api.ScannerBindReply{}, err
 		}
-		b := res.Value.(events.InstallationRelayScannerBound)
+		b := val
 		return api.ScannerBindReply{Outcome: res.Outcome, BridgeThreadID: b.BridgeThreadID, RolloutPath: b.RolloutPath,
 			Device: b.Device, Inode: b.Inode, BindingRevision: b.Revision}, nil
 	})
@@ -136,21 +136,21 @@ func (d *Daemon) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.Ma
 	}
 	marker := "m1-" + hex.EncodeToString(b[:])
 	tok := command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+	val, res, err := engine.Exec[command.IssuedMarker](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
 		command.IssueRelayMarker{Kind: a.Kind, BridgeThreadID: a.BridgeThreadID, ArmToken: tok, Marker: marker, TTL: d.opt.Config.Desktop.RelayMarkerTTL.Duration})
 	if err != nil {
 		return api.MarkerIssueReply{}, err
 	}
-	m := res.Value.(command.IssuedMarker)
+	m := val
 	env := relay.Envelope{Marker: m.Marker, Kind: a.Kind, SourceThreadID: a.SourceThreadID, AttemptID: a.AttemptID,
 		Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
 	return api.MarkerIssueReply{Outcome: res.Outcome, Marker: m.Marker, Kind: a.Kind, ExpiresAt: m.ExpiresAt, Line: relay.Line(env)}, nil
 }
 
 // consume applies one envelope found in the rollout of bridge.
-func (d *Daemon) consume(ctx context.Context, f relay.Found, bridge, path string) (engine.Result, error) {
+func (d *Daemon) consume(ctx context.Context, f relay.Found, bridge, path string) (command.Consumed, engine.Result, error) {
 	e := f.Envelope
-	return d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
+	return engine.Exec[command.Consumed](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
 		command.ConsumeRelay{Config: d.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
 			AttemptID: e.AttemptID, Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line,
 			Fingerprints: d.desk.fps})
@@ -203,11 +203,11 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 		if x.Envelope.Marker != a.Marker {
 			continue
 		}
-		res, err := d.consume(ctx, x, a.BridgeThreadID, path)
+		v, res, err := d.consume(ctx, x, a.BridgeThreadID, path)
 		if err != nil {
 			return rep, err
 		}
-		rep.Results = append(rep.Results, consumeResult(x, res))
+		rep.Results = append(rep.Results, consumeResult(x, v, res))
 	}
 	if len(rep.Results) == 0 {
 		rep.Outcome = "not_found"
@@ -233,8 +233,7 @@ func skippedRecords(s []relay.Skipped) []events.RelaySkippedRecord {
 	return out
 }
 
-func consumeResult(x relay.Found, res engine.Result) api.ConsumeResult {
-	v, _ := res.Value.(command.Consumed)
+func consumeResult(x relay.Found, v command.Consumed, res engine.Result) api.ConsumeResult {
 	return api.ConsumeResult{Line: x.Line, Kind: x.Envelope.Kind, Outcome: res.Outcome, Applied: v.Applied, Reason: v.Reason,
 		EnvelopeSHA256: x.SHA256}
 }
@@ -282,7 +281,7 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			continue
 		}
 		for _, x := range found {
-			res, err := d.consume(ctx, x, bridge, b.RolloutPath)
+			_, res, err := d.consume(ctx, x, bridge, b.RolloutPath)
 			if err != nil {
 				d.opt.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
 				continue
@@ -376,7 +375,7 @@ func (rs *relayState) lastScanned() time.Time {
 // inspected batch's artifacts too large to be inline: `cbth desktop
 // issue-artifact-leases`, the one command that does (batch inspect only
 // shows them).
-func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) (string, []query.RecoveryLeaseView, error) {
+func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) (engine.Outcome, []query.RecoveryLeaseView, error) {
 	limit := d.opt.Config.Delivery.InlinePayloadLimit
 	large := false
 	for _, a := range in.Artifacts {
@@ -393,14 +392,14 @@ func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, r
 		}
 		ids[i] = "arl-" + hex.EncodeToString(b[:])
 	}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease:" + in.Batch.BatchID},
+	val, res, err := engine.Exec[[]command.RecoveryLease](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease:" + in.Batch.BatchID},
 		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: d.opt.Config.Desktop.RecoveryLease.Duration,
 			Rotate: rotate, LeaseIDs: ids})
 	if err != nil {
 		return "", nil, err
 	}
 	var out []query.RecoveryLeaseView
-	for _, l := range res.Value.([]command.RecoveryLease) {
+	for _, l := range val {
 		out = append(out, query.RecoveryLeaseView{ArtifactID: l.ArtifactID, LeaseID: l.LeaseID, Deadline: l.Deadline})
 	}
 	return res.Outcome, out, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
@@ -170,7 +171,7 @@ func TestPushTarget_RouteSinkGateAndKeepAlive(t *testing.T) {
 	r.ready("cli", "P")
 	in := r.head("P")
 	a := in.HeadAttempt
-	if a == nil || a.State != "cooldown" || a.RPCKind != command.RPCTurnStart || a.ManagedSessionID != "s-P" || a.SessionEpoch != 3 ||
+	if a == nil || a.State != fsm.AttemptCooldown || a.RPCKind != command.RPCTurnStart || a.ManagedSessionID != "s-P" || a.SessionEpoch != 3 ||
 		a.ObservationState != "tracking" || in.Batch.DeliveryMode != command.ModeCLIStart {
 		t.Fatalf("after delivery: batch mode %q, attempt %+v", in.Batch.DeliveryMode, a)
 	}
@@ -195,7 +196,7 @@ func TestPushTarget_RouteSinkGateAndKeepAlive(t *testing.T) {
 		t.Fatalf("the event from the barrier's stream: %q %v", out, err)
 	}
 	b := call(r, api.BatchInspect, api.BatchArgs{BatchID: in.Batch.BatchID})
-	if b.Batch.State != "closed" || b.Batch.CloseReason != command.CloseDelivered {
+	if b.Batch.State != fsm.BatchClosed || b.Batch.CloseReason != command.CloseDelivered {
 		t.Fatalf("batch %+v", b.Batch)
 	}
 
@@ -215,8 +216,8 @@ func TestPullTarget_OnlyPrepares(t *testing.T) {
 	r.ready("debug", "other") // another pass
 	in := r.head("D")
 	a := in.HeadAttempt
-	if a == nil || a.State != "prepared" || a.RPCRequestID != "" || a.Generation != 1 || len(in.Attempts) != 1 ||
-		in.Batch.State != "materialized" || in.Batch.DeliveryMode != command.ModeDesktop || in.Batch.DeliveryAttemptCount != 0 {
+	if a == nil || a.State != fsm.AttemptPrepared || a.RPCRequestID != "" || a.Generation != 1 || len(in.Attempts) != 1 ||
+		in.Batch.State != fsm.BatchMaterialized || in.Batch.DeliveryMode != command.ModeDesktop || in.Batch.DeliveryAttemptCount != 0 {
 		t.Fatalf("pull head: batch %+v attempts %+v", in.Batch, in.Attempts)
 	}
 }
@@ -248,11 +249,10 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 	// One attempt in flight per thread, all on session s-<thread> epoch 1.
 	inFlight := map[string]command.Delivery{}
 	for _, th := range []string{"rejected", "accepted", "wrong-epoch", "pending", "continues", "lost", "turn-done", "turn-cut", "tracked-done"} {
-		j := exec(command.SubmitJob{Target: "cli", ThreadID: th, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy}).Value.(string)
+		j, _ := enginetest.Answer[string](t, e, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: "cli", ThreadID: th, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
 		exec(command.CompleteJob{Config: cfg, JobID: j, Summary: "ok"})
-		res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Route: command.Route{RPCKind: command.RPCTurnStart,
+		d, _ := enginetest.Answer[command.Delivery](t, e, engine.Meta{Actor: events.ActorCLI}, command.StartDelivery{Config: cfg, ThreadID: th, Route: command.Route{RPCKind: command.RPCTurnStart,
 			DeliveryMode: command.ModeCLIStart, ManagedSessionID: "s-" + th, SessionEpoch: 1}})
-		d := res.Value.(command.Delivery)
 		inFlight[th] = d
 		if th == "continues" || th == "lost" || th == "tracked-done" {
 			exec(command.RecordOutcome{Config: cfg, AttemptID: d.AttemptID, RPCRequestID: d.RPCRequestID, ManagedSessionID: d.ManagedSessionID,
@@ -288,7 +288,7 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 	}
 	for _, th := range []string{"turn-done", "tracked-done"} {
 		in := call(r, api.BatchInspect, api.BatchArgs{BatchID: inFlight[th].BatchID})
-		if in.Batch.State != "closed" || in.Batch.CloseReason != command.CloseDelivered {
+		if in.Batch.State != fsm.BatchClosed || in.Batch.CloseReason != command.CloseDelivered {
 			t.Errorf("%s: batch %+v, want closed delivered", th, in.Batch)
 		}
 	}
@@ -303,7 +303,7 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 	}
 	for th, w := range want {
 		in := r.head(th)
-		if in.HeadAttempt == nil || in.HeadAttempt.State != w.attempt || in.Batch.ReplayPolicy != w.replay {
+		if in.HeadAttempt == nil || string(in.HeadAttempt.State) != w.attempt || in.Batch.ReplayPolicy != w.replay {
 			t.Errorf("%s: attempt %+v, batch replay %s; want %s, %s", th, in.HeadAttempt, in.Batch.ReplayPolicy, w.attempt, w.replay)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -102,7 +103,7 @@ func (d *Daemon) startTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs
 			Metadata: a.Metadata, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd, Timeout: time.Duration(a.TimeoutMS) * time.Millisecond,
 	}
-	res, err := d.eng.Execute(ctx, m, wrap(cmd))
+	val, res, err := engine.ExecVia[command.TaskRef](ctx, d.eng, m, cmd, func(engine.Decider) engine.Decider { return wrap(cmd) })
 	if err != nil {
 		return query.TaskView{}, err
 	}
@@ -114,7 +115,7 @@ func (d *Daemon) startTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs
 		}
 		return query.TaskView{}, errs.New(errs.EINTERNAL, "a replayed task submission holds no task")
 	}
-	ref := res.Value.(command.TaskRef)
+	ref := val
 	d.tasks.mu.Lock()
 	d.tasks.queue = append(d.tasks.queue, queued{id: ref.TaskID, env: a.Env})
 	d.tasks.mu.Unlock()
@@ -159,7 +160,7 @@ func (d *Daemon) supervise(ctx context.Context, q queued, r *running) {
 		d.poke(ctx)
 	}()
 	t, err := d.task(q.id)
-	if err != nil || t == nil || t.Status != "queued" {
+	if err != nil || t == nil || t.State != fsm.TaskQueued {
 		d.opt.Log.Error("task to start is gone", "task", q.id, "err", err)
 		return
 	}
@@ -235,7 +236,7 @@ func (d *Daemon) ingestSpool(path, jobID string, size int64) *command.Ingested {
 
 // finishTask records a task's end, taking its artifact back out when
 // nothing recorded it.
-func (d *Daemon) finishTask(ctx context.Context, c command.FinishTask) string {
+func (d *Daemon) finishTask(ctx context.Context, c command.FinishTask) engine.Outcome {
 	res, err := d.eng.Execute(ctx, d.taskMeta(c.TaskID), c)
 	if err != nil {
 		d.opt.Log.Error("record task end", "task", c.TaskID, "err", err)
@@ -259,7 +260,7 @@ func (d *Daemon) task(id string) (t *aggregate.Task, err error) {
 // stopTask stops a task for reason: a queued one ends without starting,
 // a running one is recorded stopping and its group gets TERM, then KILL
 // after kill_grace. It returns the command's outcome.
-func (d *Daemon) stopTask(ctx context.Context, id, reason string) (string, error) {
+func (d *Daemon) stopTask(ctx context.Context, id, reason string) (engine.Outcome, error) {
 	ts := &d.tasks
 	ts.mu.Lock()
 	for i, q := range ts.queue {
@@ -396,8 +397,8 @@ func (d *Daemon) reconcileTasks(ctx context.Context) error {
 			Tail: task.TailText(tail), TailTruncated: size > int64(len(tail))}
 		c := command.LoseTask{Config: d.deliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
 			Artifact: d.ingestSpool(spool, t.JobID, size)}
-		switch t.Status {
-		case "queued":
+		switch t.State {
+		case fsm.TaskQueued:
 			c.Reason = "the daemon stopped before this task started; it was not run and will not be (cbth never starts a task again after a restart)"
 		default:
 			c.Reason = fmt.Sprintf("the daemon that ran this task (pid %d) ended before the task did; cbth never runs a task twice, so it failed closed", t.DaemonPID)

@@ -43,7 +43,7 @@ func (d *Daemon) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView,
 				continue
 			}
 			seen[b.SourceThreadID] = true // the first open batch of a thread is its head
-			h := api.WatchHead{SourceThreadID: b.SourceThreadID, BatchID: b.ID, TargetKind: b.TargetKind, State: b.Status,
+			h := api.WatchHead{SourceThreadID: b.SourceThreadID, BatchID: b.ID, TargetKind: b.TargetKind, State: b.State,
 				ReplayPolicy: b.ReplayPolicy, Reason: b.ReplayPolicyReason, Jobs: len(b.JobIDs), Since: b.FirstReadyAt}
 			if v.HeadCount++; len(v.Heads) < maxWatchItems {
 				v.Heads = append(v.Heads, h)
@@ -64,7 +64,7 @@ func (d *Daemon) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView,
 			}
 			at := f.Attempt.UpdatedAt
 			v.InFlight = append(v.InFlight, api.WatchAttempt{TargetKind: f.TargetKind, SourceThreadID: f.Attempt.SourceThreadID,
-				BatchID: f.Attempt.BatchID, AttemptID: f.Attempt.ID, Generation: f.Attempt.Generation, State: f.Attempt.Status, Since: at})
+				BatchID: f.Attempt.BatchID, AttemptID: f.Attempt.ID, Generation: f.Attempt.Generation, State: f.Attempt.State, Since: at})
 		}
 		v.Undelivered = query.Undelivered(s)
 		tp, err := query.Tasks(s, query.TaskFilter{State: "live", Limit: maxWatchItems})

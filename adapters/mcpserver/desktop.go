@@ -217,7 +217,7 @@ func (t tools) notePaused(ctx context.Context, c caller, args json.RawMessage) (
 	if err != nil {
 		return "", nil, err
 	}
-	return rep.Outcome + ".", rep, nil
+	return string(rep.Outcome) + ".", rep, nil
 }
 
 func (t tools) crossBoundary(ctx context.Context, c caller, args json.RawMessage) (string, any, error) {

@@ -404,7 +404,7 @@ func (t tools) status(ctx context.Context, c caller, args json.RawMessage) (stri
 }
 
 func describe(j query.JobView) string {
-	s := fmt.Sprintf("Job %s (%s: %s) is %s", j.JobID, j.TaskKind, j.TaskSummary, j.Status)
+	s := fmt.Sprintf("Job %s (%s: %s) is %s", j.JobID, j.TaskKind, j.TaskSummary, j.State)
 	switch {
 	case j.Batch != nil && j.Batch.CloseReason != "":
 		s += fmt.Sprintf("; its result was %s", j.Batch.CloseReason)
@@ -454,5 +454,5 @@ func (t tools) cancel(ctx context.Context, c caller, args json.RawMessage) (stri
 	if err != nil {
 		return "", nil, err
 	}
-	return fmt.Sprintf("Job %s: %s (now %s).", rep.JobID, rep.Outcome, rep.Status), rep, nil
+	return fmt.Sprintf("Job %s: %s (now %s).", rep.JobID, rep.Outcome, rep.State), rep, nil
 }

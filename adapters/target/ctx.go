@@ -8,6 +8,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
@@ -212,9 +213,9 @@ func (t *CtxTarget) Reconcile(ctx context.Context, open []InFlight) []Proof {
 		}
 		p := Proof{AttemptID: o.AttemptID, RPCRequestID: o.RPCRequestID, ManagedSessionID: o.ManagedSessionID, SessionEpoch: o.SessionEpoch}
 		switch {
-		case o.State == "accept_pending" && !turn.Found:
+		case o.State == fsm.AttemptAcceptPending && !turn.Found:
 			p.Outcome, p.Reason = command.RejectedBefore, "the daemon stopped before the turn's message was recorded in the session"
-		case o.State == "accept_pending":
+		case o.State == fsm.AttemptAcceptPending:
 			p.Outcome, p.TurnID, p.Tracks = command.Accepted, turn.RunID, true
 			p.Turn = []string{"turn_started", runEnd(turn.Status)}
 		case turn.Found && turn.RunID == o.TurnID:

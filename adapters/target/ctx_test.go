@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -31,7 +32,7 @@ func TestCtxReconcile(t *testing.T) {
 		return log[thread+"|"+msgID], nil
 	}}
 	in := func(id, thread, state, msg, turn string) InFlight {
-		return InFlight{AttemptID: id, ThreadID: thread, State: state, RPCRequestID: msg, TurnID: turn, ManagedSessionID: "ctx:" + thread, SessionEpoch: 1}
+		return InFlight{AttemptID: id, ThreadID: thread, State: fsm.AttemptState(state), RPCRequestID: msg, TurnID: turn, ManagedSessionID: "ctx:" + thread, SessionEpoch: 1}
 	}
 	got := tg.Reconcile(context.Background(), []InFlight{
 		in("1", "agent/a/s", "accept_pending", "m-absent", ""),

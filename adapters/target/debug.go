@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/home"
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -231,7 +232,7 @@ func (t *DebugTarget) Deliver(ctx context.Context, d command.Delivery) Result {
 // TurnReport is what became of a turn event reported with Turn.
 type TurnReport struct {
 	TurnEvent
-	Outcome string
+	Outcome engine.Outcome
 }
 
 // Turn reports event (turn_started, turn_completed, ...) on the accepted

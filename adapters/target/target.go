@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -123,7 +125,7 @@ type Preparer interface {
 // it reports to the Sink after that are then sure to follow the
 // acceptance in the log.
 type Acknowledger interface {
-	Recorded(d command.Delivery, outcome string)
+	Recorded(d command.Delivery, outcome engine.Outcome)
 }
 
 // Result is a push target's account of one attempt.
@@ -159,7 +161,7 @@ type TurnEvent struct {
 // refused) with the core's outcome: command.Observed, command.CloseDelivered,
 // command.Parked, command.LateIgnored or command.SessionMismatch.
 type Sink interface {
-	Observe(ctx context.Context, ev TurnEvent) (outcome string, err error)
+	Observe(ctx context.Context, ev TurnEvent) (outcome engine.Outcome, err error)
 }
 
 // Host is what the daemon hands a target that starts.
@@ -184,7 +186,7 @@ type InFlight struct {
 	AttemptID        string
 	ThreadID         string
 	BatchID          string
-	State            string // accept_pending, or cooldown while tracking a turn
+	State            fsm.AttemptState // accept_pending, or cooldown while tracking a turn
 	RPCRequestID     string
 	RPCKind          string
 	Marker           string

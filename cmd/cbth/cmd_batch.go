@@ -211,7 +211,7 @@ func (c *WaitCmd) Run(env *Env) error {
 	}
 	if err := env.emit(res, func(w io.Writer) {
 		for _, j := range res.Jobs {
-			fmt.Fprintf(w, "job %s %s %s\n", j.JobID, j.Status, j.CloseReason)
+			fmt.Fprintf(w, "job %s %s %s\n", j.JobID, j.State, j.CloseReason)
 		}
 	}); err != nil {
 		return err

@@ -143,7 +143,7 @@ func (c *DemoCmd) Run(env *Env) error {
 	rep.Jobs = page.Jobs
 	say("7. Jobs now:")
 	for _, j := range page.Jobs {
-		say("   %s  %-7s %-6s %s", j.JobID, j.Status, j.TaskKind, j.TaskSummary)
+		say("   %s  %-7s %-6s %s", j.JobID, j.State, j.TaskKind, j.TaskSummary)
 	}
 
 	evs, err := call(denv, api.EventsRead, api.ReadArgs{From: 1})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -72,7 +73,7 @@ func (c *DesktopInstallationShowCmd) Run(env *Env) error {
 	return env.emit(v, func(w io.Writer) { printInstallation(w, "", v) })
 }
 
-func printInstallation(w io.Writer, outcome string, v query.InstallationView) {
+func printInstallation(w io.Writer, outcome engine.Outcome, v query.InstallationView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if outcome != "" {
 		fmt.Fprintf(tw, "outcome\t%s\n", outcome)

@@ -516,7 +516,7 @@ func (c *EventsReplayCmd) Run(env *Env) error {
 		res.Counts[k] = map[string]int{}
 		for _, s := range list {
 			res.Aggregates[k] = append(res.Aggregates[k], query.ViewOf(s))
-			res.Counts[k][s.Head().Status]++
+			res.Counts[k][s.Head().State]++
 		}
 	}
 	return env.emit(res, func(w io.Writer) {

@@ -93,7 +93,7 @@ func (c *JobSubmitCmd) Run(env *Env) error {
 		if res.Deduplicated {
 			note = " (already submitted with this dedupe key)"
 		}
-		fmt.Fprintf(w, "job %s %s%s\n", res.JobID, res.Status, note)
+		fmt.Fprintf(w, "job %s %s%s\n", res.JobID, res.State, note)
 	})
 }
 
@@ -145,7 +145,7 @@ func transition[Req any](env *Env, op api.Op[Req, api.TransitionReply], args Req
 		return err
 	}
 	return env.emit(res, func(w io.Writer) {
-		fmt.Fprintf(w, "job %s %s (%s)\n", res.JobID, res.Status, res.Outcome)
+		fmt.Fprintf(w, "job %s %s (%s)\n", res.JobID, res.State, res.Outcome)
 		if res.Artifact != nil {
 			fmt.Fprintf(w, "artifact %s: %d bytes, sha256 %s\n", res.Artifact.ArtifactID, res.Artifact.SizeBytes, res.Artifact.SHA256)
 		}
@@ -180,7 +180,7 @@ func printJob(w io.Writer, v query.JobView) {
 		fmt.Fprintf(tw, "as of\tseq %d\n", v.AsOfSeq)
 	}
 	fmt.Fprintf(tw, "job\t%s\n", v.JobID)
-	fmt.Fprintf(tw, "status\t%s\n", v.Status)
+	fmt.Fprintf(tw, "status\t%s\n", v.State)
 	fmt.Fprintf(tw, "target\t%s\n", v.TargetKind)
 	fmt.Fprintf(tw, "thread\t%s\n", v.SourceThreadID)
 	fmt.Fprintf(tw, "task\t%s: %s\n", v.TaskKind, v.TaskSummary)
@@ -198,7 +198,7 @@ func printJob(w io.Writer, v query.JobView) {
 		fmt.Fprintf(tw, "payload\t%s\n", v.Artifact.ManagedPath)
 	}
 	if b := v.Batch; b != nil {
-		where := b.State + ", replay " + b.ReplayPolicy
+		where := string(b.State) + ", replay " + b.ReplayPolicy
 		if b.CloseReason != "" {
 			where = "closed " + b.CloseReason
 		}
@@ -241,7 +241,7 @@ func (c *JobListCmd) Run(env *Env) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "JOB\tSTATUS\tTARGET\tTHREAD\tKIND\tCREATED\tSUMMARY")
 		for _, v := range list {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.JobID, v.Status, v.TargetKind, v.SourceThreadID, v.TaskKind, v.CreatedAt.Local().Format("01-02 15:04:05"), v.TaskSummary)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.JobID, v.State, v.TargetKind, v.SourceThreadID, v.TaskKind, v.CreatedAt.Local().Format("01-02 15:04:05"), v.TaskSummary)
 		}
 		tw.Flush()
 	})

@@ -44,7 +44,7 @@ func (c *PluginEnqueueCmd) Run(env *Env) error {
 			note = " (already enqueued)"
 		}
 		t := res.DeliveryTarget
-		fmt.Fprintf(w, "job %s %s%s\ntarget: %s lease %s, managed session %s, epoch %d, codex %s\n", res.JobID, res.Status, note,
+		fmt.Fprintf(w, "job %s %s%s\ntarget: %s lease %s, managed session %s, epoch %d, codex %s\n", res.JobID, res.State, note,
 			t.Ownership, t.AppServerLeaseID, t.ManagedSessionID, t.SessionEpoch, t.CodexBinary)
 	})
 }

@@ -22,7 +22,7 @@ func (c *PluginInspectCmd) Run(env *Env) error {
 	}
 	return env.emit(res, func(w io.Writer) {
 		t := res.DeliveryTarget
-		fmt.Fprintf(w, "job %s %s on thread %s\n", res.Job.JobID, res.Job.Status, res.Job.SourceThreadID)
+		fmt.Fprintf(w, "job %s %s on thread %s\n", res.Job.JobID, res.Job.State, res.Job.SourceThreadID)
 		fmt.Fprintf(w, "target: %s lease %s, managed session %s, epoch %d, codex %s\n", t.Ownership, t.AppServerLeaseID,
 			t.ManagedSessionID, t.SessionEpoch, t.CodexBinary)
 		if res.Lease != nil {

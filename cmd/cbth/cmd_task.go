@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -163,7 +164,7 @@ func (c *TaskInspectCmd) Run(env *Env) error {
 func printTask(w io.Writer, v query.TaskView) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "task\t%s\n", v.TaskID)
-	fmt.Fprintf(tw, "job\t%s (%s)\n", v.JobID, v.Job.Status)
+	fmt.Fprintf(tw, "job\t%s (%s)\n", v.JobID, v.Job.State)
 	fmt.Fprintf(tw, "state\t%s\n", v.State)
 	fmt.Fprintf(tw, "command\t%s\n", strings.Join(v.Argv, " "))
 	fmt.Fprintf(tw, "cwd\t%s\n", v.Cwd)
@@ -223,10 +224,10 @@ type TaskLogsCmd struct {
 
 // logChunk is one line of `task logs -f --json`.
 type logChunk struct {
-	TaskID string `json:"task_id"`
-	Offset int64  `json:"offset"`
-	Data   string `json:"data"`
-	State  string `json:"state"`
+	TaskID string        `json:"task_id"`
+	Offset int64         `json:"offset"`
+	Data   string        `json:"data"`
+	State  fsm.TaskState `json:"state"`
 }
 
 // Run prints the output. It reads the files itself (the spool while the
@@ -235,7 +236,7 @@ type logChunk struct {
 func (c *TaskLogsCmd) Run(env *Env) error {
 	var off int64
 	var all []byte
-	out := func(b []byte, state string) error {
+	out := func(b []byte, state fsm.TaskState) error {
 		if len(b) == 0 && state == "" {
 			return nil
 		}
@@ -254,11 +255,11 @@ func (c *TaskLogsCmd) Run(env *Env) error {
 		if err != nil {
 			return err
 		}
-		live := v.State == "queued" || v.State == "running" || v.State == "stopping"
+		live := v.State.Live()
 		src := v.SpoolPath
 		if !live {
 			src = ""
-			if v.Artifact != nil && v.Artifact.State == "stored" {
+			if v.Artifact != nil && v.Artifact.State == fsm.ArtifactStored {
 				src = v.Artifact.ManagedPath
 			}
 		}

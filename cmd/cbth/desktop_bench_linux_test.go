@@ -71,8 +71,11 @@ func BenchmarkClaimNextReadyInSandbox(b *testing.B) {
 	for i := range 1000 {
 		th := fmt.Sprintf("T%04d", i)
 		exec1(command.RepairBinding{ThreadID: th, AutomationID: "A" + th})
-		j := exec1(command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "ci", Summary: "s", Policy: events.DeliveryPolicy{ReadOnly: true}})
-		exec1(command.CompleteJob{Config: cfg, JobID: j.Value.(string), Summary: "done"})
+		j, _, err := engine.Exec[string](context.Background(), e, engine.Meta{Actor: events.ActorOperator}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "ci", Summary: "s", Policy: events.DeliveryPolicy{ReadOnly: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		exec1(command.CompleteJob{Config: cfg, JobID: j, Summary: "done"})
 		exec1(command.PrepareAttempt{Config: cfg, ThreadID: th, DeliveryMode: command.ModeDesktop})
 	}
 	e.Close()

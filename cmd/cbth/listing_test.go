@@ -68,11 +68,11 @@ func bulkHome(t *testing.T, batches, failed int) *homeDir {
 				if i >= batches {
 					sub.Metadata = env // 500 of these are more than a frame
 				}
-				res, err := e.Execute(ctx, meta, sub)
+				id, _, err := engine.Exec[string](ctx, e, meta, sub)
 				if err == nil && i < batches {
-					_, err = e.Execute(ctx, meta, command.CompleteJob{Config: cfg, JobID: res.Value.(string), Summary: long})
+					_, err = e.Execute(ctx, meta, command.CompleteJob{Config: cfg, JobID: id, Summary: long})
 				} else if err == nil {
-					_, err = e.Execute(ctx, meta, command.FailJob{JobID: res.Value.(string), Reason: "runner lost"})
+					_, err = e.Execute(ctx, meta, command.FailJob{JobID: id, Reason: "runner lost"})
 				}
 				if err != nil {
 					errc <- err

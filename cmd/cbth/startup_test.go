@@ -124,13 +124,12 @@ func buildLog(t *testing.T, path string, total, open int) {
 			run := func(d engine.Decider) (engine.Result, error) { return e.Execute(ctx, meta, d) }
 			for i := w; i < open+filler; i += workers {
 				thread := fmt.Sprintf("t%07d", i)
-				res, err := run(command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
+				id, _, err := engine.Exec[string](ctx, e, meta, command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
 					Summary: "wait for CI on pull request " + strconv.Itoa(i), Policy: events.FailClosedPolicy})
 				if err != nil {
 					errc <- err
 					return
 				}
-				id := res.Value.(string)
 				if i < open {
 					_, err = run(command.CompleteJob{Config: cfg, JobID: id, Summary: "CI is green"})
 				} else {

@@ -18,16 +18,27 @@ import (
 
 // State is the current state of one aggregate.
 type State interface {
-	Head() *Header
+	// Head is the header, whatever the aggregate's state type.
+	Head() Head
+	// stamp is the part of the header the fold writes besides the state.
+	stamp() *record
 	// mutate folds a payload already validated by the machine into the
 	// state's fields.
 	mutate(e *events.Envelope, p events.Payload)
 }
 
-// Header is common to every aggregate.
-type Header struct {
-	ID        string    `json:"id"`
-	Status    string    `json:"state"`
+// Header is common to every aggregate. S is the type of the aggregate's
+// states (engine/fsm: fsm.JobState for a job, ...), so State compares
+// only with that aggregate's state constants.
+type Header[S ~string] struct {
+	ID    string `json:"id"`
+	State S      `json:"state"`
+	record
+}
+
+// record is the part of Header that does not depend on the state type:
+// where the aggregate's events are and when they were recorded.
+type record struct {
 	Version   uint64    `json:"version"`
 	FirstSeq  uint64    `json:"first_seq"`
 	LastSeq   uint64    `json:"last_seq"`
@@ -35,8 +46,56 @@ type Header struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Head returns the header.
-func (h *Header) Head() *Header { return h }
+// Head is what every aggregate's header says, its state as a string: for
+// readers that handle aggregates of any kind.
+type Head struct {
+	ID      string
+	State   string
+	Version uint64
+}
+
+// Head implements State.
+func (h *Header[S]) Head() Head { return Head{ID: h.ID, State: string(h.State), Version: h.Version} }
+
+func (h *Header[S]) stamp() *record { return &h.record }
+
+// setHead sets the id and the state of an aggregate of any kind.
+func setHead(s State, id, status string) {
+	switch s := s.(type) {
+	case *Job:
+		s.ID, s.State = id, fsm.JobState(status)
+	case *Batch:
+		s.ID, s.State = id, fsm.BatchState(status)
+	case *Attempt:
+		s.ID, s.State = id, fsm.AttemptState(status)
+	case *Artifact:
+		s.ID, s.State = id, fsm.ArtifactState(status)
+	case *Binding:
+		s.ID, s.State = id, fsm.BindingState(status)
+	case *Installation:
+		s.ID, s.State = id, fsm.InstallationState(status)
+	case *Session:
+		s.ID, s.State = id, fsm.SessionState(status)
+	case *CtxSession:
+		s.ID, s.State = id, fsm.CtxSessionState(status)
+	case *Cursor:
+		s.ID, s.State = id, fsm.CursorState(status)
+	case *CtxTree:
+		s.ID, s.State = id, fsm.CtxTreeState(status)
+	case *AppServer:
+		s.ID, s.State = id, fsm.AppServerState(status)
+	case *Task:
+		s.ID, s.State = id, fsm.TaskState(status)
+	case *GatewayRoute:
+		s.ID, s.State = id, fsm.GatewayRouteState(status)
+	case *GatewayStream:
+		s.ID, s.State = id, fsm.GatewayStreamState(status)
+	case *MCPThread:
+		s.ID, s.State = id, fsm.MCPState(status)
+	default:
+		panic(fmt.Sprintf("aggregate: setHead of unknown state %T", s))
+	}
+}
 
 // Deadline is a moment at which the sweep must look at an aggregate.
 type Deadline struct {
@@ -104,8 +163,7 @@ func New(k events.Kind, id string) (State, error) {
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
-	s.Head().ID = id
-	s.Head().Status = fsm.None
+	setHead(s, id, fsm.None)
 	return s, nil
 }
 
@@ -119,19 +177,19 @@ func Apply(ms *fsm.Machines, s State, e *events.Envelope, p events.Payload) (Sta
 			return nil, err
 		}
 	}
-	h := s.Head()
+	hd, h := s.Head(), s.stamp()
 	if e.Version != h.Version+1 {
 		return nil, errs.New(errs.ECONFLICT, "%s: event version %d does not follow %d", e.Stream, e.Version, h.Version)
 	}
-	to, err := ms.Step(e.Stream.Kind, h.Status, fsm.EventName(p))
+	to, err := ms.Step(e.Stream.Kind, hd.State, fsm.EventName(p))
 	if err != nil {
 		return nil, fmt.Errorf("%s seq %d: %w", e.Stream, e.Seq, err)
 	}
-	if h.Status == fsm.None {
+	if hd.State == fsm.None {
 		h.CreatedAt, h.FirstSeq = e.RecordedAt, e.Seq
 	}
 	s.mutate(e, p)
-	h.Status = to
+	setHead(s, hd.ID, to)
 	h.Version = e.Version
 	h.LastSeq = e.Seq
 	h.UpdatedAt = e.RecordedAt

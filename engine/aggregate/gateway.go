@@ -1,10 +1,13 @@
 package aggregate
 
-import "github.com/cbth-dev/cbth/events"
+import (
+	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/events"
+)
 
 // GatewayRoute is where one routing key (workspace_id + agent_id) goes.
 type GatewayRoute struct {
-	Header
+	Header[fsm.GatewayRouteState]
 	WorkspaceID string `json:"workspace_id"`
 	AgentID     string `json:"agent_id"`
 	To          string `json:"to"`
@@ -32,7 +35,7 @@ const MaxGaps = 64
 // received, the gaps below it, the last seq the gateway sent back on it
 // and, for ssh_remote, the remote mode.
 type GatewayStream struct {
-	Header
+	Header[fsm.GatewayStreamState]
 	ChannelType string     `json:"channel_type"`
 	HighSeq     uint64     `json:"high_seq"`
 	Missing     []SeqRange `json:"missing,omitempty"`

@@ -1,11 +1,14 @@
 package aggregate
 
-import "github.com/cbth-dev/cbth/events"
+import (
+	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/events"
+)
 
 // MCPThread counts one Codex thread's calls of cbth's MCP tools; the
 // calls themselves are its events.
 type MCPThread struct {
-	Header
+	Header[fsm.MCPState]
 	Accepted int    `json:"accepted"`
 	Refused  int    `json:"refused"`
 	LastTool string `json:"last_tool"`

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -17,7 +18,7 @@ const (
 
 // Job is a tracked long-running task.
 type Job struct {
-	Header
+	Header[fsm.JobState]
 	TargetKind     string                 `json:"target_kind"`
 	SourceThreadID string                 `json:"source_thread_id"`
 	TaskKind       string                 `json:"task_kind"`
@@ -69,7 +70,7 @@ func (j *Job) Indexes() []IndexEntry {
 // Deadlines implements Deadliner: a running job with a timeout fails at
 // it unless reported first.
 func (j *Job) Deadlines() []Deadline {
-	if j.Status == "running" && !j.TimeoutAt.IsZero() {
+	if j.State == fsm.JobRunning && !j.TimeoutAt.IsZero() {
 		return []Deadline{{index.DueJobTimeout, j.TimeoutAt}}
 	}
 	return nil
@@ -77,7 +78,7 @@ func (j *Job) Deadlines() []Deadline {
 
 // Counts implements Counter.
 func (j *Job) Counts() []string {
-	if j.Status == "running" {
+	if j.State == fsm.JobRunning {
 		return []string{CountJobActive}
 	}
 	return nil
@@ -85,7 +86,7 @@ func (j *Job) Counts() []string {
 
 // Batch is a delivery batch: the unit delivered to a caller thread.
 type Batch struct {
-	Header
+	Header[fsm.BatchState]
 	SourceThreadID              string                   `json:"source_thread_id"`
 	TargetKind                  string                   `json:"target_kind"`
 	JobIDs                      []string                 `json:"job_ids"`
@@ -146,7 +147,7 @@ const (
 )
 
 // Open reports whether the batch has not reached its terminal state.
-func (b *Batch) Open() bool { return b.Status != "closed" }
+func (b *Batch) Open() bool { return b.State != fsm.BatchClosed }
 
 func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 	switch p := p.(type) {
@@ -249,7 +250,7 @@ func (b *Batch) Deadlines() []Deadline {
 		return out
 	}
 	out = append(out, Deadline{index.DueRedeliveryWindow, b.RedeliveryWindowEndsAt})
-	if b.BudgetSpent() && b.Status == "cooldown" && b.ReplayPolicy == ReplayAutomatic && b.ObservationDeadline.IsZero() {
+	if b.BudgetSpent() && b.State == fsm.BatchCooldown && b.ReplayPolicy == ReplayAutomatic && b.ObservationDeadline.IsZero() {
 		// The last counted attempt was a wake-up: the batch closes when
 		// its cooldown ends. An observed turn ends the batch itself.
 		out = append(out, Deadline{index.DueMaxAttempts, b.CooldownUntil})
@@ -281,7 +282,7 @@ func (b *Batch) Indexes() []IndexEntry {
 
 // Attempt is one try at delivering a batch.
 type Attempt struct {
-	Header
+	Header[fsm.AttemptState]
 	SourceThreadID         string    `json:"source_thread_id"`
 	BatchID                string    `json:"batch_id"`
 	Generation             uint64    `json:"generation"`
@@ -358,8 +359,8 @@ func (b *Binding) Marker(m string) *RelayMarker { return findMarker(b.RelayMarke
 
 // Live reports whether the attempt is non-terminal.
 func (a *Attempt) Live() bool {
-	switch a.Status {
-	case "prepared", "accept_pending", "arm_pending", "cooldown":
+	switch a.State {
+	case fsm.AttemptPrepared, fsm.AttemptAcceptPending, fsm.AttemptArmPending, fsm.AttemptCooldown:
 		return true
 	}
 	return false
@@ -421,10 +422,10 @@ func (a *Attempt) mutate(e *events.Envelope, p events.Payload) {
 
 // Deadlines implements Deadliner.
 func (a *Attempt) Deadlines() []Deadline {
-	switch a.Status {
-	case "arm_pending":
+	switch a.State {
+	case fsm.AttemptArmPending:
 		return []Deadline{{index.DueArmPending, a.ArmPendingDeadline}}
-	case "cooldown":
+	case fsm.AttemptCooldown:
 		var out []Deadline
 		if a.Tracking() {
 			out = append(out, Deadline{index.DueObservation, a.ObservationDeadline})
@@ -440,7 +441,7 @@ func (a *Attempt) Deadlines() []Deadline {
 // Tracking reports whether the attempt's accepted turn is being
 // observed: the daemon stays up until the turn ends or its deadline.
 func (a *Attempt) Tracking() bool {
-	return a.Status == "cooldown" && a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero()
+	return a.State == fsm.AttemptCooldown && a.ObservationState == "tracking" && !a.ObservationDeadline.IsZero()
 }
 
 // Indexes implements Indexer.
@@ -463,7 +464,7 @@ func (a *Attempt) Indexes() []IndexEntry {
 
 // Artifact is a result file held in the managed store.
 type Artifact struct {
-	Header
+	Header[fsm.ArtifactState]
 	SourceJobID       string    `json:"source_job_id"`
 	ManagedPath       string    `json:"managed_path"`
 	ManifestPath      string    `json:"manifest_path"`
@@ -511,7 +512,7 @@ func (a *Artifact) mutate(e *events.Envelope, p events.Payload) {
 // Deadlines implements Deadliner: an artifact is due for GC only when no
 // open batch references it.
 func (a *Artifact) Deadlines() []Deadline {
-	if a.Status != "stored" || len(a.OpenBatchIDs) > 0 {
+	if a.State != fsm.ArtifactStored || len(a.OpenBatchIDs) > 0 {
 		return nil
 	}
 	return []Deadline{{index.DueArtifactGC, a.GCEligibleAt}}
@@ -521,7 +522,7 @@ func (a *Artifact) Deadlines() []Deadline {
 // BridgeThreadID, when set, pins it to one bridge thread; empty, it is
 // served by whichever bridge the installation publishes for.
 type Binding struct {
-	Header
+	Header[fsm.BindingState]
 	SourceThreadID            string              `json:"source_thread_id"`
 	CallerAutomationID        string              `json:"caller_automation_id"`
 	BridgeThreadID            string              `json:"bridge_thread_id,omitempty"`
@@ -588,7 +589,7 @@ func (b *Binding) Unquiesced() bool {
 
 // Deadlines implements Deadliner.
 func (b *Binding) Deadlines() []Deadline {
-	if b.Status == "bound" && !b.PauseDeadline.IsZero() {
+	if b.State == fsm.BindingBound && !b.PauseDeadline.IsZero() {
 		return []Deadline{{index.DueBindingPause, b.PauseDeadline}}
 	}
 	return nil
@@ -600,7 +601,7 @@ func (b *Binding) Deadlines() []Deadline {
 // for the pause-due snapshot.
 func (b *Binding) Indexes() []IndexEntry {
 	out := []IndexEntry{{index.BindingByThread, b.SourceThreadID}}
-	if b.Status == "bound" || b.Status == "degraded" {
+	if b.State == fsm.BindingBound || b.State == fsm.BindingDegraded {
 		out = append(out, IndexEntry{index.BindingByAutomation, b.CallerAutomationID})
 		if b.Unquiesced() {
 			out = append(out, IndexEntry{index.BindingUnquiesced, index.Time(b.PauseNotBefore)})
@@ -616,7 +617,7 @@ func (b *Binding) Indexes() []IndexEntry {
 // capability conclusions (written only by repair) and the bridge thread
 // the snapshots are published for (written by bridge-preflight).
 type Installation struct {
-	Header
+	Header[fsm.InstallationState]
 	events.Capabilities
 	ValidatedAt    time.Time `json:"validated_at,omitzero"`
 	UpdatedBy      string    `json:"updated_by_bootstrap_or_repair"`
@@ -742,7 +743,7 @@ func (i *Installation) scanner(bridge string, revision uint64, fn func(*RelaySca
 // Session is a CLI managed session: one Codex thread delivered into
 // through the shared app-server (spec/codex-cli.md, "Managed sessions").
 type Session struct {
-	Header
+	Header[fsm.SessionState]
 	BoundThreadID string                `json:"bound_thread_id"`
 	Mode          string                `json:"mode"`
 	Profile       events.SessionProfile `json:"session_profile"`
@@ -835,7 +836,7 @@ func (s *Session) CurrentProven() bool { return s.CurrentEpoch == s.Epoch && s.S
 
 // Indexes implements Indexer: the thread's one non-retired session.
 func (s *Session) Indexes() []IndexEntry {
-	if s.Status == "retired" {
+	if s.State == fsm.SessionRetired {
 		return nil
 	}
 	return []IndexEntry{{index.SessionByThread, s.BoundThreadID}}
@@ -843,7 +844,7 @@ func (s *Session) Indexes() []IndexEntry {
 
 // AppServer is one instance of the shared Codex app-server.
 type AppServer struct {
-	Header
+	Header[fsm.AppServerState]
 	events.AppServerStarted
 	ExitReason string `json:"exit_reason,omitempty"`
 	ExitStatus string `json:"exit_status,omitempty"`
@@ -860,7 +861,7 @@ func (a *AppServer) mutate(e *events.Envelope, p events.Payload) {
 
 // Indexes implements Indexer: the running instance, at most one.
 func (a *AppServer) Indexes() []IndexEntry {
-	if a.Status == "running" {
+	if a.State == fsm.AppServerRunning {
 		return []IndexEntry{{index.AppServerRunning, ""}}
 	}
 	return nil
@@ -868,7 +869,7 @@ func (a *AppServer) Indexes() []IndexEntry {
 
 // CtxSession is a CortexFS session directory.
 type CtxSession struct {
-	Header
+	Header[fsm.CtxSessionState]
 	Object     string         `json:"object"`
 	Scope      string         `json:"scope"`
 	Name       string         `json:"name"`
@@ -912,7 +913,7 @@ func (c *CtxSession) Indexes() []IndexEntry {
 // Cursor is a target scope's durable fair-ready cursor: the position
 // (first ready time, thread) of the last thread served.
 type Cursor struct {
-	Header
+	Header[fsm.CursorState]
 	ReadyAt  time.Time `json:"ready_at"`
 	ThreadID string    `json:"source_thread_id"`
 	Reason   string    `json:"reason"`
@@ -932,7 +933,7 @@ type Entry struct {
 
 // CtxTree is a CortexFS object tree's registrations, sorted by key.
 type CtxTree struct {
-	Header
+	Header[fsm.CtxTreeState]
 	Runner  string  `json:"runner"`
 	Objects []Entry `json:"objects"`
 	Aliases []Entry `json:"aliases"`

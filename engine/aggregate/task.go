@@ -6,13 +6,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
 // Task is a command the daemon runs for a job (cbth task run).
 type Task struct {
-	Header
+	Header[fsm.TaskState]
 	JobID      string    `json:"job_id"`
 	Argv       []string  `json:"argv"`
 	Path       string    `json:"path"`
@@ -39,8 +40,8 @@ type Task struct {
 
 // Live reports whether the task has not ended.
 func (t *Task) Live() bool {
-	switch t.Status {
-	case "queued", "running", "stopping":
+	switch t.State {
+	case fsm.TaskQueued, fsm.TaskRunning, fsm.TaskStopping:
 		return true
 	}
 	return false

@@ -48,11 +48,11 @@ func sweepOnce(b *testing.B, e *engine.Engine) (time.Duration, int) {
 	closed := 0
 	t0 := time.Now()
 	for {
-		res, err := e.ExecuteAt(context.Background(), engine.Meta{Actor: events.ActorSweep}, benchNow, command.Sweep{Config: cfg})
+		sr, res, err := engine.ExecAt[command.SweepResult](context.Background(), e, engine.Meta{Actor: events.ActorSweep}, benchNow, command.Sweep{Config: cfg})
 		if err != nil {
 			b.Fatal(err)
 		}
-		closed += len(res.Value.(command.SweepResult).Closed)
+		closed += len(sr.Closed)
 		if len(res.Events) == 0 {
 			return time.Since(t0), closed
 		}

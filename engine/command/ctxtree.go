@@ -55,9 +55,9 @@ func (c SaveTree) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		}
 	}
 	if len(emits) == 0 {
-		return engine.Decision{Outcome: "unchanged"}, nil
+		return engine.Decision{Outcome: OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: "saved", Emits: emits}, nil
+	return engine.Decision{Outcome: OutcomeSaved, Emits: emits}, nil
 }
 
 func diff(have, want []aggregate.Entry, put func(aggregate.Entry), remove func(string)) {

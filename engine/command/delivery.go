@@ -9,6 +9,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -150,7 +151,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 	}
 	if n := len(open); n > 0 {
 		tail := open[n-1]
-		if tail.Status == "queued" && tail.HeadAttemptID == "" && tail.TargetKind == j.TargetKind && sameTarget(tail.DeliveryTarget, j.DeliveryTarget) &&
+		if tail.State == fsm.BatchQueued && tail.HeadAttemptID == "" && tail.TargetKind == j.TargetKind && sameTarget(tail.DeliveryTarget, j.DeliveryTarget) &&
 			len(tail.JobIDs) < c.MaxJobsPerBatch && tail.InlinePayloadBytes+size <= c.MaxTotalBytes &&
 			now.Before(tail.MergeUntil) && tail.ReplayPolicy == aggregate.ReplayAutomatic {
 			add := &events.BatchJobsAdded{
@@ -208,7 +209,7 @@ func (c DeliveryConfig) closeWith(v engine.View, now time.Time, b *aggregate.Bat
 	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
 		return nil, err
 	} else if a != nil && a.BatchID == b.ID {
-		if a.Status == "cooldown" {
+		if a.State == fsm.AttemptCooldown {
 			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptClosed{Reason: reason}})
 		} else {
 			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch closed: " + reason}})
@@ -251,7 +252,7 @@ func (c DeliveryConfig) release(v engine.View, now time.Time, b *aggregate.Batch
 			return nil, err
 		}
 		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.Status != "stored" {
+		if !ok || a.State != fsm.ArtifactStored {
 			continue
 		}
 		eligible := latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
@@ -312,10 +313,10 @@ func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) 
 	}
 	el.Attempt = a
 	if a != nil {
-		switch a.Status {
-		case "accept_pending", "arm_pending":
+		switch a.State {
+		case fsm.AttemptAcceptPending, fsm.AttemptArmPending:
 			return no("a delivery is in flight", time.Time{})
-		case "cooldown":
+		case fsm.AttemptCooldown:
 			if now.Before(a.CooldownUntil) {
 				return no("cooling down", a.CooldownUntil)
 			}
@@ -337,7 +338,7 @@ func (c DeliveryConfig) BatchHold(b *aggregate.Batch, now time.Time) (reason str
 		return "head not promoted", time.Time{}
 	case b.ReplayPolicy != aggregate.ReplayAutomatic:
 		return "manual resolution only", time.Time{}
-	case b.Status == "queued" && now.Before(b.MergeUntil) && len(b.JobIDs) < c.MaxJobsPerBatch && b.InlinePayloadBytes < c.MaxTotalBytes:
+	case b.State == fsm.BatchQueued && now.Before(b.MergeUntil) && len(b.JobIDs) < c.MaxJobsPerBatch && b.InlinePayloadBytes < c.MaxTotalBytes:
 		return "merge window open", b.MergeUntil
 	case now.Before(b.NextDeliveryNotBefore):
 		return "minimum send interval", b.NextDeliveryNotBefore
@@ -409,6 +410,9 @@ func (r Route) validate() error {
 
 // Delivery is what a target needs to carry one attempt out.
 type Delivery struct {
+	// NotEligible says why nothing was started (outcome not_eligible).
+	NotEligible string `json:"-"`
+
 	ThreadID         string                `json:"source_thread_id"`
 	TargetKind       string                `json:"target_kind"`
 	BatchID          string                `json:"batch_id"`
@@ -434,7 +438,7 @@ type Delivery struct {
 func freshAttempt(v engine.View, el Eligibility, mode string) (id string, gen, rev uint64, emits []engine.Emit) {
 	b := el.Batch
 	if a := el.Attempt; a != nil {
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{Reason: "fresh delivery after " + a.Status}})
+		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{Reason: "fresh delivery after " + string(a.State)}})
 	}
 	id, gen, rev = v.NewID(), b.Generation+1, v.NextSeq()
 	emits = append(emits,
@@ -461,6 +465,8 @@ func snapshotPath(mode, thread string) string {
 // epoch the accepted turn must be reported on. Outcome "not_eligible"
 // appends nothing.
 type StartDelivery struct {
+	engine.Answers[Delivery]
+
 	Config   DeliveryConfig
 	ThreadID string
 	Route    Route
@@ -476,12 +482,12 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	if !el.OK {
-		return engine.Decision{Outcome: "not_eligible", Value: el.Reason}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, Delivery{NotEligible: el.Reason}), nil
 	}
 	b := el.Batch
 	var emits []engine.Emit
 	attemptID, gen, rev := "", b.Generation, b.SnapshotRevision
-	if a := el.Attempt; a != nil && a.Status == "prepared" && a.BatchID == b.ID {
+	if a := el.Attempt; a != nil && a.State == fsm.AttemptPrepared && a.BatchID == b.ID {
 		attemptID = a.ID // a proven benign reject: retry the same attempt
 	} else {
 		attemptID, gen, rev, emits = freshAttempt(v, el, c.Route.DeliveryMode)
@@ -492,9 +498,9 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 		case err != nil:
 			return engine.Decision{}, err
 		case refused != nil:
-			return engine.Decision{Outcome: "not_eligible", Value: refused.Error()}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, Delivery{NotEligible: refused.Error()}), nil
 		case obs.Effective != g.Effective:
-			return engine.Decision{Outcome: "not_eligible", Value: "the session's permissions moved since its thread was read"}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, Delivery{NotEligible: "the session's permissions moved since its thread was read"}), nil
 		}
 		emits = append(emits, observed...)
 	}
@@ -503,12 +509,12 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 	r := c.Route
 	emits = append(emits, engine.Emit{Stream: attemptStream(attemptID), Payload: &events.AttemptAcceptPending{
 		RPCRequestID: rpc, RPCKind: r.RPCKind, CorrelationMarker: marker, ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch}})
-	return engine.Decision{Outcome: "started", Emits: emits, Value: Delivery{
+	return c.Answer(engine.Decision{Outcome: OutcomeStarted, Emits: emits}, Delivery{
 		ThreadID: c.ThreadID, TargetKind: b.TargetKind, BatchID: b.ID, AttemptID: attemptID, Generation: gen, SnapshotRevision: rev,
 		RPCRequestID: rpc, RPCKind: r.RPCKind, DeliveryMode: r.DeliveryMode, Marker: marker,
 		ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch, JobIDs: b.JobIDs, Summary: b.Summary,
 		ArtifactIDs: b.ArtifactIDs, Policy: b.Policy, RequiresArtifact: b.RequiresArtifactRead,
-	}}, nil
+	}), nil
 }
 
 // PrepareAttempt is the scheduler's whole part in a pull delivery (the
@@ -518,6 +524,8 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 // (the head's attempt waits for its target), "not_eligible"; only
 // "prepared" appends.
 type PrepareAttempt struct {
+	engine.Answers[string]
+
 	Config       DeliveryConfig
 	ThreadID     string
 	DeliveryMode string
@@ -533,13 +541,13 @@ func (c PrepareAttempt) Decide(v engine.View, now time.Time) (engine.Decision, e
 		return engine.Decision{}, err
 	}
 	if !el.OK {
-		return engine.Decision{Outcome: "not_eligible", Value: el.Reason}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, el.Reason), nil
 	}
-	if a := el.Attempt; a != nil && a.Status == "prepared" && a.BatchID == el.Batch.ID {
-		return engine.Decision{Outcome: "already_prepared", Value: a.ID}, nil
+	if a := el.Attempt; a != nil && a.State == fsm.AttemptPrepared && a.BatchID == el.Batch.ID {
+		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyPrepared}, a.ID), nil
 	}
 	id, _, _, emits := freshAttempt(v, el, c.DeliveryMode)
-	return engine.Decision{Outcome: "prepared", Emits: emits, Value: id}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomePrepared, Emits: emits}, id), nil
 }
 
 // Acceptance outcomes a target reports.
@@ -582,9 +590,9 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if !ok {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no attempt %s", c.AttemptID)
 	}
-	if a.Status != "accept_pending" || a.RPCRequestID != c.RPCRequestID ||
+	if a.State != fsm.AttemptAcceptPending || a.RPCRequestID != c.RPCRequestID ||
 		a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
-		return engine.Decision{Outcome: "stale"}, nil
+		return engine.Decision{Outcome: OutcomeStale}, nil
 	}
 	bs, err := v.State(events.KindBatch, a.BatchID)
 	if err != nil {
@@ -679,7 +687,7 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 		// anything about that turn.
 		return engine.Decision{Outcome: SessionMismatch}, nil
 	}
-	if a.Status != "cooldown" || a.TurnID != c.TurnID || b.HeadAttemptID != a.ID || !b.Open() ||
+	if a.State != fsm.AttemptCooldown || a.TurnID != c.TurnID || b.HeadAttemptID != a.ID || !b.Open() ||
 		b.ReplayPolicy != aggregate.ReplayAutomatic || (a.ObservationState != "" && a.ObservationState != "tracking") ||
 		(!a.ObservationDeadline.IsZero() && now.After(a.ObservationDeadline)) {
 		// Late or stale: evidence for an operator, never an automatic close.
@@ -705,6 +713,8 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 
 // CloseHead is the operator's close of a thread's head batch.
 type CloseHead struct {
+	engine.Answers[string]
+
 	Config   DeliveryConfig
 	ThreadID string
 	Reason   string
@@ -732,7 +742,7 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 			return engine.Decision{}, errs.New(errs.ENOENT, "no batch %s on thread %s", c.BatchID, c.ThreadID)
 		}
 		if !b.Open() {
-			return engine.Decision{Outcome: "already_closed", Value: b.ID}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyClosed}, b.ID), nil
 		}
 		if !b.IsHead {
 			return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is not the head of thread %s", b.ID, c.ThreadID)
@@ -743,13 +753,13 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		return engine.Decision{}, err
 	}
 	if len(open) == 0 {
-		return engine.Decision{Outcome: "already_closed"}, nil
+		return engine.Decision{Outcome: OutcomeAlreadyClosed}, nil
 	}
 	emits, err := c.Config.closeBatch(v, now, open[0], c.Reason, "operator")
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "closed", Emits: emits, Value: open[0].ID}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeClosed, Emits: emits}, open[0].ID), nil
 }
 
 // SessionRef names an attempt whose accepted turn's event stream a target
@@ -786,7 +796,7 @@ func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision
 		var ab *events.AttemptAbandoned
 		var why string
 		switch {
-		case a.Status == "accept_pending":
+		case a.State == fsm.AttemptAcceptPending:
 			ab = &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: AcceptanceUnknown}
 			why = "acceptance unknown after a restart"
 		case a.Tracking() && !c.continues(a):
@@ -804,7 +814,7 @@ func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision
 			emits = append(emits, park(b, why, a.ID))
 		}
 	}
-	return engine.Decision{Outcome: fmt.Sprintf("reconciled %d", len(emits)/2), Emits: emits}, nil
+	return engine.Decision{Outcome: engine.Outcome(fmt.Sprintf("reconciled %d", len(emits)/2)), Emits: emits}, nil
 }
 
 func (c ReconcileInFlight) continues(a *aggregate.Attempt) bool {
@@ -850,7 +860,7 @@ func (c LoseStream) Decide(v engine.View, now time.Time) (engine.Decision, error
 		}
 	}
 	if len(emits) == 0 {
-		return engine.Decision{Outcome: "nothing_tracked"}, nil
+		return engine.Decision{Outcome: OutcomeNothingTracked}, nil
 	}
 	return engine.Decision{Outcome: Parked, Emits: emits}, nil
 }

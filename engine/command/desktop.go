@@ -7,6 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -142,6 +143,8 @@ func abandonLive(v engine.Reader, thread, reason string) ([]engine.Emit, string,
 // in the same append, degrades every bound binding whose mirror no longer
 // matches and abandons its live attempt.
 type RepairInstallation struct {
+	engine.Answers[InstallationRepair]
+
 	ReadTransport string
 	ReadCap       string
 	ArtifactCap   string
@@ -183,7 +186,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	if cur != nil {
 		want.ReadTransportGeneration = cur.ReadTransportGeneration
 		if cur.Capabilities == want {
-			return engine.Decision{Outcome: "unchanged", Value: InstallationRepair{State: *cur}}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, InstallationRepair{State: *cur}), nil
 		}
 	}
 	want.ReadTransportGeneration++
@@ -200,7 +203,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 			return engine.Decision{}, err
 		}
 		b, ok := s.(*aggregate.Binding)
-		if !ok || b.Status != "bound" || MirrorMatches(b, &next) {
+		if !ok || b.State != fsm.BindingBound || MirrorMatches(b, &next) {
 			continue
 		}
 		reason := "installation state repaired: read_transport_generation " + itoa(want.ReadTransportGeneration) + " no longer matches the binding's mirror"
@@ -215,7 +218,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	if cur != nil {
 		next.BridgeThreadID = cur.BridgeThreadID
 	}
-	return engine.Decision{Outcome: "repaired", Emits: emits, Value: InstallationRepair{State: next, Degraded: degraded}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeRepaired, Emits: emits}, InstallationRepair{State: next, Degraded: degraded}), nil
 }
 
 func itoa(n uint64) string {
@@ -244,9 +247,9 @@ func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, err
 		return engine.Decision{}, err
 	}
 	if inst.BridgeThreadID == c.BridgeThreadID {
-		return engine.Decision{Outcome: "unchanged"}, nil
+		return engine.Decision{Outcome: OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: "selected", Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: OutcomeSelected, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationBridgeSelected{BridgeThreadID: c.BridgeThreadID, Previous: inst.BridgeThreadID}}}}, nil
 }
 
@@ -264,9 +267,9 @@ func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.D
 		return engine.Decision{}, err
 	}
 	if c.Through <= inst.SnapshotRevisionsReserved {
-		return engine.Decision{Outcome: "unchanged"}, nil
+		return engine.Decision{Outcome: OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: "reserved", Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: OutcomeReserved, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationSnapshotRevisionsReserved{Through: c.Through}}}}, nil
 }
 
@@ -280,6 +283,8 @@ func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.D
 // superseded so automatic delivery goes on with a fresh attempt and
 // generation. A repair that would change nothing appends nothing.
 type RepairBinding struct {
+	engine.Answers[BindingRepair]
+
 	ThreadID       string
 	AutomationID   string
 	BridgeThreadID string // optional pin
@@ -329,9 +334,9 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 	id := v.NewID()
 	if b != nil {
 		id = b.ID
-		if b.Status == "bound" && b.CallerAutomationID == c.AutomationID && b.BridgeThreadID == c.BridgeThreadID && b.Mirror == inst.Capabilities {
+		if b.State == fsm.BindingBound && b.CallerAutomationID == c.AutomationID && b.BridgeThreadID == c.BridgeThreadID && b.Mirror == inst.Capabilities {
 			res.BindingID = b.ID
-			return engine.Decision{Outcome: "unchanged", Value: res}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, res), nil
 		}
 		res.ReplacedAutomation = b.CallerAutomationID != c.AutomationID
 		if res.ReplacedAutomation {
@@ -355,7 +360,7 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 				Reason: "binding repaired: the caller automation was replaced or its armed generation is not proven quiesced"}})
 		}
 	}
-	return engine.Decision{Outcome: "bound", Emits: emits, Value: res}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeBound, Emits: emits}, res), nil
 }
 
 // UnbindBinding is `cbth desktop binding unbind`. The thread may go on
@@ -363,6 +368,8 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 // is abandoned, so a late wake of it is stale. DeleteAutomation records
 // whether the operator deletes the caller automation (cbth cannot).
 type UnbindBinding struct {
+	engine.Answers[string]
+
 	ThreadID         string
 	DeleteAutomation bool
 }
@@ -379,15 +386,15 @@ func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if b == nil {
 		return engine.Decision{}, errs.New(errs.ENOENT, "thread %s has no Desktop binding", c.ThreadID)
 	}
-	if b.Status == "unbound" {
-		return engine.Decision{Outcome: "already_unbound", Value: b.ID}, nil
+	if b.State == fsm.BindingUnbound {
+		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyUnbound}, b.ID), nil
 	}
 	emits := []engine.Emit{{Stream: bindingStream(b.ID), Payload: &events.BindingUnbound{DeleteAutomation: c.DeleteAutomation}}}
 	ab, _, err := abandonLive(v, c.ThreadID, "binding unbound")
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "unbound", Emits: append(emits, ab...), Value: b.ID}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeUnbound, Emits: append(emits, ab...)}, b.ID), nil
 }
 
 // ---- the Desktop gate ----
@@ -448,9 +455,9 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 	switch {
 	case inst == nil:
 		return no("no Desktop installation state (cbth desktop installation-state repair)")
-	case bd == nil || bd.Status == "unbound":
+	case bd == nil || bd.State == fsm.BindingUnbound:
 		return no("thread not bound to a caller automation (cbth desktop binding repair)")
-	case bd.Status == "degraded":
+	case bd.State == fsm.BindingDegraded:
 		return no("binding degraded: " + bd.DegradedReason)
 	case inst.BridgeThreadID == "":
 		return no("no bridge thread has run bridge-preflight through the daemon yet")
@@ -483,6 +490,8 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 // abandons its live attempt. It acts only while BatchID is still the
 // automatic head: outcomes "parked", "unchanged".
 type ParkHead struct {
+	engine.Answers[string]
+
 	ThreadID string
 	BatchID  string
 	Reason   string
@@ -495,7 +504,7 @@ func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, err
 	}
 	if len(open) == 0 || open[0].ID != c.BatchID || !open[0].IsHead || open[0].ReplayPolicy != aggregate.ReplayAutomatic {
-		return engine.Decision{Outcome: "unchanged"}, nil
+		return engine.Decision{Outcome: OutcomeUnchanged}, nil
 	}
 	b := open[0]
 	var emits []engine.Emit
@@ -507,7 +516,7 @@ func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "parked: " + c.Reason}})
 	}
 	emits = append(emits, park(b, c.Reason, attemptID))
-	return engine.Decision{Outcome: "parked", Emits: emits, Value: b.ID}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeParked, Emits: emits}, b.ID), nil
 }
 
 // ---- the ready order per bridge ----
@@ -529,7 +538,10 @@ func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
 // head its bridge's) moves past it, so every other ready head of that
 // scope comes first; the batch stays open and untouched. Outcomes
 // "skipped", "no_head".
-type SkipHead struct{ ThreadID string }
+type SkipHead struct {
+	engine.Answers[string]
+	ThreadID string
+}
 
 // Decide implements engine.Decider.
 func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
@@ -541,13 +553,13 @@ func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, err
 	}
 	if len(open) == 0 || !open[0].IsHead {
-		return engine.Decision{Outcome: "no_head"}, nil
+		return engine.Decision{Outcome: OutcomeNoHead}, nil
 	}
 	b := open[0]
 	scope, err := cursorScope(v, b)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "skipped", Value: b.ID, Emits: []engine.Emit{{Stream: cursorStream(scope),
-		Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "skipped"}}}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeSkipped, Emits: []engine.Emit{{Stream: cursorStream(scope),
+		Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "skipped"}}}}, b.ID), nil
 }

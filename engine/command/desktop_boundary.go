@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -32,6 +33,8 @@ import (
 // TransientNotReady ... UnknownAfterHelperFailure; the last is the
 // client's, when the call failed after it was sent).
 type NoteBoundaryCrossed struct {
+	engine.Answers[Handoff]
+
 	Config           ArmConfig
 	ThreadID         string
 	BatchID          string
@@ -88,9 +91,9 @@ func (c NoteBoundaryCrossed) Decide(v engine.View, now time.Time) (engine.Decisi
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "crossed", Emits: emits, Value: Handoff{SourceThreadID: b.SourceThreadID, BatchID: b.ID,
+	return c.Answer(engine.Decision{Outcome: OutcomeCrossed, Emits: emits}, Handoff{SourceThreadID: b.SourceThreadID, BatchID: b.ID,
 		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: b.SnapshotRevision, Summary: b.Summary,
-		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Envelope: env}}, nil
+		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Envelope: env}), nil
 }
 
 // gate checks every precondition, in the order of the classes a caller
@@ -136,7 +139,7 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 		return nil, nil, err
 	}
 	switch {
-	case bd == nil || bd.Status != "bound":
+	case bd == nil || bd.State != fsm.BindingBound:
 		return nil, nil, invalid("thread %s is not bound (%s)", c.ThreadID, bindingWhy(bd))
 	case inst == nil:
 		return nil, nil, invalid("no Desktop installation state")
@@ -161,12 +164,12 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	if a == nil {
 		return nil, nil, stale("no attempt %s", c.AttemptID)
 	}
-	switch a.Status {
-	case "cooldown":
-	case "prepared", "arm_pending":
-		return nil, nil, errs.New(errs.TransientNotReady, "attempt %s is %s: not armed yet", a.ID, a.Status)
+	switch a.State {
+	case fsm.AttemptCooldown:
+	case fsm.AttemptPrepared, fsm.AttemptArmPending:
+		return nil, nil, errs.New(errs.TransientNotReady, "attempt %s is %s: not armed yet", a.ID, a.State)
 	default:
-		return nil, nil, stale("attempt %s is %s", a.ID, a.Status)
+		return nil, nil, stale("attempt %s is %s", a.ID, a.State)
 	}
 	if bd.ArmedGeneration != c.Generation {
 		return nil, nil, stale("the binding is armed for generation %d, not %d", bd.ArmedGeneration, c.Generation)
@@ -178,10 +181,10 @@ func bindingWhy(bd *aggregate.Binding) string {
 	if bd == nil {
 		return "no binding"
 	}
-	if bd.DegradedReason != "" && bd.Status == "degraded" {
+	if bd.DegradedReason != "" && bd.State == fsm.BindingDegraded {
 		return "degraded: " + bd.DegradedReason
 	}
-	return bd.Status
+	return string(bd.State)
 }
 
 // envelope builds the boundary recovery envelope of b closing now. The

@@ -17,6 +17,8 @@ const MaxMCPValidationTTL = 24 * time.Hour
 // desktop_validate_mcp must bring Token back within TTL. A new request
 // replaces an open one.
 type RequestMCPValidation struct {
+	engine.Answers[events.InstallationMCPValidationRequested]
+
 	Token string
 	TTL   time.Duration
 }
@@ -37,8 +39,7 @@ func (c RequestMCPValidation) Decide(v engine.View, now time.Time) (engine.Decis
 		return engine.Decision{}, errs.New(errs.ENOTCONF, "no Desktop installation state: repair it first (cbth desktop installation-state repair)")
 	}
 	req := &events.InstallationMCPValidationRequested{Token: c.Token, ExpiresAt: now.Add(c.TTL)}
-	return engine.Decision{Outcome: "requested", Value: *req,
-		Emits: []engine.Emit{{Stream: installationStream(), Payload: req}}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeRequested, Emits: []engine.Emit{{Stream: installationStream(), Payload: req}}}, *req), nil
 }
 
 // ValidateMCPWriteback records the proof of a desktop_validate_mcp call:
@@ -46,6 +47,8 @@ func (c RequestMCPValidation) Decide(v engine.View, now time.Time) (engine.Decis
 // named. The same token again, once validated, is already_validated and
 // appends nothing.
 type ValidateMCPWriteback struct {
+	engine.Answers[events.InstallationMCPWritebackValidated]
+
 	Token       string
 	ThreadID    string
 	SandboxMode string
@@ -67,7 +70,7 @@ func (c ValidateMCPWriteback) Decide(v engine.View, now time.Time) (engine.Decis
 		return engine.Decision{}, errs.New(errs.ENOTCONF, "no Desktop installation state")
 	}
 	if w := inst.MCPWriteback; w != nil && w.Token == c.Token && inst.MCPValidation == nil {
-		return engine.Decision{Outcome: "already_validated", Value: w.InstallationMCPWritebackValidated}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyValidated}, w.InstallationMCPWritebackValidated), nil
 	}
 	req := inst.MCPValidation
 	switch {
@@ -77,6 +80,5 @@ func (c ValidateMCPWriteback) Decide(v engine.View, now time.Time) (engine.Decis
 		return engine.Decision{}, errs.New(errs.ESTALE, "the validation expired at %s (run cbth desktop validate-mcp again)", req.ExpiresAt.Format(time.RFC3339))
 	}
 	proof := &events.InstallationMCPWritebackValidated{ThreadID: c.ThreadID, SandboxMode: c.SandboxMode, Fingerprint: c.Fingerprint, Token: c.Token}
-	return engine.Decision{Outcome: "validated", Value: *proof,
-		Emits: []engine.Emit{{Stream: installationStream(), Payload: proof}}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeValidated, Emits: []engine.Emit{{Stream: installationStream(), Payload: proof}}}, *proof), nil
 }

@@ -43,16 +43,23 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	ctx := context.Background()
 	fps := map[string]string{command.TransportDirect: "fp1-test"}
-	exec := func(d engine.Decider) (engine.Result, error) {
+	// allow passes on the errors a random run expects and fails on any
+	// other.
+	allow := func(d engine.Decider, err error) error {
 		t.Helper()
-		res, err := e.Execute(ctx, engine.Meta{Actor: events.ActorBridge}, d)
 		switch errs.CodeOf(err) {
 		case "", errs.ESTALE, errs.EBUSY, errs.EAGAIN, errs.ESTATE, errs.ENOENT,
 			errs.TransientNotReady, errs.StaleOrSuperseded, errs.AlreadyCrossed, errs.BindingOrCapabilityInvalid:
-			return res, err
+			return err
 		}
 		t.Fatalf("seed %d: %T: %v", seed, d, err)
-		return res, err
+		return err
+	}
+	meta := engine.Meta{Actor: events.ActorBridge}
+	exec := func(d engine.Decider) (engine.Result, error) {
+		t.Helper()
+		res, err := e.Execute(ctx, meta, d)
+		return res, allow(d, err)
 	}
 	must := func(d engine.Decider) {
 		if _, err := exec(d); err != nil {
@@ -89,12 +96,13 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	markers, relayed := 0, 0
 	issue := func(kind string, at command.ArmToken) (string, bool) {
 		markers++
-		res, err := exec(command.IssueRelayMarker{Kind: kind, BridgeThreadID: "bridge", ArmToken: at,
-			Marker: fmt.Sprintf("m1-%040d", markers), TTL: armCfg.Desktop.MarkerTTL})
-		if err != nil {
+		c := command.IssueRelayMarker{Kind: kind, BridgeThreadID: "bridge", ArmToken: at,
+			Marker: fmt.Sprintf("m1-%040d", markers), TTL: armCfg.Desktop.MarkerTTL}
+		m, _, err := engine.Exec[command.IssuedMarker](ctx, e, meta, c)
+		if allow(c, err) != nil {
 			return "", false
 		}
-		return res.Value.(command.IssuedMarker).Marker, true
+		return m.Marker, true
 	}
 	relay := func(kind, marker string, at command.ArmToken, batch string) {
 		for n := 1 + rnd.IntN(3); n > 0; n-- {
@@ -106,14 +114,16 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if rnd.IntN(8) == 0 {
 				from = "another-bridge"
 			}
-			res, err := exec(command.ConsumeRelay{Config: armCfg, BridgeThreadID: from, Marker: marker, Kind: kind, ThreadID: at.ThreadID,
-				AttemptID: at.AttemptID, Generation: at.Generation, RequestID: at.BridgeRequestID, SHA256: sha, Fingerprints: fps})
+			c := command.ConsumeRelay{Config: armCfg, BridgeThreadID: from, Marker: marker, Kind: kind, ThreadID: at.ThreadID,
+				AttemptID: at.AttemptID, Generation: at.Generation, RequestID: at.BridgeRequestID, SHA256: sha, Fingerprints: fps}
+			v, res, err := engine.Exec[command.Consumed](ctx, e, meta, c)
+			err = allow(c, err)
 			if err == nil && from != "bridge" && res.Outcome != "wrong_bridge" {
-				t.Fatalf("an envelope in another bridge's rollout: %s %+v", res.Outcome, res.Value)
+				t.Fatalf("an envelope in another bridge's rollout: %s %+v", res.Outcome, v)
 			}
 			if err == nil && res.Outcome == "consumed" {
 				relayed++
-				if res.Value.(command.Consumed).Applied == "armed" {
+				if v.Applied == "armed" {
 					armedFor[batch]++
 					arms++
 				}
@@ -134,9 +144,9 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 		}
 		switch op := rnd.IntN(100); {
 		case op < 12:
-			res, _ := exec(command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "k", Summary: fmt.Sprintf("job %d", step),
-				Policy: events.DeliveryPolicy{ReadOnly: true}})
-			if id, ok := res.Value.(string); ok {
+			c := command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "k", Summary: fmt.Sprintf("job %d", step),
+				Policy: events.DeliveryPolicy{ReadOnly: true}}
+			if id, _, err := engine.Exec[string](ctx, e, meta, c); allow(c, err) == nil && id != "" {
 				jobs = append(jobs, id)
 			}
 		case op < 24 && len(jobs) > 0:
@@ -180,9 +190,9 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 				}
 				continue
 			}
-			res, err := exec(command.NoteArmPending{Config: armCfg, ArmToken: at, Fingerprints: fps})
-			if err == nil {
-				leases[req+tok.attempt] = res.Value.(command.ArmLease).LeaseID
+			c := command.NoteArmPending{Config: armCfg, ArmToken: at, Fingerprints: fps}
+			if l, _, err := engine.Exec[command.ArmLease](ctx, e, meta, c); allow(c, err) == nil {
+				leases[req+tok.attempt] = l.LeaseID
 			}
 			if rnd.IntN(4) == 0 {
 				delete(leases, req+tok.attempt) // the bridge crashed before note-arm

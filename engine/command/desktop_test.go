@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
@@ -31,6 +32,12 @@ func newDesk(t *testing.T) *desk {
 	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	return &desk{t: t, e: e, clock: clock}
+}
+
+// deskAnswer is exec for a command that answers with a V.
+func deskAnswer[V any, C engine.Answerer[V]](d *desk, c C) (V, engine.Result) {
+	d.t.Helper()
+	return enginetest.Answer[V](d.t, d.e, engine.Meta{Actor: events.ActorOperator}, c)
 }
 
 func (d *desk) exec(c engine.Decider) engine.Result {
@@ -82,8 +89,8 @@ func (d *desk) validated() {
 // policy p) and prepares its attempt as the scheduler does.
 func (d *desk) ready(thread string, p events.DeliveryPolicy) *aggregate.Batch {
 	d.t.Helper()
-	res := d.exec(command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread, TaskKind: "ci", Summary: "s", Policy: p})
-	d.exec(command.CompleteJob{Config: cfg, JobID: res.Value.(string), Summary: "done"})
+	id, _ := deskAnswer[string](d, command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread, TaskKind: "ci", Summary: "s", Policy: p})
+	d.exec(command.CompleteJob{Config: cfg, JobID: id, Summary: "done"})
 	d.clock.Advance(cfg.MaxWaitWindow)
 	var b *aggregate.Batch
 	d.read(func(s engine.Snapshot) {
@@ -162,18 +169,18 @@ func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	b := d.ready("S", lowRisk)
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
-	if a := d.live("S"); a == nil || a.Status != "prepared" {
+	if a := d.live("S"); a == nil || a.State != fsm.AttemptPrepared {
 		t.Fatalf("attempt: %+v", a)
 	}
 	if g := d.gate(b, fpA); !g.OK {
 		t.Fatalf("gate before the repair: %s", g.Reason)
 	}
-	res := d.exec(command.RepairInstallation{ReadTransport: command.TransportHelper, ReadCap: command.CapValidated,
+	rep, _ := deskAnswer[command.InstallationRepair](d, command.RepairInstallation{ReadTransport: command.TransportHelper, ReadCap: command.CapValidated,
 		WritebackCap: command.CapValidated, Fingerprint: fpA})
-	if got := res.Value.(command.InstallationRepair).Degraded; len(got) != 1 || got[0] != "S" {
+	if got := rep.Degraded; len(got) != 1 || got[0] != "S" {
 		t.Fatalf("degraded %v", got)
 	}
-	if bd := d.binding("S"); bd.Status != "degraded" || !strings.Contains(bd.DegradedReason, "generation 2") {
+	if bd := d.binding("S"); bd.State != fsm.BindingDegraded || !strings.Contains(bd.DegradedReason, "generation 2") {
 		t.Fatalf("binding after the repair: %+v", bd)
 	}
 	if a := d.live("S"); a != nil {
@@ -184,7 +191,7 @@ func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 	}
 	// A binding repair mirrors the new state and makes it eligible again.
 	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
-	if bd := d.binding("S"); bd.Status != "bound" || bd.Mirror.ReadTransportGeneration != 2 || !d.gate(b, fpA).OK {
+	if bd := d.binding("S"); bd.State != fsm.BindingBound || bd.Mirror.ReadTransportGeneration != 2 || !d.gate(b, fpA).OK {
 		t.Fatalf("repaired binding: %+v gate %+v", bd, d.gate(b, fpA))
 	}
 }
@@ -193,8 +200,8 @@ func TestRepairBinding_RulesAndEchoes(t *testing.T) {
 	d := newDesk(t)
 	d.fail(command.RepairBinding{ThreadID: "S", AutomationID: "A"}, errs.ESTATE) // no installation yet
 	d.validated()
-	res := d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
-	if v := res.Value.(command.BindingRepair); res.Outcome != "bound" || v.ReplacedAutomation || !v.OldQuiesced || v.ForcedFreshAttempt {
+	v, res := deskAnswer[command.BindingRepair](d, command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	if res.Outcome != "bound" || v.ReplacedAutomation || !v.OldQuiesced || v.ForcedFreshAttempt {
 		t.Fatalf("first bind: %s %+v", res.Outcome, v)
 	}
 	head := d.e.Head()
@@ -209,8 +216,7 @@ func TestRepairBinding_RulesAndEchoes(t *testing.T) {
 	d.ready("S", lowRisk)
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
 	old := d.live("S")
-	res = d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A2"})
-	v := res.Value.(command.BindingRepair)
+	v, _ = deskAnswer[command.BindingRepair](d, command.RepairBinding{ThreadID: "S", AutomationID: "A2"})
 	if !v.ReplacedAutomation || v.PreviousAutomationID != "A" || !v.OldQuiesced || !v.ForcedFreshAttempt || v.SupersededAttemptID != old.ID {
 		t.Fatalf("replace: %+v", v)
 	}
@@ -245,8 +251,7 @@ func TestRepairBinding_UnquiescedForcesFreshAttempt(t *testing.T) {
 	}
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
 	old := d.live("S")
-	res := d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A", BridgeThreadID: "B"})
-	if v := res.Value.(command.BindingRepair); v.ReplacedAutomation || v.OldQuiesced || !v.ForcedFreshAttempt || v.SupersededAttemptID != old.ID {
+	if v, _ := deskAnswer[command.BindingRepair](d, command.RepairBinding{ThreadID: "S", AutomationID: "A", BridgeThreadID: "B"}); v.ReplacedAutomation || v.OldQuiesced || !v.ForcedFreshAttempt || v.SupersededAttemptID != old.ID {
 		t.Fatalf("repair of an unquiesced binding: %+v", v)
 	}
 	d.clock.Advance(200 * time.Second)
@@ -323,7 +328,7 @@ func TestUnbind(t *testing.T) {
 	if res := d.exec(command.UnbindBinding{ThreadID: "S", DeleteAutomation: true}); res.Outcome != "unbound" {
 		t.Fatalf("unbind: %s", res.Outcome)
 	}
-	if bd := d.binding("S"); bd.Status != "unbound" || !bd.AutomationDeletedOnUnbind || d.live("S") != nil {
+	if bd := d.binding("S"); bd.State != fsm.BindingUnbound || !bd.AutomationDeletedOnUnbind || d.live("S") != nil {
 		t.Fatalf("after unbind: %+v attempt %+v", bd, d.live("S"))
 	}
 	if res := d.exec(command.UnbindBinding{ThreadID: "S"}); res.Outcome != "already_unbound" || len(res.Events) != 0 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -84,7 +85,7 @@ func headAttempt(v engine.Reader, thread, attemptID string, gen uint64) (b *aggr
 	case b.HeadAttemptID != a.ID || b.Generation != gen:
 		return b, a, "superseded by generation " + itoa(b.Generation), nil
 	case !a.Live():
-		return b, a, "attempt is " + a.Status + ": " + a.EndReason, nil
+		return b, a, "attempt is " + string(a.State) + ": " + a.EndReason, nil
 	}
 	return b, a, "", nil
 }
@@ -113,6 +114,8 @@ func leaseOf(a *aggregate.Attempt) ArmLease {
 // is not the current head attempt, or an attempt past prepared, is
 // ESTALE. Only "arm_pending" appends.
 type NoteArmPending struct {
+	engine.Answers[ArmLease]
+
 	Config ArmConfig
 	ArmToken
 	// Fingerprints are the validation fingerprints the daemon's own
@@ -138,16 +141,16 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if why != "" {
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: %s", why)
 	}
-	switch a.Status {
-	case "prepared":
-	case "arm_pending":
+	switch a.State {
+	case fsm.AttemptPrepared:
+	case fsm.AttemptArmPending:
 		if a.BridgeRequestID == c.BridgeRequestID {
-			return engine.Decision{Outcome: "already_pending", Value: leaseOf(a)}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyPending}, leaseOf(a)), nil
 		}
 		return engine.Decision{}, errs.New(errs.EBUSY, "lease_held: attempt %s is arm_pending for another bridge request (until it settles, at the latest at %s)",
 			a.ID, a.ArmPendingDeadline.Format(time.RFC3339))
 	default:
-		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.Status)
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.State)
 	}
 	inst, err := Installation(v)
 	if err != nil {
@@ -166,8 +169,7 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	}
 	deadline := now.Add(c.Config.Desktop.ArmLease)
 	ev := &events.AttemptArmPendingNoted{BridgeRequestID: c.BridgeRequestID, LeaseID: v.NewID(), LeaseDeadline: deadline, ArmPendingDeadline: deadline}
-	return engine.Decision{Outcome: "arm_pending", Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}},
-		Value: ArmLease{AttemptID: a.ID, Generation: a.Generation, LeaseID: ev.LeaseID, LeaseDeadline: deadline, PendingSince: now, Deadline: deadline}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeArmPending, Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}}}, ArmLease{AttemptID: a.ID, Generation: a.Generation, LeaseID: ev.LeaseID, LeaseDeadline: deadline, PendingSince: now, Deadline: deadline}), nil
 }
 
 // Armed is what note-arm answers.
@@ -189,6 +191,8 @@ type Armed struct {
 // bridge's ready cursor moves past the thread. A retry after success is
 // "already_armed" and appends nothing; any mismatch is ESTALE.
 type NoteArm struct {
+	engine.Answers[Armed]
+
 	Config ArmConfig
 	ArmToken
 	LeaseID string
@@ -209,28 +213,28 @@ func (c NoteArm) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if why != "" {
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: %s", why)
 	}
-	if a.Status != "arm_pending" && a.Status != "cooldown" {
-		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not arm_pending", a.ID, a.Status)
+	if a.State != fsm.AttemptArmPending && a.State != fsm.AttemptCooldown {
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not arm_pending", a.ID, a.State)
 	}
 	if a.BridgeRequestID != c.BridgeRequestID || a.BridgeArmLeaseID != c.LeaseID {
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: the bridge request id or arm lease is not the attempt's")
 	}
-	if a.Status == "cooldown" {
-		return engine.Decision{Outcome: "already_armed", Value: Armed{AttemptID: a.ID, Generation: a.Generation, CooldownUntil: a.CooldownUntil,
-			PauseNotBefore: a.PauseNotBefore, PauseDeadline: a.PauseDeadline, DeliveryAttemptCount: b.DeliveryAttemptCount}}, nil
+	if a.State == fsm.AttemptCooldown {
+		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyArmed}, Armed{AttemptID: a.ID, Generation: a.Generation, CooldownUntil: a.CooldownUntil,
+			PauseNotBefore: a.PauseNotBefore, PauseDeadline: a.PauseDeadline, DeliveryAttemptCount: b.DeliveryAttemptCount}), nil
 	}
 	bd, err := BindingOf(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if bd == nil || bd.Status != "bound" {
+	if bd == nil || bd.State != fsm.BindingBound {
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: thread %s is not bound", c.ThreadID)
 	}
 	emits, res, err := c.Config.arm(v, now, b, a, bd)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "armed", Emits: emits, Value: res}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeArmed, Emits: emits}, res), nil
 }
 
 // arm returns the events of a durable arm of attempt a of head batch b.
@@ -278,21 +282,21 @@ func (c NotePaused) Decide(v engine.View, now time.Time) (engine.Decision, error
 	}
 	if c.Generation > 0 && c.Generation == bd.ArmedGeneration {
 		if !bd.ArmedGenerationQuiesced.IsZero() {
-			return engine.Decision{Outcome: "already_quiesced"}, nil
+			return engine.Decision{Outcome: OutcomeAlreadyQuiesced}, nil
 		}
 		if now.Before(bd.PauseNotBefore) {
 			return engine.Decision{}, errs.New(errs.EAGAIN, "pause_too_early: generation %d may not be paused before pause_not_before %s",
 				c.Generation, bd.PauseNotBefore.Format(time.RFC3339))
 		}
-		return engine.Decision{Outcome: "quiesced", Emits: []engine.Emit{{Stream: bindingStream(bd.ID),
+		return engine.Decision{Outcome: OutcomeQuiesced, Emits: []engine.Emit{{Stream: bindingStream(bd.ID),
 			Payload: &events.BindingQuiesced{Generation: c.Generation}}}}, nil
 	}
 	a, err := liveAttempt(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if a != nil && a.Status == "arm_pending" && a.Generation == c.Generation && a.BridgeRequestID == c.BridgeRequestID {
-		return engine.Decision{Outcome: "arm_abandoned", Emits: []engine.Emit{{Stream: attemptStream(a.ID),
+	if a != nil && a.State == fsm.AttemptArmPending && a.Generation == c.Generation && a.BridgeRequestID == c.BridgeRequestID {
+		return engine.Decision{Outcome: OutcomeArmAbandoned, Emits: []engine.Emit{{Stream: attemptStream(a.ID),
 			Payload: &events.AttemptAbandoned{Reason: "arm never took effect: the caller heartbeat is proven paused"}}}}, nil
 	}
 	return engine.Decision{}, errs.New(errs.ESTALE, "stale_generation: generation %d is not the armed generation (%d) nor an arm in flight: nothing to pause",
@@ -329,7 +333,7 @@ func pauseBinding(v engine.View, thread, bridgeRequestID string) (*aggregate.Bin
 	if err != nil {
 		return nil, err
 	}
-	if bd == nil || bd.Status == "unbound" {
+	if bd == nil || bd.State == fsm.BindingUnbound {
 		return nil, errs.New(errs.ESTALE, "stale: thread %s is not bound", thread)
 	}
 	return bd, nil

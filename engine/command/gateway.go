@@ -7,6 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -77,6 +78,8 @@ func CheckRoute(to, target string) error {
 
 // AddRoute points a routing key at a destination.
 type AddRoute struct {
+	engine.Answers[string]
+
 	WorkspaceID, AgentID, To, Target string
 }
 
@@ -96,21 +99,23 @@ func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	out := "added"
-	if r, ok := s.(*aggregate.GatewayRoute); ok && r.Status == "active" {
+	out := OutcomeAdded
+	if r, ok := s.(*aggregate.GatewayRoute); ok && r.State == fsm.GatewayRouteActive {
 		if r.To == c.To && r.Target == c.Target {
-			return engine.Decision{Outcome: "unchanged", Value: id}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, id), nil
 		}
-		out = "replaced"
+		out = OutcomeReplaced
 	}
-	return engine.Decision{Outcome: out, Value: id, Emits: []engine.Emit{{
+	return c.Answer(engine.Decision{Outcome: out, Emits: []engine.Emit{{
 		Stream:  events.StreamID{Kind: events.KindGatewayRoute, ID: id},
 		Payload: &events.GatewayRouteAdded{WorkspaceID: c.WorkspaceID, AgentID: c.AgentID, To: c.To, Target: c.Target},
-	}}}, nil
+	}}}, id), nil
 }
 
 // RemoveRoute takes a routing key's route away.
 type RemoveRoute struct {
+	engine.Answers[string]
+
 	WorkspaceID, AgentID string
 }
 
@@ -121,12 +126,12 @@ func (c RemoveRoute) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if r, ok := s.(*aggregate.GatewayRoute); !ok || r.Status != "active" {
+	if r, ok := s.(*aggregate.GatewayRoute); !ok || r.State != fsm.GatewayRouteActive {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no route for workspace %q agent %q", c.WorkspaceID, c.AgentID)
 	}
-	return engine.Decision{Outcome: "removed", Value: id, Emits: []engine.Emit{{
+	return c.Answer(engine.Decision{Outcome: OutcomeRemoved, Emits: []engine.Emit{{
 		Stream: events.StreamID{Kind: events.KindGatewayRoute, ID: id}, Payload: &events.GatewayRouteRemoved{},
-	}}}, nil
+	}}}, id), nil
 }
 
 // ModeAfter is an ssh_remote stream's remote mode after an envelope: an
@@ -185,7 +190,7 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 		// Recorded, but its seq stays unused: a refused envelope can be
 		// sent again once routable, a failed one once its destination is
 		// back (at-least-once).
-		return engine.Decision{Outcome: rec.Outcome, Emits: []engine.Emit{{Stream: sid, Payload: &rec}}}, nil
+		return engine.Decision{Outcome: engine.Outcome(rec.Outcome), Emits: []engine.Emit{{Stream: sid, Payload: &rec}}}, nil
 	}
 	if st.Seen(rec.Seq) {
 		return engine.Decision{Outcome: GatewayDuplicate}, nil
@@ -201,5 +206,5 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if to != st.RemoteMode {
 		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.GatewayModeChanged{From: st.RemoteMode, To: to, ReasonCode: why, Seq: rec.Seq}})
 	}
-	return engine.Decision{Outcome: rec.Outcome, Emits: emits}, nil
+	return engine.Decision{Outcome: engine.Outcome(rec.Outcome), Emits: emits}, nil
 }

@@ -105,33 +105,34 @@ func TestModeAfter(t *testing.T) {
 func TestGatewayRoutes(t *testing.T) {
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{NoSync: true})
 	ctx := context.Background()
-	run := func(d engine.Decider) (string, error) {
+	run := func(d engine.Decider) (engine.Outcome, error) {
 		res, err := e.Execute(ctx, engine.Meta{Actor: events.ActorOperator}, d)
 		return res.Outcome, err
 	}
-	for _, bad := range []command.AddRoute{
+	for _, b := range [][4]string{
 		{"w", "a", "ctx:agent/x", "cli"}, {"w", "a", "thread:T", "ctx"}, {"w", "a", "ctx:agent/../x", "ctx"},
 		{"w", "a", "ctx:tool/x", "ctx"}, {"w", "a", "mail:x", "ctx"}, {"", "a", "thread:T", "debug"}, {"w", "a", "thread:", "debug"},
 	} {
+		bad := command.AddRoute{WorkspaceID: b[0], AgentID: b[1], To: b[2], Target: b[3]}
 		if _, err := run(bad); errs.CodeOf(err) != errs.EINVAL {
 			t.Errorf("%+v: %v", bad, err)
 		}
 	}
 	for _, c := range []struct {
 		d    engine.Decider
-		want string
+		want engine.Outcome
 	}{
-		{command.AddRoute{"w/x", "a", "ctx:agent/coder", "ctx"}, "added"},
-		{command.AddRoute{"w/x", "a", "ctx:agent/coder", "ctx"}, "unchanged"},
-		{command.AddRoute{"w/x", "a", "thread:T1", "debug"}, "replaced"},
-		{command.AddRoute{"w", "x/a", "ctx:model/debug/echo", "ctx"}, "added"},
-		{command.RemoveRoute{"w/x", "a"}, "removed"},
+		{command.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "added"},
+		{command.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "unchanged"},
+		{command.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "thread:T1", Target: "debug"}, "replaced"},
+		{command.AddRoute{WorkspaceID: "w", AgentID: "x/a", To: "ctx:model/debug/echo", Target: "ctx"}, "added"},
+		{command.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}, "removed"},
 	} {
 		if out, err := run(c.d); err != nil || out != c.want {
 			t.Errorf("%+v: %s %v, want %s", c.d, out, err, c.want)
 		}
 	}
-	if _, err := run(command.RemoveRoute{"w/x", "a"}); errs.CodeOf(err) != errs.ENOENT {
+	if _, err := run(command.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}); errs.CodeOf(err) != errs.ENOENT {
 		t.Errorf("remove again: %v", err)
 	}
 	// "w/x"+"a" and "w"+"x/a" are two routing keys.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -43,6 +44,8 @@ const MaxMetadata = 256 << 10
 
 // SubmitJob opens a job in state running.
 type SubmitJob struct {
+	engine.Answers[string]
+
 	Target    string
 	ThreadID  string
 	TaskKind  string
@@ -124,7 +127,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	}
 	if c.DedupeKey != "" {
 		if refs := v.Lookup(index.Dedupe, c.DedupeKey); len(refs) > 0 {
-			return engine.Decision{Outcome: "deduplicated", Value: refs[0].ID}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeDeduplicated}, refs[0].ID), nil
 		}
 	}
 	id := v.NewID()
@@ -132,15 +135,11 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	if c.Timeout > 0 {
 		timeoutAt = now.Add(c.Timeout)
 	}
-	return engine.Decision{
-		Outcome: "submitted",
-		Value:   id,
-		Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
-			TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
-			Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
-			DeliveryTarget: c.DeliveryTarget,
-		}}},
-	}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeSubmitted, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
+		TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
+		Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
+		DeliveryTarget: c.DeliveryTarget,
+	}}}}, id), nil
 }
 
 // Ingested describes a result file already copied into the artifact store.
@@ -156,6 +155,8 @@ type Ingested struct {
 // CompleteJob moves a running job to ready, records its artifact and puts
 // the job into its thread's FIFO, all in one append.
 type CompleteJob struct {
+	engine.Answers[string]
+
 	Config   DeliveryConfig
 	JobID    string
 	Summary  string
@@ -178,11 +179,11 @@ func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if j.Status != "running" {
+	if j.State != fsm.JobRunning {
 		if same, err := c.committed(v, j); err != nil || same {
-			return engine.Decision{Outcome: "already_completed"}, err
+			return engine.Decision{Outcome: OutcomeAlreadyCompleted}, err
 		}
-		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; cannot complete it", c.JobID, j.Status)
+		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; cannot complete it", c.JobID, j.State)
 	}
 	batchID, placed, err := c.Config.place(v, now, j, c.Summary, c.Artifact)
 	if err != nil {
@@ -200,7 +201,7 @@ func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, erro
 			}},
 			engine.Emit{Stream: as, Payload: &events.ArtifactReferenced{BatchID: batchID}})
 	}
-	return engine.Decision{Outcome: "completed", Emits: append(emits, placed...), Value: batchID}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeCompleted, Emits: append(emits, placed...)}, batchID), nil
 }
 
 // committed reports whether j was completed with this command's summary
@@ -240,13 +241,13 @@ func (c FailJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if j.Status == "failed" && j.FailReason == c.Reason {
-		return engine.Decision{Outcome: "already_failed"}, nil // a retry of the failure that committed
+	if j.State == fsm.JobFailed && j.FailReason == c.Reason {
+		return engine.Decision{Outcome: OutcomeAlreadyFailed}, nil // a retry of the failure that committed
 	}
 	if _, err := runningJob(v, c.JobID, "fail"); err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "failed", Emits: []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobFailed{Reason: c.Reason}}}}, nil
+	return engine.Decision{Outcome: OutcomeFailed, Emits: []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobFailed{Reason: c.Reason}}}}, nil
 }
 
 // CancelJob cancels a job that is running or ready. A ready job's batch
@@ -267,15 +268,15 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	switch j.Status {
-	case "cancelled":
-		return engine.Decision{Outcome: "already_cancelled"}, nil
-	case "running", "ready":
+	switch j.State {
+	case fsm.JobCancelled:
+		return engine.Decision{Outcome: OutcomeAlreadyCancelled}, nil
+	case fsm.JobRunning, fsm.JobReady:
 	default:
-		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; only a running or ready job can be cancelled", c.JobID, j.Status)
+		return engine.Decision{}, errs.New(errs.ESTATE, "job %s is %s; only a running or ready job can be cancelled", c.JobID, j.State)
 	}
 	emits := []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobCancelled{Reason: c.Reason}}}
-	if j.Status == "ready" && j.BatchID != "" {
+	if j.State == fsm.JobReady && j.BatchID != "" {
 		s, err := v.State(events.KindBatch, j.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
@@ -288,7 +289,7 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 				}
 				if o, err := v.State(events.KindJob, id); err != nil {
 					return engine.Decision{}, err
-				} else if oj, ok := o.(*aggregate.Job); !ok || oj.Status != "cancelled" {
+				} else if oj, ok := o.(*aggregate.Job); !ok || oj.State != fsm.JobCancelled {
 					all = false
 				}
 			}
@@ -301,7 +302,7 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 			}
 		}
 	}
-	return engine.Decision{Outcome: "cancelled", Emits: emits}, nil
+	return engine.Decision{Outcome: OutcomeCancelled, Emits: emits}, nil
 }
 
 func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }
@@ -332,8 +333,8 @@ func runningJob(v engine.View, id, verb string) (*aggregate.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.Status != "running" {
-		return nil, errs.New(errs.ESTATE, "job %s is %s; cannot %s it", id, j.Status, verb)
+	if j.State != fsm.JobRunning {
+		return nil, errs.New(errs.ESTATE, "job %s is %s; cannot %s it", id, j.State, verb)
 	}
 	return j, nil
 }
@@ -387,8 +388,8 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if a.Status != "stored" {
-		return engine.Decision{}, errs.New(errs.ESTATE, "artifact %s is %s; its files are gone", c.ArtifactID, a.Status)
+	if a.State != fsm.ArtifactStored {
+		return engine.Decision{}, errs.New(errs.ESTATE, "artifact %s is %s; its files are gone", c.ArtifactID, a.State)
 	}
 	if c.For > 0 {
 		c.Until = now.Add(c.For)
@@ -397,14 +398,14 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 		return engine.Decision{}, errs.New(errs.EINVAL, "the pin must end in the future")
 	}
 	if a.OperatorPinUntil.Equal(c.Until) {
-		return engine.Decision{Outcome: "already_pinned"}, nil
+		return engine.Decision{Outcome: OutcomeAlreadyPinned}, nil
 	}
 	eligible := a.MinRetentionUntil
 	if !a.LastBatchClosedAt.IsZero() {
 		eligible = latest(eligible, a.LastBatchClosedAt.Add(c.Config.PostCloseTTL))
 	}
 	eligible = latest(eligible, c.Until)
-	return engine.Decision{Outcome: "pinned", Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
+	return engine.Decision{Outcome: OutcomePinned, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
 		Payload: &events.ArtifactPinned{PinUntil: c.Until, GCEligibleAt: eligible}}}}, nil
 }
 

@@ -43,13 +43,14 @@ func (c RecordMCPCall) Decide(v engine.View, now time.Time) (engine.Decision, er
 			return d, err
 		}
 		dec, rec.Outcome, rec.Code = d, events.MCPAccepted, ""
-		switch val := d.Value.(type) {
-		case string:
+		switch in := c.Inner.(type) {
+		case SubmitJob:
 			if rec.JobID == "" {
-				rec.JobID = val
+				rec.JobID = engine.AnswerOf(in, d)
 			}
-		case TaskRef:
-			rec.JobID, rec.TaskID = val.JobID, val.TaskID
+		case SubmitTask:
+			ref := engine.AnswerOf(in, d)
+			rec.JobID, rec.TaskID = ref.JobID, ref.TaskID
 		}
 	}
 	dec.Emits = append(dec.Emits, engine.Emit{Stream: events.StreamID{Kind: events.KindMCP, ID: c.ThreadID}, Payload: &rec})

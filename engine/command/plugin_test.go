@@ -21,15 +21,15 @@ func pluginTarget(thread, lease string) *events.DeliveryTarget {
 func (s *sessions) pluginDeliver(thread, lease string) command.Delivery {
 	s.t.Helper()
 	dt := pluginTarget(thread, lease)
-	submit := s.exec(command.SubmitJob{Target: command.TargetCodexAppServer, ThreadID: thread, TaskKind: "k", Summary: "s",
+	id, _ := sessAnswer[string](s, command.SubmitJob{Target: command.TargetCodexAppServer, ThreadID: thread, TaskKind: "k", Summary: "s",
 		Policy: events.FailClosedPolicy, DeliveryTarget: dt})
-	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
-	res := s.exec(command.StartDelivery{Config: immediate, ThreadID: thread, Route: command.Route{RPCKind: command.RPCTurnStart,
+	s.exec(command.CompleteJob{Config: immediate, JobID: id, Summary: "done"})
+	del, res := sessAnswer[command.Delivery](s, command.StartDelivery{Config: immediate, ThreadID: thread, Route: command.Route{RPCKind: command.RPCTurnStart,
 		DeliveryMode: command.ModePluginStart, ManagedSessionID: dt.ManagedSessionID, SessionEpoch: 1}})
 	if res.Outcome != "started" {
-		s.t.Fatalf("delivery: %s %v", res.Outcome, res.Value)
+		s.t.Fatalf("delivery: %s %s", res.Outcome, del.NotEligible)
 	}
-	return res.Value.(command.Delivery)
+	return del
 }
 
 func (s *sessions) batch(id string) *aggregate.Batch {
@@ -94,9 +94,9 @@ func TestPluginTarget_AcquisitionFailureRejectsAndParks(t *testing.T) {
 	slow.MaxWaitWindow = 1 << 40
 	var batches []string
 	for _, lease := range []string{"a", "b", "b"} {
-		j := s.exec(command.SubmitJob{Target: command.TargetCodexAppServer, ThreadID: "V", TaskKind: "k", Summary: "s",
+		j, _ := sessAnswer[string](s, command.SubmitJob{Target: command.TargetCodexAppServer, ThreadID: "V", TaskKind: "k", Summary: "s",
 			Policy: events.FailClosedPolicy, DeliveryTarget: pluginTarget("V", lease)})
-		r := s.exec(command.CompleteJob{Config: slow, JobID: j.Value.(string), Summary: "done"})
+		r := s.exec(command.CompleteJob{Config: slow, JobID: j, Summary: "done"})
 		batches = append(batches, r.Events[len(r.Events)-1].Stream.ID)
 	}
 	if batches[0] == batches[1] || batches[1] != batches[2] {

@@ -59,6 +59,19 @@ func TestDeliveryProperties(t *testing.T) {
 		}
 		return res
 	}
+	// answer is exec for a command that answers with a V.
+	answer := func(d engine.Decider) any {
+		t.Helper()
+		switch c := d.(type) {
+		case command.SubmitJob:
+			v, _, err := engine.Exec[string](ctx, e, meta, c)
+			if err != nil && !expected(err) {
+				t.Fatalf("seed %d: %T: %v", seed, d, err)
+			}
+			return v
+		}
+		return nil
+	}
 	// deliveredTo records, per batch, how many attempts the channel
 	// accepted, to check delivery_attempt_count.
 	accepted := map[string]int{}
@@ -81,8 +94,7 @@ func TestDeliveryProperties(t *testing.T) {
 		th := threads[rnd.IntN(len(threads))]
 		switch op := rnd.IntN(100); {
 		case op < 18:
-			res := exec(command.SubmitJob{Target: "debug", ThreadID: th, TaskKind: "k", Summary: fmt.Sprintf("job %d", step), Policy: events.FailClosedPolicy})
-			if id, ok := res.Value.(string); ok {
+			if id, _ := answer(command.SubmitJob{Target: "debug", ThreadID: th, TaskKind: "k", Summary: fmt.Sprintf("job %d", step), Policy: events.FailClosedPolicy}).(string); id != "" {
 				jobs = append(jobs, id)
 			}
 		case op < 36 && len(jobs) > 0:
@@ -94,14 +106,16 @@ func TestDeliveryProperties(t *testing.T) {
 		case op < 65:
 			head := e.Head()
 			route := command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart, ManagedSessionID: "s-" + th, SessionEpoch: epoch}
-			res := exec(command.StartDelivery{Config: cfg, ThreadID: th, Route: route})
+			del, res, err := engine.Exec[command.Delivery](ctx, e, meta, command.StartDelivery{Config: cfg, ThreadID: th, Route: route})
+			if err != nil && !expected(err) {
+				t.Fatalf("seed %d: StartDelivery: %v", seed, err)
+			}
 			if res.Outcome != "started" {
 				if e.Head() != head {
 					t.Fatalf("seed %d step %d: a delivery that did not start appended events", seed, step)
 				}
 				continue
 			}
-			del := res.Value.(command.Delivery)
 			if at, ok := parkedAt[del.BatchID]; ok {
 				t.Fatalf("seed %d step %d: batch %s parked at head %d got an automatic delivery", seed, step, del.BatchID, at)
 			}

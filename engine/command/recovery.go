@@ -5,6 +5,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -21,6 +22,8 @@ import (
 // LeaseIDs are drawn by the caller from a secure random source, one per
 // artifact of the batch, in order.
 type IssueRecoveryLeases struct {
+	engine.Answers[[]RecoveryLease]
+
 	BatchID     string
 	InlineLimit int64
 	TTL         time.Duration
@@ -39,7 +42,7 @@ type RecoveryLease struct {
 func (c IssueRecoveryLeases) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	b, err := batchState(v, c.BatchID)
 	if err != nil || b == nil {
-		return engine.Decision{Outcome: "none"}, err
+		return engine.Decision{Outcome: OutcomeNone}, err
 	}
 	var emits []engine.Emit
 	var out []RecoveryLease
@@ -49,7 +52,7 @@ func (c IssueRecoveryLeases) Decide(v engine.View, now time.Time) (engine.Decisi
 			return engine.Decision{}, err
 		}
 		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.Status != "stored" || a.SizeBytes <= c.InlineLimit {
+		if !ok || a.State != fsm.ArtifactStored || a.SizeBytes <= c.InlineLimit {
 			continue
 		}
 		if !c.Rotate && a.RecoveryLeaseID != "" && now.Before(a.RecoveryLeaseDeadline) {
@@ -63,11 +66,11 @@ func (c IssueRecoveryLeases) Decide(v engine.View, now time.Time) (engine.Decisi
 		emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: id}, Payload: ev})
 		out = append(out, RecoveryLease{ArtifactID: id, LeaseID: ev.LeaseID, Deadline: ev.Deadline})
 	}
-	outcome := "unchanged"
+	outcome := OutcomeUnchanged
 	if len(emits) > 0 {
-		outcome = "issued"
+		outcome = OutcomeIssued
 	}
-	return engine.Decision{Outcome: outcome, Emits: emits, Value: out}, nil
+	return c.Answer(engine.Decision{Outcome: outcome, Emits: emits}, out), nil
 }
 
 // RevokeRecoveryLease ends an artifact's recovery lease. Outcomes
@@ -80,10 +83,10 @@ func (c RevokeRecoveryLease) Decide(v engine.View, now time.Time) (engine.Decisi
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if a.Status != "stored" || a.RecoveryLeaseID == "" {
-		return engine.Decision{Outcome: "no_lease"}, nil
+	if a.State != fsm.ArtifactStored || a.RecoveryLeaseID == "" {
+		return engine.Decision{Outcome: OutcomeNoLease}, nil
 	}
-	return engine.Decision{Outcome: "revoked", Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
+	return engine.Decision{Outcome: OutcomeRevoked, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
 		Payload: &events.ArtifactRecoveryLeaseRevoked{LeaseID: a.RecoveryLeaseID}}}}, nil
 }
 
@@ -94,7 +97,7 @@ func LeaseValid(a *aggregate.Artifact, lease string, now time.Time) string {
 	switch {
 	case a == nil:
 		return "no such artifact"
-	case a.Status != "stored":
+	case a.State != fsm.ArtifactStored:
 		return "the artifact was collected"
 	case a.RecoveryLeaseID == "" || a.RecoveryLeaseID != lease:
 		return "not the artifact's current recovery lease (never issued, rotated or revoked)"

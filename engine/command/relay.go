@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -37,6 +38,8 @@ var RelayKinds = []string{RelayArmPending, RelayArmAccepted, RelayPaused}
 // unexpired marker of the same kind, bridge and request exists, it is
 // returned again ("already_issued") and nothing is appended.
 type IssueRelayMarker struct {
+	engine.Answers[IssuedMarker]
+
 	Kind           string
 	BridgeThreadID string
 	ArmToken
@@ -75,21 +78,20 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: %s", why)
 	}
 	switch {
-	case c.Kind == RelayArmPending && a.Status != "prepared":
-		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.Status)
-	case c.Kind == RelayArmAccepted && (a.Status != "arm_pending" || a.BridgeRequestID != c.BridgeRequestID):
+	case c.Kind == RelayArmPending && a.State != fsm.AttemptPrepared:
+		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.State)
+	case c.Kind == RelayArmAccepted && (a.State != fsm.AttemptArmPending || a.BridgeRequestID != c.BridgeRequestID):
 		return engine.Decision{}, errs.New(errs.ESTATE, "an arm-accepted marker is issued only once the attempt is durably arm_pending under bridge request %s (it is %s)",
-			c.BridgeRequestID, a.Status)
+			c.BridgeRequestID, a.State)
 	}
 	for _, m := range a.RelayMarkers {
 		if m.Kind == c.Kind && m.BridgeThreadID == c.BridgeThreadID && m.BridgeRequestID == c.BridgeRequestID && m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt) {
-			return engine.Decision{Outcome: "already_issued", Value: IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
 		}
 	}
 	ev := &events.AttemptRelayMarkerIssued{Marker: c.Marker, Kind: c.Kind, BridgeThreadID: c.BridgeThreadID,
 		BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
-	return engine.Decision{Outcome: "issued", Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}},
-		Value: IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
 }
 
 // pauseMarker issues a paused marker on the thread's binding, for the
@@ -108,7 +110,7 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if a == nil || a.ID != c.AttemptID || a.Status != "arm_pending" || a.Generation != c.Generation || a.BridgeRequestID != c.BridgeRequestID {
+		if a == nil || a.ID != c.AttemptID || a.State != fsm.AttemptArmPending || a.Generation != c.Generation || a.BridgeRequestID != c.BridgeRequestID {
 			return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is not arm_pending for generation %d under bridge request %s",
 				c.AttemptID, c.Generation, c.BridgeRequestID)
 		}
@@ -119,13 +121,12 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 	for _, m := range bd.RelayMarkers {
 		if m.Kind == RelayPaused && m.BridgeThreadID == c.BridgeThreadID && m.Generation == c.Generation && m.AttemptID == c.AttemptID &&
 			m.BridgeRequestID == c.BridgeRequestID && m.Valid(now) {
-			return engine.Decision{Outcome: "already_issued", Value: IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
 		}
 	}
 	ev := &events.BindingRelayMarkerIssued{Marker: c.Marker, Kind: RelayPaused, Generation: c.Generation, AttemptID: c.AttemptID,
 		BridgeThreadID: c.BridgeThreadID, BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
-	return engine.Decision{Outcome: "issued", Emits: []engine.Emit{{Stream: bindingStream(bd.ID), Payload: ev}},
-		Value: IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: []engine.Emit{{Stream: bindingStream(bd.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
 }
 
 // IssueSnapshotMarkers is the daemon's own issuance for the published
@@ -134,6 +135,8 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 // that is stale or already issued is left out. Outcome "issued" or
 // "none"; Value is the number issued.
 type IssueSnapshotMarkers struct {
+	engine.Answers[int]
+
 	Items []IssueRelayMarker
 }
 
@@ -151,9 +154,9 @@ func (c IssueSnapshotMarkers) Decide(v engine.View, now time.Time) (engine.Decis
 		emits = append(emits, d.Emits...)
 	}
 	if len(emits) == 0 {
-		return engine.Decision{Outcome: "none", Value: 0}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeNone}, 0), nil
 	}
-	return engine.Decision{Outcome: "issued", Emits: emits, Value: len(emits)}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: emits}, len(emits)), nil
 }
 
 // BindRelayScanner binds the relay scanner of a bridge thread to one
@@ -161,6 +164,8 @@ func (c IssueSnapshotMarkers) Decide(v engine.View, now time.Time) (engine.Decis
 // caller), or rebinds it when the bridge thread got a new rollout.
 // Outcomes "bound", "unchanged".
 type BindRelayScanner struct {
+	engine.Answers[events.InstallationRelayScannerBound]
+
 	BridgeThreadID string
 	RolloutPath    string
 	Device, Inode  uint64
@@ -181,7 +186,7 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 	cur, ok := inst.RelayScanners[c.BridgeThreadID]
 	same := ok && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode
 	if same && cur.DegradedReason == "" && cur.SkippedRecords == 0 {
-		return engine.Decision{Outcome: "unchanged", Value: cur.InstallationRelayScannerBound}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, cur.InstallationRelayScannerBound), nil
 	}
 	// A stopped binding is bound again even to the same file, read from
 	// the start: the rebind is the operator's word that reading may
@@ -192,7 +197,7 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 	if same && cur.DegradedReason == "" {
 		ev.StartOffset, ev.StartLine = cur.Offset, cur.Line
 	}
-	return engine.Decision{Outcome: "bound", Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}, Value: ev}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeBound, Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}}, ev), nil
 }
 
 // AdvanceRelayScanner records how far the scanner of a bridge thread has
@@ -214,9 +219,9 @@ func (c AdvanceRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 		return engine.Decision{}, err
 	}
 	if !ok || c.Offset <= cur.Offset {
-		return engine.Decision{Outcome: "unchanged"}, nil
+		return engine.Decision{Outcome: OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: "advanced", Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: OutcomeAdvanced, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line,
 			Skipped: c.Skipped}}}}, nil
 }
@@ -237,9 +242,9 @@ func (c DegradeRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 		return engine.Decision{}, err
 	}
 	if !ok {
-		return engine.Decision{Outcome: "unchanged"}, nil
+		return engine.Decision{Outcome: OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: "degraded", Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: OutcomeDegraded, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationRelayScannerDegraded{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Reason: c.Reason, Detail: c.Detail}}}}, nil
 }
 
@@ -256,6 +261,8 @@ func (c DegradeRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 // "conflict" (another envelope for a consumed marker), and "refused"
 // (the CAS refused: Value says why).
 type ConsumeRelay struct {
+	engine.Answers[Consumed]
+
 	Config ArmConfig
 	// BridgeThreadID is the bridge whose rollout the envelope was read
 	// from: the scanner's, or the one the operator names.
@@ -278,14 +285,14 @@ type Consumed struct {
 	AttemptID string
 	// Applied is the CAS's own outcome (arm_pending, already_pending,
 	// armed, already_armed) when one ran.
-	Applied string
+	Applied engine.Outcome
 	Reason  string
 }
 
 // Decide implements engine.Decider.
 func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	no := func(outcome, reason string) (engine.Decision, error) {
-		return engine.Decision{Outcome: outcome, Value: Consumed{Reason: reason}}, nil
+	no := func(outcome engine.Outcome, reason string) (engine.Decision, error) {
+		return c.Answer(engine.Decision{Outcome: outcome}, Consumed{Reason: reason}), nil
 	}
 	if c.Kind == RelayPaused {
 		return c.consumePause(v, now)
@@ -328,18 +335,18 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 		if errs.CodeOf(err) == errs.EINTERNAL || errs.CodeOf(err) == errs.ECORRUPT {
 			return engine.Decision{}, err
 		}
-		return engine.Decision{Outcome: "refused", Value: Consumed{AttemptID: a.ID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeRefused}, Consumed{AttemptID: a.ID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
 	}
 	emits := append(d.Emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
-	return engine.Decision{Outcome: "consumed", Emits: emits, Value: Consumed{AttemptID: a.ID, Applied: d.Outcome}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeConsumed, Emits: emits}, Consumed{AttemptID: a.ID, Applied: d.Outcome}), nil
 }
 
 // consumePause applies a paused envelope: NotePaused under the marker's
 // generation and request, with the consumption recorded on the binding.
 func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decision, error) {
-	no := func(outcome, reason string) (engine.Decision, error) {
-		return engine.Decision{Outcome: outcome, Value: Consumed{Reason: reason}}, nil
+	no := func(outcome engine.Outcome, reason string) (engine.Decision, error) {
+		return c.Answer(engine.Decision{Outcome: outcome}, Consumed{Reason: reason}), nil
 	}
 	refs := v.Lookup(index.BindingRelayMarker, c.Marker)
 	if len(refs) != 1 {
@@ -373,11 +380,11 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 		if code := errs.CodeOf(err); code == errs.EINTERNAL || code == errs.ECORRUPT {
 			return engine.Decision{}, err
 		}
-		return engine.Decision{Outcome: "refused", Value: Consumed{AttemptID: c.AttemptID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}}, nil
+		return c.Answer(engine.Decision{Outcome: OutcomeRefused}, Consumed{AttemptID: c.AttemptID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
 	}
 	emits := append(d.Emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
-	return engine.Decision{Outcome: "consumed", Emits: emits, Value: Consumed{AttemptID: c.AttemptID, Applied: d.Outcome}}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeConsumed, Emits: emits}, Consumed{AttemptID: c.AttemptID, Applied: d.Outcome}), nil
 }
 
 // activeScanner is the scanner of a bridge thread if it is still bound

@@ -23,7 +23,8 @@ func TestRelayPausedKind(t *testing.T) {
 	a := d.live("S")
 	fps := map[string]string{command.TransportDirect: fpA}
 	tok := command.ArmToken{ThreadID: "S", AttemptID: a.ID, Generation: a.Generation, BridgeRequestID: "wake-1"}
-	lease := d.exec(command.NoteArmPending{Config: armCfg, ArmToken: tok, Fingerprints: fps}).Value.(command.ArmLease).LeaseID
+	l, _ := deskAnswer[command.ArmLease](d, command.NoteArmPending{Config: armCfg, ArmToken: tok, Fingerprints: fps})
+	lease := l.LeaseID
 	d.exec(command.NoteArm{Config: armCfg, ArmToken: tok, LeaseID: lease})
 
 	paused := func(gen uint64, attempt, marker string) command.IssueRelayMarker {
@@ -37,15 +38,15 @@ func TestRelayPausedKind(t *testing.T) {
 		t.Fatalf("issue: %+v", res)
 	}
 	head := d.e.Head()
-	if res := d.exec(paused(a.Generation, "", testMarker+"x")); res.Outcome != "already_issued" || res.Value.(command.IssuedMarker).Marker != testMarker || d.e.Head() != head {
+	if m, res := deskAnswer[command.IssuedMarker](d, paused(a.Generation, "", testMarker+"x")); res.Outcome != "already_issued" || m.Marker != testMarker || d.e.Head() != head {
 		t.Fatalf("issue again: %+v", res)
 	}
 
 	consume := func(sha string, gen uint64) string {
 		t.Helper()
-		res := d.exec(command.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: command.RelayPaused, ThreadID: "S",
+		c, res := deskAnswer[command.Consumed](d, command.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: command.RelayPaused, ThreadID: "S",
 			Generation: gen, RequestID: "pause-1", SHA256: sha})
-		return res.Outcome + " " + res.Value.(command.Consumed).Applied + " " + res.Value.(command.Consumed).Reason
+		return string(res.Outcome) + " " + string(c.Applied) + " " + c.Reason
 	}
 	// Before pause_not_before: refused as note-paused refuses, nothing
 	// recorded, the marker still open.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -32,10 +33,10 @@ const (
 
 // Outcomes of AttachSession.
 const (
-	SessionCreatedOutcome  = "created"
-	SessionAttachedOutcome = "attached"
-	SessionReplacedOutcome = "replaced" // the old session retired, a new one created
-	SessionRefused         = "refused"
+	SessionCreatedOutcome  engine.Outcome = "created"
+	SessionAttachedOutcome engine.Outcome = "attached"
+	SessionReplacedOutcome engine.Outcome = "replaced" // the old session retired, a new one created
+	SessionRefused         engine.Outcome = "refused"
 )
 
 // Reasons an instance ended (events.AppServerExited).
@@ -277,6 +278,8 @@ type AttachResult struct {
 // session's profile is never rewritten in place. There is never a second
 // non-retired session for one thread.
 type AttachSession struct {
+	engine.Answers[AttachResult]
+
 	Mode     string
 	ThreadID string
 	Profile  events.SessionProfile
@@ -309,13 +312,13 @@ func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	}
 	if manual != "" {
 		var emits []engine.Emit
-		if s != nil && s.Status != "parked" && s.Status != "live" {
+		if s != nil && s.State != fsm.SessionParked && s.State != fsm.SessionLive {
 			emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionParked{BatchID: manual}})
 		}
 		return c.refuse(emits, s, errs.SessionPendingManualResolution,
 			"thread %s has batch %s waiting for manual resolution; close it (`cbth batch close-head`) before attaching", c.ThreadID, manual)
 	}
-	if s != nil && s.Status == "parked" {
+	if s != nil && s.State == fsm.SessionParked {
 		// Parked without a manual batch: the batch was resolved since.
 		// Unpark first; the attach below then goes on from detached.
 		return c.attach(v, now, prof, s, []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionUnparked{}}}, "detached")
@@ -328,7 +331,7 @@ func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionP
 		return c.create(v, prof, "", emits)
 	}
 	if status == "" {
-		status = s.Status
+		status = string(s.State)
 	}
 	diff := profileMismatch(prof, s)
 	if status == "live" {
@@ -346,7 +349,7 @@ func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionP
 		if a != nil {
 			return c.refuse(emits, s, errs.SessionProfileMismatch,
 				"session %s of thread %s has another profile (%s differ) and attempt %s is %s; it cannot retire until that delivery is resolved",
-				s.ID, c.ThreadID, strings.Join(diff, ", "), a.ID, a.Status)
+				s.ID, c.ThreadID, strings.Join(diff, ", "), a.ID, a.State)
 		}
 		emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionRetired{
 			Reason: "replaced: the requested profile differs in " + strings.Join(diff, ", ")}})
@@ -370,7 +373,7 @@ func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionP
 		emits = append(emits, more...)
 		res.Obs = &obs
 	}
-	return engine.Decision{Outcome: SessionAttachedOutcome, Emits: emits, Value: res}, nil
+	return c.Answer(engine.Decision{Outcome: SessionAttachedOutcome, Emits: emits}, res), nil
 }
 
 func (c AttachSession) refuse(emits []engine.Emit, s *aggregate.Session, code errs.Code, format string, args ...any) (engine.Decision, error) {
@@ -378,7 +381,7 @@ func (c AttachSession) refuse(emits []engine.Emit, s *aggregate.Session, code er
 	if s != nil {
 		res.SessionID = s.ID
 	}
-	return engine.Decision{Outcome: SessionRefused, Emits: emits, Value: res}, nil
+	return c.Answer(engine.Decision{Outcome: SessionRefused, Emits: emits}, res), nil
 }
 
 func (c AttachSession) create(v engine.View, prof events.SessionProfile, replaces string, emits []engine.Emit) (engine.Decision, error) {
@@ -398,7 +401,7 @@ func (c AttachSession) create(v engine.View, prof events.SessionProfile, replace
 	if replaces != "" {
 		out = SessionReplacedOutcome
 	}
-	return engine.Decision{Outcome: out, Emits: emits, Value: res}, nil
+	return c.Answer(engine.Decision{Outcome: out, Emits: emits}, res), nil
 }
 
 // ObservePermissions records a reading of the session's thread taken on
@@ -408,6 +411,8 @@ func (c AttachSession) create(v engine.View, prof events.SessionProfile, replace
 // adapter calls it before every automatic turn/start; its Observation's
 // Effective is what the turn may be given.
 type ObservePermissions struct {
+	engine.Answers[Observation]
+
 	SessionID string
 	Instance  string
 	Reading   Reading
@@ -422,7 +427,7 @@ func (c ObservePermissions) Decide(v engine.View, now time.Time) (engine.Decisio
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: "observed", Emits: emits, Value: obs}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeObserved, Emits: emits}, obs), nil
 }
 
 // observe is ObservePermissions on v: the events and the observation, or
@@ -444,8 +449,8 @@ func (c ObservePermissions) observe(v engine.Reader) (emits []engine.Emit, obs O
 // it can): the session's permissions are read only while it is live or
 // detached, and only on the instance its epoch numbers.
 func (c ObservePermissions) Refusal(s *aggregate.Session) error {
-	if s.Status != "live" && s.Status != "detached" {
-		return errs.New(errs.ESTATE, "session %s is %s; its permissions are not read", s.ID, s.Status)
+	if s.State != fsm.SessionLive && s.State != fsm.SessionDetached {
+		return errs.New(errs.ESTATE, "session %s is %s; its permissions are not read", s.ID, s.State)
 	}
 	if s.AppServerInstance != c.Instance {
 		return errs.New(errs.ESTALE, "session %s is at epoch %d on instance %s; a reading from instance %s proves nothing about it",
@@ -489,8 +494,8 @@ func (c DetachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if s.Status != "live" {
-		return engine.Decision{Outcome: "already_" + s.Status}, nil
+	if s.State != fsm.SessionLive {
+		return engine.Decision{Outcome: already(s.State)}, nil
 	}
 	return detach(v, s, c.Reason, c.NeverMaterialized)
 }
@@ -498,7 +503,7 @@ func (c DetachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 func detach(v engine.Reader, s *aggregate.Session, reason string, never bool) (engine.Decision, error) {
 	st := sessionStream(s.ID)
 	if never {
-		return engine.Decision{Outcome: "retired", Emits: []engine.Emit{{Stream: st, Payload: &events.SessionRetired{
+		return engine.Decision{Outcome: OutcomeRetired, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionRetired{
 			Reason: "the new thread never had a turn, so it cannot be resumed"}}}}, nil
 	}
 	manual, err := manualBatch(v, s.BoundThreadID)
@@ -506,9 +511,9 @@ func detach(v engine.Reader, s *aggregate.Session, reason string, never bool) (e
 		return engine.Decision{}, err
 	}
 	if manual != "" {
-		return engine.Decision{Outcome: "parked", Emits: []engine.Emit{{Stream: st, Payload: &events.SessionParked{BatchID: manual}}}}, nil
+		return engine.Decision{Outcome: OutcomeParked, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionParked{BatchID: manual}}}}, nil
 	}
-	return engine.Decision{Outcome: "detached", Emits: []engine.Emit{{Stream: st, Payload: &events.SessionDetached{Reason: reason}}}}, nil
+	return engine.Decision{Outcome: OutcomeDetached, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionDetached{Reason: reason}}}}, nil
 }
 
 // MarkSessionStale records that a session's thread can no longer be
@@ -525,10 +530,10 @@ func (c MarkSessionStale) Decide(v engine.View, now time.Time) (engine.Decision,
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if s.Status != "live" && s.Status != "detached" {
-		return engine.Decision{Outcome: "already_" + s.Status}, nil
+	if s.State != fsm.SessionLive && s.State != fsm.SessionDetached {
+		return engine.Decision{Outcome: already(s.State)}, nil
 	}
-	return engine.Decision{Outcome: "stale", Emits: []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionStale{Reason: c.Reason}}}}, nil
+	return engine.Decision{Outcome: OutcomeStale, Emits: []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionStale{Reason: c.Reason}}}}, nil
 }
 
 // nonRetired lists every non-retired session.
@@ -563,13 +568,13 @@ func (SettleSessions) Decide(v engine.View, now time.Time) (engine.Decision, err
 			return engine.Decision{}, err
 		}
 		switch {
-		case manual != "" && (s.Status == "detached" || s.Status == "stale"):
+		case manual != "" && (s.State == fsm.SessionDetached || s.State == fsm.SessionStale):
 			emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionParked{BatchID: manual}})
-		case manual == "" && s.Status == "parked":
+		case manual == "" && s.State == fsm.SessionParked:
 			emits = append(emits, engine.Emit{Stream: sessionStream(s.ID), Payload: &events.SessionUnparked{}})
 		}
 	}
-	return engine.Decision{Outcome: fmt.Sprintf("settled %d", len(emits)), Emits: emits}, nil
+	return engine.Decision{Outcome: engine.Outcome(fmt.Sprintf("settled %d", len(emits))), Emits: emits}, nil
 }
 
 // SessionsUnsettled reports whether SettleSessions would do anything: a
@@ -602,7 +607,7 @@ func (RecoverSessions) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	for _, s := range ss {
-		if s.Status != "live" {
+		if s.State != fsm.SessionLive {
 			continue
 		}
 		d, err := detach(v, s, "daemon restarted", false)
@@ -611,7 +616,7 @@ func (RecoverSessions) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}
 		emits = append(emits, d.Emits...)
 	}
-	return engine.Decision{Outcome: fmt.Sprintf("recovered %d", len(emits)), Emits: emits}, nil
+	return engine.Decision{Outcome: engine.Outcome(fmt.Sprintf("recovered %d", len(emits))), Emits: emits}, nil
 }
 
 // AppServerStarted records a new instance of the shared app-server and
@@ -633,7 +638,7 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 	if st, err := v.State(events.KindAppServer, nonce); err != nil {
 		return engine.Decision{}, err
 	} else if st != nil {
-		return engine.Decision{Outcome: "already_recorded"}, nil
+		return engine.Decision{Outcome: OutcomeAlreadyRecorded}, nil
 	}
 	var emits []engine.Emit
 	for _, r := range v.Lookup(index.AppServerRunning, "") {
@@ -646,7 +651,7 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, err
 	}
 	for _, s := range ss {
-		if s.AppServerInstance == nonce || s.Status == "stale" {
+		if s.AppServerInstance == nonce || s.State == fsm.SessionStale {
 			// A stale session proves no stream; a foreground reattaching
 			// it advances its epoch then (AttachSession).
 			continue
@@ -666,7 +671,7 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 		}
 		emits = append(emits, lost...)
 	}
-	return engine.Decision{Outcome: "recorded", Emits: emits}, nil
+	return engine.Decision{Outcome: OutcomeRecorded, Emits: emits}, nil
 }
 
 // lostContinuity abandons the attempt of s's thread that waits on s's
@@ -679,7 +684,7 @@ func lostContinuity(v engine.Reader, s *aggregate.Session) ([]engine.Emit, error
 	}
 	var ab *events.AttemptAbandoned
 	switch {
-	case a.Status == "accept_pending":
+	case a.State == fsm.AttemptAcceptPending:
 		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: AcceptanceUnknown}
 	case a.Tracking():
 		ab = &events.AttemptAbandoned{Reason: "session epoch advanced: the accepted turn's event stream is gone", ObservationState: "lost"}
@@ -715,9 +720,9 @@ func (c AppServerExited) Decide(v engine.View, now time.Time) (engine.Decision, 
 	if !ok {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no app-server instance %s", c.Nonce)
 	}
-	if a.Status != "running" {
-		return engine.Decision{Outcome: "already_exited"}, nil
+	if a.State != fsm.AppServerRunning {
+		return engine.Decision{Outcome: OutcomeAlreadyExited}, nil
 	}
-	return engine.Decision{Outcome: "exited", Emits: []engine.Emit{{Stream: appServerStream(c.Nonce),
+	return engine.Decision{Outcome: OutcomeExited, Emits: []engine.Emit{{Stream: appServerStream(c.Nonce),
 		Payload: &events.AppServerExited{Reason: c.Reason, Status: c.Status}}}}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -28,6 +29,12 @@ func newSessions(t *testing.T) *sessions {
 	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	return &sessions{t: t, e: e}
+}
+
+// sessAnswer is exec for a command that answers with a V.
+func sessAnswer[V any, C engine.Answerer[V]](s *sessions, c C) (V, engine.Result) {
+	s.t.Helper()
+	return enginetest.Answer[V](s.t, s.e, engine.Meta{Actor: events.ActorAdapter}, c)
 }
 
 func (s *sessions) exec(d engine.Decider) engine.Result {
@@ -48,14 +55,14 @@ func (s *sessions) started(nonce string) engine.Result {
 // on the session's epoch 1: the attempt is accept_pending.
 func (s *sessions) deliver(thread, session string) command.Delivery {
 	s.t.Helper()
-	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: thread, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
-	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
-	res := s.exec(command.StartDelivery{Config: immediate, ThreadID: thread, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
+	id, _ := sessAnswer[string](s, command.SubmitJob{Target: "debug", ThreadID: thread, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
+	s.exec(command.CompleteJob{Config: immediate, JobID: id, Summary: "done"})
+	del, res := sessAnswer[command.Delivery](s, command.StartDelivery{Config: immediate, ThreadID: thread, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
 		ManagedSessionID: session, SessionEpoch: 1}})
 	if res.Outcome != "started" {
-		s.t.Fatalf("delivery: %s %v", res.Outcome, res.Value)
+		s.t.Fatalf("delivery: %s %s", res.Outcome, del.NotEligible)
 	}
-	return res.Value.(command.Delivery)
+	return del
 }
 
 func (s *sessions) session(id string) *aggregate.Session {
@@ -77,10 +84,9 @@ func (s *sessions) session(id string) *aggregate.Session {
 
 // attach runs AttachSession and returns its result, failing the test on
 // an unexpected outcome.
-func (s *sessions) attach(c command.AttachSession, want string) command.AttachResult {
+func (s *sessions) attach(c command.AttachSession, want engine.Outcome) command.AttachResult {
 	s.t.Helper()
-	res := s.exec(c)
-	r, _ := res.Value.(command.AttachResult)
+	r, res := sessAnswer[command.AttachResult](s, c)
 	if res.Outcome != want {
 		s.t.Fatalf("attach %s: outcome %s (%v), want %s", c.ThreadID, res.Outcome, r.Refusal, want)
 	}
@@ -111,7 +117,7 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
 	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
-	if got := s.session(r.SessionID); got.Epoch != 1 || got.AppServerInstance != "i1" || got.Status != "live" || got.BoundThreadID != "T" {
+	if got := s.session(r.SessionID); got.Epoch != 1 || got.AppServerInstance != "i1" || got.State != fsm.SessionLive || got.BoundThreadID != "T" {
 		t.Fatalf("created: %+v", got)
 	}
 	if res := s.started("i1"); res.Outcome != "already_recorded" || len(res.Events) != 0 {
@@ -140,7 +146,7 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 	}
 	s.started("i3")
 	got = s.session(r.SessionID)
-	if got.Epoch != 3 || got.EpochReason != "daemon restarted: the event stream cannot be proven continuous" || got.Status != "detached" {
+	if got.Epoch != 3 || got.EpochReason != "daemon restarted: the event stream cannot be proven continuous" || got.State != fsm.SessionDetached {
 		t.Fatalf("after a daemon crash: %+v", got)
 	}
 	// A daemon that stops stops its app-server and records it.
@@ -217,8 +223,8 @@ func TestSession_PermissionPinsAndDrift(t *testing.T) {
 
 	obs := func(p events.Permissions) (command.Observation, []string) {
 		t.Helper()
-		res := s.exec(command.ObservePermissions{SessionID: r.SessionID, Instance: "i1", Reading: command.Reading{Current: p, Snapshot: events.RawJSON(`{}`)}})
-		return res.Value.(command.Observation), types(res)
+		o, res := sessAnswer[command.Observation](s, command.ObservePermissions{SessionID: r.SessionID, Instance: "i1", Reading: command.Reading{Current: p, Snapshot: events.RawJSON(`{}`)}})
+		return o, types(res)
 	}
 	o, ev := obs(first.Current)
 	if o.Drift == nil || o.Drift.Recorded || !slices.Equal(ev, []string{"session.permission_observed"}) {
@@ -283,13 +289,12 @@ func TestSession_ProfileMismatch(t *testing.T) {
 		Outcome: command.RejectedBefore, Reason: "busy"})
 	s.exec(command.CloseHead{Config: immediate, ThreadID: "T", Reason: command.CloseOperatorUnconfirmed})
 
-	res := s.exec(mk("T", events.SessionProfile{Network: "true"}))
-	r = res.Value.(command.AttachResult)
+	r, res := sessAnswer[command.AttachResult](s, mk("T", events.SessionProfile{Network: "true"}))
 	if res.Outcome != command.SessionReplacedOutcome || r.Retired != old.SessionID || r.SessionID == old.SessionID {
 		t.Fatalf("another profile with nothing pending: %s %+v", res.Outcome, r)
 	}
-	if got := s.session(old.SessionID); got.Status != "retired" {
-		t.Fatalf("old session %s", got.Status)
+	if got := s.session(old.SessionID); got.State != fsm.SessionRetired {
+		t.Fatalf("old session %s", got.State)
 	}
 	if got := s.session(r.SessionID); got.Replaces != old.SessionID || got.Startup.AllowsNetwork != yes {
 		t.Fatalf("new session %+v", got)
@@ -317,7 +322,7 @@ func TestSession_PendingManualResolution(t *testing.T) {
 		t.Fatalf("detach with a manual batch: %s", res.Outcome)
 	}
 	got := s.session(r.SessionID)
-	if got.Status != "parked" || got.ParkedBatchID != del.BatchID {
+	if got.State != fsm.SessionParked || got.ParkedBatchID != del.BatchID {
 		t.Fatalf("session %+v", got)
 	}
 	refused := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionRefused)
@@ -397,7 +402,7 @@ func TestSession_StaleReattaches(t *testing.T) {
 	if want := []string{"session.attached", "session.epoch_advanced", "session.permission_observed"}; res.Outcome != command.SessionAttachedOutcome || !slices.Equal(types(res), want) {
 		t.Fatalf("reattach a stale session: %s %v, want %v", res.Outcome, types(res), want)
 	}
-	if got := s.session(r.SessionID); got.Status != "live" || got.Epoch != 2 || got.AppServerInstance != "i2" || !got.CurrentProven() {
+	if got := s.session(r.SessionID); got.State != fsm.SessionLive || got.Epoch != 2 || got.AppServerInstance != "i2" || !got.CurrentProven() {
 		t.Fatalf("after the reattach: %+v", got)
 	}
 }
@@ -451,8 +456,8 @@ func TestSession_ReadingRecordedWithTheBarrier(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
 	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
-	submit := s.exec(command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
-	s.exec(command.CompleteJob{Config: immediate, JobID: submit.Value.(string), Summary: "done"})
+	id, _ := sessAnswer[string](s, command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
+	s.exec(command.CompleteJob{Config: immediate, JobID: id, Summary: "done"})
 	gated := func(instance string, effective events.Permissions) command.Route {
 		return command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart, ManagedSessionID: r.SessionID, SessionEpoch: 1,
 			Reading: &command.GatedReading{ObservePermissions: command.ObservePermissions{SessionID: r.SessionID, Instance: instance, Reading: strict},
@@ -461,9 +466,9 @@ func TestSession_ReadingRecordedWithTheBarrier(t *testing.T) {
 	wide := events.Permissions{AllowsApproval: yes, AllowsNetwork: no, AllowsWriteAccess: no}
 	for _, route := range []command.Route{gated("i1", wide), gated("i2", r.Obs.Effective)} {
 		head := s.e.Head()
-		res := s.exec(command.StartDelivery{Config: immediate, ThreadID: "T", Route: route})
+		del, res := sessAnswer[command.Delivery](s, command.StartDelivery{Config: immediate, ThreadID: "T", Route: route})
 		if res.Outcome != "not_eligible" || len(res.Events) != 0 || s.e.Head() != head {
-			t.Fatalf("a reading that does not hold (%+v): %s %v, %d events", route.Reading, res.Outcome, res.Value, len(res.Events))
+			t.Fatalf("a reading that does not hold (%+v): %s %s, %d events", route.Reading, res.Outcome, del.NotEligible, len(res.Events))
 		}
 	}
 	rev := s.session(r.SessionID).SnapshotRevision

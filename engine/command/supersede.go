@@ -5,6 +5,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -20,6 +21,8 @@ import (
 // carries the old jobs too; FIFO order is otherwise unchanged. A head
 // with no batch behind it has nothing to be superseded by: ESTATE.
 type SupersedeBatch struct {
+	engine.Answers[string]
+
 	Config  DeliveryConfig
 	BatchID string
 	Reason  string
@@ -42,7 +45,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	}
 	if !b.Open() {
 		if b.CloseReason == CloseSuperseded {
-			return engine.Decision{Outcome: "already_superseded", Value: b.SupersededBy}, nil
+			return c.Answer(engine.Decision{Outcome: OutcomeAlreadySuperseded}, b.SupersededBy), nil
 		}
 		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is already closed (%s)", b.ID, b.CloseReason)
 	}
@@ -83,7 +86,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if job, ok := s.(*aggregate.Job); ok && job.Status == "ready" && job.BatchID == b.ID {
+		if job, ok := s.(*aggregate.Job); ok && job.State == fsm.JobReady && job.BatchID == b.ID {
 			emits = append(emits, engine.Emit{Stream: jobStream(j), Payload: &events.JobCarried{FromBatchID: b.ID, BatchID: next.ID}})
 		}
 	}
@@ -93,7 +96,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 			return engine.Decision{}, err
 		}
 		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.Status != "stored" {
+		if !ok || a.State != fsm.ArtifactStored {
 			continue
 		}
 		as := events.StreamID{Kind: events.KindArtifact, ID: id}
@@ -108,5 +111,5 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 		return engine.Decision{}, err
 	}
 	emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "superseded: " + c.Reason}})
-	return engine.Decision{Outcome: "superseded", Emits: emits, Value: next.ID}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeSuperseded, Emits: emits}, next.ID), nil
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -19,7 +20,10 @@ import (
 // which batch heads the thread; the daemon runs the sweep again with the
 // same now until it emits nothing, so the outcome is still a pure function
 // of the log and now.
-type Sweep struct{ Config DeliveryConfig }
+type Sweep struct {
+	engine.Answers[SweepResult]
+	Config DeliveryConfig
+}
 
 // SweepResult tells the daemon which side effects to carry out after the
 // sweep's events are durable.
@@ -92,7 +96,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			}
 			// Never while the last attempt's turn is observed: the turn
 			// ends the batch (delivered, or parked), not the budget.
-			if b == nil || !b.Open() || touched[b.SourceThreadID] || b.Status != "cooldown" || now.Before(b.CooldownUntil) ||
+			if b == nil || !b.Open() || touched[b.SourceThreadID] || b.State != fsm.BatchCooldown || now.Before(b.CooldownUntil) ||
 				!b.BudgetSpent() || b.ReplayPolicy != aggregate.ReplayAutomatic || !b.ObservationDeadline.IsZero() {
 				continue
 			}
@@ -124,7 +128,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 			a, ok := s.(*aggregate.Artifact)
-			if !ok || a.Status != "stored" || len(a.OpenBatchIDs) > 0 || now.Before(a.GCEligibleAt) {
+			if !ok || a.State != fsm.ArtifactStored || len(a.OpenBatchIDs) > 0 || now.Before(a.GCEligibleAt) {
 				continue
 			}
 			emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: d.ID}, Payload: &events.ArtifactCollected{Reason: "retention_expired"}})
@@ -135,7 +139,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 			j, ok := s.(*aggregate.Job)
-			if !ok || j.Status != "running" || j.TimeoutAt.IsZero() || now.Before(j.TimeoutAt) {
+			if !ok || j.State != fsm.JobRunning || j.TimeoutAt.IsZero() || now.Before(j.TimeoutAt) {
 				continue
 			}
 			emits = append(emits, engine.Emit{Stream: jobStream(j.ID), Payload: &events.JobFailed{
@@ -153,7 +157,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 			a, ok := s.(*aggregate.Attempt)
-			if !ok || a.Status != "arm_pending" || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
+			if !ok || a.State != fsm.AttemptArmPending || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
 			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{
@@ -170,7 +174,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			if bd != nil && bd.Status == "bound" {
+			if bd != nil && bd.State == fsm.BindingBound {
 				emits = append(emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingDegraded{
 					Reason: "arm_pending_deadline of generation " + itoa(a.Generation) + " passed unresolved"}})
 			}
@@ -181,7 +185,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 			bd, ok := s.(*aggregate.Binding)
-			if !ok || bd.Status != "bound" || !bd.Unquiesced() || now.Before(bd.PauseDeadline) || touched[bd.SourceThreadID] {
+			if !ok || bd.State != fsm.BindingBound || !bd.Unquiesced() || now.Before(bd.PauseDeadline) || touched[bd.SourceThreadID] {
 				continue
 			}
 			more, err := degradeBinding(v, bd, "pause_deadline of generation "+itoa(bd.ArmedGeneration)+" passed without a verified pause")
@@ -206,7 +210,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			return engine.Decision{}, errs.New(errs.EINTERNAL, "the sweep has no case for deadline kind %q", d.Name)
 		}
 	}
-	return engine.Decision{Outcome: "swept", Emits: emits, Value: res}, nil
+	return c.Answer(engine.Decision{Outcome: OutcomeSwept, Emits: emits}, res), nil
 }
 
 func batchState(v engine.Reader, id string) (*aggregate.Batch, error) {

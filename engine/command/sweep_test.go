@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/index"
@@ -35,7 +36,7 @@ func TestSweepHasACaseForEveryDeadlineKind(t *testing.T) {
 	if err != nil {
 		t.Fatalf("sweep over every kind: %v", err)
 	}
-	if len(dec.Emits) != 0 || dec.Value.(command.SweepResult).Due != len(index.DueKinds) {
+	if len(dec.Emits) != 0 || engine.AnswerOf(command.Sweep{Config: cfg}, dec).Due != len(index.DueKinds) {
 		t.Fatalf("sweep over absent states: %+v", dec)
 	}
 	_, err = command.Sweep{Config: cfg}.Decide(dueView{[]index.Due{{At: now, Kind: events.KindBatch, ID: "x", Name: "batch.unheard_of"}}}, now)

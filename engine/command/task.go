@@ -9,6 +9,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -52,6 +53,8 @@ const (
 // SubmitTask submits a job and the task that runs its command, in one
 // append. The daemon starts the task when a slot is free.
 type SubmitTask struct {
+	engine.Answers[TaskRef]
+
 	Job     SubmitJob
 	Argv    []string
 	Path    string // argv[0] resolved, absolute
@@ -112,12 +115,11 @@ func (c SubmitTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	ref := TaskRef{TaskID: v.NewID(), JobID: dec.Value.(string)}
+	ref := TaskRef{TaskID: v.NewID(), JobID: engine.AnswerOf(c.Job, dec)}
 	dec.Emits = append(dec.Emits, engine.Emit{Stream: taskStream(ref.TaskID), Payload: &events.TaskSubmitted{
 		JobID: ref.JobID, Argv: c.Argv, Path: c.Path, Cwd: c.Cwd, TimeoutMS: c.Timeout.Milliseconds(),
 	}})
-	dec.Value = ref
-	return dec, nil
+	return c.Answer(dec, ref), nil
 }
 
 // StartTask records that the task's command runs.
@@ -135,13 +137,13 @@ func (c StartTask) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if t.Status != "queued" {
-		return engine.Decision{}, errs.New(errs.ESTATE, "task %s is %s; only a queued task starts", c.TaskID, t.Status)
+	if t.State != fsm.TaskQueued {
+		return engine.Decision{}, errs.New(errs.ESTATE, "task %s is %s; only a queued task starts", c.TaskID, t.State)
 	}
 	if c.PID <= 0 {
 		return engine.Decision{}, errs.New(errs.EINVAL, "bad pid %d", c.PID)
 	}
-	return engine.Decision{Outcome: "started", Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
+	return engine.Decision{Outcome: OutcomeStarted, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
 		Payload: &events.TaskStarted{PID: c.PID, PIDStart: c.PIDStart, DaemonPID: c.DaemonPID, SpoolPath: c.SpoolPath}}}}, nil
 }
 
@@ -162,14 +164,14 @@ func (c StopTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	switch t.Status {
-	case "running":
-	case "queued":
+	switch t.State {
+	case fsm.TaskRunning:
+	case fsm.TaskQueued:
 		return engine.Decision{}, errs.New(errs.ESTATE, "task %s has not started; end it with FinishTask", c.TaskID)
 	default:
-		return engine.Decision{Outcome: "already_" + t.Status}, nil
+		return engine.Decision{Outcome: already(t.State)}, nil
 	}
-	return engine.Decision{Outcome: "stopping", Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
+	return engine.Decision{Outcome: OutcomeStopping, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
 		Payload: &events.TaskStopping{Reason: c.Reason, Signal: "TERM"}}}}, nil
 }
 
@@ -197,6 +199,8 @@ type TaskExit struct {
 // fails the job with the reason (cancels it when the task was cancelled).
 // A job already settled otherwise is left as it is.
 type FinishTask struct {
+	engine.Answers[string]
+
 	Config DeliveryConfig
 	TaskID string
 	// Unstarted, for a queued task, is the stop reason it ends with
@@ -214,10 +218,10 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 		return engine.Decision{}, err
 	}
 	if !t.Live() {
-		return engine.Decision{Outcome: "already_" + t.Status}, nil
+		return engine.Decision{Outcome: already(t.State)}, nil
 	}
 	stop := t.StopReason
-	if t.Status == "queued" {
+	if t.State == fsm.TaskQueued {
 		if c.Exit.Error == "" && !isStopReason(c.Unstarted) {
 			return engine.Decision{}, errs.New(errs.ESTATE, "task %s never started: name why it ends", c.TaskID)
 		}
@@ -235,7 +239,7 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return engine.Decision{Outcome: outcome, Value: outcome, Emits: append(emits, more...)}, nil
+	return c.Answer(engine.Decision{Outcome: engine.Outcome(outcome), Emits: append(emits, more...)}, outcome), nil
 }
 
 // LoseTask fails closed a task that an earlier daemon left unfinished: it
@@ -260,7 +264,7 @@ func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, err
 	}
 	if !t.Live() {
-		return engine.Decision{Outcome: "already_" + t.Status}, nil
+		return engine.Decision{Outcome: already(t.State)}, nil
 	}
 	out := c.Output
 	if c.Artifact != nil {
@@ -303,7 +307,7 @@ func (c DeliveryConfig) settleJob(v engine.View, now time.Time, t *aggregate.Tas
 	if err != nil {
 		return nil, err
 	}
-	if j.Status == "running" {
+	if j.State == fsm.JobRunning {
 		var d engine.Decision
 		switch outcome {
 		case TaskSucceeded:
@@ -366,7 +370,7 @@ func (c FinishTask) describe(t *aggregate.Task, outcome string) string {
 			s = fmt.Sprintf("%s timed out (--timeout %s) and was stopped with %s", cmd, (time.Duration(t.TimeoutMS) * time.Millisecond).String(), how)
 		}
 	case TaskCancelled:
-		if t.Status == "queued" {
+		if t.State == fsm.TaskQueued {
 			s = fmt.Sprintf("cancelled before %s started", cmd)
 		} else {
 			s = fmt.Sprintf("cancelled: %s was stopped with %s %s", cmd, how, took)
@@ -376,7 +380,7 @@ func (c FinishTask) describe(t *aggregate.Task, outcome string) string {
 		if c.Unstarted == StopHandover || t.StopReason == StopHandover {
 			why = "the daemon was restarted with --stop-tasks"
 		}
-		if t.Status == "queued" {
+		if t.State == fsm.TaskQueued {
 			s = fmt.Sprintf("%s before %s started; it was not run and will not be", why, cmd)
 		} else {
 			s = fmt.Sprintf("%s while %s ran: it was stopped with %s %s and will not be run again", why, cmd, how, took)

@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
@@ -40,11 +41,11 @@ func (te taskEnv) must(d engine.Decider) engine.Result {
 
 func (te taskEnv) submit() command.TaskRef {
 	te.t.Helper()
-	res := te.must(command.SubmitTask{
+	ref, _ := enginetest.Answer[command.TaskRef](te.t, te.e, engine.Meta{Actor: events.ActorAdapter}, command.SubmitTask{
 		Job:  command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "task", Summary: "run it", Policy: events.FailClosedPolicy},
 		Argv: []string{"sh", "-c", "echo hi"}, Path: "/bin/sh", Cwd: "/tmp", Timeout: time.Second,
 	})
-	return res.Value.(command.TaskRef)
+	return ref
 }
 
 func (te taskEnv) state(k events.Kind, id string) aggregate.State {
@@ -74,10 +75,10 @@ func TestSubmitTaskAppendsJobAndTask(t *testing.T) {
 	te := newTaskEnv(t)
 	ref := te.submit()
 	tk, j := te.task(ref.TaskID), te.job(ref.JobID)
-	if tk.Status != "queued" || tk.JobID != ref.JobID || tk.Path != "/bin/sh" || tk.TimeoutMS != 1000 {
+	if tk.State != fsm.TaskQueued || tk.JobID != ref.JobID || tk.Path != "/bin/sh" || tk.TimeoutMS != 1000 {
 		t.Errorf("task = %+v", tk)
 	}
-	if j.Status != "running" || j.TaskSummary != "run it" || tk.FirstSeq != j.FirstSeq+1 {
+	if j.State != fsm.JobRunning || j.TaskSummary != "run it" || tk.FirstSeq != j.FirstSeq+1 {
 		t.Errorf("job = %+v (task at seq %d)", j, tk.FirstSeq)
 	}
 	for _, bad := range []command.SubmitTask{
@@ -101,18 +102,18 @@ func TestFinishTaskSettlesTheJob(t *testing.T) {
 		stop    string
 		exit    command.TaskExit
 		outcome string
-		job     string
+		job     fsm.JobState
 		text    string
 	}{
-		{"exit 0", "", command.TaskExit{ExitCode: 0}, command.TaskSucceeded, "ready", "exited 0"},
-		{"exit 3", "", command.TaskExit{ExitCode: 3}, command.TaskFailed, "failed", "status 3"},
-		{"killed by someone", "", command.TaskExit{ExitCode: -1, Signal: "KILL"}, command.TaskFailed, "failed", "signal KILL"},
-		{"timeout", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskTimedOut, "failed", "timed out"},
-		{"timeout needing KILL", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "KILL", Killed: true}, command.TaskTimedOut, "failed", "then KILL"},
-		{"cancel", command.StopCancel, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskCancelled, "cancelled", "cancelled"},
-		{"a stop that raced a clean exit", command.StopCancel, command.TaskExit{ExitCode: 0}, command.TaskCancelled, "cancelled", "cancelled"},
-		{"daemon stop", command.StopDaemon, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, "failed", "daemon stopped"},
-		{"handover", command.StopHandover, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, "failed", "--stop-tasks"},
+		{"exit 0", "", command.TaskExit{ExitCode: 0}, command.TaskSucceeded, fsm.JobReady, "exited 0"},
+		{"exit 3", "", command.TaskExit{ExitCode: 3}, command.TaskFailed, fsm.JobFailed, "status 3"},
+		{"killed by someone", "", command.TaskExit{ExitCode: -1, Signal: "KILL"}, command.TaskFailed, fsm.JobFailed, "signal KILL"},
+		{"timeout", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskTimedOut, fsm.JobFailed, "timed out"},
+		{"timeout needing KILL", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "KILL", Killed: true}, command.TaskTimedOut, fsm.JobFailed, "then KILL"},
+		{"cancel", command.StopCancel, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskCancelled, fsm.JobCancelled, "cancelled"},
+		{"a stop that raced a clean exit", command.StopCancel, command.TaskExit{ExitCode: 0}, command.TaskCancelled, fsm.JobCancelled, "cancelled"},
+		{"daemon stop", command.StopDaemon, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, fsm.JobFailed, "daemon stopped"},
+		{"handover", command.StopHandover, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, fsm.JobFailed, "--stop-tasks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			te := newTaskEnv(t)
@@ -124,17 +125,17 @@ func TestFinishTaskSettlesTheJob(t *testing.T) {
 			res := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit, Artifact: spool,
 				Output: events.TaskOutput{OutputBytes: 3, SpoolBytes: 3, Tail: "hi\n"}})
 			tk, j := te.task(ref.TaskID), te.job(ref.JobID)
-			if res.Outcome != tc.outcome || tk.Status != "exited" || tk.Outcome != tc.outcome || tk.ArtifactID != "art-1" {
+			if string(res.Outcome) != tc.outcome || tk.State != fsm.TaskExited || tk.Outcome != tc.outcome || tk.ArtifactID != "art-1" {
 				t.Fatalf("outcome %s, task %+v", res.Outcome, tk)
 			}
 			text := j.ResultSummary + j.FailReason + j.CancelReason
-			if j.Status != tc.job || !strings.Contains(text, tc.text) || !strings.Contains(text, "last output: hi") {
-				t.Errorf("job %s %q, want %s with %q and the output", j.Status, text, tc.job, tc.text)
+			if j.State != tc.job || !strings.Contains(text, tc.text) || !strings.Contains(text, "last output: hi") {
+				t.Errorf("job %s %q, want %s with %q and the output", j.State, text, tc.job, tc.text)
 			}
 			// The output is kept as an artifact either way; only a
 			// completed job's result is referenced by its batch.
 			a := te.state(events.KindArtifact, "art-1").(*aggregate.Artifact)
-			if a.SourceJobID != ref.JobID || (len(a.OpenBatchIDs) > 0) != (tc.job == "ready") {
+			if a.SourceJobID != ref.JobID || (len(a.OpenBatchIDs) > 0) != (tc.job == fsm.JobReady) {
 				t.Errorf("artifact %+v", a)
 			}
 			if again := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit}); again.Outcome != "already_exited" || len(again.Events) != 0 {
@@ -156,7 +157,7 @@ func TestFinishQueuedTask(t *testing.T) {
 		t.Fatalf("stop of a queued task: %v", err)
 	}
 	res := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Unstarted: command.StopCancel})
-	if res.Outcome != command.TaskCancelled || te.job(ref.JobID).Status != "cancelled" || !strings.Contains(te.job(ref.JobID).CancelReason, "before") {
+	if res.Outcome != command.TaskCancelled || te.job(ref.JobID).State != fsm.JobCancelled || !strings.Contains(te.job(ref.JobID).CancelReason, "before") {
 		t.Errorf("queued cancel: %s, job %+v", res.Outcome, te.job(ref.JobID))
 	}
 	ref = te.submit()
@@ -175,7 +176,7 @@ func TestFinishTaskOfASettledJob(t *testing.T) {
 	te.must(command.CancelJob{Config: cfg, JobID: ref.JobID, Reason: "by hand"})
 	te.must(command.StopTask{TaskID: ref.TaskID, Reason: command.StopJobCancelled})
 	te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: command.TaskExit{ExitCode: 0}, Artifact: spool})
-	if j := te.job(ref.JobID); j.Status != "cancelled" || j.CancelReason != "by hand" {
+	if j := te.job(ref.JobID); j.State != fsm.JobCancelled || j.CancelReason != "by hand" {
 		t.Errorf("job = %+v", j)
 	}
 	if tk := te.task(ref.TaskID); tk.Outcome != command.TaskCancelled || tk.ArtifactID != "art-1" {
@@ -191,10 +192,10 @@ func TestLoseTask(t *testing.T) {
 	te.must(command.LoseTask{Config: cfg, TaskID: ref.TaskID, Reason: "the daemon died", GroupKilled: true, Artifact: spool,
 		Output: events.TaskOutput{OutputBytes: 8, SpoolBytes: 8, Tail: "partial\n"}})
 	tk, j := te.task(ref.TaskID), te.job(ref.JobID)
-	if tk.Status != "lost" || !tk.GroupKill || tk.Tail != "partial\n" || tk.ArtifactID != "art-1" {
+	if tk.State != fsm.TaskLost || !tk.GroupKill || tk.Tail != "partial\n" || tk.ArtifactID != "art-1" {
 		t.Errorf("task = %+v", tk)
 	}
-	if j.Status != "failed" || j.FailReason != "the daemon died; last output: partial" {
+	if j.State != fsm.JobFailed || j.FailReason != "the daemon died; last output: partial" {
 		t.Errorf("job = %+v", j)
 	}
 	if _, err := te.exec(command.StartTask{TaskID: ref.TaskID, PID: 43}); errs.CodeOf(err) != errs.ESTATE {

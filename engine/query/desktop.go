@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -142,35 +143,35 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 // capabilities are the binding's mirror of the installation state it was
 // made under; MirrorMatches says whether that is still the one in force.
 type BindingView struct {
-	BindingID                 string     `json:"binding_id"`
-	SourceThreadID            string     `json:"source_thread_id"`
-	BindingState              string     `json:"binding_state"`
-	CallerAutomationID        string     `json:"caller_automation_id"`
-	ArmedGeneration           *uint64    `json:"armed_generation"`
-	ArmedGenerationQuiescedAt *time.Time `json:"armed_generation_quiesced_at"`
-	PauseNotBefore            *time.Time `json:"pause_not_before"`
-	PauseDeadline             *time.Time `json:"pause_deadline"`
-	BridgeThreadID            string     `json:"bridge_thread_id"`
-	ReadTransport             string     `json:"read_transport"`
-	ReadTransportGeneration   uint64     `json:"read_transport_generation"`
-	ReadTransportCapability   string     `json:"read_transport_capability"`
-	ArtifactReadCapability    string     `json:"artifact_read_capability"`
-	WritebackCapability       string     `json:"writeback_capability"`
-	ValidationFingerprint     string     `json:"validation_fingerprint"`
-	MirrorMatches             bool       `json:"mirror_matches"`
-	DegradedReason            string     `json:"degraded_reason"`
-	AutomationDeletedOnUnbind bool       `json:"automation_deleted_on_unbind"`
-	CreatedAt                 time.Time  `json:"created_at"`
-	UpdatedAt                 time.Time  `json:"updated_at"`
-	LastVerifiedAt            *time.Time `json:"last_verified_at"`
-	Version                   uint64     `json:"version"`
+	BindingID                 string           `json:"binding_id"`
+	SourceThreadID            string           `json:"source_thread_id"`
+	BindingState              fsm.BindingState `json:"binding_state"`
+	CallerAutomationID        string           `json:"caller_automation_id"`
+	ArmedGeneration           *uint64          `json:"armed_generation"`
+	ArmedGenerationQuiescedAt *time.Time       `json:"armed_generation_quiesced_at"`
+	PauseNotBefore            *time.Time       `json:"pause_not_before"`
+	PauseDeadline             *time.Time       `json:"pause_deadline"`
+	BridgeThreadID            string           `json:"bridge_thread_id"`
+	ReadTransport             string           `json:"read_transport"`
+	ReadTransportGeneration   uint64           `json:"read_transport_generation"`
+	ReadTransportCapability   string           `json:"read_transport_capability"`
+	ArtifactReadCapability    string           `json:"artifact_read_capability"`
+	WritebackCapability       string           `json:"writeback_capability"`
+	ValidationFingerprint     string           `json:"validation_fingerprint"`
+	MirrorMatches             bool             `json:"mirror_matches"`
+	DegradedReason            string           `json:"degraded_reason"`
+	AutomationDeletedOnUnbind bool             `json:"automation_deleted_on_unbind"`
+	CreatedAt                 time.Time        `json:"created_at"`
+	UpdatedAt                 time.Time        `json:"updated_at"`
+	LastVerifiedAt            *time.Time       `json:"last_verified_at"`
+	Version                   uint64           `json:"version"`
 }
 
 // NewBindingView renders a binding against the installation in force
 // (nil before any).
 func NewBindingView(b *aggregate.Binding, inst *aggregate.Installation) BindingView {
 	m := b.Mirror
-	v := BindingView{BindingID: b.ID, SourceThreadID: b.SourceThreadID, BindingState: b.Status,
+	v := BindingView{BindingID: b.ID, SourceThreadID: b.SourceThreadID, BindingState: b.State,
 		CallerAutomationID: b.CallerAutomationID, ArmedGenerationQuiescedAt: opt(b.ArmedGenerationQuiesced),
 		PauseNotBefore: opt(b.PauseNotBefore), PauseDeadline: opt(b.PauseDeadline), BridgeThreadID: b.BridgeThreadID,
 		ReadTransport: m.ReadTransport, ReadTransportGeneration: m.ReadTransportGeneration,
@@ -188,8 +189,8 @@ func NewBindingView(b *aggregate.Binding, inst *aggregate.Installation) BindingV
 
 // BindingFilter selects a page of bindings.
 type BindingFilter struct {
-	State string // unbound, bound, degraded; "" for all
-	After string // binding id cursor
+	State fsm.BindingState // "" for all
+	After string           // binding id cursor
 	Limit int
 }
 
@@ -210,7 +211,7 @@ func Bindings(s engine.Snapshot, f BindingFilter) (BindingPage, error) {
 	var page BindingPage
 	err = s.ForEachAfter(events.KindBinding, f.After, func(st aggregate.State) error {
 		b := st.(*aggregate.Binding)
-		if f.State != "" && b.Status != f.State {
+		if f.State != "" && b.State != f.State {
 			return nil
 		}
 		if !p.add(NewBindingView(b, inst)) {

@@ -6,6 +6,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -21,7 +22,7 @@ type RouteView struct {
 // GatewayRoute returns the active route of a routing key, or nil.
 func GatewayRoute(s engine.Reader, workspaceID, agentID string) (*RouteView, error) {
 	r, err := state[*aggregate.GatewayRoute](s, events.KindGatewayRoute, command.GatewayRouteID(workspaceID, agentID))
-	if err != nil || r == nil || r.Status != "active" {
+	if err != nil || r == nil || r.State != fsm.GatewayRouteActive {
 		return nil, err
 	}
 	return routeView(r), nil
@@ -47,7 +48,7 @@ func GatewayRoutes(s engine.Snapshot) (RoutePage, error) {
 	p := RoutePage{Routes: []RouteView{}}
 	err := s.ForEach(events.KindGatewayRoute, func(st aggregate.State) error {
 		r := st.(*aggregate.GatewayRoute)
-		if r.Status != "active" {
+		if r.State != fsm.GatewayRouteActive {
 			return nil
 		}
 		if len(p.Routes) == MaxRoutes {

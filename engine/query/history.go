@@ -165,7 +165,7 @@ func History(r StreamReader, streams []events.StreamID, until, after uint64, lim
 			continue
 		}
 		e := HistoryEntry{Seq: it.env.Seq, RecordedAt: it.env.RecordedAt, Actor: it.env.Actor, Type: it.env.Type,
-			Stream: sid, State: s.Head().Status, Changes: changes(before, after0), Hash: it.env.Hash}
+			Stream: sid, State: s.Head().State, Changes: changes(before, after0), Hash: it.env.Hash}
 		if !p.add(e) {
 			pg.Next = p.items[len(p.items)-1].Seq
 			break
@@ -240,17 +240,17 @@ func sortedKeys(m map[string]bool) []string {
 
 // ThreadBatch is one batch in a thread's history.
 type ThreadBatch struct {
-	BatchID              string     `json:"batch_id"`
-	OpenedSeq            uint64     `json:"opened_seq"`
-	State                string     `json:"state"`
-	Head                 bool       `json:"head"`
-	JobIDs               []string   `json:"job_ids"`
-	FirstReadyAt         time.Time  `json:"first_ready_at"`
-	DeliveryAttemptCount int        `json:"delivery_attempt_count"`
-	ReplayPolicy         string     `json:"replay_policy"`
-	ClosedAt             *time.Time `json:"closed_at"`
-	CloseReason          string     `json:"close_reason"`
-	CloseDetail          string     `json:"close_detail"`
+	BatchID              string         `json:"batch_id"`
+	OpenedSeq            uint64         `json:"opened_seq"`
+	State                fsm.BatchState `json:"state"`
+	Head                 bool           `json:"head"`
+	JobIDs               []string       `json:"job_ids"`
+	FirstReadyAt         time.Time      `json:"first_ready_at"`
+	DeliveryAttemptCount int            `json:"delivery_attempt_count"`
+	ReplayPolicy         string         `json:"replay_policy"`
+	ClosedAt             *time.Time     `json:"closed_at"`
+	CloseReason          string         `json:"close_reason"`
+	CloseDetail          string         `json:"close_detail"`
 }
 
 // ThreadHistoryPage is one page of a thread's batches in FIFO order;
@@ -290,7 +290,7 @@ func ThreadHistory(s engine.Reader, thread, after string, limit int) (ThreadHist
 	}
 	pg := ThreadHistoryPage{SourceThreadID: thread}
 	pg.Batches, pg.Next = pageOf(list, limit, func(b *aggregate.Batch) ThreadBatch {
-		return ThreadBatch{BatchID: b.ID, OpenedSeq: b.OpenedSeq, State: b.Status, Head: b.IsHead, JobIDs: b.JobIDs,
+		return ThreadBatch{BatchID: b.ID, OpenedSeq: b.OpenedSeq, State: b.State, Head: b.IsHead, JobIDs: b.JobIDs,
 			FirstReadyAt: b.FirstReadyAt, DeliveryAttemptCount: b.DeliveryAttemptCount, ReplayPolicy: b.ReplayPolicy,
 			ClosedAt: opt(b.ClosedAt), CloseReason: b.CloseReason, CloseDetail: b.CloseDetail}
 	}, func(b *aggregate.Batch) string { return b.ID })

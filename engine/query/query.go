@@ -7,6 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -75,7 +76,7 @@ func jobView(s engine.Reader, j *aggregate.Job) (JobView, error) {
 // JobFilter selects jobs for Jobs.
 type JobFilter struct {
 	ThreadID string
-	Status   string
+	State    fsm.JobState // "" for all
 	After    string
 	Limit    int
 }
@@ -93,7 +94,7 @@ func Jobs(s engine.Snapshot, f JobFilter) (JobPage, error) {
 	p := newPager[JobView](f.Limit)
 	var next string
 	add := func(j *aggregate.Job) error {
-		if f.Status != "" && j.Status != f.Status {
+		if f.State != "" && j.State != f.State {
 			return nil
 		}
 		v, err := jobView(s, j)
@@ -263,13 +264,20 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 }
 
 // BatchFilter selects batches for Batches. State is a batch state, or
-// "open", "parked" or "undelivered" (closed undelivered).
+// one of the Batches* filters.
 type BatchFilter struct {
 	ThreadID string
 	State    string
 	After    string
 	Limit    int
 }
+
+// The batch filters beside the batch states.
+const (
+	BatchesOpen        = "open"        // every open batch
+	BatchesParked      = "parked"      // open and waiting for manual resolution
+	BatchesUndelivered = "undelivered" // closed undelivered
+)
 
 // BatchPage is one page of batches in the order they opened; Next, when
 // set, is the cursor of the following page.
@@ -297,8 +305,8 @@ func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
 	err := s.ForEach(events.KindBatch, func(st aggregate.State) error {
 		b := st.(*aggregate.Batch)
 		if b.OpenedSeq > after && (f.ThreadID == "" || b.SourceThreadID == f.ThreadID) &&
-			(f.State == "" || b.Status == f.State || (f.State == "open" && b.Open()) || (f.State == "parked" && b.Parked()) ||
-				(f.State == "undelivered" && b.Undelivered && !b.Open())) {
+			(f.State == "" || string(b.State) == f.State || (f.State == BatchesOpen && b.Open()) || (f.State == BatchesParked && b.Parked()) ||
+				(f.State == BatchesUndelivered && b.Undelivered && !b.Open())) {
 			list = append(list, b)
 		}
 		return nil
@@ -323,7 +331,7 @@ func ActiveJobs(s engine.Snapshot) int { return int(s.Count(aggregate.CountJobAc
 func StoredArtifacts(s engine.Snapshot) (map[string]bool, error) {
 	live := map[string]bool{}
 	err := s.ForEach(events.KindArtifact, func(st aggregate.State) error {
-		if st.Head().Status == "stored" {
+		if st.Head().State == "stored" {
 			live[st.Head().ID] = true
 		}
 		return nil
@@ -362,7 +370,7 @@ func InFlight(s engine.Reader) ([]InFlightAttempt, error) {
 		if err != nil {
 			return nil, err
 		}
-		if a == nil || (a.Status != "accept_pending" && !a.Tracking()) {
+		if a == nil || (a.State != fsm.AttemptAcceptPending && !a.Tracking()) {
 			continue
 		}
 		b, err := state[*aggregate.Batch](s, events.KindBatch, a.BatchID)

@@ -39,11 +39,11 @@ func TestWaitOnAThreadReadsOnlyItsJobs(t *testing.T) {
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	ctx := context.Background()
 	submit := func(thread string) string {
-		res, err := e.Execute(ctx, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
+		id, _, err := engine.Exec[string](ctx, e, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.Value.(string)
+		return id
 	}
 	for i := 0; i < 200; i++ {
 		submit(fmt.Sprintf("other-%d", i))
@@ -93,12 +93,11 @@ func TestListingsPageByCountAndSize(t *testing.T) {
 		if i%2 == 0 {
 			meta = big
 		}
-		res, err := e.Execute(ctx, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: "debug", ThreadID: fmt.Sprintf("t%d", i%3),
+		id, _, err := engine.Exec[string](ctx, e, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: "debug", ThreadID: fmt.Sprintf("t%d", i%3),
 			TaskKind: "k", Summary: "s", Metadata: meta, Policy: events.FailClosedPolicy})
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := res.Value.(string)
 		ids = append(ids, id)
 		if _, err := e.Execute(ctx, engine.Meta{Actor: events.ActorCLI}, command.CompleteJob{Config: cfg, JobID: id, Summary: "done"}); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -20,7 +21,7 @@ type SessionView struct {
 	ManagedSessionID              string                `json:"managed_session_id"`
 	BoundThreadID                 string                `json:"bound_thread_id"`
 	SessionEpoch                  uint64                `json:"session_epoch"`
-	SessionState                  string                `json:"session_state"`
+	SessionState                  fsm.SessionState      `json:"session_state"`
 	Mode                          string                `json:"mode"`
 	SessionProfile                events.SessionProfile `json:"session_profile"`
 	SessionAllowsApproval         events.Allow          `json:"session_allows_approval"`
@@ -57,7 +58,7 @@ type DriftView struct {
 func NewSessionView(s *aggregate.Session) SessionView {
 	eff := s.Effective()
 	v := SessionView{
-		ManagedSessionID: s.ID, BoundThreadID: s.BoundThreadID, SessionEpoch: s.Epoch, SessionState: s.Status, Mode: s.Mode,
+		ManagedSessionID: s.ID, BoundThreadID: s.BoundThreadID, SessionEpoch: s.Epoch, SessionState: s.State, Mode: s.Mode,
 		SessionProfile: s.Profile, SessionAllowsApproval: eff.AllowsApproval, SessionAllowsNetwork: eff.AllowsNetwork,
 		SessionAllowsWriteAccess: eff.AllowsWriteAccess, StartupSessionAllowsApproval: s.Startup.AllowsApproval,
 		StartupSessionAllowsNetwork: s.Startup.AllowsNetwork, StartupSessionAllowsWrite: s.Startup.AllowsWriteAccess,
@@ -75,19 +76,19 @@ func NewSessionView(s *aggregate.Session) SessionView {
 
 // AppServerView is one instance of the shared app-server.
 type AppServerView struct {
-	Nonce        string    `json:"nonce"`
-	PID          int       `json:"pid"`
-	State        string    `json:"state"`
-	StartedAt    time.Time `json:"started_at"`
-	Socket       string    `json:"socket"`
-	CodexBinary  string    `json:"codex_binary"`
-	CodexHome    string    `json:"codex_home"`
-	UserAgent    string    `json:"user_agent"`
-	ProbePassed  bool      `json:"probe_passed"`
-	ProbeCode    string    `json:"probe_code"`
-	ProbeMissing []string  `json:"probe_missing"`
-	ExitReason   string    `json:"exit_reason"`
-	ExitStatus   string    `json:"exit_status"`
+	Nonce        string             `json:"nonce"`
+	PID          int                `json:"pid"`
+	State        fsm.AppServerState `json:"state"`
+	StartedAt    time.Time          `json:"started_at"`
+	Socket       string             `json:"socket"`
+	CodexBinary  string             `json:"codex_binary"`
+	CodexHome    string             `json:"codex_home"`
+	UserAgent    string             `json:"user_agent"`
+	ProbePassed  bool               `json:"probe_passed"`
+	ProbeCode    string             `json:"probe_code"`
+	ProbeMissing []string           `json:"probe_missing"`
+	ExitReason   string             `json:"exit_reason"`
+	ExitStatus   string             `json:"exit_status"`
 }
 
 // NewAppServerView renders an instance.
@@ -96,7 +97,7 @@ func NewAppServerView(a *aggregate.AppServer) AppServerView {
 	if missing == nil {
 		missing = []string{}
 	}
-	return AppServerView{Nonce: a.ID, PID: a.PID, State: a.Status, StartedAt: a.StartedAt, Socket: a.Socket, CodexBinary: a.CodexBinary,
+	return AppServerView{Nonce: a.ID, PID: a.PID, State: a.State, StartedAt: a.StartedAt, Socket: a.Socket, CodexBinary: a.CodexBinary,
 		CodexHome: a.CodexHome, UserAgent: a.UserAgent, ProbePassed: a.ProbePassed, ProbeCode: a.ProbeCode, ProbeMissing: missing,
 		ExitReason: a.ExitReason, ExitStatus: a.ExitStatus}
 }
@@ -146,7 +147,7 @@ func InspectSession(s engine.Reader, id, thread string) (SessionInspection, erro
 // page (0: MaxPage).
 type SessionFilter struct {
 	ThreadID string
-	State    string // a session state, or "" for every one
+	State    fsm.SessionState // "" for every one
 	After    string
 	Limit    int
 }
@@ -176,7 +177,7 @@ func Sessions(s engine.Snapshot, f SessionFilter) (SessionPage, error) {
 	var list []*aggregate.Session
 	err := s.ForEach(events.KindSession, func(st aggregate.State) error {
 		ses := st.(*aggregate.Session)
-		if ses.FirstSeq > after && (f.ThreadID == "" || ses.BoundThreadID == f.ThreadID) && (f.State == "" || ses.Status == f.State) {
+		if ses.FirstSeq > after && (f.ThreadID == "" || ses.BoundThreadID == f.ThreadID) && (f.State == "" || ses.State == f.State) {
 			list = append(list, ses)
 		}
 		return nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -16,7 +17,7 @@ import (
 type TaskView struct {
 	TaskID         string        `json:"task_id"`
 	JobID          string        `json:"job_id"`
-	State          string        `json:"state"`
+	State          fsm.TaskState `json:"state"`
 	Argv           []string      `json:"argv"`
 	Path           string        `json:"path"`
 	Cwd            string        `json:"cwd"`
@@ -53,26 +54,26 @@ type TaskView struct {
 // TaskRow is a task in a listing: no tail and the command as one line,
 // so a page of them stays small.
 type TaskRow struct {
-	TaskID         string     `json:"task_id"`
-	JobID          string     `json:"job_id"`
-	State          string     `json:"state"`
-	Outcome        string     `json:"outcome"`
-	ExitCode       *int       `json:"exit_code"`
-	Command        string     `json:"command"`
-	TargetKind     string     `json:"target_kind"`
-	SourceThreadID string     `json:"source_thread_id"`
-	JobStatus      string     `json:"job_status"`
-	CreatedAt      time.Time  `json:"created_at"`
-	StartedAt      *time.Time `json:"started_at"`
-	EndedAt        *time.Time `json:"ended_at"`
-	DurationMS     int64      `json:"duration_ms"`
-	OutputBytes    int64      `json:"output_bytes"`
+	TaskID         string        `json:"task_id"`
+	JobID          string        `json:"job_id"`
+	State          fsm.TaskState `json:"state"`
+	Outcome        string        `json:"outcome"`
+	ExitCode       *int          `json:"exit_code"`
+	Command        string        `json:"command"`
+	TargetKind     string        `json:"target_kind"`
+	SourceThreadID string        `json:"source_thread_id"`
+	JobState       fsm.JobState  `json:"job_status"`
+	CreatedAt      time.Time     `json:"created_at"`
+	StartedAt      *time.Time    `json:"started_at"`
+	EndedAt        *time.Time    `json:"ended_at"`
+	DurationMS     int64         `json:"duration_ms"`
+	OutputBytes    int64         `json:"output_bytes"`
 }
 
 // exitCode is the view of an exit status: null until the command exited
 // with one (a signal, a failed start or a lost task have none).
 func exitCode(t *aggregate.Task) *int {
-	if t.Status != "exited" || t.ExitCode < 0 {
+	if t.State != fsm.TaskExited || t.ExitCode < 0 {
 		return nil
 	}
 	c := t.ExitCode
@@ -83,7 +84,7 @@ func exitCode(t *aggregate.Task) *int {
 // nil).
 func NewTaskView(t *aggregate.Task, j JobView, a *aggregate.Artifact) TaskView {
 	v := TaskView{
-		TaskID: t.ID, JobID: t.JobID, State: t.Status, Argv: t.Argv, Path: t.Path, Cwd: t.Cwd, TimeoutMS: t.TimeoutMS,
+		TaskID: t.ID, JobID: t.JobID, State: t.State, Argv: t.Argv, Path: t.Path, Cwd: t.Cwd, TimeoutMS: t.TimeoutMS,
 		PID: t.PID, PIDStart: t.PIDStart, DaemonPID: t.DaemonPID, CreatedAt: t.CreatedAt, StartedAt: opt(t.StartedAt), StoppingAt: opt(t.StoppingAt),
 		EndedAt: opt(t.EndedAt), UpdatedAt: t.UpdatedAt, StopReason: t.StopReason, Outcome: t.Outcome, ExitCode: exitCode(t),
 		Signal: t.Signal, Killed: t.Killed, Error: t.Error, LostReason: t.LostReason, GroupKilled: t.GroupKill,
@@ -133,10 +134,14 @@ func TaskOfJob(s engine.Reader, jobID string) string {
 
 // TaskFilter selects tasks for Tasks.
 type TaskFilter struct {
-	State string // a task state, or "live"
+	State string // a task state, or TasksLive
 	After string
 	Limit int
 }
+
+// TasksLive is the task filter beside the task states: every task that
+// has not ended.
+const TasksLive = "live"
 
 // TaskPage is one page of tasks in id (submission) order.
 type TaskPage struct {
@@ -150,18 +155,18 @@ func Tasks(s engine.Snapshot, f TaskFilter) (TaskPage, error) {
 	p := newPager[TaskRow](f.Limit)
 	var page TaskPage
 	add := func(t *aggregate.Task) error {
-		if f.State != "" && t.Status != f.State && !(f.State == "live" && t.Live()) {
+		if f.State != "" && string(t.State) != f.State && !(f.State == TasksLive && t.Live()) {
 			return nil
 		}
 		j, err := state[*aggregate.Job](s, events.KindJob, t.JobID)
 		if err != nil {
 			return err
 		}
-		r := TaskRow{TaskID: t.ID, JobID: t.JobID, State: t.Status, Outcome: t.Outcome, ExitCode: exitCode(t),
+		r := TaskRow{TaskID: t.ID, JobID: t.JobID, State: t.State, Outcome: t.Outcome, ExitCode: exitCode(t),
 			Command: t.CommandLine(), CreatedAt: t.CreatedAt, StartedAt: opt(t.StartedAt), EndedAt: opt(t.EndedAt),
 			DurationMS: t.DurationMS, OutputBytes: t.OutputBytes}
 		if j != nil {
-			r.TargetKind, r.SourceThreadID, r.JobStatus = j.TargetKind, j.SourceThreadID, j.Status
+			r.TargetKind, r.SourceThreadID, r.JobState = j.TargetKind, j.SourceThreadID, j.State
 		}
 		if !p.add(r) {
 			page.Next = p.items[len(p.items)-1].TaskID

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -27,7 +28,7 @@ type JobView struct {
 	JobID          string                `json:"job_id"`
 	TargetKind     string                `json:"target_kind"`
 	SourceThreadID string                `json:"source_thread_id"`
-	Status         string                `json:"status"`
+	State          fsm.JobState          `json:"status"`
 	TaskKind       string                `json:"task_kind"`
 	TaskSummary    string                `json:"task_summary"`
 	ResultSummary  string                `json:"result_summary"`
@@ -61,17 +62,17 @@ type JobView struct {
 
 // BatchRef is a batch as seen from one of its jobs.
 type BatchRef struct {
-	BatchID      string     `json:"batch_id"`
-	State        string     `json:"state"`
-	ReplayPolicy string     `json:"replay_policy"`
-	CloseReason  string     `json:"close_reason"`
-	ClosedAt     *time.Time `json:"closed_at"`
+	BatchID      string         `json:"batch_id"`
+	State        fsm.BatchState `json:"state"`
+	ReplayPolicy string         `json:"replay_policy"`
+	CloseReason  string         `json:"close_reason"`
+	ClosedAt     *time.Time     `json:"closed_at"`
 }
 
 // NewJobView renders a job; a and b (its artifact and batch) may be nil.
 func NewJobView(j *aggregate.Job, a *aggregate.Artifact, b *aggregate.Batch) JobView {
 	v := JobView{
-		JobID: j.ID, TargetKind: j.TargetKind, SourceThreadID: j.SourceThreadID, Status: j.Status,
+		JobID: j.ID, TargetKind: j.TargetKind, SourceThreadID: j.SourceThreadID, State: j.State,
 		TaskKind: j.TaskKind, TaskSummary: j.TaskSummary, ResultSummary: j.ResultSummary, DedupeKey: j.DedupeKey,
 		ArtifactID: j.ArtifactID, CreatedAt: j.CreatedAt, ReadyAt: opt(j.ReadyAt), UpdatedAt: j.UpdatedAt,
 		CompletedAt: opt(j.CompletedAt), TimeoutAt: opt(j.TimeoutAt), DeliveryPolicy: j.DeliveryPolicy,
@@ -86,26 +87,26 @@ func NewJobView(j *aggregate.Job, a *aggregate.Artifact, b *aggregate.Batch) Job
 		v.Artifact = &av
 	}
 	if b != nil {
-		v.Batch = &BatchRef{BatchID: b.ID, State: b.Status, ReplayPolicy: b.ReplayPolicy, CloseReason: b.CloseReason, ClosedAt: opt(b.ClosedAt)}
+		v.Batch = &BatchRef{BatchID: b.ID, State: b.State, ReplayPolicy: b.ReplayPolicy, CloseReason: b.CloseReason, ClosedAt: opt(b.ClosedAt)}
 	}
 	return v
 }
 
 // ArtifactView is an artifact held in the managed store.
 type ArtifactView struct {
-	ArtifactID        string     `json:"artifact_id"`
-	SourceJobID       string     `json:"source_job_id"`
-	State             string     `json:"state"`
-	SizeBytes         int64      `json:"size_bytes"`
-	SHA256            string     `json:"sha256"`
-	ContentType       string     `json:"content_type"`
-	ManagedPath       string     `json:"managed_path"`
-	ManifestPath      string     `json:"manifest_path"`
-	CreatedAt         time.Time  `json:"created_at"`
-	MinRetentionUntil time.Time  `json:"min_retention_until"`
-	LastBatchClosedAt *time.Time `json:"last_batch_closed_at"`
-	OperatorPinUntil  *time.Time `json:"operator_pin_until"`
-	GCEligibleAt      time.Time  `json:"gc_eligible_at"`
+	ArtifactID        string            `json:"artifact_id"`
+	SourceJobID       string            `json:"source_job_id"`
+	State             fsm.ArtifactState `json:"state"`
+	SizeBytes         int64             `json:"size_bytes"`
+	SHA256            string            `json:"sha256"`
+	ContentType       string            `json:"content_type"`
+	ManagedPath       string            `json:"managed_path"`
+	ManifestPath      string            `json:"manifest_path"`
+	CreatedAt         time.Time         `json:"created_at"`
+	MinRetentionUntil time.Time         `json:"min_retention_until"`
+	LastBatchClosedAt *time.Time        `json:"last_batch_closed_at"`
+	OperatorPinUntil  *time.Time        `json:"operator_pin_until"`
+	GCEligibleAt      time.Time         `json:"gc_eligible_at"`
 	// RetentionUntil is how long the files are kept at least: null while
 	// an open batch holds the artifact, then gc_eligible_at.
 	RetentionUntil *time.Time `json:"retention_until"`
@@ -114,7 +115,7 @@ type ArtifactView struct {
 // NewArtifactView renders an artifact.
 func NewArtifactView(a *aggregate.Artifact) ArtifactView {
 	return ArtifactView{
-		ArtifactID: a.ID, SourceJobID: a.SourceJobID, State: a.Status, SizeBytes: a.SizeBytes, SHA256: a.SHA256,
+		ArtifactID: a.ID, SourceJobID: a.SourceJobID, State: a.State, SizeBytes: a.SizeBytes, SHA256: a.SHA256,
 		ContentType: a.ContentType, ManagedPath: a.ManagedPath, ManifestPath: a.ManifestPath, CreatedAt: a.CreatedAt,
 		MinRetentionUntil: a.MinRetentionUntil, LastBatchClosedAt: opt(a.LastBatchClosedAt),
 		OperatorPinUntil: opt(a.OperatorPinUntil), GCEligibleAt: a.GCEligibleAt, RetentionUntil: retention(a),
@@ -141,29 +142,29 @@ func LogRef(seq uint64) string {
 
 // BatchView is a delivery batch with every field.
 type BatchView struct {
-	BatchID                string     `json:"batch_id"`
-	SourceThreadID         string     `json:"source_thread_id"`
-	TargetKind             string     `json:"target_kind"`
-	State                  string     `json:"state"`
-	Head                   bool       `json:"head"`
-	JobIDs                 []string   `json:"job_ids"`
-	ArtifactIDs            []string   `json:"artifact_ids"`
-	Summary                string     `json:"summary"`
-	FirstReadyAt           time.Time  `json:"first_ready_at"`
-	LastReadyAt            time.Time  `json:"last_ready_at"`
-	MergeUntil             *time.Time `json:"merge_until"`
-	MaterializedAt         *time.Time `json:"materialized_at"`
-	LastDeliveryAttemptAt  *time.Time `json:"last_delivery_attempt_at"`
-	NextDeliveryNotBefore  *time.Time `json:"next_delivery_not_before"`
-	CooldownUntil          *time.Time `json:"cooldown_until"`
-	EligibleAfter          *time.Time `json:"eligible_after"`
-	RedeliveryWindowEndsAt time.Time  `json:"redelivery_window_ends_at"`
-	MaxDeliveryAttempts    int        `json:"max_delivery_attempts"`
-	DeliveryAttemptCount   int        `json:"delivery_attempt_count"`
-	HeadAttemptID          string     `json:"head_attempt_id"`
-	Generation             uint64     `json:"generation"`
-	SnapshotRevision       uint64     `json:"snapshot_revision"`
-	DeliveryMode           string     `json:"delivery_mode"`
+	BatchID                string         `json:"batch_id"`
+	SourceThreadID         string         `json:"source_thread_id"`
+	TargetKind             string         `json:"target_kind"`
+	State                  fsm.BatchState `json:"state"`
+	Head                   bool           `json:"head"`
+	JobIDs                 []string       `json:"job_ids"`
+	ArtifactIDs            []string       `json:"artifact_ids"`
+	Summary                string         `json:"summary"`
+	FirstReadyAt           time.Time      `json:"first_ready_at"`
+	LastReadyAt            time.Time      `json:"last_ready_at"`
+	MergeUntil             *time.Time     `json:"merge_until"`
+	MaterializedAt         *time.Time     `json:"materialized_at"`
+	LastDeliveryAttemptAt  *time.Time     `json:"last_delivery_attempt_at"`
+	NextDeliveryNotBefore  *time.Time     `json:"next_delivery_not_before"`
+	CooldownUntil          *time.Time     `json:"cooldown_until"`
+	EligibleAfter          *time.Time     `json:"eligible_after"`
+	RedeliveryWindowEndsAt time.Time      `json:"redelivery_window_ends_at"`
+	MaxDeliveryAttempts    int            `json:"max_delivery_attempts"`
+	DeliveryAttemptCount   int            `json:"delivery_attempt_count"`
+	HeadAttemptID          string         `json:"head_attempt_id"`
+	Generation             uint64         `json:"generation"`
+	SnapshotRevision       uint64         `json:"snapshot_revision"`
+	DeliveryMode           string         `json:"delivery_mode"`
 	// The batch's delivery policy, as the seed spells its fields: the
 	// strictest of its jobs' policies (a job keeps delivery_policy, the
 	// object its submitter gave).
@@ -206,7 +207,7 @@ func NewBatchView(b *aggregate.Batch) BatchView {
 		arts = []string{}
 	}
 	return BatchView{
-		BatchID: b.ID, SourceThreadID: b.SourceThreadID, TargetKind: b.TargetKind, State: b.Status, Head: b.IsHead,
+		BatchID: b.ID, SourceThreadID: b.SourceThreadID, TargetKind: b.TargetKind, State: b.State, Head: b.IsHead,
 		JobIDs: b.JobIDs, ArtifactIDs: arts, Summary: b.Summary, FirstReadyAt: b.FirstReadyAt, LastReadyAt: b.LastReadyAt,
 		MergeUntil: opt(b.MergeUntil), MaterializedAt: opt(b.MaterializedAt), LastDeliveryAttemptAt: opt(b.LastDeliveryAttemptAt),
 		NextDeliveryNotBefore: opt(b.NextDeliveryNotBefore), CooldownUntil: opt(b.CooldownUntil), EligibleAfter: opt(b.EligibleAfter),
@@ -231,29 +232,29 @@ func NewBatchView(b *aggregate.Batch) BatchView {
 // the observation state and deadline, the last observed turn event) are
 // among them.
 type AttemptView struct {
-	AttemptID              string     `json:"attempt_id"`
-	SourceThreadID         string     `json:"source_thread_id"`
-	BatchID                string     `json:"batch_id"`
-	Generation             uint64     `json:"generation"`
-	State                  string     `json:"state"`
-	SnapshotPath           string     `json:"snapshot_path"`
-	SnapshotRevision       uint64     `json:"snapshot_revision"`
-	DeliveryDeadline       *time.Time `json:"delivery_deadline"`
-	BindingID              string     `json:"binding_id"`
-	BridgeRequestID        string     `json:"bridge_request_id"`
-	BridgeArmLeaseID       string     `json:"bridge_arm_lease_id"`
-	BridgeArmLeaseDeadline *time.Time `json:"bridge_arm_lease_deadline"`
-	ArmPendingSince        *time.Time `json:"arm_pending_since"`
-	ArmPendingDeadline     *time.Time `json:"arm_pending_deadline"`
-	PauseNotBefore         *time.Time `json:"pause_not_before"`
-	PauseDeadline          *time.Time `json:"pause_deadline"`
-	AutomationID           string     `json:"automation_id"`
-	AutomationBindingState string     `json:"automation_binding_state"`
-	RPCRequestID           string     `json:"delivery_rpc_request_id"`
-	RPCKind                string     `json:"delivery_rpc_kind"`
-	RPCStartedAt           *time.Time `json:"delivery_rpc_started_at"`
-	RPCState               string     `json:"delivery_rpc_state"`
-	RPCCorrelationMarker   string     `json:"delivery_rpc_correlation_marker"`
+	AttemptID              string           `json:"attempt_id"`
+	SourceThreadID         string           `json:"source_thread_id"`
+	BatchID                string           `json:"batch_id"`
+	Generation             uint64           `json:"generation"`
+	State                  fsm.AttemptState `json:"state"`
+	SnapshotPath           string           `json:"snapshot_path"`
+	SnapshotRevision       uint64           `json:"snapshot_revision"`
+	DeliveryDeadline       *time.Time       `json:"delivery_deadline"`
+	BindingID              string           `json:"binding_id"`
+	BridgeRequestID        string           `json:"bridge_request_id"`
+	BridgeArmLeaseID       string           `json:"bridge_arm_lease_id"`
+	BridgeArmLeaseDeadline *time.Time       `json:"bridge_arm_lease_deadline"`
+	ArmPendingSince        *time.Time       `json:"arm_pending_since"`
+	ArmPendingDeadline     *time.Time       `json:"arm_pending_deadline"`
+	PauseNotBefore         *time.Time       `json:"pause_not_before"`
+	PauseDeadline          *time.Time       `json:"pause_deadline"`
+	AutomationID           string           `json:"automation_id"`
+	AutomationBindingState string           `json:"automation_binding_state"`
+	RPCRequestID           string           `json:"delivery_rpc_request_id"`
+	RPCKind                string           `json:"delivery_rpc_kind"`
+	RPCStartedAt           *time.Time       `json:"delivery_rpc_started_at"`
+	RPCState               string           `json:"delivery_rpc_state"`
+	RPCCorrelationMarker   string           `json:"delivery_rpc_correlation_marker"`
 	// RejectedRequestIDs are the newest maxRejectedShown of the
 	// attempt's rejected requests, oldest first; RejectedCount counts
 	// every one (the log has them all).
@@ -289,7 +290,7 @@ func NewAttemptView(a *aggregate.Attempt) AttemptView {
 	count := len(rej)
 	rej = rej[max(0, count-maxRejectedShown):]
 	v := AttemptView{
-		AttemptID: a.ID, SourceThreadID: a.SourceThreadID, BatchID: a.BatchID, Generation: a.Generation, State: a.Status,
+		AttemptID: a.ID, SourceThreadID: a.SourceThreadID, BatchID: a.BatchID, Generation: a.Generation, State: a.State,
 		SnapshotPath: a.SnapshotPath, SnapshotRevision: a.SnapshotRevision, DeliveryDeadline: opt(a.DeliveryDeadline),
 		BindingID: a.BindingID, BridgeRequestID: a.BridgeRequestID, BridgeArmLeaseID: a.BridgeArmLeaseID,
 		BridgeArmLeaseDeadline: opt(a.BridgeArmLeaseDeadline), ArmPendingSince: opt(a.ArmPendingSince),

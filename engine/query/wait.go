@@ -6,18 +6,19 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // WaitJob is one job's line in a wait result.
 type WaitJob struct {
-	JobID       string `json:"job_id"`
-	Status      string `json:"status"`
-	BatchID     string `json:"batch_id"`
-	CloseReason string `json:"close_reason"`
-	Done        bool   `json:"done"`
-	Delivered   bool   `json:"delivered"`
+	JobID       string       `json:"job_id"`
+	State       fsm.JobState `json:"status"`
+	BatchID     string       `json:"batch_id"`
+	CloseReason string       `json:"close_reason"`
+	Done        bool         `json:"done"`
+	Delivered   bool         `json:"delivered"`
 }
 
 // WaitResult is where a set of jobs stands: done when every one failed,
@@ -59,9 +60,9 @@ func Wait(s engine.Reader, jobIDs []string, thread, after string, limit int) (Wa
 		if j == nil {
 			return res, errs.New(errs.ENOENT, "no job %s", id)
 		}
-		w := WaitJob{JobID: j.ID, Status: j.Status, BatchID: j.BatchID}
+		w := WaitJob{JobID: j.ID, State: j.State, BatchID: j.BatchID}
 		switch {
-		case j.Status == "failed" || j.Status == "cancelled":
+		case j.State == fsm.JobFailed || j.State == fsm.JobCancelled:
 			w.Done = true
 		case j.BatchID != "":
 			b, err := state[*aggregate.Batch](s, events.KindBatch, j.BatchID)

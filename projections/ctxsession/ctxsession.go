@@ -47,7 +47,7 @@ func Small(c *aggregate.CtxSession) map[string][]byte {
 	}
 	return map[string][]byte{
 		FileLatest:    []byte(c.LatestText),
-		FileState:     []byte(c.Status + "\n"),
+		FileState:     []byte(c.State + "\n"),
 		FileCwd:       []byte(c.Cwd + "\n"),
 		FileCreatedAt: stamp(c.CreatedAt),
 		FileUpdatedAt: stamp(c.UpdatedAt),

@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/projections/inbox"
@@ -216,7 +217,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		})
 		wake(expires)
 		c.PauseDue = append(c.PauseDue, inbox.PauseDueEntry{SourceThreadID: bd.SourceThreadID, BindingID: bd.ID,
-			BindingState: bd.Status, CallerAutomationID: bd.CallerAutomationID, ArmedGeneration: bd.ArmedGeneration,
+			BindingState: string(bd.State), CallerAutomationID: bd.CallerAutomationID, ArmedGeneration: bd.ArmedGeneration,
 			PauseNotBefore: bd.PauseNotBefore, PauseDeadline: bd.PauseDeadline,
 			Overdue: !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline), RelayMarker: marker, RelayBridgeRequestID: request})
 	}
@@ -240,7 +241,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		return last, true, nil
 	}
 	for th, bd := range bindings {
-		e := inbox.BindingEntry{SourceThreadID: th, BindingID: bd.ID, BindingState: bd.Status,
+		e := inbox.BindingEntry{SourceThreadID: th, BindingID: bd.ID, BindingState: string(bd.State),
 			CallerAutomationID: bd.CallerAutomationID, BridgeThreadID: bd.BridgeThreadID,
 			ReadTransport: bd.Mirror.ReadTransport, ReadTransportGeneration: bd.Mirror.ReadTransportGeneration,
 			ValidationFingerprint: bd.Mirror.ValidationFingerprint, ArmedGeneration: bd.ArmedGeneration}
@@ -288,7 +289,7 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		return err
 	}
 	b.owner[events.StreamID{Kind: events.KindAttempt, ID: a.ID}] = th
-	if a.Status != "prepared" && a.Status != "arm_pending" {
+	if a.State != fsm.AttemptPrepared && a.State != fsm.AttemptArmPending {
 		return nil
 	}
 	bd, err := command.BindingOf(s, th)
@@ -308,7 +309,7 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		return nil
 	}
 	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th
-	if a.Status == "arm_pending" {
+	if a.State == fsm.AttemptArmPending {
 		var wake time.Time
 		accepted, _ := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
 			return m.Kind == command.RelayArmAccepted && m.BridgeRequestID == a.BridgeRequestID

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
@@ -65,9 +66,9 @@ func (w *world) populate(bound, ready int) {
 		w.exec(command.RepairBinding{ThreadID: thread(i), AutomationID: "automation-" + strconv.Itoa(i)})
 	}
 	for i := range ready {
-		res := w.exec(command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread(i), TaskKind: "ci", Summary: "s",
+		id, _ := enginetest.Answer[string](w.tb, w.e, engine.Meta{Actor: events.ActorOperator}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread(i), TaskKind: "ci", Summary: "s",
 			Policy: events.DeliveryPolicy{ReadOnly: true}})
-		w.exec(command.CompleteJob{Config: cfg, JobID: res.Value.(string), Summary: "done"})
+		w.exec(command.CompleteJob{Config: cfg, JobID: id, Summary: "done"})
 		w.exec(command.PrepareAttempt{Config: cfg, ThreadID: thread(i), DeliveryMode: command.ModeDesktop})
 	}
 }
@@ -336,11 +337,8 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 			if rnd.IntN(8) == 0 {
 				p = events.FailClosedPolicy
 			}
-			res, err := w.e.Execute(context.Background(), engine.Meta{}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "k", Summary: "s", Policy: p})
-			if err != nil {
-				t.Fatal(err)
-			}
-			try(command.CompleteJob{Config: cfg, JobID: res.Value.(string), Summary: "done"})
+			id, _ := enginetest.Answer[string](t, w.e, engine.Meta{}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "k", Summary: "s", Policy: p})
+			try(command.CompleteJob{Config: cfg, JobID: id, Summary: "done"})
 		case op < 70:
 			// What the scheduler does for a Desktop head.
 			var gate command.DesktopReadiness
@@ -372,11 +370,11 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 			// without an attempt event.
 			var bd *aggregate.Binding
 			w.e.Read(func(s engine.Snapshot) error { bd, _ = command.BindingOf(s, th); return nil })
-			if bd == nil || (bd.Status != "bound" && bd.Status != "degraded") {
+			if bd == nil || (bd.State != fsm.BindingBound && bd.State != fsm.BindingDegraded) {
 				continue
 			}
 			var ev events.Payload = &events.BindingQuiesced{Generation: bd.ArmedGeneration}
-			if bd.Status == "bound" && rnd.IntN(2) == 0 {
+			if bd.State == fsm.BindingBound && rnd.IntN(2) == 0 {
 				now := w.clock.Now()
 				ev = &events.BindingArmed{Generation: bd.ArmedGeneration + 1, PauseNotBefore: now.Add(90 * time.Second), PauseDeadline: now.Add(180 * time.Second)}
 			}

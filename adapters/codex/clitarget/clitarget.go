@@ -230,7 +230,7 @@ func (t *Target) reportLocked(tr *track, ev string) {
 
 // Recorded implements target.Acknowledger: once the acceptance is durable
 // the events held meanwhile go to the core, in order.
-func (t *Target) Recorded(d command.Delivery, outcome string) {
+func (t *Target) Recorded(d command.Delivery, outcome engine.Outcome) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	tr := t.tracks[d.ThreadID]

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -40,8 +41,8 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	if s == nil {
 		return target.Gate{Reason: "cli: no managed session is bound to this thread (cbth cli run --bind-thread-id or --new-thread)"}
 	}
-	if s.Status != "live" {
-		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is %s; delivery waits for a foreground (cbth cli run --bind-thread-id %s)", s.ID, s.Status, h.ThreadID)}
+	if s.State != fsm.SessionLive {
+		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is %s; delivery waits for a foreground (cbth cli run --bind-thread-id %s)", s.ID, s.State, h.ThreadID)}
 	}
 	inst, probed := t.m.Current()
 	switch {

@@ -117,7 +117,7 @@ func (t *Target) Spec() target.Spec {
 func (t *Target) Start(ctx context.Context, h target.Host) error {
 	t.host = h
 	next := h.Sink
-	h.Sink = sinkFunc(func(ctx context.Context, ev target.TurnEvent) (string, error) {
+	h.Sink = sinkFunc(func(ctx context.Context, ev target.TurnEvent) (engine.Outcome, error) {
 		out, err := next.Observe(ctx, ev)
 		if err == nil {
 			t.release(ev.AttemptID, ev.ManagedSessionID)
@@ -127,14 +127,14 @@ func (t *Target) Start(ctx context.Context, h target.Host) error {
 	return t.inner.Start(ctx, h)
 }
 
-type sinkFunc func(ctx context.Context, ev target.TurnEvent) (string, error)
+type sinkFunc func(ctx context.Context, ev target.TurnEvent) (engine.Outcome, error)
 
-func (f sinkFunc) Observe(ctx context.Context, ev target.TurnEvent) (string, error) {
+func (f sinkFunc) Observe(ctx context.Context, ev target.TurnEvent) (engine.Outcome, error) {
 	return f(ctx, ev)
 }
 
 // Recorded implements target.Acknowledger.
-func (t *Target) Recorded(d command.Delivery, outcome string) {
+func (t *Target) Recorded(d command.Delivery, outcome engine.Outcome) {
 	t.inner.Recorded(d, outcome)
 	t.release(d.AttemptID, d.ManagedSessionID)
 }

@@ -455,13 +455,12 @@ func (m *Manager) notice(inst *supervisor.Instance, msg appserver.Message) {
 func (m *Manager) bindNewThread(fg *foreground, thread string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := m.exec(ctx, command.AttachSession{Mode: command.ModeNewThread, ThreadID: thread, Profile: fg.profile, Instance: fg.in.nonce})
+	r, _, err := engine.Exec[command.AttachResult](ctx, m.eng, meta, command.AttachSession{Mode: command.ModeNewThread, ThreadID: thread, Profile: fg.profile, Instance: fg.in.nonce})
 	if err != nil {
 		m.log.Error("bind new thread", "thread", thread, "err", err)
 		m.warn(fg, fmt.Sprintf("thread %s was not bound: %v", thread, err))
 		return
 	}
-	r := res.Value.(command.AttachResult)
 	if r.Refusal != nil {
 		m.warn(fg, fmt.Sprintf("thread %s was not bound: %s (%s)", thread, r.Refusal.Message, r.Refusal.Code))
 		return
@@ -529,11 +528,8 @@ func (m *Manager) read(ctx context.Context, in *instance, session, thread string
 		return command.Observation{}, resumeError(thread, err)
 	}
 	m.born(thread)
-	res, err := m.exec(ctx, command.ObservePermissions{SessionID: session, Instance: in.nonce, Reading: ReadingOf(ts)})
-	if err != nil {
-		return command.Observation{}, err
-	}
-	return res.Value.(command.Observation), nil
+	obs, _, err := engine.Exec[command.Observation](ctx, m.eng, meta, command.ObservePermissions{SessionID: session, Instance: in.nonce, Reading: ReadingOf(ts)})
+	return obs, err
 }
 
 // The refusals of thread/resume that show Codex has no such thread: none
@@ -606,11 +602,11 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 	if err != nil {
 		return Refreshed{}, err
 	}
-	res, err := m.exec(ctx, *ref.Record)
+	obs, _, err := engine.Exec[command.Observation](ctx, m.eng, meta, *ref.Record)
 	if err != nil {
 		return Refreshed{}, err
 	}
-	ref.Observation, ref.Record = res.Value.(command.Observation), nil
+	ref.Observation, ref.Record = obs, nil
 	return ref, nil
 }
 
@@ -755,18 +751,17 @@ func (m *Manager) Attach(ctx context.Context, conn *ipc.Conn, a api.CLIAttachArg
 // attach-or-create with that reading. The read comes first, so the
 // snapshot is of the thread as the foreground will find it: a resume of a
 // thread this process already loaded ignores the settings it is given.
-func (m *Manager) attachBound(ctx context.Context, in *instance, fg *foreground, thread string) (appserver.ThreadSession, string, error) {
+func (m *Manager) attachBound(ctx context.Context, in *instance, fg *foreground, thread string) (appserver.ThreadSession, engine.Outcome, error) {
 	ts, err := in.inst.Client().ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true})
 	if err != nil {
 		return ts, "", resumeError(thread, err)
 	}
 	m.born(thread)
 	r := ReadingOf(ts)
-	res, err := m.exec(ctx, command.AttachSession{Mode: command.ModeBindThread, ThreadID: thread, Profile: fg.profile, Instance: in.nonce, Reading: &r})
+	ar, res, err := engine.Exec[command.AttachResult](ctx, m.eng, meta, command.AttachSession{Mode: command.ModeBindThread, ThreadID: thread, Profile: fg.profile, Instance: in.nonce, Reading: &r})
 	if err != nil {
 		return ts, "", err
 	}
-	ar := res.Value.(command.AttachResult)
 	if ar.Refusal != nil {
 		return ts, "", ar.Refusal
 	}

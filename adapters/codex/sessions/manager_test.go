@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -167,13 +168,13 @@ func TestManager_SessionsOnTheRealAppServer(t *testing.T) {
 		})
 		return len(list) == 1
 	})
-	if list[0].BoundThreadID != th.Thread.ID || list[0].SessionEpoch != 1 || list[0].SessionState != "live" {
+	if list[0].BoundThreadID != th.Thread.ID || list[0].SessionEpoch != 1 || list[0].SessionState != fsm.SessionLive {
 		t.Fatalf("bound %+v, want thread %s (the ephemeral one skipped)", list[0], th.Thread.ID)
 	}
 	newID := list[0].ManagedSessionID
 	r.turn(user, th.Thread.ID, "first turn", nil)
 	waitUntil(t, "the first reading", func() bool { return r.session(newID).SnapshotRevision == 1 })
-	if det, err := r.m.Detach(ctx, fg); err != nil || det.Session == nil || det.Session.SessionState != "detached" {
+	if det, err := r.m.Detach(ctx, fg); err != nil || det.Session == nil || det.Session.SessionState != fsm.SessionDetached {
 		t.Fatalf("detach: %+v %v", det, err)
 	}
 
@@ -273,8 +274,8 @@ func TestManager_NewThreadAwaitsItsFirstTurn(t *testing.T) {
 	if !errors.Is(err, sessions.ErrAwaitingFirstTurn) || errs.CodeOf(err) != errs.EAGAIN {
 		t.Fatalf("refresh before the first turn: %v (%s)", err, errs.CodeOf(err))
 	}
-	if s := r.session(id); s.Status != "live" || r.count("session.stale") != 0 {
-		t.Fatalf("before the first turn the session is %s (%d stale events)", s.Status, r.count("session.stale"))
+	if s := r.session(id); s.State != fsm.SessionLive || r.count("session.stale") != 0 {
+		t.Fatalf("before the first turn the session is %s (%d stale events)", s.State, r.count("session.stale"))
 	}
 
 	r.turn(user, th.Thread.ID, "first turn", nil)
@@ -291,8 +292,8 @@ func TestManager_NewThreadAwaitsItsFirstTurn(t *testing.T) {
 	if errs.CodeOf(err) != errs.ENOENT || errors.Is(err, sessions.ErrAwaitingFirstTurn) {
 		t.Fatalf("refresh of a thread whose rollout was deleted: %v (%s)", err, errs.CodeOf(err))
 	}
-	if s := r.session(id); s.Status != "stale" || r.count("session.stale") != 1 {
-		t.Fatalf("after its rollout was deleted the session is %s", s.Status)
+	if s := r.session(id); s.State != fsm.SessionStale || r.count("session.stale") != 1 {
+		t.Fatalf("after its rollout was deleted the session is %s", s.State)
 	}
 	if _, err := r.m.Detach(ctx, fg); err != nil {
 		t.Fatal(err)
@@ -348,7 +349,7 @@ func TestManager_UnreachableThreadsGoStale(t *testing.T) {
 		if err == nil || errors.Is(err, sessions.ErrAwaitingFirstTurn) || !strings.Contains(err.Error(), c.refusal) {
 			t.Fatalf("refresh, want %q: %v", c.refusal, err)
 		}
-		if s := r.session(c.session); s.Status != "stale" || !strings.Contains(s.StaleReason, c.refusal) {
+		if s := r.session(c.session); s.State != fsm.SessionStale || !strings.Contains(s.StaleReason, c.refusal) {
 			t.Fatalf("session %s after %q: %+v", c.session, c.refusal, s)
 		}
 	}

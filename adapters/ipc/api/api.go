@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -153,7 +154,7 @@ type RouteArgs struct {
 
 // RouteReply is the reply of gateway.route.add and gateway.route.rm.
 type RouteReply struct {
-	Outcome string          `json:"outcome"`
+	Outcome engine.Outcome  `json:"outcome"`
 	Route   query.RouteView `json:"route"`
 }
 
@@ -184,7 +185,7 @@ type Empty struct{}
 
 // Outcome is the reply of operations that only report what they did.
 type Outcome struct {
-	Outcome string `json:"outcome"`
+	Outcome engine.Outcome `json:"outcome"`
 }
 
 // PingReply is ping's reply.
@@ -236,10 +237,10 @@ type SubmitArgs struct {
 
 // SubmitReply is job.submit's reply.
 type SubmitReply struct {
-	JobID        string    `json:"job_id"`
-	Status       string    `json:"status"`
-	AcceptedAt   time.Time `json:"accepted_at"`
-	Deduplicated bool      `json:"deduplicated"`
+	JobID        string       `json:"job_id"`
+	State        fsm.JobState `json:"status"`
+	AcceptedAt   time.Time    `json:"accepted_at"`
+	Deduplicated bool         `json:"deduplicated"`
 }
 
 // CompleteArgs are job.complete's request. ResultFile is absolute.
@@ -261,8 +262,8 @@ type JobArgs struct {
 // command did and the job after it.
 type TransitionReply struct {
 	JobID    string              `json:"job_id"`
-	Status   string              `json:"status"`
-	Outcome  string              `json:"outcome"`
+	State    fsm.JobState        `json:"status"`
+	Outcome  engine.Outcome      `json:"outcome"`
 	Job      query.JobView       `json:"job"`
 	Artifact *query.ArtifactView `json:"artifact"`
 }
@@ -284,7 +285,7 @@ type CloseHeadArgs struct {
 
 // CloseHeadReply is batch.close_head's reply.
 type CloseHeadReply struct {
-	Outcome string           `json:"outcome"`
+	Outcome engine.Outcome   `json:"outcome"`
 	BatchID string           `json:"batch_id"`
 	Batch   *query.BatchView `json:"batch"`
 }
@@ -298,7 +299,7 @@ type SupersedeArgs struct {
 // SupersedeReply is batch.supersede's reply: the superseded batch after
 // the command, and the batch its jobs went into.
 type SupersedeReply struct {
-	Outcome      string           `json:"outcome"`
+	Outcome      engine.Outcome   `json:"outcome"`
 	BatchID      string           `json:"batch_id"`
 	SupersededBy string           `json:"superseded_by"`
 	Batch        *query.BatchView `json:"batch"`
@@ -353,34 +354,34 @@ type WatchView struct {
 
 // WatchHead is a thread's open head batch.
 type WatchHead struct {
-	SourceThreadID string    `json:"source_thread_id"`
-	BatchID        string    `json:"batch_id"`
-	TargetKind     string    `json:"target_kind"`
-	State          string    `json:"state"`
-	ReplayPolicy   string    `json:"replay_policy"`
-	Reason         string    `json:"replay_policy_reason"`
-	Jobs           int       `json:"jobs"`
-	Since          time.Time `json:"since"`
+	SourceThreadID string         `json:"source_thread_id"`
+	BatchID        string         `json:"batch_id"`
+	TargetKind     string         `json:"target_kind"`
+	State          fsm.BatchState `json:"state"`
+	ReplayPolicy   string         `json:"replay_policy"`
+	Reason         string         `json:"replay_policy_reason"`
+	Jobs           int            `json:"jobs"`
+	Since          time.Time      `json:"since"`
 }
 
 // WatchAttempt is a delivery in flight.
 type WatchAttempt struct {
-	TargetKind     string    `json:"target_kind"`
-	SourceThreadID string    `json:"source_thread_id"`
-	BatchID        string    `json:"batch_id"`
-	AttemptID      string    `json:"attempt_id"`
-	Generation     uint64    `json:"generation"`
-	State          string    `json:"state"`
-	Since          time.Time `json:"since"`
+	TargetKind     string           `json:"target_kind"`
+	SourceThreadID string           `json:"source_thread_id"`
+	BatchID        string           `json:"batch_id"`
+	AttemptID      string           `json:"attempt_id"`
+	Generation     uint64           `json:"generation"`
+	State          fsm.AttemptState `json:"state"`
+	Since          time.Time        `json:"since"`
 }
 
 // WatchTask is a task queued, running or stopping.
 type WatchTask struct {
-	TaskID  string    `json:"task_id"`
-	JobID   string    `json:"job_id"`
-	State   string    `json:"state"`
-	Command string    `json:"command"`
-	Since   time.Time `json:"since"`
+	TaskID  string        `json:"task_id"`
+	JobID   string        `json:"job_id"`
+	State   fsm.TaskState `json:"state"`
+	Command string        `json:"command"`
+	Since   time.Time     `json:"since"`
 }
 
 // ThreadHistoryArgs select a page of a thread's batches.
@@ -426,8 +427,8 @@ type PinArgs struct {
 
 // PinReply is artifact.pin's reply.
 type PinReply struct {
-	Outcome    string `json:"outcome"`
-	ArtifactID string `json:"artifact_id"`
+	Outcome    engine.Outcome `json:"outcome"`
+	ArtifactID string         `json:"artifact_id"`
 }
 
 // ReadArgs page through the log: events with seq >= From, optionally of
@@ -456,9 +457,9 @@ type DebugSetArgs struct {
 
 // DebugSetReply is debug.target.set's reply.
 type DebugSetReply struct {
-	Outcome        string `json:"outcome"`
-	SourceThreadID string `json:"source_thread_id"`
-	Behaviour      string `json:"behaviour"`
+	Outcome        engine.Outcome `json:"outcome"`
+	SourceThreadID string         `json:"source_thread_id"`
+	Behaviour      string         `json:"behaviour"`
 }
 
 // DebugTurnArgs report a turn event on the debug target's accepted turn
@@ -472,13 +473,13 @@ type DebugTurnArgs struct {
 
 // DebugTurnReply is debug.turn's reply: what the core made of the event.
 type DebugTurnReply struct {
-	Outcome          string `json:"outcome"`
-	SourceThreadID   string `json:"source_thread_id"`
-	AttemptID        string `json:"attempt_id"`
-	TurnID           string `json:"delivery_turn_id"`
-	Event            string `json:"event"`
-	ManagedSessionID string `json:"managed_session_id"`
-	SessionEpoch     uint64 `json:"session_epoch"`
+	Outcome          engine.Outcome `json:"outcome"`
+	SourceThreadID   string         `json:"source_thread_id"`
+	AttemptID        string         `json:"attempt_id"`
+	TurnID           string         `json:"delivery_turn_id"`
+	Event            string         `json:"event"`
+	ManagedSessionID string         `json:"managed_session_id"`
+	SessionEpoch     uint64         `json:"session_epoch"`
 }
 
 // AdvanceArgs move a manual clock.
@@ -517,8 +518,8 @@ type CtxServeReply struct {
 
 // TreeSaveReply is ctx.tree.save's reply.
 type TreeSaveReply struct {
-	Outcome string `json:"outcome"`
-	Events  int    `json:"events"`
+	Outcome engine.Outcome `json:"outcome"`
+	Events  int            `json:"events"`
 }
 
 // CLIAttachArgs are cli.attach's request. Mode is "bind_thread" (with
@@ -537,7 +538,7 @@ type CLIAttachArgs struct {
 // CodexHome, in Cwd. Session is the bound session (null while a new
 // thread is awaited, and for an exploratory run). Warnings go to stderr.
 type CLIAttachReply struct {
-	Outcome          string               `json:"outcome"`
+	Outcome          engine.Outcome       `json:"outcome"`
 	Mode             string               `json:"mode"`
 	AutoContinuation bool                 `json:"auto_continuation"`
 	Socket           string               `json:"socket"`
@@ -552,7 +553,7 @@ type CLIAttachReply struct {
 // CLIDetachReply is cli.detach's reply: the session as the foreground
 // left it (null if none was bound) and the warnings gathered meanwhile.
 type CLIDetachReply struct {
-	Outcome  string             `json:"outcome"`
+	Outcome  engine.Outcome     `json:"outcome"`
 	Session  *query.SessionView `json:"session"`
 	Warnings []string           `json:"warnings"`
 }
@@ -598,7 +599,7 @@ type TaskListArgs struct {
 
 // TaskCancelReply is task.cancel's reply.
 type TaskCancelReply struct {
-	Outcome string         `json:"outcome"`
+	Outcome engine.Outcome `json:"outcome"`
 	Task    query.TaskView `json:"task"`
 }
 
@@ -613,9 +614,9 @@ type HandoverArgs struct {
 // HandoverReply is daemon.handover's reply, sent just before the daemon
 // stops serving.
 type HandoverReply struct {
-	Outcome      string `json:"outcome"`
-	PID          int    `json:"pid"`
-	Version      string `json:"version"`
-	Protocol     int    `json:"protocol"`
-	TasksStopped int    `json:"tasks_stopped"`
+	Outcome      engine.Outcome `json:"outcome"`
+	PID          int            `json:"pid"`
+	Version      string         `json:"version"`
+	Protocol     int            `json:"protocol"`
+	TasksStopped int            `json:"tasks_stopped"`
 }

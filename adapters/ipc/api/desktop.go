@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -23,9 +24,9 @@ var (
 // SkipHeadReply is batch.skip_head's reply: "skipped" (the cursor of
 // CursorScope passed the thread's head BatchID) or "no_head".
 type SkipHeadReply struct {
-	Outcome        string `json:"outcome"`
-	SourceThreadID string `json:"source_thread_id"`
-	BatchID        string `json:"batch_id"`
+	Outcome        engine.Outcome `json:"outcome"`
+	SourceThreadID string         `json:"source_thread_id"`
+	BatchID        string         `json:"batch_id"`
 }
 
 // InstallationArgs carry the fingerprints the asking cbth observes, by
@@ -50,7 +51,7 @@ type InstallationRepairArgs struct {
 // what the repair did ("repaired" or "unchanged") and the threads whose
 // bindings it degraded.
 type InstallationRepairReply struct {
-	Outcome string `json:"outcome"`
+	Outcome engine.Outcome `json:"outcome"`
 	query.InstallationView
 	DegradedBindings []string `json:"degraded_bindings"`
 }
@@ -67,7 +68,7 @@ type BindingRepairArgs struct {
 // whether the old one was proven quiesced and whether automatic delivery
 // was forced onto a fresh attempt and generation.
 type BindingRepairReply struct {
-	Outcome string `json:"outcome"`
+	Outcome engine.Outcome `json:"outcome"`
 	query.BindingView
 	ReplacedAutomation    bool   `json:"replaced_automation"`
 	PreviousAutomationID  string `json:"previous_automation_id"`
@@ -85,7 +86,7 @@ type BindingUnbindArgs struct {
 // BindingUnbindReply is the binding after the unbind ("unbound" or
 // "already_unbound").
 type BindingUnbindReply struct {
-	Outcome string `json:"outcome"`
+	Outcome engine.Outcome `json:"outcome"`
 	query.BindingView
 }
 
@@ -144,28 +145,28 @@ type ArmArgs struct {
 // ArmPendingReply is note-arm-pending's answer ("arm_pending" or
 // "already_pending"): the bridge arm lease to hand to note-arm.
 type ArmPendingReply struct {
-	Outcome                string    `json:"outcome"`
-	SourceThreadID         string    `json:"source_thread_id"`
-	AttemptID              string    `json:"attempt_id"`
-	Generation             uint64    `json:"generation"`
-	BridgeRequestID        string    `json:"bridge_request_id"`
-	BridgeArmLeaseID       string    `json:"bridge_arm_lease_id"`
-	BridgeArmLeaseDeadline time.Time `json:"bridge_arm_lease_deadline"`
-	ArmPendingSince        time.Time `json:"arm_pending_since"`
-	ArmPendingDeadline     time.Time `json:"arm_pending_deadline"`
+	Outcome                engine.Outcome `json:"outcome"`
+	SourceThreadID         string         `json:"source_thread_id"`
+	AttemptID              string         `json:"attempt_id"`
+	Generation             uint64         `json:"generation"`
+	BridgeRequestID        string         `json:"bridge_request_id"`
+	BridgeArmLeaseID       string         `json:"bridge_arm_lease_id"`
+	BridgeArmLeaseDeadline time.Time      `json:"bridge_arm_lease_deadline"`
+	ArmPendingSince        time.Time      `json:"arm_pending_since"`
+	ArmPendingDeadline     time.Time      `json:"arm_pending_deadline"`
 }
 
 // ArmReply is note-arm's answer ("armed" or "already_armed").
 type ArmReply struct {
-	Outcome              string    `json:"outcome"`
-	SourceThreadID       string    `json:"source_thread_id"`
-	AttemptID            string    `json:"attempt_id"`
-	Generation           uint64    `json:"generation"`
-	ArmedGeneration      uint64    `json:"armed_generation"`
-	CooldownUntil        time.Time `json:"cooldown_until"`
-	PauseNotBefore       time.Time `json:"pause_not_before"`
-	PauseDeadline        time.Time `json:"pause_deadline"`
-	DeliveryAttemptCount int       `json:"delivery_attempt_count"`
+	Outcome              engine.Outcome `json:"outcome"`
+	SourceThreadID       string         `json:"source_thread_id"`
+	AttemptID            string         `json:"attempt_id"`
+	Generation           uint64         `json:"generation"`
+	ArmedGeneration      uint64         `json:"armed_generation"`
+	CooldownUntil        time.Time      `json:"cooldown_until"`
+	PauseNotBefore       time.Time      `json:"pause_not_before"`
+	PauseDeadline        time.Time      `json:"pause_deadline"`
+	DeliveryAttemptCount int            `json:"delivery_attempt_count"`
 }
 
 // PausedArgs are note-paused's request.
@@ -178,9 +179,9 @@ type PausedArgs struct {
 // PausedReply is note-paused's answer: "quiesced", "already_quiesced" or
 // "arm_abandoned".
 type PausedReply struct {
-	Outcome        string `json:"outcome"`
-	SourceThreadID string `json:"source_thread_id"`
-	Generation     uint64 `json:"generation"`
+	Outcome        engine.Outcome `json:"outcome"`
+	SourceThreadID string         `json:"source_thread_id"`
+	Generation     uint64         `json:"generation"`
 }
 
 // BoundaryArgs are note-boundary-crossed's request, with the fingerprints
@@ -206,16 +207,16 @@ type Continuation struct {
 // echoed tokens, which the caller compares with its prompt's, and the
 // inline continuation.
 type BoundaryReply struct {
-	Outcome                   string       `json:"outcome"`
-	SourceThreadID            string       `json:"source_thread_id"`
-	BatchID                   string       `json:"batch_id"`
-	AttemptID                 string       `json:"attempt_id"`
-	Generation                uint64       `json:"generation"`
-	SnapshotRevision          uint64       `json:"snapshot_revision"`
-	ContinuationBoundaryState string       `json:"continuation_boundary_state"`
-	ReplayPolicy              string       `json:"replay_policy"`
-	CloseReason               string       `json:"close_reason"`
-	Continuation              Continuation `json:"continuation"`
+	Outcome                   engine.Outcome `json:"outcome"`
+	SourceThreadID            string         `json:"source_thread_id"`
+	BatchID                   string         `json:"batch_id"`
+	AttemptID                 string         `json:"attempt_id"`
+	Generation                uint64         `json:"generation"`
+	SnapshotRevision          uint64         `json:"snapshot_revision"`
+	ContinuationBoundaryState string         `json:"continuation_boundary_state"`
+	ReplayPolicy              string         `json:"replay_policy"`
+	CloseReason               string         `json:"close_reason"`
+	Continuation              Continuation   `json:"continuation"`
 }
 
 // The transcript relay's operations.
@@ -238,11 +239,11 @@ type MarkerIssueArgs struct {
 // MarkerIssueReply is the issued marker ("issued" or "already_issued")
 // and its relay line (for scripts; the human output shows it labelled).
 type MarkerIssueReply struct {
-	Outcome   string    `json:"outcome"`
-	Marker    string    `json:"marker"`
-	Kind      string    `json:"kind"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Line      string    `json:"line"`
+	Outcome   engine.Outcome `json:"outcome"`
+	Marker    string         `json:"marker"`
+	Kind      string         `json:"kind"`
+	ExpiresAt time.Time      `json:"expires_at"`
+	Line      string         `json:"line"`
 }
 
 // ScannerBindArgs are relay scanner bind's request.
@@ -253,12 +254,12 @@ type ScannerBindArgs struct {
 
 // ScannerBindReply is the scanner binding ("bound" or "unchanged").
 type ScannerBindReply struct {
-	Outcome         string `json:"outcome"`
-	BridgeThreadID  string `json:"bridge_thread_id"`
-	RolloutPath     string `json:"rollout_path"`
-	Device          uint64 `json:"device"`
-	Inode           uint64 `json:"inode"`
-	BindingRevision uint64 `json:"binding_revision"`
+	Outcome         engine.Outcome `json:"outcome"`
+	BridgeThreadID  string         `json:"bridge_thread_id"`
+	RolloutPath     string         `json:"rollout_path"`
+	Device          uint64         `json:"device"`
+	Inode           uint64         `json:"inode"`
+	BindingRevision uint64         `json:"binding_revision"`
 }
 
 // ConsumeArgs are relay consume-transcript's request: BridgeThreadID is
@@ -271,12 +272,12 @@ type ConsumeArgs struct {
 
 // ConsumeResult is what became of one envelope carrying the marker.
 type ConsumeResult struct {
-	Line           int64  `json:"line"`
-	Kind           string `json:"kind"`
-	Outcome        string `json:"outcome"`
-	Applied        string `json:"applied,omitempty"`
-	Reason         string `json:"reason,omitempty"`
-	EnvelopeSHA256 string `json:"envelope_sha256"`
+	Line           int64          `json:"line"`
+	Kind           string         `json:"kind"`
+	Outcome        engine.Outcome `json:"outcome"`
+	Applied        engine.Outcome `json:"applied,omitempty"`
+	Reason         string         `json:"reason,omitempty"`
+	EnvelopeSHA256 string         `json:"envelope_sha256"`
 }
 
 // ConsumeReply is consume-transcript's answer: "consumed" when one
@@ -286,7 +287,7 @@ type ConsumeReply struct {
 	// Skipped are the records too long to read whole (relay.MaxRecord),
 	// read through without looking for the marker in them.
 	Skipped        []events.RelaySkippedRecord `json:"skipped"`
-	Outcome        string                      `json:"outcome"`
+	Outcome        engine.Outcome              `json:"outcome"`
 	BridgeThreadID string                      `json:"bridge_thread_id"`
 	RolloutPath    string                      `json:"rollout_path"`
 	Marker         string                      `json:"marker"`
@@ -312,7 +313,7 @@ type IssueLeasesArgs struct {
 // (some were issued), "unchanged" (every one still valid was kept), or
 // "none" (no artifact of the batch is over the inline limit).
 type IssueLeasesReply struct {
-	Outcome string                    `json:"outcome"`
+	Outcome engine.Outcome            `json:"outcome"`
 	BatchID string                    `json:"batch_id"`
 	Leases  []query.RecoveryLeaseView `json:"artifact_recovery_leases"`
 }

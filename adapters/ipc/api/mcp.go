@@ -3,7 +3,9 @@ package api
 import (
 	"time"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 )
 
@@ -62,12 +64,12 @@ const (
 
 // MCPSubmitReply is mcp.job_submit's reply.
 type MCPSubmitReply struct {
-	JobID        string      `json:"job_id"`
-	Status       string      `json:"status"`
-	TargetKind   string      `json:"target_kind"`
-	ThreadID     string      `json:"source_thread_id"`
-	Deduplicated bool        `json:"deduplicated"`
-	Delivery     MCPDelivery `json:"delivery"`
+	JobID        string       `json:"job_id"`
+	State        fsm.JobState `json:"status"`
+	TargetKind   string       `json:"target_kind"`
+	ThreadID     string       `json:"source_thread_id"`
+	Deduplicated bool         `json:"deduplicated"`
+	Delivery     MCPDelivery  `json:"delivery"`
 }
 
 // MCPTaskRunArgs are mcp.task_run's request. Path is argv[0] resolved on
@@ -85,14 +87,14 @@ type MCPTaskRunArgs struct {
 
 // MCPTaskRunReply is mcp.task_run's reply.
 type MCPTaskRunReply struct {
-	TaskID     string      `json:"task_id"`
-	JobID      string      `json:"job_id"`
-	State      string      `json:"state"`
-	TargetKind string      `json:"target_kind"`
-	ThreadID   string      `json:"source_thread_id"`
-	Argv       []string    `json:"argv"`
-	Rule       []string    `json:"allowed_by"`
-	Delivery   MCPDelivery `json:"delivery"`
+	TaskID     string        `json:"task_id"`
+	JobID      string        `json:"job_id"`
+	State      fsm.TaskState `json:"state"`
+	TargetKind string        `json:"target_kind"`
+	ThreadID   string        `json:"source_thread_id"`
+	Argv       []string      `json:"argv"`
+	Rule       []string      `json:"allowed_by"`
+	Delivery   MCPDelivery   `json:"delivery"`
 }
 
 // MCPJobArgs name one job of the calling thread.
@@ -171,10 +173,10 @@ type MCPValidateArgs struct {
 // MCPValidateReply is the proof recorded ("validated" or
 // "already_validated").
 type MCPValidateReply struct {
-	Outcome     string `json:"outcome"`
-	ThreadID    string `json:"thread_id"`
-	SandboxMode string `json:"sandbox_mode"`
-	Fingerprint string `json:"validation_fingerprint"`
+	Outcome     engine.Outcome `json:"outcome"`
+	ThreadID    string         `json:"thread_id"`
+	SandboxMode string         `json:"sandbox_mode"`
+	Fingerprint string         `json:"validation_fingerprint"`
 }
 
 // MCPValidationRequestArgs open a validation that lasts TTLMS.

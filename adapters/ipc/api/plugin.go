@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -131,8 +132,8 @@ type DeliveryInspection struct {
 // attempt is parked), or "evidence" (the batch is parked or closed: the
 // turn's status is shown for the operator, nothing changes).
 type Reconcile struct {
-	Outcome    string `json:"outcome"`
-	TurnID     string `json:"delivery_turn_id,omitempty"`
-	TurnStatus string `json:"turn_status,omitempty"`
-	Detail     string `json:"detail,omitempty"`
+	Outcome    engine.Outcome `json:"outcome"`
+	TurnID     string         `json:"delivery_turn_id,omitempty"`
+	TurnStatus string         `json:"turn_status,omitempty"`
+	Detail     string         `json:"detail,omitempty"`
 }

@@ -69,3 +69,14 @@ func VerifyFile(tb testing.TB, path string) {
 		tb.Errorf("%s does not verify: seq %d: %s: %s", path, p.Seq, p.Code, p.Message)
 	}
 }
+
+// Answer runs c on e like engine.Exec, failing tb on an error, and returns
+// what c answered with and the result.
+func Answer[V any, C engine.Answerer[V]](tb testing.TB, e *engine.Engine, m engine.Meta, c C) (V, engine.Result) {
+	tb.Helper()
+	v, res, err := engine.Exec[V](context.Background(), e, m, c)
+	if err != nil {
+		tb.Fatalf("%T: %v", c, err)
+	}
+	return v, res
+}
