@@ -1,0 +1,446 @@
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/alecthomas/kong"
+)
+
+// The README and spec/*.md name tests as their evidence and show cbth
+// command lines as what to type. These tests hold both to the code: a
+// renamed test, a removed command or flag, or a typo in a doc fails here
+// rather than on a reader's terminal.
+
+// docFiles are the documents checked, relative to the module root.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	specs, err := filepath.Glob(filepath.Join("..", "..", "spec", "*.md"))
+	if err != nil || len(specs) == 0 {
+		t.Fatalf("no spec/*.md: %v", err)
+	}
+	return append([]string{filepath.Join("..", "..", "README.md")}, specs...)
+}
+
+// moduleTests is every Test, Benchmark and Fuzz function declared in the
+// module's *_test.go files.
+func moduleTests(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(filepath.Join("..", ".."), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "node_modules", "testdata", ".git":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && testName.MatchString(fn.Name.Name) {
+				names[fn.Name.Name] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) < 100 {
+		t.Fatalf("only %d tests found: the walk missed the module", len(names))
+	}
+	return names
+}
+
+// testName is a test function's name; testCite is one cited in a doc,
+// where a trailing * stands for every test with that prefix.
+var (
+	testName = regexp.MustCompile(`^(Test|Benchmark|Fuzz)[A-Z0-9_]\w*$`)
+	testCite = regexp.MustCompile(`\b(?:Test|Benchmark|Fuzz)[A-Z0-9_]\w*\*?`)
+)
+
+// lineOf is the 1-based line of offset off in text.
+func lineOf(text string, off int) int { return strings.Count(text[:off], "\n") + 1 }
+
+// Every test a doc cites exists.
+func TestDocsCiteRealTests(t *testing.T) {
+	t.Parallel()
+	tests := moduleTests(t)
+	cited := 0
+	for _, path := range docFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range testCite.FindAllStringIndex(text, -1) {
+			cite := text[m[0]:m[1]]
+			cited++
+			if prefix, ok := strings.CutSuffix(cite, "*"); ok {
+				if !anyWithPrefix(tests, prefix) {
+					t.Errorf("%s:%d: %s: no test has this prefix", docName(path), lineOf(text, m[0]), cite)
+				}
+				continue
+			}
+			if !tests[cite] {
+				t.Errorf("%s:%d: %s: no such test in the module", docName(path), lineOf(text, m[0]), cite)
+			}
+		}
+	}
+	if cited < 50 {
+		t.Fatalf("only %d test names cited: the scan missed the docs", cited)
+	}
+}
+
+func anyWithPrefix(names map[string]bool, prefix string) bool {
+	for n := range names {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// docName is path relative to the module root, for messages.
+func docName(path string) string { return strings.TrimPrefix(filepath.ToSlash(path), "../../") }
+
+// snippet is a piece of code a doc shows: a fenced block's line (its \
+// continuations joined) or an inline code span.
+type snippet struct {
+	line int
+	text string
+}
+
+var codeSpan = regexp.MustCompile("`([^`]+)`")
+
+// snippets splits a markdown text into its code: each line of a fenced
+// block, and each inline span of the prose (a span may wrap a line, not a
+// paragraph).
+func snippets(text string) []snippet {
+	var out []snippet
+	lines := strings.Split(text, "\n")
+	inFence := false
+	var para []string
+	paraStart := 0
+	flush := func() {
+		p := strings.Join(para, "\n")
+		for _, m := range codeSpan.FindAllStringSubmatchIndex(p, -1) {
+			out = append(out, snippet{paraStart + lineOf(p, m[0]), strings.ReplaceAll(p[m[2]:m[3]], "\n", " ")})
+		}
+		para = nil
+	}
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			flush()
+			inFence = !inFence
+			continue
+		}
+		if inFence {
+			start := i + 1
+			for strings.HasSuffix(l, `\`) && i+1 < len(lines) {
+				i++
+				l = strings.TrimSuffix(l, `\`) + " " + lines[i]
+			}
+			out = append(out, snippet{start, stripComment(l)})
+			continue
+		}
+		if strings.TrimSpace(l) == "" {
+			flush()
+			continue
+		}
+		if para == nil {
+			paraStart = i
+		}
+		para = append(para, l)
+	}
+	flush()
+	return out
+}
+
+// stripComment cuts a shell comment off a code block's line: a # that
+// starts a word outside quotes, to the end of the line.
+func stripComment(l string) string {
+	var quote rune
+	prev := ' '
+	for i, r := range l {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '"' || r == '\'':
+			quote = r
+		case r == '#' && (prev == ' ' || prev == '\t'):
+			return l[:i]
+		}
+		prev = r
+	}
+	return l
+}
+
+// cbthCall finds where cbth is run in a snippet: the word cbth at the
+// start, after a space or an opening parenthesis, followed by a space.
+var cbthCall = regexp.MustCompile(`(?:^|[\s(])cbth[ \t]+`)
+
+// shellWords splits what follows cbth into words the way a shell would
+// (quotes kept together), up to the end of the command: a pipe, ;, &, a
+// closing parenthesis, a redirection, a backtick or a comment.
+func shellWords(s string) []string {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				w.WriteRune(r)
+			}
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		case strings.ContainsRune("|;&)<>`", r), r == '#' && !inWord:
+			if inWord {
+				words = append(words, w.String())
+			}
+			return words
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+// commandWord is a word that can only be meant as a command name; other
+// words after a command group (COMMAND, <id>, …, $X) are placeholders.
+var commandWord = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// checkCall walks words down the command tree from root and says what in
+// them the tree does not have: a command, or a flag of the command it
+// follows (its own, an enclosing command's, or a global one).
+func checkCall(root *kong.Node, words []string) []string {
+	var problems []string
+	n := root
+	path := "cbth"
+	atLeaf := false
+	for i := 0; i < len(words); i++ {
+		w := strings.TrimLeft(words[i], "([")
+		w = strings.TrimRight(w, "])…,.:")
+		w = strings.TrimSuffix(w, "...")
+		switch {
+		case w == "":
+			continue
+		case w == "--":
+			return problems
+		case strings.HasPrefix(w, "-"):
+			name, _, hasValue := strings.Cut(w, "=")
+			f, known := findFlag(n, name)
+			if !known {
+				if isFlagName(name) {
+					problems = append(problems, fmt.Sprintf("%s has no flag %s", path, name))
+				}
+				continue
+			}
+			// A flag before the command's last word takes its value
+			// with it, so the value is not read as a command.
+			if !atLeaf && f != nil && !hasValue && !f.IsBool() && !f.IsCounter() {
+				i++
+			}
+		case atLeaf:
+			if hasPassthrough(n) {
+				return problems // the rest belongs to the command it runs
+			}
+		default:
+			child := findChild(n, w)
+			if child == nil {
+				if commandWord.MatchString(w) && len(n.Positional) == 0 {
+					problems = append(problems, fmt.Sprintf("%s has no command %q", path, w))
+				}
+				if len(n.Children) > 0 {
+					return problems // a placeholder: nothing after it can be placed
+				}
+				atLeaf = true
+				continue
+			}
+			n = child
+			if child.Type == kong.CommandNode {
+				path += " " + child.Name
+			}
+			atLeaf = len(n.Children) == 0
+		}
+	}
+	return problems
+}
+
+// isFlagName is a word that can only be meant as a flag: --name or -x.
+func isFlagName(w string) bool { return flagWord.MatchString(w) }
+
+var flagWord = regexp.MustCompile(`^(--[a-z][a-z0-9-]*|-[a-zA-Z])$`)
+
+// findFlag looks name up on n, the commands enclosing it and, for a group
+// run without a subcommand, its default command. A nil flag with true is
+// kong's own help flag.
+func findFlag(n *kong.Node, name string) (*kong.Flag, bool) {
+	if name == "-h" || name == "--help" {
+		return nil, true
+	}
+	nodes := []*kong.Node{}
+	for p := n; p != nil; p = p.Parent {
+		nodes = append(nodes, p)
+	}
+	if n.DefaultCmd != nil {
+		nodes = append(nodes, n.DefaultCmd)
+	}
+	for _, p := range nodes {
+		for _, f := range p.Flags {
+			if flagMatches(f, name) {
+				return f, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func flagMatches(f *kong.Flag, name string) bool {
+	if long, ok := strings.CutPrefix(name, "--"); ok {
+		if long == f.Name || (f.Tag.Negatable != "" && long == "no-"+f.Name) {
+			return true
+		}
+		for _, a := range f.Aliases {
+			if long == a {
+				return true
+			}
+		}
+		return false
+	}
+	return len(name) == 2 && f.Short != 0 && rune(name[1]) == f.Short
+}
+
+// findChild is n's subcommand named w, or its argument node (a command
+// whose first word is a value).
+func findChild(n *kong.Node, w string) *kong.Node {
+	var arg *kong.Node
+	for _, c := range n.Children {
+		if c.Type == kong.ArgumentNode {
+			arg = c
+			continue
+		}
+		if c.Name == w {
+			return c
+		}
+		for _, a := range c.Aliases {
+			if a == w {
+				return c
+			}
+		}
+	}
+	return arg
+}
+
+func hasPassthrough(n *kong.Node) bool {
+	for _, p := range n.Positional {
+		if p.PassthroughMode != kong.PassThroughModeNone {
+			return true
+		}
+	}
+	return false
+}
+
+// commandTree is the whole kong model cbth parses with.
+func commandTree(t *testing.T) *kong.Node {
+	t.Helper()
+	p, err := kong.New(&CLI{}, kong.Name("cbth"), kong.ExplicitGroups(groups), kong.Vars{"version": "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Model.Node
+}
+
+// Every cbth command line a doc shows, in a code block or an inline code
+// span, names commands that exist and gives each only flags it has.
+func TestDocsCiteRealCommands(t *testing.T) {
+	t.Parallel()
+	root := commandTree(t)
+	calls := 0
+	for _, path := range docFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range snippets(string(b)) {
+			for _, m := range cbthCall.FindAllStringIndex(s.text, -1) {
+				calls++
+				for _, p := range checkCall(root, shellWords(s.text[m[1]:])) {
+					t.Errorf("%s:%d: %s\n\t%s", docName(path), s.line, p, strings.TrimSpace(s.text))
+				}
+			}
+		}
+	}
+	if calls < 200 {
+		t.Fatalf("only %d cbth command lines found: the scan missed the docs", calls)
+	}
+}
+
+// The checker itself: what it must refuse and what it must let through.
+func TestDocsCheckerCatchesBadCalls(t *testing.T) {
+	t.Parallel()
+	root := commandTree(t)
+	for line, want := range map[string]string{
+		"cbth job submit --target cli --thread-id T":       "",
+		"cbth --json job submit --thread-id=T":             "",
+		"cbth --home DIR job list --limit 5":               "",
+		"cbth task logs -f T":                              "",
+		"cbth task run --target cli -- make test --nope":   "",
+		"cbth COMMAND --help":                              "",
+		"cbth desktop …":                                   "",
+		"cbth job submitt --target cli":                    `cbth job has no command "submitt"`,
+		"cbth jobs list":                                   `cbth has no command "jobs"`,
+		"cbth job submit --thread T":                       "cbth job submit has no flag --thread",
+		"cbth batch close-head --source-thread-id T -z":    "cbth batch close-head has no flag -z",
+		"cbth job query J --json --no-such":                "cbth job query has no flag --no-such",
+		"cbth wait (--job-id J)... [--timeout D]":          "",
+		"cbth wait [--job-id J] [--time-out D]":            "cbth wait has no flag --time-out",
+		"cbth desktop installation-state --json":           "",
+		"cbth desktop installation-state repair --nothing": "cbth desktop installation-state repair has no flag --nothing",
+	} {
+		var got []string
+		for _, m := range cbthCall.FindAllStringIndex(line, -1) {
+			got = append(got, checkCall(root, shellWords(line[m[1]:]))...)
+		}
+		sort.Strings(got)
+		if strings.Join(got, "; ") != want {
+			t.Errorf("%q: got %q, want %q", line, got, want)
+		}
+	}
+}
