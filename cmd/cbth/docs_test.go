@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/alecthomas/kong"
 )
@@ -133,12 +134,12 @@ type snippet struct {
 var codeSpan = regexp.MustCompile("`([^`]+)`")
 
 // snippets splits a markdown text into its code: each line of a fenced
-// block, and each inline span of the prose (a span may wrap a line, not a
-// paragraph).
+// block but a text block (output), and each inline span of the prose (a
+// span may wrap a line, not a paragraph).
 func snippets(text string) []snippet {
 	var out []snippet
 	lines := strings.Split(text, "\n")
-	inFence := false
+	inFence, output := false, false
 	var para []string
 	paraStart := 0
 	flush := func() {
@@ -150,9 +151,15 @@ func snippets(text string) []snippet {
 	}
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
-		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+		if fence, ok := strings.CutPrefix(strings.TrimSpace(l), "```"); ok {
 			flush()
 			inFence = !inFence
+			// A block tagged text is what a command printed, not
+			// what to type.
+			output = inFence && strings.TrimSpace(fence) == "text"
+			continue
+		}
+		if output {
 			continue
 		}
 		if inFence {
@@ -261,8 +268,8 @@ func checkCall(root *kong.Node, words []string) []string {
 		switch {
 		case w == "":
 			continue
-		case w == "--":
-			return problems
+		case w == "--", w == "/":
+			return problems // the command's own arguments, or prose's "or"
 		case strings.HasPrefix(w, "-"):
 			name, _, hasValue := strings.Cut(w, "=")
 			f, known := findFlag(n, name)
@@ -412,6 +419,80 @@ func TestDocsCiteRealCommands(t *testing.T) {
 	}
 }
 
+// mdLink is a markdown link's target: a path, an anchor or both.
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// anchors are the ids GitHub gives a markdown file's headings: lower
+// case, punctuation dropped, spaces made hyphens, a repeat numbered.
+func anchors(text string) map[string]bool {
+	ids := map[string]bool{}
+	seen := map[string]int{}
+	inFence := false
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(l, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(l, "#"))
+		var id strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				id.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				id.WriteRune(r)
+			}
+		}
+		a := id.String()
+		if n := seen[a]; n > 0 {
+			ids[fmt.Sprintf("%s-%d", a, n)] = true
+		} else {
+			ids[a] = true
+		}
+		seen[a]++
+	}
+	return ids
+}
+
+// Every link between the docs reaches a file that exists and, with an
+// anchor, a heading in it.
+func TestDocsLinksResolve(t *testing.T) {
+	t.Parallel()
+	links := 0
+	for _, path := range docFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range mdLink.FindAllStringSubmatchIndex(text, -1) {
+			target := text[m[2]:m[3]]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, anchor, _ := strings.Cut(target, "#")
+			dest := path
+			if file != "" {
+				dest = filepath.Join(filepath.Dir(path), file)
+			}
+			db, err := os.ReadFile(dest)
+			if err != nil {
+				t.Errorf("%s:%d: link %s: %v", docName(path), lineOf(text, m[0]), target, err)
+				continue
+			}
+			if anchor != "" && !anchors(string(db))[anchor] {
+				t.Errorf("%s:%d: link %s: %s has no heading with that anchor", docName(path), lineOf(text, m[0]), target, docName(dest))
+			}
+		}
+	}
+	if links < 10 {
+		t.Fatalf("only %d links found: the scan missed the docs", links)
+	}
+}
+
 // The checker itself: what it must refuse and what it must let through.
 func TestDocsCheckerCatchesBadCalls(t *testing.T) {
 	t.Parallel()
@@ -432,6 +513,7 @@ func TestDocsCheckerCatchesBadCalls(t *testing.T) {
 		"cbth wait (--job-id J)... [--timeout D]":          "",
 		"cbth wait [--job-id J] [--time-out D]":            "cbth wait has no flag --time-out",
 		"cbth desktop installation-state --json":           "",
+		"cbth events export / replay --until T":            "",
 		"cbth desktop installation-state repair --nothing": "cbth desktop installation-state repair has no flag --nothing",
 	} {
 		var got []string
