@@ -600,10 +600,11 @@ func TestDesktop_BridgeWakeInTheSandbox(t *testing.T) {
 	if w, err = sim.Wake(); err != nil || w.Failed != nil {
 		t.Fatalf("after a preflight outside: %v %+v", err, w.Failed)
 	}
+	// Stopped first: a running daemon republishes within its 1 s interval.
+	h.ok(nil, "daemon", "stop")
 	if err := os.RemoveAll(filepath.Join(h.root, "inbox")); err != nil {
 		t.Fatal(err)
 	}
-	h.ok(nil, "daemon", "stop")
 	if w, err = sim.Wake(); err != nil || w.Failed == nil || !strings.Contains(w.Failed.Stdout, `"ENOENT"`) {
 		t.Fatalf("a wake without any snapshot: %v %+v", err, w.Failed)
 	}

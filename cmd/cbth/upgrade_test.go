@@ -462,11 +462,20 @@ func TestIdleOlderDaemonIsReplaced(t *testing.T) {
 	if again.PID != st.PID {
 		t.Fatal("a busy older daemon was replaced")
 	}
-	// The cancel is served by the older daemon, which is idle after it.
+	// The cancel is served by the older daemon, which is idle once the
+	// task's group has exited and been recorded: the first command that
+	// finds it idle replaces it (the cancel's own reply may come first).
 	r = u.runBin("task", "cancel", run.TaskID)
-	if r.code != 0 || !strings.Contains(r.stderr, "replaced the idle daemon (cbth 0.1.9") {
-		t.Fatalf("an idle older daemon: exit %d, stderr %q", r.code, r.stderr)
+	if r.code != 0 {
+		t.Fatalf("task cancel: exit %d, stderr %q", r.code, r.stderr)
 	}
+	waitFor(t, "the idle older daemon replaced", 30*time.Second, func() bool {
+		if strings.Contains(r.stderr, "replaced the idle daemon (cbth 0.1.9") {
+			return true
+		}
+		r = u.runBin("job", "list")
+		return r.code == 0 && strings.Contains(r.stderr, "replaced the idle daemon (cbth 0.1.9")
+	})
 	u.okBin(&again, "daemon", "status")
 	if again.PID == st.PID || again.Version == "0.1.9" {
 		t.Errorf("after the replacement the daemon is %+v", again)
