@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"os"
 	"path/filepath"
 	"time"
@@ -134,48 +135,11 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.DebugTurn, d.debugTurn)
 	api.Handle(t, api.DebugClock, d.advance)
 
-	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
-	api.Handle(t, api.CtxTreeSave, d.saveTree)
-	api.Handle(t, api.CtxServe, d.ctxServe)
-	d.codexOps(t)
-	d.pluginOps(t)
-	d.desktopOps(t)
-	d.desktopWritebackOps(t)
-	d.relayOps(t)
-
-	api.Handle(t, api.TaskRun, d.runTask)
-	api.Handle(t, api.TaskInspect, func(_ context.Context, a api.TaskArgs) (query.TaskView, error) { return d.taskView(a.TaskID) })
-	api.Handle(t, api.TaskList, func(_ context.Context, a api.TaskListArgs) (p query.TaskPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Tasks(s, query.TaskFilter{State: a.State, After: a.After, Limit: a.Limit})
-			return err
-		})
-		return p, err
-	})
-	api.Handle(t, api.TaskCancel, func(ctx context.Context, a api.TaskArgs) (api.TaskCancelReply, error) {
-		if _, err := d.taskView(a.TaskID); err != nil {
-			return api.TaskCancelReply{}, err
-		}
-		out, err := d.stopTask(ctx, a.TaskID, command.StopCancel)
-		if err != nil {
-			return api.TaskCancelReply{}, err
-		}
-		if out == "stopping" || out == "already_stopping" {
-			// Reply with the task's end: TERM, then KILL after
-			// kill_grace, bounds it.
-			d.waitTaskEnd(ctx, a.TaskID, 3*d.opt.Config.Task.KillGrace.Duration+10*time.Second)
-			if out == "stopping" {
-				out = command.TaskCancelled
-			}
-		}
-		v, err := d.taskView(a.TaskID)
-		return api.TaskCancelReply{Outcome: out, Task: v}, err
-	})
 	api.Handle(t, api.DaemonHandover, d.handover)
-	d.gatewayOps(t)
-	d.mcpOps(t)
-	d.mcpDesktopOps(t)
 	d.pastOps(t)
+	for _, m := range d.opt.Modules {
+		m.Ops(t)
+	}
 	return t
 }
 
@@ -234,6 +198,38 @@ func (d *Daemon) submitted(id string, res engine.Result, err error) (query.JobVi
 	}
 	j, err := d.job(id)
 	return j, res.Replayed || res.Outcome == "deduplicated", err
+}
+
+// jobsEnded tells the modules of jobs that ended other than by their own
+// report (Module.JobWatcher).
+func (d *Daemon) jobsEnded(ctx context.Context, jobs []string, reason string) {
+	if len(jobs) == 0 {
+		return
+	}
+	for _, m := range d.opt.Modules {
+		if w, ok := m.(JobWatcher); ok {
+			w.JobsEnded(ctx, jobs, reason)
+		}
+	}
+}
+
+// threadTarget is where a result for thread goes when the submitter did
+// not say: a thread bound to a Desktop heartbeat is a Desktop thread;
+// any other is a Codex CLI thread.
+func (d *Daemon) threadTarget(thread string) (string, error) {
+	var bound bool
+	err := d.eng.Read(func(s engine.Snapshot) error {
+		b, err := command.BindingOf(s, thread)
+		bound = b != nil && b.ID != "" && b.State != fsm.BindingUnbound
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if bound {
+		return command.TargetDesktop, nil
+	}
+	return "cli", nil
 }
 
 func (d *Daemon) job(id string) (v query.JobView, err error) {
@@ -296,12 +292,12 @@ func (d *Daemon) transitionAs(ctx context.Context, m engine.Meta, id string, cmd
 }
 
 // cancel cancels a job, through wrap (which may record more in the same
-// append), and stops the task that runs for it.
+// append), and tells the modules (the task that runs for it stops).
 func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func(command.CancelJob) engine.Decider, reason string) (api.TransitionReply, error) {
 	defer d.poke(ctx)
 	rep, err := d.transitionAs(ctx, m, id, wrap(command.CancelJob{Config: d.deliveryConfig(), JobID: id, Reason: reason}))
 	if err == nil && rep.Outcome == "cancelled" {
-		d.stopTasksOfJobs(ctx, []string{id}, command.StopJobCancelled)
+		d.jobsEnded(ctx, []string{id}, command.StopJobCancelled)
 	}
 	return rep, err
 }
@@ -464,4 +460,23 @@ func (d *Daemon) advance(ctx context.Context, a api.AdvanceArgs) (api.AdvanceRep
 	}
 	d.schedule(ctx)
 	return api.AdvanceReply{Now: mc.Now()}, nil
+}
+
+// validLeases lists the recovery leases of the artifacts ids still valid
+// now: what batch inspect shows. A read: it issues nothing.
+func (d *Daemon) validLeases(ids []string) (out []query.RecoveryLeaseView, err error) {
+	now := d.opt.Clock.Now()
+	err = d.eng.Read(func(s engine.Snapshot) error {
+		for _, id := range ids {
+			st, err := s.State(events.KindArtifact, id)
+			if err != nil {
+				return err
+			}
+			if a, ok := st.(*aggregate.Artifact); ok && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
+				out = append(out, query.RecoveryLeaseView{ArtifactID: id, LeaseID: a.RecoveryLeaseID, Deadline: a.RecoveryLeaseDeadline})
+			}
+		}
+		return nil
+	})
+	return out, err
 }
