@@ -130,7 +130,7 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, sink *logSin
 	defer stop()
 	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised,
 		Modules: daemonModules(),
-		Locked: func() { sink.rotate(h.DaemonLog(), cfg.Log.MaxBytes, cfg.Log.Keep, log) }}
+		Locked:  func() { sink.rotate(h.DaemonLog(), cfg.Log.MaxBytes, cfg.Log.Keep, log) }}
 	if c.Quiet {
 		// A daemon started by a command reports to it through its
 		// stdout until it serves (see spawnDaemon); from then on its
