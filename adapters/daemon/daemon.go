@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +28,6 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
-	"github.com/cbth-dev/cbth/internal/rotate"
 	"github.com/cbth-dev/cbth/projections"
 	"golang.org/x/sys/unix"
 )
@@ -119,7 +117,6 @@ func Run(ctx context.Context, opt Options) error {
 	if opt.Locked != nil {
 		opt.Locked()
 	}
-	rotateLogs(opt)
 
 	if err := h.CheckSocket(); err != nil {
 		return err
@@ -220,20 +217,6 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	opt.Log.Info("stopped", "reason", err)
 	return err
-}
-
-// rotateLogs rotates, at start, the Codex app-server logs past [log]
-// max_bytes (daemon.log is its writer's: Options.Locked). Nothing has
-// them open yet: their app-servers start later.
-func rotateLogs(opt Options) {
-	for _, name := range []string{"codex-app-server.log", "codex-plugin-app-server.log"} {
-		p := filepath.Join(opt.Home.LogDir(), name)
-		if done, err := rotate.IfOver(p, opt.Config.Log.MaxBytes, opt.Config.Log.Keep); err != nil {
-			opt.Log.Warn("rotate log", "path", p, "err", err)
-		} else if done {
-			opt.Log.Info("log rotated", "path", p, "max_bytes", opt.Config.Log.MaxBytes, "keep", opt.Config.Log.Keep)
-		}
-	}
 }
 
 // shutdownGrace bounds how long a stopping daemon waits for requests in

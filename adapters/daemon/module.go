@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
@@ -12,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/rotate"
 )
 
 // Module is one feature of the daemon (Codex Desktop, tasks, the Codex
@@ -165,6 +167,21 @@ func (h *Host) Inspect(ctx context.Context, id string) (query.BatchInspection, e
 // ThreadTarget is where a result for thread goes when the submitter did
 // not say.
 func (h *Host) ThreadTarget(thread string) (string, error) { return h.d.threadTarget(thread) }
+
+// BusyReasons is what keeps the daemon up now (daemon status).
+func (h *Host) BusyReasons(now time.Time) []string { return h.d.busy(now) }
+
+// RotateLog rotates the log file name of the log directory past [log]
+// max_bytes, keeping [log] keep older copies: at start, before what
+// writes it opens it (daemon.log is its writer's: Options.Locked).
+func (h *Host) RotateLog(name string) {
+	p, c := filepath.Join(h.Home.LogDir(), name), h.Config.Log
+	if done, err := rotate.IfOver(p, c.MaxBytes, c.Keep); err != nil {
+		h.Log.Warn("rotate log", "path", p, "err", err)
+	} else if done {
+		h.Log.Info("log rotated", "path", p, "max_bytes", c.MaxBytes, "keep", c.Keep)
+	}
+}
 
 // Ops is the operation table a daemon composed of mods serves.
 func Ops(mods []Module) api.Table {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,73 +37,8 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.JobCancel, func(ctx context.Context, a api.JobArgs) (api.TransitionReply, error) {
 		return d.cancel(ctx, d.meta(""), a.JobID, func(c command.CancelJob) engine.Decider { return c }, a.Reason)
 	})
-	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
-		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
-			if err != nil {
-				return v, err
-			}
-			return d.jobPast(a.JobID, seq)
-		}
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			if v, err = query.Job(s, a.JobID); errs.CodeOf(err) == errs.ENOENT {
-				err = query.NotA(s, events.KindJob, a.JobID)
-			}
-			return err
-		})
-		return v, err
-	})
-	api.Handle(t, api.JobList, func(_ context.Context, a api.JobListArgs) (p query.JobPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.SourceThreadID, State: fsm.JobState(a.Status), After: a.After, Limit: a.Limit})
-			return err
-		})
-		return p, err
-	})
-
 	api.Handle(t, api.BatchCloseHead, d.closeHead)
 	api.Handle(t, api.BatchSupersede, d.supersede)
-	api.Handle(t, api.BatchInspectHead, func(ctx context.Context, a api.ThreadArgs) (query.BatchInspection, error) {
-		if a.SourceThreadID == "" {
-			return query.BatchInspection{}, errs.New(errs.EINVAL, "source thread id is empty")
-		}
-		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
-			if err != nil {
-				return query.BatchInspection{}, err
-			}
-			head, err := d.headPast(a.SourceThreadID, seq)
-			if err != nil {
-				return query.BatchInspection{}, err
-			}
-			return d.inspectPast(head, seq)
-		}
-		var head string
-		_ = d.eng.Read(func(s engine.Snapshot) error { head = query.HeadBatchID(s, a.SourceThreadID); return nil })
-		if head == "" {
-			return query.BatchInspection{}, errs.New(errs.ENOENT, "thread %s has no open batch", a.SourceThreadID)
-		}
-		return d.inspect(ctx, head)
-	})
-	api.Handle(t, api.BatchInspect, func(ctx context.Context, a api.BatchArgs) (query.BatchInspection, error) {
-		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
-			if err != nil {
-				return query.BatchInspection{}, err
-			}
-			return d.inspectPast(a.BatchID, seq)
-		}
-		in, err := d.inspect(ctx, a.BatchID)
-		if err != nil {
-			return in, err
-		}
-		in.RecoveryLeases, err = d.validLeases(in.Batch.ArtifactIDs)
-		return in, err
-	})
-	api.Handle(t, api.BatchList, func(_ context.Context, a api.BatchListArgs) (p query.BatchPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Batches(s, query.BatchFilter{ThreadID: a.SourceThreadID, State: a.State, After: a.After, Limit: a.Limit})
-			return err
-		})
-		return p, err
-	})
 	api.Handle(t, api.Wait, d.wait)
 
 	api.Handle(t, api.ArtifactPin, func(ctx context.Context, a api.PinArgs) (api.PinReply, error) {
@@ -136,7 +70,6 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.DebugClock, d.advance)
 
 	api.Handle(t, api.DaemonHandover, d.handover)
-	d.pastOps(t)
 	for _, m := range d.opt.Modules {
 		m.Ops(t)
 	}
@@ -460,23 +393,4 @@ func (d *Daemon) advance(ctx context.Context, a api.AdvanceArgs) (api.AdvanceRep
 	}
 	d.schedule(ctx)
 	return api.AdvanceReply{Now: mc.Now()}, nil
-}
-
-// validLeases lists the recovery leases of the artifacts ids still valid
-// now: what batch inspect shows. A read: it issues nothing.
-func (d *Daemon) validLeases(ids []string) (out []query.RecoveryLeaseView, err error) {
-	now := d.opt.Clock.Now()
-	err = d.eng.Read(func(s engine.Snapshot) error {
-		for _, id := range ids {
-			st, err := s.State(events.KindArtifact, id)
-			if err != nil {
-				return err
-			}
-			if a, ok := st.(*aggregate.Artifact); ok && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
-				out = append(out, query.RecoveryLeaseView{ArtifactID: id, LeaseID: a.RecoveryLeaseID, Deadline: a.RecoveryLeaseDeadline})
-			}
-		}
-		return nil
-	})
-	return out, err
 }

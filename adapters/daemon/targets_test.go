@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/daemon/cortexmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/desktopmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/gatewaymod"
+	"github.com/cbth-dev/cbth/adapters/daemon/inspectmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/mcpmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/pluginmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/tasksmod"
@@ -104,7 +105,7 @@ func config() home.Config {
 // (daemonModules there).
 func modules() []daemon.Module {
 	tasks := tasksmod.New()
-	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks)}
+	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks), inspectmod.New()}
 }
 
 // start runs a daemon on root until the test ends.

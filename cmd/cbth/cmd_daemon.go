@@ -17,6 +17,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/daemon/cortexmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/desktopmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/gatewaymod"
+	"github.com/cbth-dev/cbth/adapters/daemon/inspectmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/mcpmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/pluginmod"
 	"github.com/cbth-dev/cbth/adapters/daemon/tasksmod"
@@ -160,7 +161,7 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, sink *logSin
 // runner.
 func daemonModules() []daemon.Module {
 	tasks := tasksmod.New()
-	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks)}
+	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks), inspectmod.New()}
 }
 
 // redirectStdio points descriptors 1 and 2 at f.

@@ -24,6 +24,10 @@ import (
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
+// appServerLog is the shared app-server's log, in the home's log
+// directory.
+const appServerLog = "codex-app-server.log"
+
 // Module is the Codex CLI target.
 type Module struct {
 	daemon.Base
@@ -45,6 +49,7 @@ func (m *Module) Name() string { return "codex" }
 // Options.Targets put another "cli" target in. It starts nothing.
 func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	m.h = h
+	h.RotateLog(appServerLog)
 	m.codex, m.codexErr = m.newCodex()
 	if !h.Replaced("cli") {
 		c := h.Config
@@ -87,7 +92,7 @@ func (m *Module) newCodex() (*sessions.Manager, error) {
 	sm := sessions.New(sessions.Config{
 		Codex: c.CodexBinaryName(), CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "codex"),
 		Args:    mcpOverrides(h.Root, m.h.Log),
-		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), "codex-app-server.log"), Env: c.ChildEnv(os.LookupEnv),
+		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), appServerLog), Env: c.ChildEnv(os.LookupEnv),
 		Version: m.h.Version, Clock: m.h.Clock, Log: m.h.Log.With("component", "codex"), Steer: c.CLI.Steer,
 	}, m.h.Eng)
 	return sm, err

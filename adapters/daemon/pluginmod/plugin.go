@@ -31,6 +31,10 @@ import (
 	"github.com/cbth-dev/cbth/internal/proc"
 )
 
+// appServerLog is the log of the target's app-servers, in the home's
+// log directory.
+const appServerLog = "codex-plugin-app-server.log"
+
 // Module is the host-plugin codex_app_server target.
 type Module struct {
 	daemon.Base
@@ -53,13 +57,14 @@ func (m *Module) Name() string { return "plugin" }
 // delivery or an ensure needs one.
 func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	m.h = h
+	h.RotateLog(appServerLog)
 	if h.Replaced(command.TargetCodexAppServer) {
 		return nil
 	}
 	c := h.Config
 	codexHome, err := c.CodexHomeDir(os.Getenv)
 	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.Home.RunDir(), "plugin"),
-		LogPath: filepath.Join(h.Home.LogDir(), "codex-plugin-app-server.log"), Env: c.ChildEnv(os.LookupEnv), Version: h.Version,
+		LogPath: filepath.Join(h.Home.LogDir(), appServerLog), Env: c.ChildEnv(os.LookupEnv), Version: h.Version,
 		Clock: h.Clock, Log: h.Log.With("component", "codex-plugin")})
 	m.plugin = plugintarget.New(clitarget.Config{
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
