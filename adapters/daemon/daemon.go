@@ -2,6 +2,12 @@
 // the log, catches the projections up, runs the deterministic overdue
 // sweep, and only then answers requests on the socket. It exits on its own
 // once nothing keeps it busy for the idle timeout.
+//
+// It is the host: the lifecycle, the loop, the sweep, the operation
+// table, the delivery core (jobs, batches, the scheduler and the
+// targets' calls) and the handover. Each product feature is a Module
+// (module.go) in a package of its own beside this one, composed by the
+// caller (cmd/cbth); the host knows them only through that interface.
 package daemon
 
 import (
@@ -177,7 +183,7 @@ func Run(ctx context.Context, opt Options) error {
 		if err := m.Start(ctx, d.host); err != nil {
 			cancel()
 			<-served
-			return fmt.Errorf("start %s: %w", m.Name(), err)
+			return err
 		}
 		started++
 	}

@@ -434,7 +434,7 @@ func (m *Module) desktopWritebackOps(t api.Table) {
 }
 
 // same leaves a command as it is; the MCP tools' wrap records their call
-// in the same append (adapters/daemon/mcp_desktop.go).
+// in the same append (mcp.go).
 func same(c engine.Decider) engine.Decider { return c }
 
 func (m *Module) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmPendingReply, error) {
