@@ -159,6 +159,41 @@ func TestLayers(t *testing.T) {
 	}
 }
 
+// daemonHost is the daemon's host; its modules are the packages below it.
+const daemonHost = module + "/adapters/daemon"
+
+// daemonModule reports whether path is a module of the daemon.
+func daemonModule(path string) bool { return strings.HasPrefix(path, daemonHost+"/") }
+
+// The daemon is a composition root (spec/engine.md, "The daemon"): the
+// host knows its modules only through daemon.Module, so it imports none
+// of them; a module reaches another only through an interface the
+// composer hands it, so no module imports another; and only the
+// composer (cmd/) puts modules together, so no other product package
+// imports one.
+func TestDaemonModules(t *testing.T) {
+	found := false
+	for _, p := range listModule(t) {
+		found = found || daemonModule(p.path)
+		for _, imp := range p.imports {
+			if !daemonModule(imp) {
+				continue
+			}
+			switch {
+			case p.path == daemonHost:
+				t.Errorf("the daemon's host imports its module %s", imp)
+			case daemonModule(p.path) && p.path != imp:
+				t.Errorf("the daemon module %s imports the module %s", p.path, imp)
+			case !daemonModule(p.path) && !strings.HasPrefix(p.path, module+"/cmd/"):
+				t.Errorf("%s imports the daemon module %s (only cmd/ composes them)", p.path, imp)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no package under %s: the rule checks nothing", daemonHost)
+	}
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

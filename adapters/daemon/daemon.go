@@ -2,6 +2,12 @@
 // the log, catches the projections up, runs the deterministic overdue
 // sweep, and only then answers requests on the socket. It exits on its own
 // once nothing keeps it busy for the idle timeout.
+//
+// It is the host: the lifecycle, the loop, the sweep, the operation
+// table, the delivery core (jobs, batches, the scheduler and the
+// targets' calls) and the handover. Each product feature is a Module
+// (module.go) in a package of its own beside this one, composed by the
+// caller (cmd/cbth); the host knows them only through that interface.
 package daemon
 
 import (
@@ -10,7 +16,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,22 +24,16 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/artifact"
-	"github.com/cbth-dev/cbth/adapters/codex/plugintarget"
-	"github.com/cbth-dev/cbth/adapters/codex/sessions"
-	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
-	"github.com/cbth-dev/cbth/adapters/gateway"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
-	"github.com/cbth-dev/cbth/internal/rotate"
 	"github.com/cbth-dev/cbth/projections"
 	"golang.org/x/sys/unix"
 )
@@ -72,6 +71,9 @@ type Options struct {
 	// NoSync skips every fsync, the log's and the file projections'. Only
 	// tests that must not wait on the disk set it; it voids durability.
 	NoSync bool
+	// Modules are the daemon's features, in the order they start,
+	// reconcile and catch up (cmd/cbth composes them).
+	Modules []Module
 }
 
 // Daemon is a running daemon.
@@ -88,20 +90,7 @@ type Daemon struct {
 	kick      chan struct{}
 	sched     scheduler
 	hooks     parkHooks
-	tasks     tasks
-
-	sockets *cortexcli.ModelSockets
-	gw      *gateway.Gateway
-	desk    deskState
-	// codex is the Codex CLI adapter: the shared app-server, started when
-	// a CLI session first needs it, and the attached foregrounds.
-	codex *sessions.Manager
-	// plugin is the host-plugin codex_app_server target and its
-	// daemon-owned app-servers.
-	plugin *plugintarget.Target
-	// pluginInst holds the plugin instances that made the handshake.
-	pluginInst pluginInstances
-	codexErr   error // a configuration that cannot run Codex
+	host      *Host
 
 	inflight     atomic.Int64
 	mu           sync.Mutex
@@ -134,7 +123,6 @@ func Run(ctx context.Context, opt Options) error {
 	if opt.Locked != nil {
 		opt.Locked()
 	}
-	rotateLogs(opt)
 
 	if err := h.CheckSocket(); err != nil {
 		return err
@@ -152,21 +140,8 @@ func Run(ctx context.Context, opt Options) error {
 	d := &Daemon{opt: opt, stop: cancel, started: opt.Clock.Now(), kick: make(chan struct{}, 1),
 		artifacts: artifact.Store{Dir: h.Artifacts(), MaxBytes: opt.Config.MaxResultBytes},
 		debug:     &target.DebugTarget{Dir: h.DebugDir(), Now: opt.Clock.Now},
-		sockets:   &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: opt.Clock.Now, Log: opt.Log, Shared: opt.Config.Ctx.SharedSpaces()},
 		sched:     scheduler{busy: map[string]bool{}, running: map[string]int{}},
-		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})},
-		tasks:     newTasks()}
-	if err := d.initDesktop(); err != nil {
-		return err
-	}
-	d.sockets.Sessions, d.sockets.Jobs = sessionLog{d}, daemonJobs{d}
-	d.targets = []target.Target{d.debug, d.desk.target, d.ctxTarget()}
-	for _, t := range opt.Targets {
-		// A target of a built-in's kind replaces it (tests put fakes in).
-		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
-		d.targets = append(d.targets, t)
-	}
-	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+		hooks:     parkHooks{kick: make(chan struct{}, 1), done: make(chan struct{})}}
 	d.table = d.ops()
 	if opt.Manual {
 		close(d.hooks.done) // hooks run inside the sweep
@@ -185,31 +160,35 @@ func Run(ctx context.Context, opt Options) error {
 		<-served
 		return refuseLog(h, err)
 	}
-	d.codex, d.codexErr = d.newCodex(opt)
-	d.addCLITarget()
-	d.addPluginTarget()
+	d.host = &Host{Eng: d.eng, Home: h, Config: opt.Config, Clock: opt.Clock, Log: opt.Log, Version: opt.Version,
+		Artifacts: d.artifacts, Manual: opt.Manual, NoSync: opt.NoSync, d: d}
+	started := 0
 	defer func() {
 		// What outlives a request stops before the log closes:
 		// deliveries record their answers, hooks their runs, the
-		// app-server its end, tasks are stopped and their ends recorded.
+		// modules what they run (tasks their ends, app-servers theirs).
 		cancel()
-		d.stopAllTasks(context.WithoutCancel(ctx), command.StopDaemon)
 		d.sched.workers.Wait()
 		<-d.hooks.done
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := d.codex.Stop(stopCtx); err != nil {
-			opt.Log.Error("stop the codex app-server", "err", err)
+		for _, m := range opt.Modules[:started] {
+			if err := m.Stop(stopCtx); err != nil {
+				opt.Log.Error("stop "+m.Name(), "err", err)
+			}
 		}
-		d.stopPlugin(stopCtx)
 		stopCancel()
 		d.eng.Close()
 	}()
-	if err := d.startup(ctx); err != nil {
-		cancel()
-		<-served
-		return err
+	for _, m := range opt.Modules {
+		if err := m.Start(ctx, d.host); err != nil {
+			cancel()
+			<-served
+			return err
+		}
+		started++
 	}
-	if err := d.serveGateway(ctx); err != nil {
+	d.setTargets()
+	if err := d.startup(ctx); err != nil {
 		cancel()
 		<-served
 		return err
@@ -244,20 +223,6 @@ func Run(ctx context.Context, opt Options) error {
 	}
 	opt.Log.Info("stopped", "reason", err)
 	return err
-}
-
-// rotateLogs rotates, at start, the Codex app-server logs past [log]
-// max_bytes (daemon.log is its writer's: Options.Locked). Nothing has
-// them open yet: their app-servers start later.
-func rotateLogs(opt Options) {
-	for _, name := range []string{"codex-app-server.log", "codex-plugin-app-server.log"} {
-		p := filepath.Join(opt.Home.LogDir(), name)
-		if done, err := rotate.IfOver(p, opt.Config.Log.MaxBytes, opt.Config.Log.Keep); err != nil {
-			opt.Log.Warn("rotate log", "path", p, "err", err)
-		} else if done {
-			opt.Log.Info("log rotated", "path", p, "max_bytes", opt.Config.Log.MaxBytes, "keep", opt.Config.Log.Keep)
-		}
-	}
 }
 
 // shutdownGrace bounds how long a stopping daemon waits for requests in
@@ -304,8 +269,10 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.reconcile(ctx); err != nil {
 		return err
 	}
-	if err := d.reconcileTasks(ctx); err != nil {
-		return err
+	for _, m := range d.opt.Modules {
+		if err := m.Reconcile(ctx); err != nil {
+			return err
+		}
 	}
 	// No foreground is attached to a daemon that has just started, and no
 	// app-server it runs is up yet, whatever the log says.
@@ -315,23 +282,36 @@ func (d *Daemon) startup(ctx context.Context) error {
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
 	}
-	// Session directories before the trees: serving the sockets starts
-	// with the trees, and a session is projected before it is served.
-	if err := d.endCutRuns(ctx); err != nil {
+	// At start no ingest is in flight, so every orphan can go: before
+	// the modules serve what may ingest (the gateway).
+	if err := d.removeOrphans(time.Time{}); err != nil {
 		return err
 	}
-	if err := d.catchUpSessions(); err != nil {
-		return err
+	for _, m := range d.opt.Modules {
+		if c, ok := m.(CatchUpper); ok {
+			if err := c.CatchUp(ctx); err != nil {
+				return err
+			}
+		}
 	}
-	if err := d.catchUpTrees(); err != nil {
-		return err
+	return nil
+}
+
+// setTargets registers the delivery targets: the built-in debug one, the
+// modules', and Options.Targets, which replace those of their kind
+// (tests put fakes in). Each kind at most once, sorted by name.
+func (d *Daemon) setTargets() {
+	d.targets = []target.Target{d.debug}
+	for _, m := range d.opt.Modules {
+		if t, ok := m.(Targeter); ok {
+			d.targets = append(d.targets, t.Targets()...)
+		}
 	}
-	// The Desktop snapshot files are a projection: a start writes them
-	// again if they are missing or behind (the loop's first scheduling
-	// pass then prepares the heads that became ready).
-	d.publishDesktop(ctx, true)
-	// At start no ingest is in flight, so every orphan can go.
-	return d.removeOrphans(time.Time{})
+	for _, t := range d.opt.Targets {
+		d.targets = slices.DeleteFunc(d.targets, func(b target.Target) bool { return b.Spec().Name == t.Spec().Name })
+		d.targets = append(d.targets, t)
+	}
+	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 }
 
 // maxSweepIDs bounds each list of ids daemon status shows of the last
@@ -375,7 +355,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 	}
 	d.kickParkHooks(ctx, now)
 	d.settleSessions(ctx)
-	d.stopTasksOfJobs(ctx, total.TimedOut, command.StopJobTimeout)
+	d.jobsEnded(ctx, total.TimedOut, command.StopJobTimeout)
 	return nil
 }
 
@@ -506,11 +486,10 @@ func (d *Daemon) loop(ctx context.Context) error {
 					d.schedule(ctx)
 				}
 			}
-			if !d.opt.Manual {
-				d.publishDesktop(ctx, false)
-			}
-			if time.Since(d.desk.relay.lastScanned()) >= d.opt.Config.Desktop.RelayScanInterval.Duration {
-				d.scanRelay(ctx)
+			for _, m := range d.opt.Modules {
+				if t, ok := m.(Ticker); ok {
+					t.Tick(ctx, now)
+				}
 			}
 			if d.idle(now) {
 				d.opt.Log.Info("idle timeout reached; exiting", "idle_timeout", d.opt.Config.IdleTimeout.Duration)
@@ -544,11 +523,6 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if n := d.srv.Attached(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d integration clients", n))
 	}
-	if d.gw != nil {
-		if n := d.gw.Conns(); n > 0 {
-			reasons = append(reasons, fmt.Sprintf("%d gateway clients", n))
-		}
-	}
 	if n := d.inflight.Load(); n > 0 {
 		reasons = append(reasons, fmt.Sprintf("%d requests in flight", n))
 	}
@@ -558,11 +532,8 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if d.parkHooksRunning() {
 		reasons = append(reasons, "park hooks running")
 	}
-	if n := d.sockets.Running(); n > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d socket session runs", n))
-	}
-	if run, wait := d.tasks.counts(); run+wait > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d tasks running, %d queued", run, wait))
+	for _, m := range d.opt.Modules {
+		reasons = append(reasons, m.KeepAlive(now)...)
 	}
 	var tracked int
 	var latest time.Time
@@ -614,30 +585,16 @@ func (d *Daemon) status() api.Status {
 	d.mu.Lock()
 	deadline, sweep := d.lastActivity.Add(d.opt.Config.IdleTimeout.Duration), d.lastSweep
 	d.mu.Unlock()
-	// Tasks are counted as the log has them, so a client that saw a
-	// task's end recorded never sees it still running here.
-	var run, wait int
-	_ = d.eng.Read(func(s engine.Snapshot) error {
-		live, err := query.LiveTasks(s)
-		for _, t := range live {
-			if t.State == fsm.TaskQueued {
-				wait++
-			} else {
-				run++
-			}
-		}
-		return err
-	})
-	d.tasks.mu.Lock()
-	handing := d.tasks.draining
-	d.tasks.mu.Unlock()
 	st := api.Status{
 		PID: os.Getpid(), Version: d.opt.Version, Protocol: ipc.Proto, Home: d.opt.Home.Root,
-		RunningTasks: run, QueuedTasks: wait, HandingOver: handing, StartedAt: d.started,
+		StartedAt:     d.started,
 		UptimeSeconds: now.Sub(d.started).Seconds(), LogHeadSeq: head, Checkpoint: checkpoint,
 		ActiveJobs: d.activeJobs(), AttachedClients: d.srv.Attached(), ParkedBatches: parked, UndeliveredBatches: undelivered,
 		Deliveries:  d.sched.inFlight(),
 		IdleTimeout: d.opt.Config.IdleTimeout.Duration.String(), IdleDeadline: deadline, BusyReasons: reasons, LastSweep: sweep,
+	}
+	for _, m := range d.opt.Modules {
+		m.Status(&st)
 	}
 	if head > checkpoint {
 		st.ProjectionLag = head - checkpoint

@@ -34,15 +34,6 @@ func (d *Daemon) deliveryConfig() command.DeliveryConfig {
 	}
 }
 
-// armConfig is what the Desktop writeback commands read of the
-// configuration.
-func (d *Daemon) armConfig() command.ArmConfig {
-	c := d.opt.Config.Desktop
-	return command.ArmConfig{Delivery: d.deliveryConfig(), Desktop: command.DesktopConfig{ArmLease: c.ArmLease.Duration,
-		PauseAfter: c.PauseNotBefore.Duration, PauseWindow: c.PauseWindow.Duration, RecoveryInlineBytes: c.RecoveryInlineBytes,
-		RecoveryLease: c.RecoveryLease.Duration, MarkerTTL: c.RelayMarkerTTL.Duration}}
-}
-
 // target returns the registered target of a target kind, if any. cli and
 // desktop arrive with their adapters; until then their batches wait in
 // the FIFO (and their windows still expire).
@@ -132,7 +123,13 @@ func (d *Daemon) schedule(ctx context.Context) {
 	d.sched.pass.Lock()
 	defer d.sched.pass.Unlock()
 	defer d.settleSessions(ctx)
-	defer d.publishDesktop(ctx, false)
+	defer func() {
+		for _, m := range d.opt.Modules {
+			if s, ok := m.(Scheduled); ok {
+				s.Scheduled(ctx)
+			}
+		}
+	}()
 	for pass := 0; pass < 100; pass++ {
 		if d.schedulePass(ctx) == 0 || !d.opt.Manual {
 			return

@@ -10,7 +10,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/internal/errs"
-	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
 // refuseLog adds the way out to an error that keeps the daemon from
@@ -30,7 +29,6 @@ func refuseLog(h home.Home, err error) error {
 // command would start a daemon that cannot take the lock and wait for a
 // socket that never comes.
 func (d *Daemon) keepSocket(ctx context.Context) {
-	d.keepGatewaySocket(ctx)
 	h := d.opt.Home
 	if _, err := os.Lstat(h.Socket()); !errors.Is(err, fs.ErrNotExist) {
 		return
@@ -48,33 +46,6 @@ func (d *Daemon) keepSocket(ctx context.Context) {
 	go func() {
 		if err := d.srv.Serve(ctx, ln); err != nil {
 			d.opt.Log.Error("serve", "err", err)
-		}
-	}()
-}
-
-// keepGatewaySocket does for run/gateway.sock what keepSocket does for
-// the daemon's own: channel clients find the gateway by that path only.
-func (d *Daemon) keepGatewaySocket(ctx context.Context) {
-	h := d.opt.Home
-	if d.gw == nil {
-		return
-	}
-	if _, err := os.Lstat(h.GatewaySocket()); !errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err := h.Ensure(); err != nil {
-		d.opt.Log.Error("recreate the run directory", "err", err)
-		return
-	}
-	ln, err := sockfile.Listen(h.GatewaySocket())
-	if err != nil {
-		d.opt.Log.Error("listen again", "socket", h.GatewaySocket(), "err", err)
-		return
-	}
-	d.opt.Log.Warn("the gateway socket was removed; listening again", "socket", h.GatewaySocket())
-	go func() {
-		if err := d.gw.Serve(ctx, ln); err != nil {
-			d.opt.Log.Error("gateway", "err", err)
 		}
 	}()
 }

@@ -37,73 +37,8 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.JobCancel, func(ctx context.Context, a api.JobArgs) (api.TransitionReply, error) {
 		return d.cancel(ctx, d.meta(""), a.JobID, func(c command.CancelJob) engine.Decider { return c }, a.Reason)
 	})
-	api.Handle(t, api.JobQuery, func(_ context.Context, a api.JobArgs) (v query.JobView, err error) {
-		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
-			if err != nil {
-				return v, err
-			}
-			return d.jobPast(a.JobID, seq)
-		}
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			if v, err = query.Job(s, a.JobID); errs.CodeOf(err) == errs.ENOENT {
-				err = query.NotA(s, events.KindJob, a.JobID)
-			}
-			return err
-		})
-		return v, err
-	})
-	api.Handle(t, api.JobList, func(_ context.Context, a api.JobListArgs) (p query.JobPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.SourceThreadID, State: fsm.JobState(a.Status), After: a.After, Limit: a.Limit})
-			return err
-		})
-		return p, err
-	})
-
 	api.Handle(t, api.BatchCloseHead, d.closeHead)
 	api.Handle(t, api.BatchSupersede, d.supersede)
-	api.Handle(t, api.BatchInspectHead, func(ctx context.Context, a api.ThreadArgs) (query.BatchInspection, error) {
-		if a.SourceThreadID == "" {
-			return query.BatchInspection{}, errs.New(errs.EINVAL, "source thread id is empty")
-		}
-		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
-			if err != nil {
-				return query.BatchInspection{}, err
-			}
-			head, err := d.headPast(a.SourceThreadID, seq)
-			if err != nil {
-				return query.BatchInspection{}, err
-			}
-			return d.inspectPast(head, seq)
-		}
-		var head string
-		_ = d.eng.Read(func(s engine.Snapshot) error { head = query.HeadBatchID(s, a.SourceThreadID); return nil })
-		if head == "" {
-			return query.BatchInspection{}, errs.New(errs.ENOENT, "thread %s has no open batch", a.SourceThreadID)
-		}
-		return d.inspect(ctx, head)
-	})
-	api.Handle(t, api.BatchInspect, func(ctx context.Context, a api.BatchArgs) (query.BatchInspection, error) {
-		if seq, ok, err := d.past(a.PastArgs); err != nil || ok {
-			if err != nil {
-				return query.BatchInspection{}, err
-			}
-			return d.inspectPast(a.BatchID, seq)
-		}
-		in, err := d.inspect(ctx, a.BatchID)
-		if err != nil {
-			return in, err
-		}
-		in.RecoveryLeases, err = d.validLeases(in.Batch.ArtifactIDs)
-		return in, err
-	})
-	api.Handle(t, api.BatchList, func(_ context.Context, a api.BatchListArgs) (p query.BatchPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Batches(s, query.BatchFilter{ThreadID: a.SourceThreadID, State: a.State, After: a.After, Limit: a.Limit})
-			return err
-		})
-		return p, err
-	})
 	api.Handle(t, api.Wait, d.wait)
 
 	api.Handle(t, api.ArtifactPin, func(ctx context.Context, a api.PinArgs) (api.PinReply, error) {
@@ -134,48 +69,10 @@ func (d *Daemon) ops() api.Table {
 	api.Handle(t, api.DebugTurn, d.debugTurn)
 	api.Handle(t, api.DebugClock, d.advance)
 
-	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return d.loadTree(a.Root) })
-	api.Handle(t, api.CtxTreeSave, d.saveTree)
-	api.Handle(t, api.CtxServe, d.ctxServe)
-	d.codexOps(t)
-	d.pluginOps(t)
-	d.desktopOps(t)
-	d.desktopWritebackOps(t)
-	d.relayOps(t)
-
-	api.Handle(t, api.TaskRun, d.runTask)
-	api.Handle(t, api.TaskInspect, func(_ context.Context, a api.TaskArgs) (query.TaskView, error) { return d.taskView(a.TaskID) })
-	api.Handle(t, api.TaskList, func(_ context.Context, a api.TaskListArgs) (p query.TaskPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
-			p, err = query.Tasks(s, query.TaskFilter{State: a.State, After: a.After, Limit: a.Limit})
-			return err
-		})
-		return p, err
-	})
-	api.Handle(t, api.TaskCancel, func(ctx context.Context, a api.TaskArgs) (api.TaskCancelReply, error) {
-		if _, err := d.taskView(a.TaskID); err != nil {
-			return api.TaskCancelReply{}, err
-		}
-		out, err := d.stopTask(ctx, a.TaskID, command.StopCancel)
-		if err != nil {
-			return api.TaskCancelReply{}, err
-		}
-		if out == "stopping" || out == "already_stopping" {
-			// Reply with the task's end: TERM, then KILL after
-			// kill_grace, bounds it.
-			d.waitTaskEnd(ctx, a.TaskID, 3*d.opt.Config.Task.KillGrace.Duration+10*time.Second)
-			if out == "stopping" {
-				out = command.TaskCancelled
-			}
-		}
-		v, err := d.taskView(a.TaskID)
-		return api.TaskCancelReply{Outcome: out, Task: v}, err
-	})
 	api.Handle(t, api.DaemonHandover, d.handover)
-	d.gatewayOps(t)
-	d.mcpOps(t)
-	d.mcpDesktopOps(t)
-	d.pastOps(t)
+	for _, m := range d.opt.Modules {
+		m.Ops(t)
+	}
 	return t
 }
 
@@ -234,6 +131,38 @@ func (d *Daemon) submitted(id string, res engine.Result, err error) (query.JobVi
 	}
 	j, err := d.job(id)
 	return j, res.Replayed || res.Outcome == "deduplicated", err
+}
+
+// jobsEnded tells the modules of jobs that ended other than by their own
+// report (Module.JobWatcher).
+func (d *Daemon) jobsEnded(ctx context.Context, jobs []string, reason string) {
+	if len(jobs) == 0 {
+		return
+	}
+	for _, m := range d.opt.Modules {
+		if w, ok := m.(JobWatcher); ok {
+			w.JobsEnded(ctx, jobs, reason)
+		}
+	}
+}
+
+// threadTarget is where a result for thread goes when the submitter did
+// not say: a thread bound to a Desktop heartbeat is a Desktop thread;
+// any other is a Codex CLI thread.
+func (d *Daemon) threadTarget(thread string) (string, error) {
+	var bound bool
+	err := d.eng.Read(func(s engine.Snapshot) error {
+		b, err := command.BindingOf(s, thread)
+		bound = b != nil && b.ID != "" && b.State != fsm.BindingUnbound
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if bound {
+		return command.TargetDesktop, nil
+	}
+	return "cli", nil
 }
 
 func (d *Daemon) job(id string) (v query.JobView, err error) {
@@ -296,12 +225,12 @@ func (d *Daemon) transitionAs(ctx context.Context, m engine.Meta, id string, cmd
 }
 
 // cancel cancels a job, through wrap (which may record more in the same
-// append), and stops the task that runs for it.
+// append), and tells the modules (the task that runs for it stops).
 func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func(command.CancelJob) engine.Decider, reason string) (api.TransitionReply, error) {
 	defer d.poke(ctx)
 	rep, err := d.transitionAs(ctx, m, id, wrap(command.CancelJob{Config: d.deliveryConfig(), JobID: id, Reason: reason}))
 	if err == nil && rep.Outcome == "cancelled" {
-		d.stopTasksOfJobs(ctx, []string{id}, command.StopJobCancelled)
+		d.jobsEnded(ctx, []string{id}, command.StopJobCancelled)
 	}
 	return rep, err
 }

@@ -10,6 +10,14 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/daemon/codexmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/cortexmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/desktopmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/gatewaymod"
+	"github.com/cbth-dev/cbth/adapters/daemon/inspectmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/mcpmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/pluginmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/tasksmod"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -93,6 +101,13 @@ func config() home.Config {
 	return c
 }
 
+// modules are the daemon's features as cmd/cbth composes them
+// (daemonModules there).
+func modules() []daemon.Module {
+	tasks := tasksmod.New()
+	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks), inspectmod.New()}
+}
+
 // start runs a daemon on root until the test ends.
 func start(t *testing.T, root string, targets ...target.Target) *running {
 	t.Helper()
@@ -105,7 +120,7 @@ func startWith(t *testing.T, root string, adjust func(*daemon.Options), targets 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	opt := daemon.Options{Home: home.Home{Root: root}, Config: config(), Clock: engine.NewManualClock(t0),
-		Manual: true, Version: "test", Log: slog.New(slog.DiscardHandler), Targets: targets}
+		Manual: true, Version: "test", Log: slog.New(slog.DiscardHandler), Targets: targets, Modules: modules()}
 	if adjust != nil {
 		adjust(&opt)
 	}

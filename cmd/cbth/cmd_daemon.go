@@ -13,6 +13,14 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/daemon/codexmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/cortexmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/desktopmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/gatewaymod"
+	"github.com/cbth-dev/cbth/adapters/daemon/inspectmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/mcpmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/pluginmod"
+	"github.com/cbth-dev/cbth/adapters/daemon/tasksmod"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -122,7 +130,8 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, sink *logSin
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	opt := daemon.Options{Home: h, Config: cfg, Clock: engine.SystemClock{}, Version: Version, Log: log, Supervised: c.Supervised,
-		Locked: func() { sink.rotate(h.DaemonLog(), cfg.Log.MaxBytes, cfg.Log.Keep, log) }}
+		Modules: daemonModules(),
+		Locked:  func() { sink.rotate(h.DaemonLog(), cfg.Log.MaxBytes, cfg.Log.Keep, log) }}
 	if c.Quiet {
 		// A daemon started by a command reports to it through its
 		// stdout until it serves (see spawnDaemon); from then on its
@@ -142,6 +151,17 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, sink *logSin
 	}
 	daemon.TuneGC(env.Getenv)
 	return daemon.Run(ctx, opt)
+}
+
+// daemonModules are the daemon's features, in the order they start,
+// reconcile, catch up and stop: tasks stop first (their ends are
+// recorded while the rest still runs); CortexFS catches up its session
+// directories and trees, then Desktop publishes its snapshot, then the
+// gateway starts serving. The MCP tools run task_run's tasks on the task
+// runner.
+func daemonModules() []daemon.Module {
+	tasks := tasksmod.New()
+	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks), inspectmod.New()}
 }
 
 // redirectStdio points descriptors 1 and 2 at f.

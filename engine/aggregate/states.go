@@ -882,7 +882,7 @@ type CtxSession struct {
 	Root       string         `json:"root,omitempty"`
 	// MessagesBytes and EventsBytes are the sizes messages.jsonl and
 	// events.jsonl have when current: a start checks a directory by
-	// stat instead of reading its history (adapters/daemon/ctxsession.go).
+	// stat instead of reading its history (adapters/daemon/cortexmod/session.go).
 	MessagesBytes int64 `json:"messages_bytes"`
 	EventsBytes   int64 `json:"events_bytes"`
 }

@@ -34,7 +34,7 @@ const (
 	StatusError     = "error"
 	StatusCancelled = "cancelled"
 	// StatusInterrupted ends a run that the daemon serving it did not
-	// live to end: written at the next start (adapters/daemon/ctxsession.go).
+	// live to end: written at the next start (adapters/daemon/cortexmod/session.go).
 	StatusInterrupted = "interrupted"
 )
 

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"strings"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 )
 
 // The agent's MCP tools (spec/mcp.md): `cbth mcp serve` relays each
@@ -31,6 +34,25 @@ type MCPCaller struct {
 	TurnID      string `json:"turn_id,omitempty"`
 	CallID      string `json:"call_id,omitempty"`
 	SandboxMode string `json:"sandbox_mode,omitempty"`
+}
+
+// Check refuses a call that does not say which thread made it.
+func (c MCPCaller) Check() error {
+	if strings.TrimSpace(c.ThreadID) == "" {
+		return errs.New(errs.ThreadUnidentified, "the call names no calling thread (Codex puts it in the tools/call _meta)")
+	}
+	return nil
+}
+
+// Meta is the metadata of what the agent's call appends.
+func (c MCPCaller) Meta() engine.Meta {
+	return engine.Meta{Actor: events.ActorAgent, CorrelationID: "mcp:" + c.ThreadID}
+}
+
+// Record is the record of the call of tool, for the calling thread's mcp
+// stream.
+func (c MCPCaller) Record(tool string) events.MCPToolCalled {
+	return events.MCPToolCalled{Tool: tool, TurnID: c.TurnID, SandboxMode: c.SandboxMode}
 }
 
 // MCPSubmitArgs are mcp.job_submit's request.

@@ -1,4 +1,4 @@
-package daemon
+package cortexmod
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 const maxTreeBytes = ipc.MaxResult - 1024
 
 // loadTree returns a tree's registrations as a set.
-func (d *Daemon) loadTree(root string) (api.TreeDoc, error) {
+func (m *Module) loadTree(root string) (api.TreeDoc, error) {
 	var doc api.TreeDoc
-	err := d.eng.Read(func(s engine.Snapshot) error {
+	err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		t, err := query.CtxTree(s, root)
 		if err != nil || t == nil {
 			return err
@@ -57,7 +57,7 @@ func setOf(t *aggregate.CtxTree) (tree.Set, error) {
 
 // saveTree records the set's changes as events, then brings the files up
 // to date: the tree on disk is a projection of the registrations.
-func (d *Daemon) saveTree(ctx context.Context, a api.TreeArgs) (api.TreeSaveReply, error) {
+func (m *Module) saveTree(ctx context.Context, a api.TreeArgs) (api.TreeSaveReply, error) {
 	if err := a.Set.Validate(); err != nil {
 		return api.TreeSaveReply{}, err
 	}
@@ -83,34 +83,34 @@ func (d *Daemon) saveTree(ctx context.Context, a api.TreeArgs) (api.TreeSaveRepl
 		b, _ := json.Marshal(al)
 		cmd.Aliases = append(cmd.Aliases, aggregate.Entry{Key: al.Path, Value: b})
 	}
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorCLI, CorrelationID: "ctx-tree"}, cmd)
+	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorCLI, CorrelationID: "ctx-tree"}, cmd)
 	if err != nil {
 		return api.TreeSaveReply{}, err
 	}
-	if err := d.materializeTree(a.Root); err != nil {
+	if err := m.materializeTree(a.Root); err != nil {
 		return api.TreeSaveReply{}, err
 	}
 	return api.TreeSaveReply{Outcome: res.Outcome, Events: len(res.Events)}, nil
 }
 
 // materializeTree writes a tree's files and serves its model sockets.
-func (d *Daemon) materializeTree(root string) error {
-	doc, err := d.loadTree(root)
+func (m *Module) materializeTree(root string) error {
+	doc, err := m.loadTree(root)
 	if err != nil || !doc.Exists {
 		return err
 	}
 	if err := tree.Materialize(root, doc.Set); err != nil {
 		return err
 	}
-	d.sockets.Sync(root, doc.Set)
+	m.sockets.Sync(root, doc.Set)
 	return nil
 }
 
 // catchUpTrees rewrites every registered tree at start, so files lost or
 // left behind by a crash between an append and its projection are mended.
-func (d *Daemon) catchUpTrees() error {
+func (m *Module) catchUpTrees() error {
 	var roots []string
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		var err error
 		roots, err = query.CtxTreeRoots(s)
 		return err
@@ -118,8 +118,8 @@ func (d *Daemon) catchUpTrees() error {
 		return err
 	}
 	for _, r := range roots {
-		if err := d.materializeTree(r); err != nil {
-			d.opt.Log.Error("materialize ctx tree", "root", r, "err", err)
+		if err := m.materializeTree(r); err != nil {
+			m.h.Log.Error("materialize ctx tree", "root", r, "err", err)
 		}
 	}
 	return nil
@@ -129,8 +129,8 @@ func (d *Daemon) catchUpTrees() error {
 // (cbth model serve): its sessions are then events like those of every
 // socket the daemon serves. The request's connection is attached, so the
 // daemon stays up while the foreground holds it.
-func (d *Daemon) ctxServe(_ context.Context, a api.CtxServeArgs) (api.CtxServeReply, error) {
-	doc, err := d.loadTree(a.Root)
+func (m *Module) ctxServe(_ context.Context, a api.CtxServeArgs) (api.CtxServeReply, error) {
+	doc, err := m.loadTree(a.Root)
 	if err != nil {
 		return api.CtxServeReply{}, err
 	}
@@ -151,8 +151,8 @@ func (d *Daemon) ctxServe(_ context.Context, a api.CtxServeArgs) (api.CtxServeRe
 	}
 	// Serving follows the registrations; a socket that failed to start
 	// is tried again here.
-	d.sockets.Sync(a.Root, doc.Set)
-	if !d.sockets.Serves(a.Root, a.Object) {
+	m.sockets.Sync(a.Root, doc.Set)
+	if !m.sockets.Serves(a.Root, a.Object) {
 		return api.CtxServeReply{}, errs.New(errs.EHOSTDOWN, "the daemon could not serve %s (its log says why)", a.Object)
 	}
 	return api.CtxServeReply{Object: a.Object, Socket: filepath.Join(a.Root, a.Object) + ".sock"}, nil

@@ -1,4 +1,4 @@
-package daemon
+package cortexmod
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/query"
@@ -35,7 +36,7 @@ func BenchmarkStartSessions(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer e.Close()
-	d := &Daemon{eng: e, opt: Options{Log: slog.New(slog.DiscardHandler)}}
+	m := &Module{h: &daemon.Host{Eng: e, Log: slog.New(slog.DiscardHandler)}}
 	root := filepath.Join(dir, "ctx")
 	base := filepath.Join(root, "home", "1000", "agent", "coder", "session")
 	const sessions, turns = 100, 300
@@ -54,11 +55,11 @@ func BenchmarkStartSessions(b *testing.B) {
 				frame(`{"type":"done","id":"e4","run":"`+run+`","status":"ok"}`))
 			ps = append(ps, &events.CtxSessionMessage{Role: "assistant", Content: events.RawJSON(`"the whole answer, about a line long"`), Run: run})
 		}
-		if _, _, err := (sessionLog{d}).Append(context.Background(), sd, "", ps...); err != nil {
+		if _, _, err := (sessionLog{m}).Append(context.Background(), sd, "", ps...); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := d.catchUpSessions(); err != nil { // the first start writes them
+	if err := m.catchUpSessions(); err != nil { // the first start writes them
 		b.Fatal(err)
 	}
 	var files []string
@@ -78,7 +79,7 @@ func BenchmarkStartSessions(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		if err := d.catchUpSessions(); err != nil {
+		if err := m.catchUpSessions(); err != nil {
 			b.Fatal(err)
 		}
 		tl := time.Now()

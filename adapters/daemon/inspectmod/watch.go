@@ -1,4 +1,4 @@
-package daemon
+package inspectmod
 
 import (
 	"context"
@@ -19,9 +19,9 @@ const maxWatchItems = 100
 // watchNext serves `cbth watch`: it waits, on the engine's commit
 // subscription (never polling the log), until the log head passes
 // a.After or a.WaitMS runs out, then answers the live view.
-func (d *Daemon) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView, error) {
-	if d.eng.Head() <= a.After && a.WaitMS > 0 {
-		sub := d.eng.Subscribe()
+func (m *Module) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView, error) {
+	if m.h.Eng.Head() <= a.After && a.WaitMS > 0 {
+		sub := m.h.Eng.Subscribe()
 		t := time.NewTimer(time.Duration(min(a.WaitMS, 60_000)) * time.Millisecond)
 		select {
 		case <-sub.C():
@@ -32,8 +32,8 @@ func (d *Daemon) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView,
 		sub.Close()
 	}
 	v := api.WatchView{Heads: []api.WatchHead{}, InFlight: []api.WatchAttempt{}, Parked: []api.WatchHead{}, Tasks: []api.WatchTask{}}
-	now := d.opt.Clock.Now()
-	err := d.eng.Read(func(s engine.Snapshot) error {
+	now := m.h.Clock.Now()
+	err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		v.Seq = s.Checkpoint()
 		seen := map[string]bool{}
 		for _, r := range s.Scan(index.ThreadOpen, "") {
@@ -76,7 +76,7 @@ func (d *Daemon) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView,
 		}
 		return nil
 	})
-	v.BusyReasons = d.busy(now)
+	v.BusyReasons = m.h.BusyReasons(now)
 	if v.BusyReasons == nil {
 		v.BusyReasons = []string{}
 	}

@@ -1,4 +1,8 @@
-package daemon
+// Package desktopmod is Codex Desktop in the daemon (spec/desktop.md):
+// the desktop pull target, the snapshot files it publishes, the
+// bridge's and the callers' helpers, their MCP tools and the transcript
+// relay.
+package desktopmod
 
 import (
 	"context"
@@ -9,8 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/desktop"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
@@ -21,43 +27,96 @@ import (
 	"github.com/cbth-dev/cbth/projections/snapshot"
 )
 
-// deskState is the daemon's Codex Desktop side: the pull target, the
-// snapshot publisher and the fingerprints this cbth observes.
-type deskState struct {
+// Module is the daemon's Codex Desktop side: the pull target, the
+// snapshot publisher, the fingerprints this cbth observes, the bridge's
+// and the callers' helpers and the transcript relay.
+type Module struct {
+	daemon.Base
+	h      *daemon.Host
 	target *desktop.Target
 	pub    *snapshot.Publisher
 	fps    snapshot.Fingerprints
 
-	mu      sync.Mutex // one publication at a time
+	pubMu   sync.Mutex // one publication at a time
 	builder *snapshot.Builder
 
 	relay relayState
 }
 
-func (d *Daemon) initDesktop() error {
-	fps, err := desktop.ObserveFingerprints(d.opt.Version)
+// New returns the Desktop module.
+func New() *Module { return &Module{} }
+
+// Name names the module.
+func (m *Module) Name() string { return "desktop" }
+
+// Start observes this cbth's validation fingerprints and sets up the
+// desktop target and the snapshot publisher.
+func (m *Module) Start(_ context.Context, h *daemon.Host) error {
+	m.h = h
+	fps, err := desktop.ObserveFingerprints(h.Version)
 	if err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "observe the Desktop validation fingerprint")
 	}
-	c := d.opt.Config.Desktop
-	d.desk = deskState{
-		fps:     fps,
-		builder: &snapshot.Builder{Config: d.deliveryConfig(), Fingerprints: fps},
-		target: &desktop.Target{Now: d.opt.Clock.Now, Fingerprints: fps,
-			Read: func(fn func(engine.Snapshot) error) error { return d.eng.Read(fn) }},
-		pub: &snapshot.Publisher{Files: desktop.InboxFiles{Dir: d.opt.Home.Inbox(), NoSync: d.opt.NoSync}, Interval: c.SnapshotInterval.Duration,
-			MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration,
-			Log: d.opt.Log.With("projection", "desktop"), Revisions: snapshotRevisions{d}},
-	}
+	c := h.Config.Desktop
+	m.fps = fps
+	m.builder = &snapshot.Builder{Config: h.DeliveryConfig(), Fingerprints: fps}
+	m.target = &desktop.Target{Now: h.Clock.Now, Fingerprints: fps,
+		Read: func(fn func(engine.Snapshot) error) error { return h.Eng.Read(fn) }}
+	m.pub = &snapshot.Publisher{Files: desktop.InboxFiles{Dir: h.Home.Inbox(), NoSync: h.NoSync}, Interval: c.SnapshotInterval.Duration,
+		MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration,
+		Log: h.Log.With("projection", "desktop"), Revisions: snapshotRevisions{m}}
 	return nil
+}
+
+// Ops registers the Desktop operations: the operator's, the bridge's
+// and the callers' helpers, the relay's and the MCP tools'.
+func (m *Module) Ops(t api.Table) {
+	m.desktopOps(t)
+	m.desktopWritebackOps(t)
+	m.relayOps(t)
+	m.mcpDesktopOps(t)
+}
+
+// Targets is the desktop pull target.
+func (m *Module) Targets() []target.Target { return []target.Target{m.target} }
+
+// CatchUp writes the snapshot files again at start if they are missing
+// or behind: they are a projection (the loop's first scheduling pass
+// then prepares the heads that became ready).
+func (m *Module) CatchUp(ctx context.Context) error {
+	m.publishDesktop(ctx, true)
+	return nil
+}
+
+// Scheduled publishes what a scheduling pass changed.
+func (m *Module) Scheduled(ctx context.Context) { m.publishDesktop(ctx, false) }
+
+// Tick publishes what changed (outside manual mode, where only requests
+// act) and scans the relay's rollouts when a scan is due.
+func (m *Module) Tick(ctx context.Context, _ time.Time) {
+	if !m.h.Manual {
+		m.publishDesktop(ctx, false)
+	}
+	if time.Since(m.relay.lastScanned()) >= m.h.Config.Desktop.RelayScanInterval.Duration {
+		m.scanRelay(ctx)
+	}
+}
+
+// armConfig is what the Desktop writeback commands read of the
+// configuration.
+func (m *Module) armConfig() command.ArmConfig {
+	c := m.h.Config.Desktop
+	return command.ArmConfig{Delivery: m.h.DeliveryConfig(), Desktop: command.DesktopConfig{ArmLease: c.ArmLease.Duration,
+		PauseAfter: c.PauseNotBefore.Duration, PauseWindow: c.PauseWindow.Duration, RecoveryInlineBytes: c.RecoveryInlineBytes,
+		RecoveryLease: c.RecoveryLease.Duration, MarkerTTL: c.RelayMarkerTTL.Duration}}
 }
 
 // snapshotRevisions keeps the Desktop snapshot revisions in the log, on
 // the installation (spec/desktop.md, "Revisions").
-type snapshotRevisions struct{ d *Daemon }
+type snapshotRevisions struct{ m *Module }
 
 func (r snapshotRevisions) Reserved() (n uint64, err error) {
-	err = r.d.eng.Read(func(s engine.Snapshot) error {
+	err = r.m.h.Eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
 		if inst != nil {
 			n = inst.SnapshotRevisionsReserved
@@ -68,7 +127,7 @@ func (r snapshotRevisions) Reserved() (n uint64, err error) {
 }
 
 func (r snapshotRevisions) Reserve(through uint64) error {
-	_, err := r.d.eng.Execute(context.Background(), engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-revisions"},
+	_, err := r.m.h.Eng.Execute(context.Background(), engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-revisions"},
 		command.ReserveSnapshotRevisions{Through: through})
 	return err
 }
@@ -78,34 +137,34 @@ func (r snapshotRevisions) Reserve(through uint64) error {
 // log head, nothing fallen due, confirmed within snapshot_interval);
 // otherwise it builds the content and publishes a new revision if it
 // differs. confirm rewrites the manifest's published_at regardless.
-func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (snapshot.Publication, error) {
-	d.desk.mu.Lock()
-	defer d.desk.mu.Unlock()
-	now := d.opt.Clock.Now()
-	head := d.eng.Head()
-	if !confirm && d.desk.pub.Current(head, now) {
+func (m *Module) publishDesktop(ctx context.Context, confirm bool) (snapshot.Publication, error) {
+	m.pubMu.Lock()
+	defer m.pubMu.Unlock()
+	now := m.h.Clock.Now()
+	head := m.h.Eng.Head()
+	if !confirm && m.pub.Current(head, now) {
 		return snapshot.Publication{Outcome: "unchanged"}, nil
 	}
-	c, ok, err := d.buildDesktop(now)
-	if err == nil && ok && d.issueSnapshotMarkers(ctx, c) > 0 {
+	c, ok, err := m.buildDesktop(now)
+	if err == nil && ok && m.issueSnapshotMarkers(ctx, c) > 0 {
 		// The markers are in the log: build again so the revision
 		// carries them.
-		head = d.eng.Head()
-		c, ok, err = d.buildDesktop(now)
+		head = m.h.Eng.Head()
+		c, ok, err = m.buildDesktop(now)
 	}
 	if err == nil && !ok {
 		return snapshot.Publication{Outcome: "none"}, nil
 	}
 	var p snapshot.Publication
 	if err == nil {
-		p, err = d.desk.pub.Publish(c, head, now, confirm)
+		p, err = m.pub.Publish(c, head, now, confirm)
 	}
 	if err != nil {
-		d.opt.Log.Error("publish the Desktop snapshot", "err", err)
+		m.h.Log.Error("publish the Desktop snapshot", "err", err)
 		return p, err
 	}
 	if p.Outcome == "published" {
-		d.opt.Log.Info("desktop snapshot published", "revision", p.Manifest.SnapshotRevision, "bridge", c.Bridge,
+		m.h.Log.Info("desktop snapshot published", "revision", p.Manifest.SnapshotRevision, "bridge", c.Bridge,
 			"ready", len(c.Ready), "arm_pending", len(c.ArmPending), "pause_due", len(c.PauseDue), "log_seq", head)
 	}
 	return p, nil
@@ -118,9 +177,9 @@ func (d *Daemon) publishDesktop(ctx context.Context, confirm bool) (snapshot.Pub
 // per arm-pending entry, a paused marker per pause-due entry. Only while
 // a relay scanner is bound for the bridge: without one no line would
 // ever be read. It returns how many it issued.
-func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) int {
+func (m *Module) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) int {
 	var bound bool
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
 		if inst != nil {
 			_, bound = inst.RelayScanners[c.Bridge]
@@ -129,17 +188,17 @@ func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 	}); err != nil || !bound {
 		return 0
 	}
-	ttl := d.opt.Config.Desktop.RelayMarkerTTL.Duration
+	ttl := m.h.Config.Desktop.RelayMarkerTTL.Duration
 	var items []command.IssueRelayMarker
 	add := func(kind, thread, attempt string, gen uint64, request string) error {
-		m, err := randomID("m1-", 20)
+		mk, err := randomID("m1-", 20)
 		if err == nil && request == "" {
 			request, err = randomID("relay-", 8)
 		}
 		if err != nil {
 			return err
 		}
-		items = append(items, command.IssueRelayMarker{Kind: kind, BridgeThreadID: c.Bridge, Marker: m, TTL: ttl,
+		items = append(items, command.IssueRelayMarker{Kind: kind, BridgeThreadID: c.Bridge, Marker: mk, TTL: ttl,
 			ArmToken: command.ArmToken{ThreadID: thread, AttemptID: attempt, Generation: gen, BridgeRequestID: request}})
 		return nil
 	}
@@ -164,14 +223,14 @@ func (d *Daemon) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 	}
 	if err != nil || len(items) == 0 {
 		if err != nil {
-			d.opt.Log.Error("draw relay markers", "err", err)
+			m.h.Log.Error("draw relay markers", "err", err)
 		}
 		return 0
 	}
-	n, _, err := engine.Exec[int](ctx, d.eng, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-markers:" + c.Bridge},
+	n, _, err := engine.Exec[int](ctx, m.h.Eng, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-markers:" + c.Bridge},
 		command.IssueSnapshotMarkers{Items: items})
 	if err != nil {
-		d.opt.Log.Error("issue the snapshot's relay markers", "err", err)
+		m.h.Log.Error("issue the snapshot's relay markers", "err", err)
 		return 0
 	}
 	return n
@@ -193,17 +252,17 @@ var errMoved = errors.New("the log moved")
 // buildDesktop builds the publication content, reading again only the
 // threads the events since the last build touched; when the log keeps
 // moving under it, from scratch.
-func (d *Daemon) buildDesktop(now time.Time) (c snapshot.Content, ok bool, err error) {
-	b := d.desk.builder
+func (m *Module) buildDesktop(now time.Time) (c snapshot.Content, ok bool, err error) {
+	b := m.builder
 	for try := 0; try < 3 && b.Since() > 0; try++ {
 		ch := &snapshot.Changes{Since: b.Since(), Upto: b.Since()}
-		if err := d.eng.ReadFrom(ch.Since+1, func(env events.Envelope) error {
+		if err := m.h.Eng.ReadFrom(ch.Since+1, func(env events.Envelope) error {
 			ch.Streams, ch.Upto = append(ch.Streams, env.Stream), env.Seq
 			return nil
 		}); err != nil {
 			return c, false, err
 		}
-		err = d.eng.Read(func(s engine.Snapshot) error {
+		err = m.h.Eng.Read(func(s engine.Snapshot) error {
 			if s.Checkpoint() != ch.Upto {
 				return errMoved
 			}
@@ -214,7 +273,7 @@ func (d *Daemon) buildDesktop(now time.Time) (c snapshot.Content, ok bool, err e
 			return c, ok, err
 		}
 	}
-	err = d.eng.Read(func(s engine.Snapshot) error {
+	err = m.h.Eng.Read(func(s engine.Snapshot) error {
 		c, ok, err = b.Build(s, now, nil)
 		return err
 	})
@@ -223,97 +282,97 @@ func (d *Daemon) buildDesktop(now time.Time) (c snapshot.Content, ok bool, err e
 
 // installationView renders the installation state for a cbth observing
 // fps (by transport; the daemon's own when nil).
-func (d *Daemon) installationView(s engine.Reader, fps map[string]string) (query.InstallationView, error) {
+func (m *Module) installationView(s engine.Reader, fps map[string]string) (query.InstallationView, error) {
 	inst, err := command.Installation(s)
 	if err != nil {
 		return query.InstallationView{}, err
 	}
 	if fps == nil {
-		fps = d.desk.fps
+		fps = m.fps
 	}
 	transport := command.TransportDirect
 	if inst != nil {
 		transport = inst.ReadTransport
 	}
 	observed := fps[transport]
-	return query.NewInstallationView(inst, observed, filepath.Join(d.opt.Home.Inbox(), inbox.ManifestName)), nil
+	return query.NewInstallationView(inst, observed, filepath.Join(m.h.Home.Inbox(), inbox.ManifestName)), nil
 }
 
-func (d *Daemon) desktopOps(t api.Table) {
+func (m *Module) desktopOps(t api.Table) {
 	api.Handle(t, api.DesktopInstallation, func(_ context.Context, a api.InstallationArgs) (v query.InstallationView, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error { v, err = d.installationView(s, a.Fingerprints); return err })
+		err = m.h.Eng.Read(func(s engine.Snapshot) error { v, err = m.installationView(s, a.Fingerprints); return err })
 		return v, err
 	})
-	api.Handle(t, api.DesktopInstallationRepair, d.repairInstallation)
-	api.Handle(t, api.DesktopBindingRepair, d.repairBinding)
-	api.Handle(t, api.DesktopBindingUnbind, d.unbind)
+	api.Handle(t, api.DesktopInstallationRepair, m.repairInstallation)
+	api.Handle(t, api.DesktopBindingRepair, m.repairBinding)
+	api.Handle(t, api.DesktopBindingUnbind, m.unbind)
 	api.Handle(t, api.DesktopBindingList, func(_ context.Context, a api.BindingListArgs) (p query.BindingPage, err error) {
-		err = d.eng.Read(func(s engine.Snapshot) error {
+		err = m.h.Eng.Read(func(s engine.Snapshot) error {
 			p, err = query.Bindings(s, query.BindingFilter{State: fsm.BindingState(a.State), After: a.After, Limit: a.Limit})
 			return err
 		})
 		return p, err
 	})
-	api.Handle(t, api.DesktopPreflight, d.preflight)
+	api.Handle(t, api.DesktopPreflight, m.preflight)
 	api.Handle(t, api.BatchSkipHead, func(ctx context.Context, a api.ThreadArgs) (api.SkipHeadReply, error) {
-		val, res, err := engine.Exec[string](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
+		val, res, err := engine.Exec[string](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
 			command.SkipHead{ThreadID: a.SourceThreadID})
 		if err != nil {
 			return api.SkipHeadReply{}, err
 		}
-		d.poke(ctx)
+		m.h.Poke(ctx)
 		id := val
 		return api.SkipHeadReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, BatchID: id}, nil
 	})
 }
 
-func (d *Daemon) repairInstallation(ctx context.Context, a api.InstallationRepairArgs) (api.InstallationRepairReply, error) {
-	val, res, err := engine.Exec[command.InstallationRepair](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
+func (m *Module) repairInstallation(ctx context.Context, a api.InstallationRepairArgs) (api.InstallationRepairReply, error) {
+	val, res, err := engine.Exec[command.InstallationRepair](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
 		command.RepairInstallation{ReadTransport: a.ReadTransport, ReadCap: a.ReadTransportCapability,
 			ArtifactCap: a.ArtifactReadCapability, WritebackCap: a.WritebackCapability, Fingerprint: a.Fingerprint})
 	if err != nil {
 		return api.InstallationRepairReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	rep := api.InstallationRepairReply{Outcome: res.Outcome, DegradedBindings: []string{}}
 	if val.Degraded != nil {
 		rep.DegradedBindings = val.Degraded
 	}
 	fps := map[string]string{a.ReadTransport: a.Fingerprint}
-	err = d.eng.Read(func(s engine.Snapshot) error { rep.InstallationView, err = d.installationView(s, fps); return err })
+	err = m.h.Eng.Read(func(s engine.Snapshot) error { rep.InstallationView, err = m.installationView(s, fps); return err })
 	return rep, err
 }
 
-func (d *Daemon) repairBinding(ctx context.Context, a api.BindingRepairArgs) (api.BindingRepairReply, error) {
-	val, res, err := engine.Exec[command.BindingRepair](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
+func (m *Module) repairBinding(ctx context.Context, a api.BindingRepairArgs) (api.BindingRepairReply, error) {
+	val, res, err := engine.Exec[command.BindingRepair](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
 		command.RepairBinding{ThreadID: a.SourceThreadID, AutomationID: a.CallerAutomationID, BridgeThreadID: a.BridgeThreadID})
 	if err != nil {
 		return api.BindingRepairReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	v := val
 	rep := api.BindingRepairReply{Outcome: res.Outcome, ReplacedAutomation: v.ReplacedAutomation,
 		PreviousAutomationID: v.PreviousAutomationID, OldAutomationQuiesced: v.OldQuiesced,
 		ForcedFreshAttempt: v.ForcedFreshAttempt, SupersededAttemptID: v.SupersededAttemptID}
-	rep.BindingView, err = d.bindingView(a.SourceThreadID)
+	rep.BindingView, err = m.bindingView(a.SourceThreadID)
 	return rep, err
 }
 
-func (d *Daemon) unbind(ctx context.Context, a api.BindingUnbindArgs) (api.BindingUnbindReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-unbind:" + a.SourceThreadID},
+func (m *Module) unbind(ctx context.Context, a api.BindingUnbindArgs) (api.BindingUnbindReply, error) {
+	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-unbind:" + a.SourceThreadID},
 		command.UnbindBinding{ThreadID: a.SourceThreadID, DeleteAutomation: a.DeleteAutomation})
 	if err != nil {
 		return api.BindingUnbindReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	rep := api.BindingUnbindReply{Outcome: res.Outcome}
-	rep.BindingView, err = d.bindingView(a.SourceThreadID)
+	rep.BindingView, err = m.bindingView(a.SourceThreadID)
 	return rep, err
 }
 
 // bindingView renders a thread's binding (zero when it has none).
-func (d *Daemon) bindingView(thread string) (v query.BindingView, err error) {
-	err = d.eng.Read(func(s engine.Snapshot) error {
+func (m *Module) bindingView(thread string) (v query.BindingView, err error) {
+	err = m.h.Eng.Read(func(s engine.Snapshot) error {
 		b, err := command.BindingOf(s, thread)
 		if err != nil || b == nil {
 			return err
@@ -329,29 +388,29 @@ func (d *Daemon) bindingView(thread string) (v query.BindingView, err error) {
 // thread, runs the overdue sweep (auto-close, artifact GC, the binding
 // reconcile), prepares the eligible Desktop heads and publishes, then
 // answers where the manifest is.
-func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.PreflightReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "preflight:" + a.BridgeThreadID},
+func (m *Module) preflight(ctx context.Context, a api.PreflightArgs) (api.PreflightReply, error) {
+	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "preflight:" + a.BridgeThreadID},
 		command.SelectBridge{BridgeThreadID: a.BridgeThreadID})
 	if err != nil {
 		return api.PreflightReply{}, err
 	}
 	if res.Outcome == "selected" {
-		d.opt.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
+		m.h.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
 	}
-	d.scanRelay(ctx)
-	if err := d.sweep(ctx, "preflight"); err != nil {
+	m.scanRelay(ctx)
+	if err := m.h.Sweep(ctx, "preflight"); err != nil {
 		return api.PreflightReply{}, err
 	}
-	d.schedule(ctx)
-	p, err := d.publishDesktop(ctx, true)
+	m.h.Schedule(ctx)
+	p, err := m.publishDesktop(ctx, true)
 	if err != nil {
 		return api.PreflightReply{}, err
 	}
 	rep := api.PreflightReply{Source: "daemon", Outcome: p.Outcome, BridgeThreadID: a.BridgeThreadID,
 		SnapshotManifestPath: p.ManifestPath, SnapshotRevision: p.Manifest.SnapshotRevision,
 		PublishedAt: p.Manifest.PublishedAt, FreshUntil: p.Manifest.FreshUntil}
-	err = d.eng.Read(func(s engine.Snapshot) error {
-		v, err := d.installationView(s, a.Fingerprints)
+	err = m.h.Eng.Read(func(s engine.Snapshot) error {
+		v, err := m.installationView(s, a.Fingerprints)
 		rep.ReadTransport, rep.ReadTransportGeneration, rep.AutomaticContinuation = v.ReadTransport, v.ReadTransportGeneration, v.AutomaticContinuation
 		return err
 	})
@@ -359,69 +418,69 @@ func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 }
 
 // desktopWritebackOps registers the bridge's and the caller's helpers.
-func (d *Daemon) desktopWritebackOps(t api.Table) {
+func (m *Module) desktopWritebackOps(t api.Table) {
 	api.Handle(t, api.DesktopNoteArmPending, func(ctx context.Context, a api.ArmArgs) (api.ArmPendingReply, error) {
-		return d.noteArmPending(ctx, a, same)
+		return m.noteArmPending(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNoteArm, func(ctx context.Context, a api.ArmArgs) (api.ArmReply, error) {
-		return d.noteArm(ctx, a, same)
+		return m.noteArm(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNotePaused, func(ctx context.Context, a api.PausedArgs) (api.PausedReply, error) {
-		return d.notePaused(ctx, a, same)
+		return m.notePaused(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNoteBoundaryCrossed, func(ctx context.Context, a api.BoundaryArgs) (api.BoundaryReply, error) {
-		return d.crossBoundary(ctx, a, command.WritebackDirect, same)
+		return m.crossBoundary(ctx, a, command.WritebackDirect, same)
 	})
 }
 
 // same leaves a command as it is; the MCP tools' wrap records their call
-// in the same append (adapters/daemon/mcp_desktop.go).
+// in the same append (mcp.go).
 func same(c engine.Decider) engine.Decider { return c }
 
-func (d *Daemon) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmPendingReply, error) {
-	val, res, err := engine.ExecVia[command.ArmLease](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		command.NoteArmPending{Config: d.armConfig(), ArmToken: armToken(a), Fingerprints: d.desk.fps}, wrap)
+func (m *Module) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmPendingReply, error) {
+	val, res, err := engine.ExecVia[command.ArmLease](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		command.NoteArmPending{Config: m.armConfig(), ArmToken: armToken(a), Fingerprints: m.fps}, wrap)
 	if err != nil {
 		return api.ArmPendingReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	return armPendingReply(res.Outcome, a, val), nil
 }
 
-func (d *Daemon) noteArm(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmReply, error) {
-	val, res, err := engine.ExecVia[command.Armed](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		command.NoteArm{Config: d.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}, wrap)
+func (m *Module) noteArm(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmReply, error) {
+	val, res, err := engine.ExecVia[command.Armed](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		command.NoteArm{Config: m.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}, wrap)
 	if err != nil {
 		return api.ArmReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	return armReply(res.Outcome, a.SourceThreadID, val), nil
 }
 
-func (d *Daemon) notePaused(ctx context.Context, a api.PausedArgs, wrap func(engine.Decider) engine.Decider) (api.PausedReply, error) {
-	res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+func (m *Module) notePaused(ctx context.Context, a api.PausedArgs, wrap func(engine.Decider) engine.Decider) (api.PausedReply, error) {
+	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
 		wrap(command.NotePaused{ThreadID: a.SourceThreadID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}))
 	if err != nil {
 		return api.PausedReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	return api.PausedReply{Outcome: res.Outcome, SourceThreadID: a.SourceThreadID, Generation: a.Generation}, nil
 }
 
 // crossBoundary is note-boundary-crossed through a writeback transport:
 // the mcp one needs the mcp proof, the others writeback_capability.
-func (d *Daemon) crossBoundary(ctx context.Context, a api.BoundaryArgs, transport string, wrap func(engine.Decider) engine.Decider) (api.BoundaryReply, error) {
+func (m *Module) crossBoundary(ctx context.Context, a api.BoundaryArgs, transport string, wrap func(engine.Decider) engine.Decider) (api.BoundaryReply, error) {
 	fps := a.Fingerprints
 	if fps == nil {
-		fps = d.desk.fps
+		fps = m.fps
 	}
-	val, res, err := engine.ExecVia[command.Handoff](ctx, d.eng, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
-		command.NoteBoundaryCrossed{Config: d.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
+	val, res, err := engine.ExecVia[command.Handoff](ctx, m.h.Eng, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
+		command.NoteBoundaryCrossed{Config: m.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
 			Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps, Transport: transport}, wrap)
 	if err != nil {
 		return api.BoundaryReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	h := val
 	return api.BoundaryReply{Outcome: res.Outcome, SourceThreadID: h.SourceThreadID, BatchID: h.BatchID, AttemptID: h.AttemptID,
 		Generation: h.Generation, SnapshotRevision: h.SnapshotRevision, ContinuationBoundaryState: "crossed_unacknowledged",

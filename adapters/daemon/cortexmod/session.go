@@ -1,4 +1,7 @@
-package daemon
+// Package cortexmod is CortexFS in the daemon: the registered ctx trees
+// and their files, the model and agent sockets it serves, the session
+// directories those sockets record, and the ctx delivery target.
+package cortexmod
 
 import (
 	"bytes"
@@ -7,12 +10,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/agent"
+	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
@@ -23,31 +29,84 @@ import (
 	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
+// Module is CortexFS in the daemon.
+type Module struct {
+	daemon.Base
+	h       *daemon.Host
+	sockets *cortexcli.ModelSockets
+}
+
+// New returns the CortexFS module.
+func New() *Module { return &Module{} }
+
+// Name names the module.
+func (m *Module) Name() string { return "cortexfs" }
+
+// Start sets up the sockets; they serve from CatchUp on.
+func (m *Module) Start(ctx context.Context, h *daemon.Host) error {
+	m.h = h
+	m.sockets = &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: h.Clock.Now, Log: h.Log, Shared: h.Config.Ctx.SharedSpaces(),
+		Sessions: sessionLog{m}, Jobs: daemonJobs{m}}
+	return nil
+}
+
+// Ops registers the ctx tree and socket operations.
+func (m *Module) Ops(t api.Table) {
+	api.Handle(t, api.CtxTreeLoad, func(_ context.Context, a api.TreeArgs) (api.TreeDoc, error) { return m.loadTree(a.Root) })
+	api.Handle(t, api.CtxTreeSave, m.saveTree)
+	api.Handle(t, api.CtxServe, m.ctxServe)
+}
+
+// Targets is the ctx delivery target.
+func (m *Module) Targets() []target.Target { return []target.Target{m.ctxTarget()} }
+
+// CatchUp ends the runs the last daemon cut off, then brings the session
+// directories and the trees up to date with the log. Session directories
+// before the trees: serving the sockets starts with the trees, and a
+// session is projected before it is served.
+func (m *Module) CatchUp(ctx context.Context) error {
+	if err := m.endCutRuns(ctx); err != nil {
+		return err
+	}
+	if err := m.catchUpSessions(); err != nil {
+		return err
+	}
+	return m.catchUpTrees()
+}
+
+// KeepAlive: a session run on a socket keeps the daemon up.
+func (m *Module) KeepAlive(time.Time) []string {
+	if n := m.sockets.Running(); n > 0 {
+		return []string{fmt.Sprintf("%d socket session runs", n)}
+	}
+	return nil
+}
+
 // sessionLog is session.Log on the daemon's engine: every session change
 // is a ctxsession event.
-type sessionLog struct{ d *Daemon }
+type sessionLog struct{ m *Module }
 
 func sessionStream(dir string) events.StreamID {
 	return events.StreamID{Kind: events.KindCtxSession, ID: dir}
 }
 
 func (l sessionLog) Append(ctx context.Context, dir, commandID string, ps ...events.Payload) ([]events.Envelope, bool, error) {
-	res, err := l.d.eng.Append(ctx, engine.Meta{Actor: events.ActorAdapter, CommandID: commandID, CorrelationID: "ctxsession"},
+	res, err := l.m.h.Eng.Append(ctx, engine.Meta{Actor: events.ActorAdapter, CommandID: commandID, CorrelationID: "ctxsession"},
 		sessionStream(dir), engine.AnyVersion, ps...)
 	return res.Events, res.Replayed, err
 }
 
 func (l sessionLog) Stream(dir string, fn func(events.Envelope) error) error {
-	return l.d.eng.ReadStream(sessionStream(dir), fn)
+	return l.m.h.Eng.ReadStream(sessionStream(dir), fn)
 }
 
 func (l sessionLog) Session(dir string) (c *aggregate.CtxSession, err error) {
-	err = l.d.eng.Read(func(s engine.Snapshot) error { c, err = query.CtxSession(s, dir); return err })
+	err = l.m.h.Eng.Read(func(s engine.Snapshot) error { c, err = query.CtxSession(s, dir); return err })
 	return c, err
 }
 
 func (l sessionLog) Sessions(root, object, scope string, uid int) (out []*aggregate.CtxSession, err error) {
-	err = l.d.eng.Read(func(s engine.Snapshot) error {
+	err = l.m.h.Eng.Read(func(s engine.Snapshot) error {
 		out, err = query.CtxSessions(s, root, object, scope, uid)
 		return err
 	})
@@ -56,19 +115,19 @@ func (l sessionLog) Sessions(root, object, scope string, uid int) (out []*aggreg
 
 // daemonJobs is cbth.job.submit inside the daemon: the job.submit
 // operation without the socket.
-type daemonJobs struct{ d *Daemon }
+type daemonJobs struct{ m *Module }
 
 func (j daemonJobs) Submit(ctx context.Context, job tool.Job) (string, error) {
-	defer j.d.poke(ctx)
-	rep, err := j.d.submit(ctx, api.SubmitArgs{TargetKind: job.TargetKind, SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
+	defer j.m.h.Poke(ctx)
+	rep, err := j.m.h.Submit(ctx, api.SubmitArgs{TargetKind: job.TargetKind, SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
 		TaskSummary: job.Summary, DedupeKey: job.DedupeKey})
 	return rep.JobID, err
 }
 
 // ctxTarget is the ctx delivery target on the daemon's agent sockets.
-func (d *Daemon) ctxTarget() *target.CtxTarget {
+func (m *Module) ctxTarget() *target.CtxTarget {
 	return &target.CtxTarget{Agents: func(name string) (target.AgentSessions, error) {
-		srv, err := d.sockets.Agent(name)
+		srv, err := m.sockets.Agent(name)
 		if err != nil {
 			return nil, err
 		}
@@ -77,7 +136,7 @@ func (d *Daemon) ctxTarget() *target.CtxTarget {
 			return nil, errs.New(errs.EINTERNAL, "agent %s is served without its loop", name)
 		}
 		return servedAgent{srv, loop}, nil
-	}, Turns: d.ctxTurn}
+	}, Turns: m.ctxTurn}
 }
 
 // servedAgent is an agent's socket server with the loop it runs, whose
@@ -94,14 +153,14 @@ func (a servedAgent) Trust() ([]string, bool) { return a.loop.Acting(), a.loop.T
 // alone, so it answers at start-up before any agent socket is served.
 // More than one tree with that session is EINVAL: the thread names no
 // tree, so nothing is proven.
-func (d *Daemon) ctxTurn(_ context.Context, thread, msgID string) (target.CtxTurn, error) {
+func (m *Module) ctxTurn(_ context.Context, thread, msgID string) (target.CtxTurn, error) {
 	agent, sess, err := target.ParseCtxThread(thread)
 	if err != nil {
 		return target.CtxTurn{}, err
 	}
 	uid := os.Getuid()
 	var dirs []string
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
 			if c.Object == "agent/"+agent && c.Scope == session.ScopePrivate && c.UID == uid && c.Name == sess {
 				dirs = append(dirs, c.ID)
@@ -121,7 +180,7 @@ func (d *Daemon) ctxTurn(_ context.Context, thread, msgID string) (target.CtxTur
 	}
 	var turn target.CtxTurn
 	ends := map[string]string{}
-	err = d.eng.ReadStream(sessionStream(dirs[0]), func(env events.Envelope) error {
+	err = m.h.Eng.ReadStream(sessionStream(dirs[0]), func(env events.Envelope) error {
 		p, err := events.DecodePayload(&env)
 		if err != nil {
 			return err
@@ -147,9 +206,9 @@ func (d *Daemon) ctxTurn(_ context.Context, thread, msgID string) (target.CtxTur
 // the log: a directory whose files differ from their rendering (deleted,
 // edited, or behind because the daemon stopped between an append and its
 // projection) is rewritten from the session's events.
-func (d *Daemon) catchUpSessions() error {
+func (m *Module) catchUpSessions() error {
 	var all []*aggregate.CtxSession
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error { all = append(all, c); return nil })
 	}); err != nil {
 		return err
@@ -166,7 +225,7 @@ func (d *Daemon) catchUpSessions() error {
 		if sizesCurrent(dir, c) && session.Current(dir, files) {
 			continue
 		}
-		full, err := ctxsession.Render(c, func(fn func(events.Envelope) error) error { return d.eng.ReadStream(sessionStream(dir), fn) })
+		full, err := ctxsession.Render(c, func(fn func(events.Envelope) error) error { return m.h.Eng.ReadStream(sessionStream(dir), fn) })
 		if err != nil {
 			return err
 		}
@@ -175,7 +234,7 @@ func (d *Daemon) catchUpSessions() error {
 		}
 	}
 	for g, idx := range groups {
-		ss, err := sessionLog{d}.Sessions(g.root, g.object, g.scope, g.uid)
+		ss, err := sessionLog{m}.Sessions(g.root, g.object, g.scope, g.uid)
 		if err != nil {
 			return err
 		}
@@ -211,9 +270,9 @@ func sizesCurrent(dir string, c *aggregate.CtxSession) bool {
 // replayed start appends nothing twice. It runs after the delivery
 // reconcile, though the ctx target reads interrupted as no end at all
 // (adapters/target/ctx.go runEnd), so the order does not change a proof.
-func (d *Daemon) endCutRuns(ctx context.Context) error {
+func (m *Module) endCutRuns(ctx context.Context) error {
 	var active []string
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
 			if c.State == session.StateActive {
 				active = append(active, c.ID)
@@ -226,7 +285,7 @@ func (d *Daemon) endCutRuns(ctx context.Context) error {
 	for _, dir := range active {
 		var open string
 		var seq uint64
-		if err := d.eng.ReadStream(sessionStream(dir), func(env events.Envelope) error {
+		if err := m.h.Eng.ReadStream(sessionStream(dir), func(env events.Envelope) error {
 			p, err := events.DecodePayload(&env)
 			if err != nil {
 				return err
@@ -271,10 +330,10 @@ func (d *Daemon) endCutRuns(ctx context.Context) error {
 			}
 		}
 		ps = append(ps, &events.CtxSessionStateChanged{State: session.StateError})
-		if _, _, err := (sessionLog{d}).Append(ctx, dir, cmd, ps...); err != nil {
+		if _, _, err := (sessionLog{m}).Append(ctx, dir, cmd, ps...); err != nil {
 			return fmt.Errorf("end the cut run of session %s: %w", dir, err)
 		}
-		d.opt.Log.Warn("session run cut off by the last daemon's stop; ended as interrupted", "session", dir, "run", open)
+		m.h.Log.Warn("session run cut off by the last daemon's stop; ended as interrupted", "session", dir, "run", open)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package desktopmod
 
 import (
 	"context"
@@ -22,33 +22,33 @@ import (
 // which the transcript relay cannot do: a line shown in a transcript can
 // do nothing. Every refusal appends nothing, as every Desktop refusal.
 
-func (d *Daemon) mcpDesktopOps(t api.Table) {
+func (m *Module) mcpDesktopOps(t api.Table) {
 	api.Handle(t, api.MCPDesktopPreflight, func(ctx context.Context, a api.MCPDesktopArgs) (api.PreflightReply, error) {
-		if err := checkCaller(a.Caller); err != nil {
+		if err := a.Caller.Check(); err != nil {
 			return api.PreflightReply{}, err
 		}
-		return d.preflight(ctx, api.PreflightArgs{BridgeThreadID: a.Caller.ThreadID, Fingerprints: a.Fingerprints})
+		return m.preflight(ctx, api.PreflightArgs{BridgeThreadID: a.Caller.ThreadID, Fingerprints: a.Fingerprints})
 	})
 	api.Handle(t, api.MCPDesktopNoteArmPending, func(ctx context.Context, a api.MCPArmArgs) (api.ArmPendingReply, error) {
-		if err := d.checkMCPBridge(a.Caller, a.SourceThreadID); err != nil {
+		if err := m.checkMCPBridge(a.Caller, a.SourceThreadID); err != nil {
 			return api.ArmPendingReply{}, err
 		}
-		return d.noteArmPending(ctx, a.ArmArgs, recordAs(a.Caller, "desktop_note_arm_pending"))
+		return m.noteArmPending(ctx, a.ArmArgs, recordAs(a.Caller, "desktop_note_arm_pending"))
 	})
 	api.Handle(t, api.MCPDesktopNoteArm, func(ctx context.Context, a api.MCPArmArgs) (api.ArmReply, error) {
-		if err := d.checkMCPBridge(a.Caller, a.SourceThreadID); err != nil {
+		if err := m.checkMCPBridge(a.Caller, a.SourceThreadID); err != nil {
 			return api.ArmReply{}, err
 		}
-		return d.noteArm(ctx, a.ArmArgs, recordAs(a.Caller, "desktop_note_arm"))
+		return m.noteArm(ctx, a.ArmArgs, recordAs(a.Caller, "desktop_note_arm"))
 	})
 	api.Handle(t, api.MCPDesktopNotePaused, func(ctx context.Context, a api.MCPPausedArgs) (api.PausedReply, error) {
-		if err := d.checkMCPBridge(a.Caller, a.SourceThreadID); err != nil {
+		if err := m.checkMCPBridge(a.Caller, a.SourceThreadID); err != nil {
 			return api.PausedReply{}, err
 		}
-		return d.notePaused(ctx, a.PausedArgs, recordAs(a.Caller, "desktop_note_paused"))
+		return m.notePaused(ctx, a.PausedArgs, recordAs(a.Caller, "desktop_note_paused"))
 	})
 	api.Handle(t, api.MCPDesktopNoteBoundaryCrossed, func(ctx context.Context, a api.MCPBoundaryArgs) (api.BoundaryReply, error) {
-		if err := checkCaller(a.Caller); err != nil {
+		if err := a.Caller.Check(); err != nil {
 			return api.BoundaryReply{}, err
 		}
 		if a.SourceThreadID == "" {
@@ -58,26 +58,26 @@ func (d *Daemon) mcpDesktopOps(t api.Table) {
 			return api.BoundaryReply{}, errs.New(errs.ThreadMismatch,
 				"desktop_note_boundary_crossed crosses the calling thread's own boundary: the call comes from %s, not from %s", a.Caller.ThreadID, a.SourceThreadID)
 		}
-		return d.crossBoundary(ctx, a.BoundaryArgs, command.WritebackMCP, recordAs(a.Caller, "desktop_note_boundary_crossed"))
+		return m.crossBoundary(ctx, a.BoundaryArgs, command.WritebackMCP, recordAs(a.Caller, "desktop_note_boundary_crossed"))
 	})
 	api.Handle(t, api.MCPDesktopReadArtifact, func(ctx context.Context, a api.MCPReadArtifactArgs) (api.ReadArtifactReply, error) {
-		if err := checkCaller(a.Caller); err != nil {
+		if err := a.Caller.Check(); err != nil {
 			return api.ReadArtifactReply{}, err
 		}
-		if err := d.checkArtifactThread(a.Caller, a.ArtifactID); err != nil {
+		if err := m.checkArtifactThread(a.Caller, a.ArtifactID); err != nil {
 			return api.ReadArtifactReply{}, err
 		}
-		return d.readArtifact(ctx, a.ReadArtifactArgs)
+		return m.readArtifact(ctx, a.ReadArtifactArgs)
 	})
-	api.Handle(t, api.MCPDesktopValidate, d.validateMCP)
-	api.Handle(t, api.DesktopMCPValidationRequest, d.requestMCPValidation)
+	api.Handle(t, api.MCPDesktopValidate, m.validateMCP)
+	api.Handle(t, api.DesktopMCPValidationRequest, m.requestMCPValidation)
 }
 
 // recordAs records a Desktop tool's call on the calling thread's mcp
 // stream, in the append of the command it ran.
 func recordAs(c api.MCPCaller, tool string) func(engine.Decider) engine.Decider {
 	return func(inner engine.Decider) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, tool), Inner: inner}
+		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record(tool), Inner: inner}
 	}
 }
 
@@ -85,13 +85,13 @@ func recordAs(c api.MCPCaller, tool string) func(engine.Decider) engine.Decider 
 // from the bridge thread the snapshots are published for, which the
 // thread's binding serves, and only while the mcp writeback transport is
 // validated.
-func (d *Daemon) checkMCPBridge(c api.MCPCaller, thread string) error {
-	if err := checkCaller(c); err != nil {
+func (m *Module) checkMCPBridge(c api.MCPCaller, thread string) error {
+	if err := c.Check(); err != nil {
 		return err
 	}
 	var bd *aggregate.Binding
 	var inst *aggregate.Installation
-	err := d.eng.Read(func(s engine.Snapshot) (err error) {
+	err := m.h.Eng.Read(func(s engine.Snapshot) (err error) {
 		if bd, err = command.BindingOf(s, thread); err != nil {
 			return err
 		}
@@ -115,9 +115,9 @@ func (d *Daemon) checkMCPBridge(c api.MCPCaller, thread string) error {
 
 // checkArtifactThread lets a thread read only the artifacts of its own
 // jobs.
-func (d *Daemon) checkArtifactThread(c api.MCPCaller, id string) error {
+func (m *Module) checkArtifactThread(c api.MCPCaller, id string) error {
 	var thread string
-	err := d.eng.Read(func(s engine.Snapshot) error {
+	err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		st, err := s.State(events.KindArtifact, id)
 		art, _ := st.(*aggregate.Artifact)
 		if err != nil || art == nil {
@@ -145,7 +145,7 @@ const mcpValidationTTL = 30 * time.Minute
 
 // requestMCPValidation opens a live validation: a fresh token and the
 // prompt that carries it.
-func (d *Daemon) requestMCPValidation(ctx context.Context, a api.MCPValidationRequestArgs) (api.MCPValidationRequestReply, error) {
+func (m *Module) requestMCPValidation(ctx context.Context, a api.MCPValidationRequestArgs) (api.MCPValidationRequestReply, error) {
 	ttl := time.Duration(a.TTLMS) * time.Millisecond
 	if ttl == 0 {
 		ttl = mcpValidationTTL
@@ -155,7 +155,7 @@ func (d *Daemon) requestMCPValidation(ctx context.Context, a api.MCPValidationRe
 		return api.MCPValidationRequestReply{}, errs.Wrap(errs.EINTERNAL, err, "validation token")
 	}
 	token := "mcpv-" + hex.EncodeToString(b)
-	req, _, err := engine.Exec[events.InstallationMCPValidationRequested](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "validate-mcp"}, command.RequestMCPValidation{Token: token, TTL: ttl})
+	req, _, err := engine.Exec[events.InstallationMCPValidationRequested](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "validate-mcp"}, command.RequestMCPValidation{Token: token, TTL: ttl})
 	if err != nil {
 		return api.MCPValidationRequestReply{}, err
 	}
@@ -168,12 +168,12 @@ func ValidationPrompt(token string) string {
 	return fmt.Sprintf("Call the tool desktop_validate_mcp of the cbth MCP server (namespace mcp__cbth) with the arguments {\"token\": %q}, then reply with its answer word for word. Do nothing else.", token)
 }
 
-func (d *Daemon) validateMCP(ctx context.Context, a api.MCPValidateArgs) (api.MCPValidateReply, error) {
-	if err := checkCaller(a.Caller); err != nil {
+func (m *Module) validateMCP(ctx context.Context, a api.MCPValidateArgs) (api.MCPValidateReply, error) {
+	if err := a.Caller.Check(); err != nil {
 		return api.MCPValidateReply{}, err
 	}
 	var transport string
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
 		if inst != nil {
 			transport = inst.ReadTransport
@@ -184,14 +184,14 @@ func (d *Daemon) validateMCP(ctx context.Context, a api.MCPValidateArgs) (api.MC
 	}
 	fps := a.Fingerprints
 	if fps == nil {
-		fps = d.desk.fps
+		fps = m.fps
 	}
-	val, res, err := engine.Exec[events.InstallationMCPWritebackValidated](ctx, d.eng, engine.Meta{Actor: events.ActorAgent, CorrelationID: "validate-mcp"},
+	val, res, err := engine.Exec[events.InstallationMCPWritebackValidated](ctx, m.h.Eng, engine.Meta{Actor: events.ActorAgent, CorrelationID: "validate-mcp"},
 		command.ValidateMCPWriteback{Token: a.Token, ThreadID: a.Caller.ThreadID, SandboxMode: a.Caller.SandboxMode, Fingerprint: fps[transport]})
 	if err != nil {
 		return api.MCPValidateReply{}, err
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	p := val
 	return api.MCPValidateReply{Outcome: res.Outcome, ThreadID: p.ThreadID, SandboxMode: p.SandboxMode, Fingerprint: p.Fingerprint}, nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package desktopmod
 
 import (
 	"context"
@@ -93,14 +93,14 @@ func identity(path string) (string, uint64, uint64, error) {
 	return abs, uint64(sys.Dev), uint64(sys.Ino), nil
 }
 
-func (d *Daemon) relayOps(t api.Table) {
-	api.Handle(t, api.DesktopRelayMarkerIssue, d.issueMarker)
+func (m *Module) relayOps(t api.Table) {
+	api.Handle(t, api.DesktopRelayMarkerIssue, m.issueMarker)
 	api.Handle(t, api.DesktopRelayScannerBind, func(ctx context.Context, a api.ScannerBindArgs) (api.ScannerBindReply, error) {
 		path, dev, ino, err := identity(a.RolloutPath)
 		if err != nil {
 			return api.ScannerBindReply{}, err
 		}
-		val, res, err := engine.Exec[events.InstallationRelayScannerBound](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "relay-bind:" + a.BridgeThreadID},
+		val, res, err := engine.Exec[events.InstallationRelayScannerBound](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "relay-bind:" + a.BridgeThreadID},
 			command.BindRelayScanner{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Device: dev, Inode: ino})
 		if err != nil {
 			return api.ScannerBindReply{}, err
@@ -109,57 +109,57 @@ func (d *Daemon) relayOps(t api.Table) {
 		return api.ScannerBindReply{Outcome: res.Outcome, BridgeThreadID: b.BridgeThreadID, RolloutPath: b.RolloutPath,
 			Device: b.Device, Inode: b.Inode, BindingRevision: b.Revision}, nil
 	})
-	api.Handle(t, api.DesktopRelayConsume, d.consumeTranscript)
-	api.Handle(t, api.DesktopReadArtifact, d.readArtifact)
+	api.Handle(t, api.DesktopRelayConsume, m.consumeTranscript)
+	api.Handle(t, api.DesktopReadArtifact, m.readArtifact)
 	api.Handle(t, api.DesktopIssueLeases, func(ctx context.Context, a api.IssueLeasesArgs) (api.IssueLeasesReply, error) {
-		in, err := d.inspect(ctx, a.BatchID)
+		in, err := m.h.Inspect(ctx, a.BatchID)
 		if err != nil {
 			return api.IssueLeasesReply{}, err
 		}
-		outcome, leases, err := d.recoveryLeases(ctx, in, a.Rotate)
+		outcome, leases, err := m.recoveryLeases(ctx, in, a.Rotate)
 		if leases == nil {
 			leases = []query.RecoveryLeaseView{}
 		}
 		return api.IssueLeasesReply{Outcome: outcome, BatchID: in.Batch.BatchID, Leases: leases}, err
 	})
 	api.Handle(t, api.DesktopRevokeLease, func(ctx context.Context, a api.ArtifactLeaseArgs) (api.Outcome, error) {
-		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease-revoke:" + a.ArtifactID},
+		res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease-revoke:" + a.ArtifactID},
 			command.RevokeRecoveryLease{ArtifactID: a.ArtifactID})
 		return api.Outcome{Outcome: res.Outcome}, err
 	})
 }
 
-func (d *Daemon) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.MarkerIssueReply, error) {
+func (m *Module) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.MarkerIssueReply, error) {
 	var b [20]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return api.MarkerIssueReply{}, errs.Wrap(errs.EINTERNAL, err, "draw a relay marker")
 	}
 	marker := "m1-" + hex.EncodeToString(b[:])
 	tok := command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
-	val, res, err := engine.Exec[command.IssuedMarker](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		command.IssueRelayMarker{Kind: a.Kind, BridgeThreadID: a.BridgeThreadID, ArmToken: tok, Marker: marker, TTL: d.opt.Config.Desktop.RelayMarkerTTL.Duration})
+	val, res, err := engine.Exec[command.IssuedMarker](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		command.IssueRelayMarker{Kind: a.Kind, BridgeThreadID: a.BridgeThreadID, ArmToken: tok, Marker: marker, TTL: m.h.Config.Desktop.RelayMarkerTTL.Duration})
 	if err != nil {
 		return api.MarkerIssueReply{}, err
 	}
-	m := val
-	env := relay.Envelope{Marker: m.Marker, Kind: a.Kind, SourceThreadID: a.SourceThreadID, AttemptID: a.AttemptID,
+	mk := val
+	env := relay.Envelope{Marker: mk.Marker, Kind: a.Kind, SourceThreadID: a.SourceThreadID, AttemptID: a.AttemptID,
 		Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
-	return api.MarkerIssueReply{Outcome: res.Outcome, Marker: m.Marker, Kind: a.Kind, ExpiresAt: m.ExpiresAt, Line: relay.Line(env)}, nil
+	return api.MarkerIssueReply{Outcome: res.Outcome, Marker: mk.Marker, Kind: a.Kind, ExpiresAt: mk.ExpiresAt, Line: relay.Line(env)}, nil
 }
 
 // consume applies one envelope found in the rollout of bridge.
-func (d *Daemon) consume(ctx context.Context, f relay.Found, bridge, path string) (command.Consumed, engine.Result, error) {
+func (m *Module) consume(ctx context.Context, f relay.Found, bridge, path string) (command.Consumed, engine.Result, error) {
 	e := f.Envelope
-	return engine.Exec[command.Consumed](ctx, d.eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
-		command.ConsumeRelay{Config: d.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
+	return engine.Exec[command.Consumed](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
+		command.ConsumeRelay{Config: m.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
 			AttemptID: e.AttemptID, Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line,
-			Fingerprints: d.desk.fps})
+			Fingerprints: m.fps})
 }
 
 // consumeTranscript is the operator's one-shot run over a whole rollout
 // for one marker. The operator names the bridge whose rollout it is; a
 // rollout another bridge's scanner is bound to is not that.
-func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.ConsumeReply, error) {
+func (m *Module) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.ConsumeReply, error) {
 	if strings.TrimSpace(a.BridgeThreadID) == "" {
 		return api.ConsumeReply{}, errs.New(errs.EINVAL, "bridge thread id is empty: name the bridge whose rollout this is")
 	}
@@ -167,7 +167,7 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	if err != nil {
 		return api.ConsumeReply{}, err
 	}
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
 		if inst == nil || err != nil {
 			return err
@@ -203,7 +203,7 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 		if x.Envelope.Marker != a.Marker {
 			continue
 		}
-		v, res, err := d.consume(ctx, x, a.BridgeThreadID, path)
+		v, res, err := m.consume(ctx, x, a.BridgeThreadID, path)
 		if err != nil {
 			return rep, err
 		}
@@ -219,7 +219,7 @@ func (d *Daemon) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 			}
 		}
 	}
-	d.poke(ctx)
+	m.h.Poke(ctx)
 	return rep, nil
 }
 
@@ -240,13 +240,13 @@ func consumeResult(x relay.Found, v command.Consumed, res engine.Result) api.Con
 
 // scanRelay reads what the bound rollout files gained since the last
 // scan and consumes the envelopes in it.
-func (d *Daemon) scanRelay(ctx context.Context) {
-	rs := &d.desk.relay
+func (m *Module) scanRelay(ctx context.Context) {
+	rs := &m.relay
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	rs.lastScan = time.Now()
 	var scanners map[string]aggregate.RelayScanner
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		inst, err := command.Installation(s)
 		if inst != nil {
 			scanners = inst.RelayScanners
@@ -268,47 +268,47 @@ func (d *Daemon) scanRelay(ctx context.Context) {
 			c = &scanCursor{revision: b.Revision, offset: b.Offset, line: b.Line, recorded: b.Offset, recordedAt: time.Now()}
 			rs.cursors[bridge] = c
 		}
-		found, err := d.scanOnce(c, b.InstallationRelayScannerBound)
+		found, err := m.scanOnce(c, b.InstallationRelayScannerBound)
 		if err != nil {
 			reason := scanFailure(err)
-			d.opt.Log.Error("relay scanner degraded; rebind it (cbth desktop relay scanner bind)", "bridge", bridge, "rollout", b.RolloutPath,
+			m.h.Log.Error("relay scanner degraded; rebind it (cbth desktop relay scanner bind)", "bridge", bridge, "rollout", b.RolloutPath,
 				"reason", reason, "err", err)
-			if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
+			if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
 				command.DegradeRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Reason: reason, Detail: err.Error()}); err != nil {
-				d.opt.Log.Error("record the relay scanner degraded", "bridge", bridge, "err", err)
+				m.h.Log.Error("record the relay scanner degraded", "bridge", bridge, "err", err)
 			}
 			delete(rs.cursors, bridge)
 			continue
 		}
 		for _, x := range found {
-			_, res, err := d.consume(ctx, x, bridge, b.RolloutPath)
+			_, res, err := m.consume(ctx, x, bridge, b.RolloutPath)
 			if err != nil {
-				d.opt.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
+				m.h.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
 				continue
 			}
 			consumed = consumed || res.Outcome == "consumed"
-			d.opt.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
+			m.h.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
 		}
 		// A skipped record is recorded at once: it shows the scanner
 		// degraded, and a restart must not read it again.
 		if c.offset > c.recorded && (len(found) > 0 || len(c.skipped) > 0 || time.Since(c.recordedAt) >= recordEvery) {
-			if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
+			if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
 				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line, Skipped: c.skipped}); err != nil {
-				d.opt.Log.Error("record the relay scanner's position", "bridge", bridge, "err", err)
+				m.h.Log.Error("record the relay scanner's position", "bridge", bridge, "err", err)
 			} else {
 				c.recorded, c.recordedAt, c.skipped = c.offset, time.Now(), nil
 			}
 		}
 	}
 	if consumed {
-		d.poke(ctx)
+		m.h.Poke(ctx)
 	}
 }
 
 // scanOnce reads one bound rollout from its cursor. The file must still
 // be the bound one (same device and inode, a regular file, never
 // shorter than what was read).
-func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound) ([]relay.Found, error) {
+func (m *Module) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound) ([]relay.Found, error) {
 	// O_NONBLOCK: a FIFO swapped in at the path must not hang the open.
 	f, err := os.OpenFile(b.RolloutPath, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -339,7 +339,7 @@ func (d *Daemon) scanOnce(c *scanCursor, b events.InstallationRelayScannerBound)
 		return nil, scanError{events.RelayScannerUnreadable, err}
 	}
 	for _, sk := range round.Skipped {
-		d.opt.Log.Warn("relay scanner skipped a rollout record too long to read whole; a relay line in it is not read",
+		m.h.Log.Warn("relay scanner skipped a rollout record too long to read whole; a relay line in it is not read",
 			"bridge", b.BridgeThreadID, "rollout", b.RolloutPath, "line", sk.Line, "bytes", sk.Bytes, "limit", scanLimits.Record)
 	}
 	c.skipped = append(c.skipped, skippedRecords(round.Skipped)...)
@@ -375,8 +375,8 @@ func (rs *relayState) lastScanned() time.Time {
 // inspected batch's artifacts too large to be inline: `cbth desktop
 // issue-artifact-leases`, the one command that does (batch inspect only
 // shows them).
-func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) (engine.Outcome, []query.RecoveryLeaseView, error) {
-	limit := d.opt.Config.Delivery.InlinePayloadLimit
+func (m *Module) recoveryLeases(ctx context.Context, in query.BatchInspection, rotate bool) (engine.Outcome, []query.RecoveryLeaseView, error) {
+	limit := m.h.Config.Delivery.InlinePayloadLimit
 	large := false
 	for _, a := range in.Artifacts {
 		large = large || a.SizeBytes > limit
@@ -392,8 +392,8 @@ func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, r
 		}
 		ids[i] = "arl-" + hex.EncodeToString(b[:])
 	}
-	val, res, err := engine.Exec[[]command.RecoveryLease](ctx, d.eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease:" + in.Batch.BatchID},
-		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: d.opt.Config.Desktop.RecoveryLease.Duration,
+	val, res, err := engine.Exec[[]command.RecoveryLease](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "recovery-lease:" + in.Batch.BatchID},
+		command.IssueRecoveryLeases{BatchID: in.Batch.BatchID, InlineLimit: limit, TTL: m.h.Config.Desktop.RecoveryLease.Duration,
 			Rotate: rotate, LeaseIDs: ids})
 	if err != nil {
 		return "", nil, err
@@ -405,27 +405,8 @@ func (d *Daemon) recoveryLeases(ctx context.Context, in query.BatchInspection, r
 	return res.Outcome, out, nil
 }
 
-// validLeases lists the recovery leases of the artifacts ids still valid
-// now: what batch inspect shows. A read: it issues nothing.
-func (d *Daemon) validLeases(ids []string) (out []query.RecoveryLeaseView, err error) {
-	now := d.opt.Clock.Now()
-	err = d.eng.Read(func(s engine.Snapshot) error {
-		for _, id := range ids {
-			st, err := s.State(events.KindArtifact, id)
-			if err != nil {
-				return err
-			}
-			if a, ok := st.(*aggregate.Artifact); ok && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
-				out = append(out, query.RecoveryLeaseView{ArtifactID: id, LeaseID: a.RecoveryLeaseID, Deadline: a.RecoveryLeaseDeadline})
-			}
-		}
-		return nil
-	})
-	return out, err
-}
-
 // readArtifact returns one chunk of an artifact under its recovery lease.
-func (d *Daemon) readArtifact(_ context.Context, a api.ReadArtifactArgs) (api.ReadArtifactReply, error) {
+func (m *Module) readArtifact(_ context.Context, a api.ReadArtifactArgs) (api.ReadArtifactReply, error) {
 	if a.Offset < 0 || a.MaxBytes <= 0 {
 		return api.ReadArtifactReply{}, errs.New(errs.EINVAL, "offset must be at least 0 and max bytes at least 1")
 	}
@@ -433,14 +414,14 @@ func (d *Daemon) readArtifact(_ context.Context, a api.ReadArtifactArgs) (api.Re
 		a.MaxBytes = api.MaxArtifactChunk
 	}
 	var art *aggregate.Artifact
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		st, err := s.State(events.KindArtifact, a.ArtifactID)
 		art, _ = st.(*aggregate.Artifact)
 		return err
 	}); err != nil {
 		return api.ReadArtifactReply{}, err
 	}
-	if why := command.LeaseValid(art, a.LeaseID, d.opt.Clock.Now()); why != "" {
+	if why := command.LeaseValid(art, a.LeaseID, m.h.Clock.Now()); why != "" {
 		return api.ReadArtifactReply{}, errs.New(errs.ESTALE, "artifact read lease: %s", why)
 	}
 	f, _, err := artifact.OpenRegular(art.ManagedPath, "artifact")

@@ -1,4 +1,4 @@
-package daemon
+package cortexmod
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/events"
@@ -29,10 +30,10 @@ func TestCatchUpSessionsChecksSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	d := &Daemon{eng: e, opt: Options{Log: slog.New(slog.DiscardHandler)}}
+	m := &Module{h: &daemon.Host{Eng: e, Log: slog.New(slog.DiscardHandler)}}
 	root := filepath.Join(dir, "ctx")
 	sd := filepath.Join(root, "home", "1000", "agent", "coder", "session", "alpha")
-	if _, _, err := (sessionLog{d}).Append(context.Background(), sd, "",
+	if _, _, err := (sessionLog{m}).Append(context.Background(), sd, "",
 		&events.CtxSessionOpened{Object: "agent/coder", Scope: session.ScopePrivate, Name: "alpha", UID: 1000, Cwd: "/", Root: root},
 		&events.CtxSessionMessage{Role: "user", Content: events.RawJSON(`"read <the> \"file\" é"`), Run: "run-1", ID: "m1"},
 		&events.CtxSessionEvent{Event: events.RawJSON(` {"type":"tool_call","run":"run-1","call_id":"c1","name":"fs.read","arguments":{"path":"a"}} `)},
@@ -42,7 +43,7 @@ func TestCatchUpSessionsChecksSizes(t *testing.T) {
 		&events.CtxSessionStateChanged{State: "idle"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.catchUpSessions(); err != nil {
+	if err := m.catchUpSessions(); err != nil {
 		t.Fatal(err)
 	}
 	read := func() map[string]string {
@@ -77,12 +78,12 @@ func TestCatchUpSessionsChecksSizes(t *testing.T) {
 		if name == "messages a dir" {
 			// A directory in the way is not a file to overwrite: the
 			// check must not call it current; remove it as an operator would.
-			if sizesCurrent(sd, mustSession(t, d, sd)) {
+			if sizesCurrent(sd, mustSession(t, m, sd)) {
 				t.Fatalf("%s: counted as current", name)
 			}
 			os.Remove(filepath.Join(sd, ctxsession.FileMessages))
 		}
-		if err := d.catchUpSessions(); err != nil {
+		if err := m.catchUpSessions(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if got := read(); got[ctxsession.FileMessages] != want[ctxsession.FileMessages] || got[ctxsession.FileEvents] != want[ctxsession.FileEvents] || got[ctxsession.FileState] != want[ctxsession.FileState] {
@@ -91,9 +92,9 @@ func TestCatchUpSessionsChecksSizes(t *testing.T) {
 	}
 }
 
-func mustSession(t *testing.T, d *Daemon, dir string) *aggregate.CtxSession {
+func mustSession(t *testing.T, m *Module, dir string) *aggregate.CtxSession {
 	t.Helper()
-	c, err := (sessionLog{d}).Session(dir)
+	c, err := (sessionLog{m}).Session(dir)
 	if err != nil || c == nil {
 		t.Fatalf("session %s: %v", dir, err)
 	}

@@ -1,4 +1,6 @@
-package daemon
+// Package mcpmod is the daemon's side of the agent's MCP tools
+// (spec/mcp.md).
+package mcpmod
 
 import (
 	"context"
@@ -6,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -22,87 +25,82 @@ import (
 // job is the caller's. What the agent did, and what it tried and was
 // refused, is recorded on the thread's mcp stream.
 
-func (d *Daemon) mcpOps(t api.Table) {
-	api.Handle(t, api.MCPJobSubmit, d.mcpSubmit)
-	api.Handle(t, api.MCPTaskRun, d.mcpTaskRun)
+// Tasks starts a task for the agent (the task runner's module).
+type Tasks interface {
+	StartTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs, wrap func(command.SubmitTask) engine.Decider) (query.TaskView, error)
+}
+
+// Module is the agent's MCP tools.
+type Module struct {
+	daemon.Base
+	h     *daemon.Host
+	tasks Tasks
+}
+
+// New returns the MCP tools' module; tasks runs task_run's tasks.
+func New(tasks Tasks) *Module { return &Module{tasks: tasks} }
+
+// Name names the module.
+func (m *Module) Name() string { return "mcp" }
+
+// Start takes the host's services.
+func (m *Module) Start(_ context.Context, h *daemon.Host) error {
+	m.h = h
+	return nil
+}
+
+// Ops registers the MCP tools' operations.
+func (m *Module) Ops(t api.Table) {
+	api.Handle(t, api.MCPJobSubmit, m.mcpSubmit)
+	api.Handle(t, api.MCPTaskRun, m.mcpTaskRun)
 	api.Handle(t, api.MCPJobStatus, func(_ context.Context, a api.MCPJobArgs) (query.JobView, error) {
-		if err := checkCaller(a.Caller); err != nil {
+		if err := a.Caller.Check(); err != nil {
 			return query.JobView{}, err
 		}
-		return d.callersJob(a.Caller, a.JobID)
+		return m.callersJob(a.Caller, a.JobID)
 	})
 	api.Handle(t, api.MCPJobList, func(_ context.Context, a api.MCPJobListArgs) (p query.JobPage, err error) {
-		if err := checkCaller(a.Caller); err != nil {
+		if err := a.Caller.Check(); err != nil {
 			return p, err
 		}
-		err = d.eng.Read(func(s engine.Snapshot) error {
+		err = m.h.Eng.Read(func(s engine.Snapshot) error {
 			p, err = query.Jobs(s, query.JobFilter{ThreadID: a.Caller.ThreadID, State: fsm.JobState(a.Status), Limit: a.Limit})
 			return err
 		})
 		return p, err
 	})
-	api.Handle(t, api.MCPJobCancel, d.mcpCancel)
-}
-
-// checkCaller refuses a call that does not say which thread made it.
-func checkCaller(c api.MCPCaller) error {
-	if strings.TrimSpace(c.ThreadID) == "" {
-		return errs.New(errs.ThreadUnidentified, "the call names no calling thread (Codex puts it in the tools/call _meta)")
-	}
-	return nil
+	api.Handle(t, api.MCPJobCancel, m.mcpCancel)
 }
 
 // checkNamedThread refuses, and records, a call whose arguments name
 // another thread than the one that made it: a tool acts for its caller
 // only.
-func (d *Daemon) checkNamedThread(ctx context.Context, c api.MCPCaller, tool string) error {
+func (m *Module) checkNamedThread(ctx context.Context, c api.MCPCaller, tool string) error {
 	if c.NamedThread == "" || c.NamedThread == c.ThreadID {
 		return nil
 	}
-	return d.refuse(ctx, c, callRecord(c, tool), errs.New(errs.ThreadMismatch,
+	return m.refuse(ctx, c, c.Record(tool), errs.New(errs.ThreadMismatch,
 		"%s acts for the calling thread only; the arguments name thread %s, and this call comes from %s", tool, c.NamedThread, c.ThreadID))
 }
 
-func mcpMeta(c api.MCPCaller) engine.Meta {
-	return engine.Meta{Actor: events.ActorAgent, CorrelationID: "mcp:" + c.ThreadID}
-}
-
-func callRecord(c api.MCPCaller, tool string) events.MCPToolCalled {
-	return events.MCPToolCalled{Tool: tool, TurnID: c.TurnID, SandboxMode: c.SandboxMode}
-}
-
 // refuse records a call refused by policy and returns the refusal.
-func (d *Daemon) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPToolCalled, refusal error) error {
+func (m *Module) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPToolCalled, refusal error) error {
 	rec.Code = string(errs.CodeOf(refusal))
-	if _, err := d.eng.Execute(ctx, mcpMeta(c), command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
+	if _, err := m.h.Eng.Execute(ctx, c.Meta(), command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
 		return err
 	}
 	return refusal
 }
 
-// threadTarget is where a result for thread goes when the submitter did
-// not say: a thread bound to a Desktop heartbeat is a Desktop thread;
-// any other is a Codex CLI thread.
-func (d *Daemon) threadTarget(thread string) (string, error) {
-	b, err := d.bindingView(thread)
-	if err != nil {
-		return "", err
-	}
-	if b.BindingID != "" && b.BindingState != fsm.BindingUnbound {
-		return "desktop", nil
-	}
-	return "cli", nil
-}
-
 // deliveryOf says when a result for thread through target will arrive.
-func (d *Daemon) deliveryOf(target, thread string) (api.MCPDelivery, error) {
+func (m *Module) deliveryOf(target, thread string) (api.MCPDelivery, error) {
 	switch target {
 	case "desktop":
 		return api.MCPDelivery{When: api.DeliverNextHeartbeat,
 			Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}, nil
 	case "cli":
 		var live bool
-		err := d.eng.Read(func(s engine.Snapshot) error {
+		err := m.h.Eng.Read(func(s engine.Snapshot) error {
 			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: fsm.SessionLive})
 			live = len(page.Sessions) > 0
 			return err
@@ -120,37 +118,37 @@ func (d *Daemon) deliveryOf(target, thread string) (api.MCPDelivery, error) {
 	return api.MCPDelivery{When: target, Hint: "the result goes to the " + target + " target"}, nil
 }
 
-func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {
+func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {
 	c := a.Caller
-	if err := checkCaller(c); err != nil {
+	if err := c.Check(); err != nil {
 		return api.MCPSubmitReply{}, err
 	}
 	pol, err := command.NormalizePolicy(a.Policy, nil)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	if err := d.checkNamedThread(ctx, c, "job_submit"); err != nil {
+	if err := m.checkNamedThread(ctx, c, "job_submit"); err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	target, err := d.threadTarget(c.ThreadID)
+	target, err := m.h.ThreadTarget(c.ThreadID)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
 	cmd := command.SubmitJob{Target: target, ThreadID: c.ThreadID, TaskKind: a.TaskKind, Summary: a.Summary,
-		Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration}
-	m := mcpMeta(c)
+		Policy: pol, Timeout: m.h.Config.JobTimeout.Duration}
+	meta := c.Meta()
 	if a.IdempotencyKey != "" {
 		// Scoped to the thread: two threads' keys never meet.
 		cmd.DedupeKey = "mcp/" + c.ThreadID + "/" + a.IdempotencyKey
-		m.CommandID = "job.submit/" + cmd.DedupeKey
+		meta.CommandID = "job.submit/" + cmd.DedupeKey
 	}
-	j, dedup, err := d.submitted(engine.ExecVia[string](ctx, d.eng, m, cmd, func(engine.Decider) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd}
+	j, dedup, err := m.h.Submitted(engine.ExecVia[string](ctx, m.h.Eng, meta, cmd, func(engine.Decider) engine.Decider {
+		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record("job_submit"), Inner: cmd}
 	}))
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	del, err := d.deliveryOf(j.TargetKind, c.ThreadID)
+	del, err := m.deliveryOf(j.TargetKind, c.ThreadID)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -158,9 +156,9 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 		Deduplicated: dedup, Delivery: del}, nil
 }
 
-func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {
+func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {
 	c := a.Caller
-	if err := checkCaller(c); err != nil {
+	if err := c.Check(); err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
 	summary := a.Summary
@@ -174,30 +172,30 @@ func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err := run.Validate(); err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	if err := d.checkNamedThread(ctx, c, "task_run"); err != nil {
+	if err := m.checkNamedThread(ctx, c, "task_run"); err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
 	// The rules are read at every call: a rule the user just added
 	// holds at once, without a daemon restart.
-	cfg, err := d.opt.Home.LoadConfig(os.Getenv)
+	cfg, err := m.h.Home.LoadConfig(os.Getenv)
 	if err != nil {
 		return api.MCPTaskRunReply{}, errs.Wrap(errs.ENOTCONF, err, "read the [mcp] task_allow rules")
 	}
-	rec := callRecord(c, "task_run")
+	rec := c.Record("task_run")
 	rule, ok := cfg.MCP.Allowed(a.Argv)
 	if !ok {
 		rec.Argv = a.Argv
-		return api.MCPTaskRunReply{}, d.refuse(ctx, c, rec, errs.New(errs.TaskNotAllowed,
+		return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, errs.New(errs.TaskNotAllowed,
 			"task_run refused: %s matches no rule of [mcp] task_allow in %s, so nothing ran. "+
 				"A task runs outside Codex's sandbox, so only the user can allow it, by adding this command (or a shorter prefix of it, which allows more) to that file:\n[mcp]\ntask_allow = [%s]",
-			mcpconfig.TOMLList(a.Argv), d.opt.Home.Config(), mcpconfig.TOMLList(a.Argv)))
+			mcpconfig.TOMLList(a.Argv), m.h.Home.Config(), mcpconfig.TOMLList(a.Argv)))
 	}
-	m := mcpMeta(c)
+	meta := c.Meta()
 	if c.TurnID != "" && c.CallID != "" {
 		// Codex names each call: the same call retried runs nothing twice.
-		m.CommandID = "mcp.task_run/" + c.ThreadID + "/" + c.TurnID + "/" + c.CallID
+		meta.CommandID = "mcp.task_run/" + c.ThreadID + "/" + c.TurnID + "/" + c.CallID
 	}
-	v, err := d.startTask(ctx, m, api.TaskRunArgs{
+	v, err := m.tasks.StartTask(ctx, meta, api.TaskRunArgs{
 		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
 		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS,
 	}, func(s command.SubmitTask) engine.Decider {
@@ -206,11 +204,11 @@ func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	j, err := d.job(v.JobID)
+	j, err := m.h.Job(v.JobID)
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	del, err := d.deliveryOf(j.TargetKind, c.ThreadID)
+	del, err := m.deliveryOf(j.TargetKind, c.ThreadID)
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
@@ -219,8 +217,8 @@ func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 }
 
 // callersJob returns the job if it is the calling thread's.
-func (d *Daemon) callersJob(c api.MCPCaller, id string) (query.JobView, error) {
-	j, err := d.job(id)
+func (m *Module) callersJob(c api.MCPCaller, id string) (query.JobView, error) {
+	j, err := m.h.Job(id)
 	if err != nil {
 		return j, err
 	}
@@ -230,16 +228,16 @@ func (d *Daemon) callersJob(c api.MCPCaller, id string) (query.JobView, error) {
 	return j, nil
 }
 
-func (d *Daemon) mcpCancel(ctx context.Context, a api.MCPJobArgs) (api.TransitionReply, error) {
+func (m *Module) mcpCancel(ctx context.Context, a api.MCPJobArgs) (api.TransitionReply, error) {
 	c := a.Caller
-	if err := checkCaller(c); err != nil {
+	if err := c.Check(); err != nil {
 		return api.TransitionReply{}, err
 	}
-	rec := callRecord(c, "job_cancel")
+	rec := c.Record("job_cancel")
 	rec.JobID = a.JobID
-	if _, err := d.callersJob(c, a.JobID); err != nil {
+	if _, err := m.callersJob(c, a.JobID); err != nil {
 		if errs.CodeOf(err) == errs.ThreadMismatch {
-			return api.TransitionReply{}, d.refuse(ctx, c, rec, err)
+			return api.TransitionReply{}, m.refuse(ctx, c, rec, err)
 		}
 		return api.TransitionReply{}, err
 	}
@@ -247,7 +245,7 @@ func (d *Daemon) mcpCancel(ctx context.Context, a api.MCPJobArgs) (api.Transitio
 	if reason == "" {
 		reason = "cancelled by the agent through MCP"
 	}
-	return d.cancel(ctx, mcpMeta(c), a.JobID, func(cj command.CancelJob) engine.Decider {
+	return m.h.Cancel(ctx, c.Meta(), a.JobID, func(cj command.CancelJob) engine.Decider {
 		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: cj}
 	}, reason)
 }

@@ -1,4 +1,7 @@
-package daemon
+// Package pluginmod is the host-plugin codex_app_server target in the
+// daemon (spec/plugin-target.md): the plugins' handshake, their
+// app-server leases, and delivery.enqueue / delivery.inspect.
+package pluginmod
 
 import (
 	"context"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
 	"github.com/cbth-dev/cbth/adapters/codex/plugintarget"
+	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -27,36 +31,66 @@ import (
 	"github.com/cbth-dev/cbth/internal/proc"
 )
 
-// addPluginTarget registers the host-plugin codex_app_server target
-// (spec/plugin-target.md), unless Options.Targets put another one in. Its
-// app-servers run with the daemon's Codex home and start only when a
+// appServerLog is the log of the target's app-servers, in the home's
+// log directory.
+const appServerLog = "codex-plugin-app-server.log"
+
+// Module is the host-plugin codex_app_server target.
+type Module struct {
+	daemon.Base
+	h *daemon.Host
+	// plugin is the target and its daemon-owned app-servers; nil when
+	// Options.Targets put another codex_app_server target in.
+	plugin *plugintarget.Target
+	// inst holds the plugin instances that made the handshake.
+	inst pluginInstances
+}
+
+// New returns the host-plugin target's module.
+func New() *Module { return &Module{} }
+
+// Name names the module.
+func (m *Module) Name() string { return "plugin" }
+
+// Start sets up the target, unless Options.Targets put another one in.
+// Its app-servers run with the daemon's Codex home and start only when a
 // delivery or an ensure needs one.
-func (d *Daemon) addPluginTarget() {
-	if d.target(command.TargetCodexAppServer) != nil {
-		return
+func (m *Module) Start(_ context.Context, h *daemon.Host) error {
+	m.h = h
+	h.RotateLog(appServerLog)
+	if h.Replaced(command.TargetCodexAppServer) {
+		return nil
 	}
-	h, c := d.opt.Home, d.opt.Config
+	c := h.Config
 	codexHome, err := c.CodexHomeDir(os.Getenv)
-	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "plugin"),
-		LogPath: filepath.Join(h.LogDir(), "codex-plugin-app-server.log"), Env: c.ChildEnv(os.LookupEnv), Version: d.opt.Version,
-		Clock: d.opt.Clock, Log: d.opt.Log.With("component", "codex-plugin")})
-	d.plugin = plugintarget.New(clitarget.Config{
+	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.Home.RunDir(), "plugin"),
+		LogPath: filepath.Join(h.Home.LogDir(), appServerLog), Env: c.ChildEnv(os.LookupEnv), Version: h.Version,
+		Clock: h.Clock, Log: h.Log.With("component", "codex-plugin")})
+	m.plugin = plugintarget.New(clitarget.Config{
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
 		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
 		TrustedAll: c.CLI.TrustedAll, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: err,
-	}, pool, d.eng, d.opt.Clock.Now, d.opt.Log.With("target", command.TargetCodexAppServer))
-	d.targets = append(d.targets, target.Target(d.plugin))
-	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
+	}, pool, h.Eng, h.Clock.Now, h.Log.With("target", command.TargetCodexAppServer))
+	return nil
 }
 
-// stopPlugin stops the host-plugin target's app-servers.
-func (d *Daemon) stopPlugin(ctx context.Context) {
-	if d.plugin == nil {
-		return
+// Targets is the codex_app_server delivery target.
+func (m *Module) Targets() []target.Target {
+	if m.plugin == nil {
+		return nil
 	}
-	if err := d.plugin.Pool().Stop(ctx); err != nil {
-		d.opt.Log.Error("stop the plugin codex app-servers", "err", err)
+	return []target.Target{m.plugin}
+}
+
+// Stop stops the target's app-servers.
+func (m *Module) Stop(ctx context.Context) error {
+	if m.plugin == nil {
+		return nil
 	}
+	if err := m.plugin.Pool().Stop(ctx); err != nil {
+		m.h.Log.Error("stop the plugin codex app-servers", "err", err)
+	}
+	return nil
 }
 
 func leaseView(l plugintarget.Lease) api.Lease {
@@ -185,7 +219,8 @@ func (p *pluginInstances) check(plugin, instance string) error {
 	return nil
 }
 
-func (d *Daemon) pluginOps(t api.Table) {
+// Ops registers the plugin operations.
+func (m *Module) Ops(t api.Table) {
 	api.Handle(t, api.PluginHandshake, func(ctx context.Context, a api.HandshakeArgs) (api.HandshakeReply, error) {
 		if err := checkNamed("plugin_id", a.PluginID); err != nil {
 			return api.HandshakeReply{}, err
@@ -205,23 +240,23 @@ func (d *Daemon) pluginOps(t api.Table) {
 			if err != nil {
 				return api.HandshakeReply{}, err
 			}
-			if err := d.pluginInst.register(a.PluginID, a.PluginInstanceID, a.PluginPID, start); err != nil {
+			if err := m.inst.register(a.PluginID, a.PluginInstanceID, a.PluginPID, start); err != nil {
 				return api.HandshakeReply{}, err
 			}
 		}
 		return api.HandshakeReply{PluginID: a.PluginID, ServiceCapabilities: slices.Clone(plugintarget.Capabilities),
-			Version: d.opt.Version, Protocol: ipc.Proto, PID: os.Getpid()}, nil
+			Version: m.h.Version, Protocol: ipc.Proto, PID: os.Getpid()}, nil
 	})
-	api.Handle(t, api.AppServerEnsure, withPlugin(d, d.ensureLease))
-	api.Handle(t, api.DeliveryEnqueue, withPlugin(d, d.enqueue))
-	api.Handle(t, api.DeliveryInspect, withPlugin(d, d.inspectDelivery))
+	api.Handle(t, api.AppServerEnsure, withPlugin(m, m.ensureLease))
+	api.Handle(t, api.DeliveryEnqueue, withPlugin(m, m.enqueue))
+	api.Handle(t, api.DeliveryInspect, withPlugin(m, m.inspectDelivery))
 }
 
 // withPlugin refuses an operation of the host-plugin target when another
 // codex_app_server target replaced it (Options.Targets).
-func withPlugin[Req, Rep any](d *Daemon, f func(context.Context, Req) (Rep, error)) func(context.Context, Req) (Rep, error) {
+func withPlugin[Req, Rep any](m *Module, f func(context.Context, Req) (Rep, error)) func(context.Context, Req) (Rep, error) {
 	return func(ctx context.Context, r Req) (Rep, error) {
-		if d.plugin == nil {
+		if m.plugin == nil {
 			var zero Rep
 			return zero, errs.New(errs.ENOTSUP, "this daemon runs no host-plugin codex_app_server target")
 		}
@@ -232,7 +267,7 @@ func withPlugin[Req, Rep any](d *Daemon, f func(context.Context, Req) (Rep, erro
 // ensureLease serves app_server.ensure: the explicit lease of a plugin
 // instance's thread, made the first time and reused while held; its
 // app-server is started, or restarted, on the way.
-func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureReply, error) {
+func (m *Module) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureReply, error) {
 	for _, f := range []struct{ n, v string }{{"plugin_id", a.PluginID}, {"plugin_instance_id", a.PluginInstanceID},
 		{"source_thread_id", a.SourceThreadID}} {
 		if err := checkNamed(f.n, f.v); err != nil {
@@ -242,10 +277,10 @@ func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureR
 	if err := checkCodexBinary(a.CodexBinary); err != nil {
 		return api.EnsureReply{}, err
 	}
-	if err := d.pluginInst.check(a.PluginID, a.PluginInstanceID); err != nil {
+	if err := m.inst.check(a.PluginID, a.PluginInstanceID); err != nil {
 		return api.EnsureReply{}, err
 	}
-	pool := d.plugin.Pool()
+	pool := m.plugin.Pool()
 	scope := plugintarget.PluginScope(a.PluginID, a.PluginInstanceID, a.SourceThreadID)
 	outcome, l := "reused", plugintarget.Lease{}
 	if held, ok := pool.ByScope(scope); ok && held.CodexBinary == a.CodexBinary {
@@ -259,7 +294,7 @@ func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureR
 	if err != nil {
 		return api.EnsureReply{}, err
 	}
-	defer d.poke(ctx) // a batch waiting for its lease may go
+	defer m.h.Poke(ctx) // a batch waiting for its lease may go
 	return api.EnsureReply{Outcome: outcome, Lease: leaseView(l)}, nil
 }
 
@@ -269,7 +304,7 @@ func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureR
 // thread and the idempotency key) and submits the job with it. A refusal
 // appends nothing. Nothing is started here: a delivery-owned app-server
 // starts when the job's batch is delivered.
-func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueReply, error) {
+func (m *Module) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueReply, error) {
 	if err := checkNamed("plugin_id", a.PluginID); err != nil {
 		return api.EnqueueReply{}, err
 	}
@@ -277,13 +312,13 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		return api.EnqueueReply{}, err
 	}
 	if a.PluginInstanceID != "" {
-		if err := d.pluginInst.check(a.PluginID, a.PluginInstanceID); err != nil {
+		if err := m.inst.check(a.PluginID, a.PluginInstanceID); err != nil {
 			return api.EnqueueReply{}, err
 		}
 	}
 	var dt *events.DeliveryTarget
 	if id := a.Target.AppServerLeaseID; id != "" {
-		l, ok := d.plugin.Pool().Lookup(id)
+		l, ok := m.plugin.Pool().Lookup(id)
 		if !ok {
 			return api.EnqueueReply{}, errs.New(errs.ENOENT, "app-server lease %s is not held (app_server.ensure first)", id)
 		}
@@ -322,14 +357,14 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		return api.EnqueueReply{}, err
 	}
 	cmd := command.SubmitJob{Target: command.TargetCodexAppServer, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
-		Metadata: a.Metadata, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration, DeliveryTarget: dt}
-	m := d.meta("")
+		Metadata: a.Metadata, Policy: pol, Timeout: m.h.Config.JobTimeout.Duration, DeliveryTarget: dt}
+	meta := engine.Meta{Actor: events.ActorCLI}
 	if a.IdempotencyKey != "" {
 		// A key is the plugin's own, for one thread.
 		cmd.DedupeKey = plugintarget.EnqueueKey(a.PluginID, a.SourceThreadID, a.IdempotencyKey)
-		m.CommandID = "delivery.enqueue/" + cmd.DedupeKey
+		meta.CommandID = "delivery.enqueue/" + cmd.DedupeKey
 	}
-	val, res, err := engine.Exec[string](ctx, d.eng, m, cmd)
+	val, res, err := engine.Exec[string](ctx, m.h.Eng, meta, cmd)
 	if err != nil {
 		return api.EnqueueReply{}, err
 	}
@@ -337,7 +372,7 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 	if res.Replayed && len(res.Events) > 0 {
 		id = res.Events[0].Stream.ID
 	}
-	j, err := d.job(id)
+	j, err := m.h.Job(id)
 	if err != nil {
 		return api.EnqueueReply{}, err
 	}
@@ -352,14 +387,14 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 // still observed is looked up on its instance (an end missed meanwhile
 // is reported); one whose instance is gone is parked; for a parked batch
 // the turn's status is shown as evidence and nothing changes.
-func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs) (api.DeliveryInspection, error) {
+func (m *Module) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs) (api.DeliveryInspection, error) {
 	var rep api.DeliveryInspection
 	jobID, batchID := a.JobID, a.BatchID
 	if jobID == "" && batchID == "" {
 		return rep, errs.New(errs.EINVAL, "name a job or a batch")
 	}
 	if jobID == "" {
-		in, err := d.inspect(ctx, batchID)
+		in, err := m.h.Inspect(ctx, batchID)
 		if err != nil {
 			return rep, err
 		}
@@ -368,7 +403,7 @@ func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 		}
 		jobID = in.Batch.JobIDs[0]
 	}
-	j, err := d.job(jobID)
+	j, err := m.h.Job(jobID)
 	if err != nil {
 		return rep, err
 	}
@@ -383,7 +418,7 @@ func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 	j.Metadata = nil
 	rep.Job, rep.DeliveryTarget = j, j.DeliveryTarget
 	dt := j.DeliveryTarget
-	pool := d.plugin.Pool()
+	pool := m.plugin.Pool()
 	if dt.Ownership == command.OwnershipExplicitLease && a.AppServerLeaseID != "" && a.AppServerLeaseID != dt.AppServerLeaseID {
 		return rep, errs.New(errs.EINVAL, "job %s is delivered through lease %s, not %s", jobID, dt.AppServerLeaseID, a.AppServerLeaseID)
 	}
@@ -391,12 +426,12 @@ func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 		v := leaseView(l)
 		rep.Lease = &v
 	}
-	rep.Reconcile, err = d.reconcileTarget(ctx, dt, batchID, a.AppServerLeaseID != "")
+	rep.Reconcile, err = m.reconcileTarget(ctx, dt, batchID, a.AppServerLeaseID != "")
 	if err != nil {
 		return rep, err
 	}
 	if batchID != "" {
-		in, err := d.inspect(ctx, batchID)
+		in, err := m.h.Inspect(ctx, batchID)
 		if err != nil {
 			return rep, err
 		}
@@ -409,12 +444,12 @@ func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 	return rep, nil
 }
 
-func (d *Daemon) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget, batchID string, leaseGiven bool) (api.Reconcile, error) {
+func (m *Module) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget, batchID string, leaseGiven bool) (api.Reconcile, error) {
 	if batchID == "" {
 		return api.Reconcile{Outcome: "not_needed", Detail: "the job is not ready: nothing was delivered"}, nil
 	}
 	var in query.BatchInspection
-	if err := d.eng.Read(func(s engine.Snapshot) error {
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		var err error
 		in, err = query.Inspect(s, batchID)
 		return err
@@ -430,22 +465,22 @@ func (d *Daemon) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget,
 		rc.Outcome, rc.Detail = "lease_required", "an explicit-lease target is reconciled only with its lease id (--lease-id)"
 		return rc, nil
 	}
-	pool := d.plugin.Pool()
+	pool := m.plugin.Pool()
 	tracking := in.Batch.ReplayPolicy == "automatic" && h.ObservationState == "tracking"
-	if tracking && d.plugin.Follows(h.AttemptID) {
-		d.plugin.LookUp(h.AttemptID)
+	if tracking && m.plugin.Follows(h.AttemptID) {
+		m.plugin.LookUp(h.AttemptID)
 		rc.Outcome, rc.Detail = "followed", "the accepted turn is observed on the app-server instance that accepted it"
 		return rc, nil
 	}
 	if tracking {
 		// Nobody follows the turn on a running instance: the stream that
 		// accepted it is gone.
-		if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: "delivery.inspect:" + h.AttemptID},
+		if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: "delivery.inspect:" + h.AttemptID},
 			command.LoseStream{ManagedSessionID: h.ManagedSessionID, SessionEpoch: h.SessionEpoch,
 				Reason: "the app-server instance that accepted the turn is gone (delivery.inspect)"}); err != nil {
 			return rc, err
 		}
-		d.poke(ctx)
+		m.h.Poke(ctx)
 		rc.Outcome, rc.Detail = "continuity_lost", "the instance that accepted the turn is gone: parked for manual resolution"
 		return rc, nil
 	}
@@ -467,7 +502,7 @@ func (d *Daemon) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget,
 	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	st, err := d.plugin.TurnStatus(lctx, l, h.TurnID)
+	st, err := m.plugin.TurnStatus(lctx, l, h.TurnID)
 	switch {
 	case err != nil:
 		rc.Detail = "the turn could not be looked up: " + err.Error()
