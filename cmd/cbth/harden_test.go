@@ -300,10 +300,12 @@ func TestDamagedLogGivesAnErrorNotAPanic(t *testing.T) {
 			if h.pid() != 0 {
 				t.Fatal("a daemon serves the damaged log")
 			}
-			log, _ := os.ReadFile(filepath.Join(h.root, "log", "daemon.log"))
-			if !strings.Contains(string(log), "ECORRUPT") {
-				t.Fatalf("daemon.log does not say why it stopped:\n%s", log)
-			}
+			// The daemon's last line is written after it lets the lock go.
+			var log []byte
+			waitFor(t, "daemon.log to say why the daemon stopped", 10*time.Second, func() bool {
+				log, _ = os.ReadFile(filepath.Join(h.root, "log", "daemon.log"))
+				return strings.Contains(string(log), "ECORRUPT")
+			})
 			if probs, exit := h.verifyReport(); exit != 70 || len(probs) == 0 {
 				t.Fatalf("events verify: exit %d, problems %q", exit, probs)
 			}
