@@ -83,20 +83,30 @@ func RawFsync(dir string, d time.Duration) (float64, error) {
 // A fresh file every round would compare a two-level tree against a
 // three-level one, and one page per commit less is a tenth of the time.
 func BareUpdate(path string, d time.Duration) (float64, error) {
-	rate, _, err := BareGroup(path, d, 1)
-	return rate, err
+	g, err := BareGroup(path, d, 1)
+	return g.Rate, err
+}
+
+// GroupResult is what BareGroup measured.
+type GroupResult struct {
+	Rate float64       // Updates per second
+	P50  time.Duration // median duration of one Update
+	// Writes is the mean number of page writes per Update (bbolt's
+	// TxStats.Write: each dirty page, the freelist and the meta page):
+	// what the flush of a commit has to carry.
+	Writes float64
 }
 
 // BareGroup measures bbolt Updates of k reference events each into the
 // file at path (kept, as for BareUpdate), for d: the floor under a group
-// commit of k. It returns Updates per second and the median duration of
-// one.
-func BareGroup(path string, d time.Duration, k int) (rate float64, p50 time.Duration, err error) {
+// commit of k.
+func BareGroup(path string, d time.Duration, k int) (GroupResult, error) {
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
-		return 0, 0, err
+		return GroupResult{}, err
 	}
 	defer db.Close()
+	writes0 := PageWrites(db)
 	name := []byte("events")
 	var took []time.Duration
 	start := time.Now()
@@ -121,13 +131,25 @@ func BareGroup(path string, d time.Duration, k int) (rate float64, p50 time.Dura
 			return nil
 		})
 		if err != nil {
-			return 0, 0, err
+			return GroupResult{}, err
 		}
 		took = append(took, time.Since(t0))
 	}
-	rate = float64(len(took)) / time.Since(start).Seconds()
+	g := GroupResult{
+		Rate:   float64(len(took)) / time.Since(start).Seconds(),
+		Writes: float64(PageWrites(db)-writes0) / float64(len(took)),
+	}
 	slices.Sort(took)
-	return rate, took[len(took)/2], nil
+	g.P50 = took[len(took)/2]
+	return g, nil
+}
+
+// PageWrites is the number of page writes db's committed transactions
+// have made since it was opened (each dirty page, each freelist and each
+// meta page).
+func PageWrites(db *bolt.DB) int64 {
+	st := db.Stats()
+	return st.TxStats.GetWrite()
 }
 
 // BuildRefLog writes n reference events into a fresh bbolt file at path in
