@@ -335,7 +335,7 @@ func (d *Daemon) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 	if err != nil {
 		return api.PreflightReply{}, err
 	}
-	if res.Outcome == "selected" {
+	if res.Outcome == command.OutcomeSelected {
 		d.opt.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
 	}
 	d.scanRelay(ctx)

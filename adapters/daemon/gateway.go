@@ -88,7 +88,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 	}
 	cres, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: g.CorrelationID},
 		command.CompleteJob{Config: d.deliveryConfig(), JobID: id, Summary: "dialog message for the thread", Artifact: &ing})
-	if err != nil || cres.Outcome == "already_completed" {
+	if err != nil || cres.Outcome == command.OutcomeAlreadyCompleted {
 		_ = d.artifacts.Remove(ing.ArtifactID)
 	}
 	if err != nil {

@@ -160,11 +160,11 @@ func (d *Daemon) ops() api.Table {
 		if err != nil {
 			return api.TaskCancelReply{}, err
 		}
-		if out == "stopping" || out == "already_stopping" {
+		if out == command.OutcomeStopping || out == command.Already(fsm.TaskStopping) {
 			// Reply with the task's end: TERM, then KILL after
 			// kill_grace, bounds it.
 			d.waitTaskEnd(ctx, a.TaskID, 3*d.opt.Config.Task.KillGrace.Duration+10*time.Second)
-			if out == "stopping" {
+			if out == command.OutcomeStopping {
 				out = command.TaskCancelled
 			}
 		}
@@ -233,7 +233,7 @@ func (d *Daemon) submitted(id string, res engine.Result, err error) (query.JobVi
 		id = res.Events[0].Stream.ID
 	}
 	j, err := d.job(id)
-	return j, res.Replayed || res.Outcome == "deduplicated", err
+	return j, res.Replayed || res.Outcome == command.OutcomeDeduplicated, err
 }
 
 func (d *Daemon) job(id string) (v query.JobView, err error) {
@@ -272,7 +272,7 @@ func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.Transiti
 	}
 	cmd.Artifact = &ing
 	rep, err := d.transition(ctx, a.JobID, cmd)
-	if err != nil || rep.Outcome == "already_completed" {
+	if err != nil || rep.Outcome == command.OutcomeAlreadyCompleted {
 		// Nothing recorded it: take the copy back out.
 		_ = d.artifacts.Remove(ing.ArtifactID)
 	}
@@ -300,7 +300,7 @@ func (d *Daemon) transitionAs(ctx context.Context, m engine.Meta, id string, cmd
 func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func(command.CancelJob) engine.Decider, reason string) (api.TransitionReply, error) {
 	defer d.poke(ctx)
 	rep, err := d.transitionAs(ctx, m, id, wrap(command.CancelJob{Config: d.deliveryConfig(), JobID: id, Reason: reason}))
-	if err == nil && rep.Outcome == "cancelled" {
+	if err == nil && rep.Outcome == command.OutcomeCancelled {
 		d.stopTasksOfJobs(ctx, []string{id}, command.StopJobCancelled)
 	}
 	return rep, err

@@ -247,11 +247,11 @@ func (d *Daemon) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureR
 	}
 	pool := d.plugin.Pool()
 	scope := plugintarget.PluginScope(a.PluginID, a.PluginInstanceID, a.SourceThreadID)
-	outcome, l := "reused", plugintarget.Lease{}
+	outcome, l := api.EnsureReused, plugintarget.Lease{}
 	if held, ok := pool.ByScope(scope); ok && held.CodexBinary == a.CodexBinary {
 		l = held
 	} else {
-		outcome = "started"
+		outcome = api.EnsureStarted
 		l = plugintarget.Lease{ID: "asl-" + uuid.NewString(), Scope: scope, Ownership: command.OwnershipExplicitLease,
 			PluginID: a.PluginID, Thread: a.SourceThreadID, CodexBinary: a.CodexBinary, ManagedSessionID: "ams-" + uuid.NewString(), Epoch: 1}
 	}
@@ -342,7 +342,7 @@ func (d *Daemon) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		return api.EnqueueReply{}, err
 	}
 	return api.EnqueueReply{SubmitReply: api.SubmitReply{JobID: id, State: j.State, AcceptedAt: j.CreatedAt,
-		Deduplicated: res.Replayed || res.Outcome == "deduplicated"}, DeliveryTarget: j.DeliveryTarget}, nil
+		Deduplicated: res.Replayed || res.Outcome == command.OutcomeDeduplicated}, DeliveryTarget: j.DeliveryTarget}, nil
 }
 
 // inspectDelivery serves delivery.inspect: the job, its batch and its

@@ -276,7 +276,7 @@ func (d *Daemon) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 	if r != nil && r.p == nil {
 		r.stop = reason // applied once the start is recorded
 		ts.mu.Unlock()
-		return "stopping", nil
+		return command.OutcomeStopping, nil
 	}
 	ts.mu.Unlock()
 	res, err := d.eng.Execute(ctx, d.taskMeta(id), command.StopTask{TaskID: id, Reason: reason})
@@ -289,7 +289,7 @@ func (d *Daemon) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 		}
 		return "", err
 	}
-	if res.Outcome == "stopping" && r != nil {
+	if res.Outcome == command.OutcomeStopping && r != nil {
 		d.opt.Log.Info("stopping task", "task", id, "reason", reason)
 		r.p.Stop()
 	}

@@ -26,10 +26,6 @@ const (
 	TransportDirect = "direct_file_read"
 	TransportHelper = "helper_cli_read"
 
-	CapUnknown     = "unknown"
-	CapValidated   = "validated"
-	CapUnavailable = "unavailable"
-
 	// UpdatedByRepair is what updated_by_bootstrap_or_repair records for
 	// installation-state repair, the only writer of capabilities.
 	UpdatedByRepair = "repair"
@@ -38,7 +34,7 @@ const (
 // ReadTransports and CapabilityStates list the enums.
 var (
 	ReadTransports   = []string{TransportDirect, TransportHelper}
-	CapabilityStates = []string{CapUnknown, CapValidated, CapUnavailable}
+	CapabilityStates = []string{events.CapUnknown, events.CapValidated, events.CapUnavailable}
 )
 
 func installationStream() events.StreamID {
@@ -168,7 +164,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	caps := []*string{&c.ReadCap, &c.ArtifactCap, &c.WritebackCap}
 	for i, name := range []string{"read transport capability", "artifact read capability", "writeback capability"} {
 		if *caps[i] == "" {
-			*caps[i] = CapUnknown
+			*caps[i] = events.CapUnknown
 		}
 		if !slices.Contains(CapabilityStates, *caps[i]) {
 			return engine.Decision{}, errs.New(errs.EINVAL, "%s %q is not one of %s", name, *caps[i], strings.Join(CapabilityStates, ", "))
@@ -191,7 +187,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	}
 	want.ReadTransportGeneration++
 	ev := &events.InstallationStateRepaired{State: want, UpdatedBy: UpdatedByRepair}
-	if want.ReadTransportCapability == CapValidated || want.ArtifactReadCapability == CapValidated || want.WritebackCapability == CapValidated {
+	if want.ReadTransportCapability == events.CapValidated || want.ArtifactReadCapability == events.CapValidated || want.WritebackCapability == events.CapValidated {
 		ev.ValidatedAt = now
 	}
 	emits := []engine.Emit{{Stream: installationStream(), Payload: ev}}
@@ -465,7 +461,7 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 		return no("binding pinned to bridge thread " + bd.BridgeThreadID + "; snapshots are published for " + inst.BridgeThreadID)
 	case !MirrorMatches(bd, inst):
 		return no("binding mirror does not match the installation state (cbth desktop binding repair)")
-	case inst.ReadTransportCapability != CapValidated:
+	case inst.ReadTransportCapability != events.CapValidated:
 		return no("read_transport_capability is " + inst.ReadTransportCapability)
 	case !inst.WritebackValidated():
 		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp)")

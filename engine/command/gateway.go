@@ -12,19 +12,12 @@ import (
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
-// Gateway outcomes of an inbound envelope (gateway.envelope_recorded).
-const (
-	GatewayRouted    = "routed"    // handed to its destination
-	GatewayRecorded  = "recorded"  // valid and recorded; no destination takes it
-	GatewayRefused   = "refused"   // valid but not routable; its seq stays unused
-	GatewayFailed    = "failed"    // the destination failed; its seq stays unused
-	GatewayDuplicate = "duplicate" // already received: acknowledged, not routed again
-)
-
-// The remote modes of ssh_remote (adapters/gateway/envelope).
+// The remote modes of ssh_remote and its error event type
+// (adapters/gateway/envelope).
 const (
 	modeIDEPrimary       = "ide_primary"
 	modeTerminalFallback = "terminal_fallback"
+	envelopeError        = "error"
 )
 
 // GatewayRouteID is the stream id of a routing key. Both parts are
@@ -144,7 +137,7 @@ func ModeAfter(cur string, rec *events.GatewayEnvelopeRecorded) (to, why string,
 	if rec.ChannelType != "ssh_remote" {
 		return cur, "", nil
 	}
-	if rec.Type == "error" && (cur == modeIDEPrimary || rec.RemoteMode == modeIDEPrimary) {
+	if rec.Type == envelopeError && (cur == modeIDEPrimary || rec.RemoteMode == modeIDEPrimary) {
 		why = reason
 		if why == "" {
 			why = rec.ErrorCode
@@ -186,14 +179,14 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 		st = &aggregate.GatewayStream{}
 	}
 	rec := c.Rec
-	if rec.Outcome == GatewayRefused || rec.Outcome == GatewayFailed {
+	if rec.Outcome == events.GatewayRefused || rec.Outcome == events.GatewayFailed {
 		// Recorded, but its seq stays unused: a refused envelope can be
 		// sent again once routable, a failed one once its destination is
 		// back (at-least-once).
 		return engine.Decision{Outcome: engine.Outcome(rec.Outcome), Emits: []engine.Emit{{Stream: sid, Payload: &rec}}}, nil
 	}
 	if st.Seen(rec.Seq) {
-		return engine.Decision{Outcome: GatewayDuplicate}, nil
+		return engine.Decision{Outcome: events.GatewayDuplicate}, nil
 	}
 	emits := []engine.Emit{{Stream: sid, Payload: &rec}}
 	if rec.Seq > st.HighSeq+1 {

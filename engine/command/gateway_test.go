@@ -42,32 +42,32 @@ func TestRecordEnvelopeSequence(t *testing.T) {
 		}
 		return res
 	}
-	rec(1, command.GatewayRecorded)
-	if res := rec(5, command.GatewayRecorded); len(res.Events) != 2 || res.Events[1].Type != "gateway.gap_reported" {
+	rec(1, events.GatewayRecorded)
+	if res := rec(5, events.GatewayRecorded); len(res.Events) != 2 || res.Events[1].Type != "gateway.gap_reported" {
 		t.Fatalf("gap: %+v", res.Events)
 	}
-	rec(3, command.GatewayRecorded)
+	rec(3, events.GatewayRecorded)
 	st := gwStream(t, e, "s")
 	if st.HighSeq != 5 || len(st.Missing) != 2 || st.Missing[0] != (aggregate.SeqRange{From: 2, To: 2}) || st.Missing[1] != (aggregate.SeqRange{From: 4, To: 4}) || st.Cursor() != 1 {
 		t.Fatalf("state %+v", st)
 	}
 	head := e.Head()
-	if res := rec(3, command.GatewayRecorded); res.Outcome != command.GatewayDuplicate || len(res.Events) != 0 || e.Head() != head {
+	if res := rec(3, events.GatewayRecorded); res.Outcome != events.GatewayDuplicate || len(res.Events) != 0 || e.Head() != head {
 		t.Fatalf("duplicate: %+v", res)
 	}
-	rec(2, command.GatewayRefused)
-	rec(2, command.GatewayFailed)
+	rec(2, events.GatewayRefused)
+	rec(2, events.GatewayFailed)
 	if st := gwStream(t, e, "s"); st.Seen(2) {
 		t.Fatal("a refused or failed envelope used its seq")
 	}
-	rec(2, command.GatewayRecorded)
-	rec(4, command.GatewayRecorded)
+	rec(2, events.GatewayRecorded)
+	rec(4, events.GatewayRecorded)
 	if st := gwStream(t, e, "s"); len(st.Missing) != 0 || st.Cursor() != 5 {
 		t.Fatalf("filled: %+v", st)
 	}
 	// Gaps are bounded: the oldest are given up.
 	for i := uint64(0); i < aggregate.MaxGaps+10; i++ {
-		rec(10+2*i, command.GatewayRecorded)
+		rec(10+2*i, events.GatewayRecorded)
 	}
 	if st := gwStream(t, e, "s"); len(st.Missing) != aggregate.MaxGaps {
 		t.Fatalf("%d gaps kept", len(st.Missing))

@@ -113,7 +113,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		ReadTransportCapability: inst.ReadTransportCapability, ArtifactReadCapability: inst.ArtifactReadCapability,
 		WritebackCapability: inst.WritebackCapability, ValidationFingerprint: inst.ValidationFingerprint,
 		UpdatedByBootstrapOrRepair: inst.UpdatedBy, ObservedValidationFingerprint: observed,
-		AutomaticContinuation: inst.ReadTransportCapability == command.CapValidated &&
+		AutomaticContinuation: inst.ReadTransportCapability == events.CapValidated &&
 			inst.WritebackValidated() && observed == inst.ValidationFingerprint,
 		WritebackTransport: inst.WritebackTransport(),
 	}
