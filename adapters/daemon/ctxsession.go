@@ -17,6 +17,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -215,7 +216,7 @@ func (d *Daemon) endCutRuns(ctx context.Context) error {
 	var active []string
 	if err := d.eng.Read(func(s engine.Snapshot) error {
 		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
-			if c.State == session.StateActive {
+			if c.State == fsm.CtxSessionActive {
 				active = append(active, c.ID)
 			}
 			return nil
@@ -270,7 +271,7 @@ func (d *Daemon) endCutRuns(ctx context.Context) error {
 				ps = append(ps, &events.CtxSessionEvent{Event: events.RawJSON(bytes.TrimRight(line, "\n"))})
 			}
 		}
-		ps = append(ps, &events.CtxSessionStateChanged{State: session.StateError})
+		ps = append(ps, &events.CtxSessionStateChanged{State: string(fsm.CtxSessionError)})
 		if _, _, err := (sessionLog{d}).Append(ctx, dir, cmd, ps...); err != nil {
 			return fmt.Errorf("end the cut run of session %s: %w", dir, err)
 		}
