@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -83,9 +84,9 @@ func (d *Daemon) codexOps(t api.Table) {
 }
 
 // addCLITarget registers the Codex CLI delivery target on the shared
-// app-server, unless Options.Targets put another "cli" target in.
+// app-server, unless Options.Targets put another one in.
 func (d *Daemon) addCLITarget() {
-	if d.target("cli") != nil {
+	if d.target(string(command.TargetCodexCLI)) != nil {
 		return
 	}
 	c := d.opt.Config
@@ -93,7 +94,7 @@ func (d *Daemon) addCLITarget() {
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
 		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
 		TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: d.codexErr,
-	}, d.codex, d.eng, d.opt.Clock.Now, d.opt.Log.With("target", "cli"))
+	}, d.codex, d.eng, d.opt.Clock.Now, d.opt.Log.With("target", string(command.TargetCodexCLI)))
 	d.targets = append(d.targets, target.Target(t))
 	slices.SortFunc(d.targets, func(a, b target.Target) int { return strings.Compare(a.Spec().Name, b.Spec().Name) })
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -61,7 +62,7 @@ type daemonJobs struct{ d *Daemon }
 
 func (j daemonJobs) Submit(ctx context.Context, job tool.Job) (string, error) {
 	defer j.d.poke(ctx)
-	rep, err := j.d.submit(ctx, api.SubmitArgs{TargetKind: job.TargetKind, SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
+	rep, err := j.d.submit(ctx, api.SubmitArgs{TargetKind: command.Target(job.TargetKind), SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
 		TaskSummary: job.Summary, DedupeKey: job.DedupeKey})
 	return rep.JobID, err
 }

@@ -52,7 +52,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 		return "", err
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: g.CorrelationID, CommandID: "job.submit/" + key}
-	val, res, err := engine.Exec[string](ctx, d.eng, meta, command.SubmitJob{Target: g.TargetKind, ThreadID: g.ThreadID, TaskKind: "gateway.message",
+	val, res, err := engine.Exec[string](ctx, d.eng, meta, command.SubmitJob{Target: command.Target(g.TargetKind), ThreadID: g.ThreadID, TaskKind: "gateway.message",
 		Summary: "dialog message " + key, DedupeKey: key, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration})
 	if err != nil {
 		return "", err

@@ -83,24 +83,24 @@ func (d *Daemon) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPTool
 // threadTarget is where a result for thread goes when the submitter did
 // not say: a thread bound to a Desktop heartbeat is a Desktop thread;
 // any other is a Codex CLI thread.
-func (d *Daemon) threadTarget(thread string) (string, error) {
+func (d *Daemon) threadTarget(thread string) (command.Target, error) {
 	b, err := d.bindingView(thread)
 	if err != nil {
 		return "", err
 	}
 	if b.BindingID != "" && b.BindingState != fsm.BindingUnbound {
-		return "desktop", nil
+		return command.TargetDesktop, nil
 	}
-	return "cli", nil
+	return command.TargetCodexCLI, nil
 }
 
 // deliveryOf says when a result for thread through target will arrive.
-func (d *Daemon) deliveryOf(target, thread string) (api.MCPDelivery, error) {
+func (d *Daemon) deliveryOf(target command.Target, thread string) (api.MCPDelivery, error) {
 	switch target {
-	case "desktop":
+	case command.TargetDesktop:
 		return api.MCPDelivery{When: api.DeliverNextHeartbeat,
 			Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}, nil
-	case "cli":
+	case command.TargetCodexCLI:
 		var live bool
 		err := d.eng.Read(func(s engine.Snapshot) error {
 			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: fsm.SessionLive})
@@ -117,7 +117,7 @@ func (d *Daemon) deliveryOf(target, thread string) (api.MCPDelivery, error) {
 		return api.MCPDelivery{When: api.DeliverWhenOpened,
 			Hint: "the result comes back into this thread once it is open under cbth: cbth cli run --bind-thread-id " + thread}, nil
 	}
-	return api.MCPDelivery{When: target, Hint: "the result goes to the " + target + " target"}, nil
+	return api.MCPDelivery{When: string(target), Hint: "the result goes to the " + string(target) + " target"}, nil
 }
 
 func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {
@@ -150,7 +150,7 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	del, err := d.deliveryOf(j.TargetKind, c.ThreadID)
+	del, err := d.deliveryOf(command.Target(j.TargetKind), c.ThreadID)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -169,7 +169,7 @@ func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	}
 	// Malformed input is refused before the policy, and recorded by
 	// neither: only a well-formed command can be judged.
-	run := command.SubmitTask{Job: command.SubmitJob{Target: "cli", ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
+	run := command.SubmitTask{Job: command.SubmitJob{Target: command.TargetCodexCLI, ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd}
 	if err := run.Validate(); err != nil {
 		return api.MCPTaskRunReply{}, err
@@ -210,7 +210,7 @@ func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	del, err := d.deliveryOf(j.TargetKind, c.ThreadID)
+	del, err := d.deliveryOf(command.Target(j.TargetKind), c.ThreadID)
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}

@@ -32,7 +32,7 @@ import (
 // app-servers run with the daemon's Codex home and start only when a
 // delivery or an ensure needs one.
 func (d *Daemon) addPluginTarget() {
-	if d.target(command.TargetCodexAppServer) != nil {
+	if d.target(string(command.TargetCodexAppServer)) != nil {
 		return
 	}
 	h, c := d.opt.Home, d.opt.Config
@@ -372,7 +372,7 @@ func (d *Daemon) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 	if err != nil {
 		return rep, err
 	}
-	if j.TargetKind != command.TargetCodexAppServer || j.DeliveryTarget == nil {
+	if j.TargetKind != string(command.TargetCodexAppServer) || j.DeliveryTarget == nil {
 		return rep, errs.New(errs.EINVAL, "job %s is not a codex_app_server delivery", jobID)
 	}
 	if batchID == "" && j.Batch != nil {

@@ -20,7 +20,6 @@ import (
 
 // Desktop names.
 const (
-	TargetDesktop  = "desktop" // the target_kind of Desktop jobs
 	InstallationID = "desktop" // the installation aggregate's one id
 
 	TransportDirect = "direct_file_read"
@@ -97,12 +96,12 @@ func ServesBridge(b *aggregate.Binding, bridge string) bool {
 
 // DesktopCursorScope is the fair-ready cursor of a bridge thread: the
 // Desktop ready order is kept per bridge.
-func DesktopCursorScope(bridge string) string { return TargetDesktop + "/" + bridge }
+func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "/" + bridge }
 
 // cursorScope is the cursor a close of b advances: its target's, or for
 // a Desktop batch, that of the bridge serving its thread.
 func cursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
-	if b.TargetKind != TargetDesktop {
+	if b.TargetKind != string(TargetDesktop) {
 		return b.TargetKind, nil
 	}
 	inst, err := Installation(v)

@@ -2,6 +2,7 @@ package command
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,17 +52,15 @@ func CheckRoute(to, target string) error {
 				return errs.New(errs.EINVAL, "route %q: bad path component %q", to, p)
 			}
 		}
-		if target != "ctx" {
+		if target != string(TargetCtx) {
 			return errs.New(errs.EINVAL, "route %q goes to a CortexFS socket session: its target is ctx, not %q", to, target)
 		}
 	case strings.HasPrefix(to, RouteThreadPrefix):
 		if err := checkID("thread id", strings.TrimPrefix(to, RouteThreadPrefix)); err != nil {
 			return err
 		}
-		switch target {
-		case "cli", "desktop", "debug":
-		default:
-			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is cli, desktop or debug, not %q", to, target)
+		if !slices.Contains(ThreadRouteTargets(), target) {
+			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is %s, not %q", to, strings.Join(ThreadRouteTargets(), ", "), target)
 		}
 	default:
 		return errs.New(errs.EINVAL, "route %q: give ctx:agent/NAME (or ctx:model/P/M) or thread:THREAD_ID", to)

@@ -6,7 +6,6 @@ package command
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,13 +17,6 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
-
-// Targets a job can be delivered to.
-var Targets = []string{"cli", "desktop", "debug", "ctx", TargetCodexAppServer}
-
-// TargetCodexAppServer is the host-plugin target (spec/plugin-target.md):
-// its jobs carry a resolved DeliveryTarget.
-const TargetCodexAppServer = "codex_app_server"
 
 // Ownerships of a codex_app_server target.
 const (
@@ -46,7 +38,7 @@ const MaxMetadata = 256 << 10
 type SubmitJob struct {
 	engine.Answers[string]
 
-	Target    string
+	Target    Target
 	ThreadID  string
 	TaskKind  string
 	Summary   string
@@ -62,8 +54,8 @@ type SubmitJob struct {
 
 // Validate checks the command's own fields; Decide calls it too.
 func (c SubmitJob) Validate() error {
-	if !slices.Contains(Targets, c.Target) {
-		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, strings.Join(Targets, ", "))
+	if !c.Target.Valid() {
+		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, targetList())
 	}
 	if err := checkID("thread id", c.ThreadID); err != nil {
 		return err
@@ -91,7 +83,7 @@ func (c SubmitJob) Validate() error {
 // checkDeliveryTarget checks a codex_app_server job's resolved target: it
 // names its ownership, lease, session and codex executable, at an epoch,
 // bound to the job's own thread. Other targets take none.
-func checkDeliveryTarget(kind, thread string, t *events.DeliveryTarget) error {
+func checkDeliveryTarget(kind Target, thread string, t *events.DeliveryTarget) error {
 	if kind != TargetCodexAppServer {
 		if t != nil {
 			return errs.New(errs.EINVAL, "target %s takes no delivery target", kind)
@@ -136,7 +128,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		timeoutAt = now.Add(c.Timeout)
 	}
 	return c.Answer(engine.Decision{Outcome: OutcomeSubmitted, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
-		TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
+		TargetKind: string(c.Target), SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
 		Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
 		DeliveryTarget: c.DeliveryTarget,
 	}}}}, id), nil

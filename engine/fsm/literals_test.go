@@ -27,9 +27,9 @@ func stateNames() map[string]bool {
 	return out
 }
 
-// outcomeNames adds to names the value of every constant declared as an
-// engine.Outcome in files: the outcomes deciders answer with.
-func outcomeNames(files []*ast.File, names map[string]bool) {
+// typedNames adds to names the value of every constant declared as one
+// of namedTypes in files: the outcomes deciders answer with, the targets.
+func typedNames(files []*ast.File, names map[string]bool) {
 	for _, f := range files {
 		for _, d := range f.Decls {
 			g, ok := d.(*ast.GenDecl)
@@ -38,7 +38,7 @@ func outcomeNames(files []*ast.File, names map[string]bool) {
 			}
 			for _, spec := range g.Specs {
 				v := spec.(*ast.ValueSpec)
-				if !isOutcomeType(v.Type, f.Name.Name) {
+				if !isNamedType(v.Type, f.Name.Name) {
 					continue
 				}
 				for _, e := range v.Values {
@@ -53,13 +53,17 @@ func outcomeNames(files []*ast.File, names map[string]bool) {
 	}
 }
 
-func isOutcomeType(e ast.Expr, pkg string) bool {
+// namedTypes are the typed names besides the states, by package and type:
+// decider outcomes and delivery targets.
+var namedTypes = map[string]string{"engine": "Outcome", "command": "Target"}
+
+func isNamedType(e ast.Expr, pkg string) bool {
 	switch e := e.(type) {
 	case *ast.Ident:
-		return pkg == "engine" && e.Name == "Outcome"
+		return namedTypes[pkg] == e.Name
 	case *ast.SelectorExpr:
 		x, ok := e.X.(*ast.Ident)
-		return ok && x.Name == "engine" && e.Sel.Name == "Outcome"
+		return ok && namedTypes[x.Name] == e.Sel.Name
 	}
 	return false
 }
@@ -70,8 +74,8 @@ type parsed struct {
 }
 
 // stateLiterals parses every non-test Go file under root and returns, as
-// "file:line: literal", each string literal equal to a state name or a
-// decider outcome that is compared with == or != or is a switch case. The
+// "file:line: literal", each string literal equal to a state name, a
+// decider outcome or a target that is compared with == or != or is a switch case. The
 // tables' own folder (engine/fsm) is where the state names are spelled,
 // so it is skipped; the outcomes are spelled only in their const blocks.
 func stateLiterals(t *testing.T, root string) []string {
@@ -109,7 +113,7 @@ func stateLiterals(t *testing.T, root string) []string {
 	for i, p := range files {
 		all[i] = p.file
 	}
-	outcomeNames(all, names)
+	typedNames(all, names)
 	isState := func(e ast.Expr) (string, bool) {
 		lit, ok := e.(*ast.BasicLit)
 		if !ok || lit.Kind != token.STRING {
@@ -149,9 +153,9 @@ func stateLiterals(t *testing.T, root string) []string {
 	return found
 }
 
-// No code outside the tables compares with a state name or a decider
-// outcome spelled as a literal: it names the typed constant (fsm.JobReady,
-// command.OutcomeStarted, ...) or, for another concept that shares the
+// No code outside the tables compares with a state name, a decider
+// outcome or a target spelled as a literal: it names the typed constant
+// (fsm.JobReady, command.OutcomeStarted, command.TargetDesktop, ...) or, for another concept that shares the
 // word, that concept's own named constant, so a renamed state is a
 // compile error and a misspelled one cannot compile.
 func TestNoStateLiteralComparisons(t *testing.T) {
@@ -160,6 +164,6 @@ func TestNoStateLiteralComparisons(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, hit := range stateLiterals(t, root) {
-		t.Errorf("%s: compare with the typed constant (an engine/fsm state, an engine.Outcome) or a named constant of its own concept", hit)
+		t.Errorf("%s: compare with the typed constant (an engine/fsm state, an engine.Outcome, a command.Target) or a named constant of its own concept", hit)
 	}
 }
