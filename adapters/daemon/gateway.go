@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	gatewaycmd "github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -101,7 +102,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 func (d *Daemon) gatewayOps(t api.Table) {
 	api.Handle(t, api.GatewayRouteAdd, func(ctx context.Context, a api.RouteArgs) (api.RouteReply, error) {
 		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "gateway-route"},
-			command.AddRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID, To: a.To, Target: a.Target})
+			gatewaycmd.AddRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID, To: a.To, Target: a.Target})
 		if err != nil {
 			return api.RouteReply{}, err
 		}
@@ -119,7 +120,7 @@ func (d *Daemon) gatewayOps(t api.Table) {
 		var old *query.RouteView
 		_ = d.eng.Read(func(s engine.Snapshot) error { old, _ = query.GatewayRoute(s, a.WorkspaceID, a.AgentID); return nil })
 		res, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "gateway-route"},
-			command.RemoveRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID})
+			gatewaycmd.RemoveRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID})
 		if err != nil {
 			return api.RouteReply{}, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/mcp"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -74,7 +75,7 @@ func callRecord(c api.MCPCaller, tool string) events.MCPToolCalled {
 // refuse records a call refused by policy and returns the refusal.
 func (d *Daemon) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPToolCalled, refusal error) error {
 	rec.Code = string(errs.CodeOf(refusal))
-	if _, err := d.eng.Execute(ctx, mcpMeta(c), command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
+	if _, err := d.eng.Execute(ctx, mcpMeta(c), mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
 		return err
 	}
 	return refusal
@@ -145,7 +146,7 @@ func (d *Daemon) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 		m.CommandID = "job.submit/" + cmd.DedupeKey
 	}
 	j, dedup, err := d.submitted(engine.ExecVia[string](ctx, d.eng, m, cmd, func(engine.Decider) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: callRecord(c, "job_submit"), Inner: cmd}
 	}))
 	if err != nil {
 		return api.MCPSubmitReply{}, err
@@ -201,7 +202,7 @@ func (d *Daemon) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
 		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS,
 	}, func(s command.SubmitTask) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
 	})
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
@@ -248,6 +249,6 @@ func (d *Daemon) mcpCancel(ctx context.Context, a api.MCPJobArgs) (api.Transitio
 		reason = "cancelled by the agent through MCP"
 	}
 	return d.cancel(ctx, mcpMeta(c), a.JobID, func(cj command.CancelJob) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: cj}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: cj}
 	}, reason)
 }

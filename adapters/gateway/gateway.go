@@ -29,7 +29,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	gatewaycmd "github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -353,7 +353,7 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		Target: in.Target, SentAt: in.Timestamp, WorkspaceID: in.WorkspaceID, AgentID: in.AgentID, MessageID: in.MessageID,
 		DedupKey: in.DedupKey, RetryCount: in.RetryCount, RemoteMode: in.RemoteMode, StatusCode: in.StatusCode, ErrorCode: in.ErrorCode, ReasonCode: in.ReasonCode,
 		PayloadBytes: len(in.Payload), PayloadSHA256: sha(in.Payload), Outcome: events.GatewayRecorded}
-	if _, _, err := command.ModeAfter(st.RemoteMode, &rec); err != nil {
+	if _, _, err := gatewaycmd.ModeAfter(st.RemoteMode, &rec); err != nil {
 		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.EINVAL), ReasonMode
 	}
 	text := ""
@@ -390,7 +390,7 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 	// The ack's own bytes are not known before it is written, so the
 	// record's size and hash cover what came before it.
 	rec.OutBytes, rec.OutSHA256 = a.bytes, hex.EncodeToString(a.h.Sum(nil))
-	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, command.RecordEnvelope{StreamID: in.StreamID, Rec: rec})
+	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, gatewaycmd.RecordEnvelope{StreamID: in.StreamID, Rec: rec})
 	if err != nil {
 		return a.send(failure(in, errs.CodeOf(err), "", "record: "+err.Error()))
 	}
@@ -429,8 +429,8 @@ var errBroken = errors.New("connection broken")
 func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, text string, rec *events.GatewayEnvelopeRecorded) {
 	in := a.in
 	switch {
-	case strings.HasPrefix(rt.To, command.RouteCtxPrefix):
-		rel := strings.TrimPrefix(rt.To, command.RouteCtxPrefix)
+	case strings.HasPrefix(rt.To, gatewaycmd.RouteCtxPrefix):
+		rel := strings.TrimPrefix(rt.To, gatewaycmd.RouteCtxPrefix)
 		sock := filepath.Join(g.CtxRoot, filepath.FromSlash(rel)) + ".sock"
 		tctx, cancel := context.WithTimeout(ctx, g.turnTimeout())
 		defer cancel()
@@ -457,8 +457,8 @@ func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, t
 		default:
 			rec.Outcome = events.GatewayRouted
 		}
-	case strings.HasPrefix(rt.To, command.RouteThreadPrefix):
-		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, command.RouteThreadPrefix), TargetKind: rt.Target,
+	case strings.HasPrefix(rt.To, gatewaycmd.RouteThreadPrefix):
+		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, gatewaycmd.RouteThreadPrefix), TargetKind: rt.Target,
 			StreamID: in.StreamID, Seq: in.Seq, CorrelationID: in.CorrelationID, Text: text})
 		if err != nil {
 			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination

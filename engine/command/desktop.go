@@ -169,7 +169,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 			return engine.Decision{}, errs.New(errs.EINVAL, "%s %q is not one of %s", name, *caps[i], strings.Join(CapabilityStates, ", "))
 		}
 	}
-	if err := checkID("validation fingerprint", c.Fingerprint); err != nil {
+	if err := CheckID("validation fingerprint", c.Fingerprint); err != nil {
 		return engine.Decision{}, err
 	}
 	cur, err := Installation(v)
@@ -234,7 +234,7 @@ type SelectBridge struct{ BridgeThreadID string }
 
 // Decide implements engine.Decider.
 func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	inst, err := requireInstallation(v)
@@ -297,14 +297,14 @@ type BindingRepair struct {
 
 // Decide implements engine.Decider.
 func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
+	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := checkID("caller automation id", c.AutomationID); err != nil {
+	if err := CheckID("caller automation id", c.AutomationID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.BridgeThreadID != "" {
-		if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+		if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 			return engine.Decision{}, err
 		}
 	}
@@ -371,7 +371,7 @@ type UnbindBinding struct {
 
 // Decide implements engine.Decider.
 func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
+	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	b, err := BindingOf(v, c.ThreadID)
@@ -540,7 +540,7 @@ type SkipHead struct {
 
 // Decide implements engine.Decider.
 func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
+	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	open, err := openBatches(v, c.ThreadID)

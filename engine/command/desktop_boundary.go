@@ -74,7 +74,7 @@ type Handoff struct {
 // Decide implements engine.Decider.
 func (c NoteBoundaryCrossed) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	for _, f := range []struct{ what, v string }{{"source thread id", c.ThreadID}, {"batch id", c.BatchID}, {"attempt id", c.AttemptID}} {
-		if err := checkID(f.what, f.v); err != nil {
+		if err := CheckID(f.what, f.v); err != nil {
 			return engine.Decision{}, err
 		}
 	}

@@ -26,7 +26,7 @@ const (
 
 // Limits on free-text fields, so a runaway script cannot bloat the log.
 const (
-	maxIDLen      = 256
+	MaxIDLen      = 256
 	maxSummaryLen = 64 << 10
 )
 
@@ -57,17 +57,17 @@ func (c SubmitJob) Validate() error {
 	if !c.Target.Valid() {
 		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, targetList())
 	}
-	if err := checkID("thread id", c.ThreadID); err != nil {
+	if err := CheckID("thread id", c.ThreadID); err != nil {
 		return err
 	}
-	if err := checkID("task kind", c.TaskKind); err != nil {
+	if err := CheckID("task kind", c.TaskKind); err != nil {
 		return err
 	}
-	if err := checkText("summary", c.Summary, true); err != nil {
+	if err := CheckText("summary", c.Summary, true); err != nil {
 		return err
 	}
 	if c.DedupeKey != "" {
-		if err := checkID("dedupe key", c.DedupeKey); err != nil {
+		if err := CheckID("dedupe key", c.DedupeKey); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,7 @@ func checkDeliveryTarget(kind Target, thread string, t *events.DeliveryTarget) e
 	}
 	for _, f := range []struct{ name, v string }{{"plugin id", t.PluginID}, {"app_server_lease_id", t.AppServerLeaseID},
 		{"managed_session_id", t.ManagedSessionID}, {"bound_thread_id", t.BoundThreadID}} {
-		if err := checkID(f.name, f.v); err != nil {
+		if err := CheckID(f.name, f.v); err != nil {
 			return err
 		}
 	}
@@ -164,7 +164,7 @@ type CompleteJob struct {
 // to a crash) reports already_completed and appends nothing; any other
 // completion of a job that is not running is ESTATE.
 func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("summary", c.Summary, true); err != nil {
+	if err := CheckText("summary", c.Summary, true); err != nil {
 		return engine.Decision{}, err
 	}
 	j, err := job(v, c.JobID)
@@ -226,7 +226,7 @@ type FailJob struct {
 
 // Decide implements engine.Decider.
 func (c FailJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("reason", c.Reason, true); err != nil {
+	if err := CheckText("reason", c.Reason, true); err != nil {
 		return engine.Decision{}, err
 	}
 	j, err := job(v, c.JobID)
@@ -253,7 +253,7 @@ type CancelJob struct {
 // Decide implements engine.Decider. Cancelling a cancelled job reports
 // already_cancelled and appends nothing.
 func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("reason", c.Reason, false); err != nil {
+	if err := CheckText("reason", c.Reason, false); err != nil {
 		return engine.Decision{}, err
 	}
 	j, err := job(v, c.JobID)
@@ -307,7 +307,7 @@ func job(v engine.View, id string) (*aggregate.Job, error) {
 // ENOENT when there is none.
 func existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
 	var zero T
-	if err := checkID(what+" id", id); err != nil {
+	if err := CheckID(what+" id", id); err != nil {
 		return zero, err
 	}
 	s, err := v.State(k, id)
@@ -331,12 +331,12 @@ func runningJob(v engine.View, id, verb string) (*aggregate.Job, error) {
 	return j, nil
 }
 
-func checkID(what, s string) error {
+func CheckID(what, s string) error {
 	if s == "" {
 		return errs.New(errs.EINVAL, "%s is empty", what)
 	}
-	if len(s) > maxIDLen {
-		return errs.New(errs.EINVAL, "%s is longer than %d bytes", what, maxIDLen)
+	if len(s) > MaxIDLen {
+		return errs.New(errs.EINVAL, "%s is longer than %d bytes", what, MaxIDLen)
 	}
 	if !utf8.ValidString(s) {
 		return errs.New(errs.EINVAL, "%s is not valid UTF-8", what)
@@ -352,7 +352,7 @@ func checkID(what, s string) error {
 	return nil
 }
 
-func checkText(what, s string, required bool) error {
+func CheckText(what, s string, required bool) error {
 	if required && strings.TrimSpace(s) == "" {
 		return errs.New(errs.EINVAL, "%s is empty", what)
 	}
@@ -404,7 +404,7 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 // artifactNamed is the artifact an operator command names, checked: a
 // malformed id is EINVAL, an unknown one ENOENT.
 func artifactNamed(v engine.View, id string) (*aggregate.Artifact, error) {
-	if err := checkID("artifact id", id); err != nil {
+	if err := CheckID("artifact id", id); err != nil {
 		return nil, err
 	}
 	s, err := v.State(events.KindArtifact, id)

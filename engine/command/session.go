@@ -292,7 +292,7 @@ func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if c.Mode != ModeBindThread && c.Mode != ModeNewThread {
 		return engine.Decision{}, errs.New(errs.EINVAL, "session mode %q is not %s or %s", c.Mode, ModeBindThread, ModeNewThread)
 	}
-	if err := checkID("thread id", c.ThreadID); err != nil {
+	if err := CheckID("thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	prof, err := CheckProfile(c.Profile)
@@ -632,7 +632,7 @@ type AppServerStarted struct {
 // Decide implements engine.Decider.
 func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	nonce := c.Started.Nonce
-	if err := checkID("app-server nonce", nonce); err != nil {
+	if err := CheckID("app-server nonce", nonce); err != nil {
 		return engine.Decision{}, err
 	}
 	if st, err := v.State(events.KindAppServer, nonce); err != nil {

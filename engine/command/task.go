@@ -256,7 +256,7 @@ type LoseTask struct {
 
 // Decide implements engine.Decider.
 func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("reason", c.Reason, true); err != nil {
+	if err := CheckText("reason", c.Reason, true); err != nil {
 		return engine.Decision{}, err
 	}
 	t, err := task(v, c.TaskID)

@@ -1,4 +1,7 @@
-package command
+// Package gateway holds the channel gateway's commands: routes and the
+// envelopes of a stream. It stands on the core (engine/command), never the
+// other way.
+package gateway
 
 import (
 	"net/url"
@@ -8,6 +11,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -40,8 +44,8 @@ func CheckRoute(to, target string) error {
 	switch {
 	case strings.HasPrefix(to, RouteCtxPrefix):
 		rel := strings.TrimPrefix(to, RouteCtxPrefix)
-		if len(rel) > maxIDLen {
-			return errs.New(errs.EINVAL, "route %q is longer than %d bytes", to, maxIDLen)
+		if len(rel) > command.MaxIDLen {
+			return errs.New(errs.EINVAL, "route %q is longer than %d bytes", to, command.MaxIDLen)
 		}
 		parts := strings.Split(rel, "/")
 		if (parts[0] != "agent" || len(parts) != 2) && (parts[0] != "model" || len(parts) != 3) {
@@ -52,15 +56,15 @@ func CheckRoute(to, target string) error {
 				return errs.New(errs.EINVAL, "route %q: bad path component %q", to, p)
 			}
 		}
-		if target != string(TargetCtx) {
+		if target != string(command.TargetCtx) {
 			return errs.New(errs.EINVAL, "route %q goes to a CortexFS socket session: its target is ctx, not %q", to, target)
 		}
 	case strings.HasPrefix(to, RouteThreadPrefix):
-		if err := checkID("thread id", strings.TrimPrefix(to, RouteThreadPrefix)); err != nil {
+		if err := command.CheckID("thread id", strings.TrimPrefix(to, RouteThreadPrefix)); err != nil {
 			return err
 		}
-		if !slices.Contains(ThreadRouteTargets(), target) {
-			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is %s, not %q", to, strings.Join(ThreadRouteTargets(), ", "), target)
+		if !slices.Contains(command.ThreadRouteTargets(), target) {
+			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is %s, not %q", to, strings.Join(command.ThreadRouteTargets(), ", "), target)
 		}
 	default:
 		return errs.New(errs.EINVAL, "route %q: give ctx:agent/NAME (or ctx:model/P/M) or thread:THREAD_ID", to)
@@ -77,10 +81,10 @@ type AddRoute struct {
 
 // Decide implements engine.Decider.
 func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("workspace id", c.WorkspaceID); err != nil {
+	if err := command.CheckID("workspace id", c.WorkspaceID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := checkID("agent id", c.AgentID); err != nil {
+	if err := command.CheckID("agent id", c.AgentID); err != nil {
 		return engine.Decision{}, err
 	}
 	if err := CheckRoute(c.To, c.Target); err != nil {
@@ -91,12 +95,12 @@ func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	out := OutcomeAdded
+	out := command.OutcomeAdded
 	if r, ok := s.(*aggregate.GatewayRoute); ok && r.State == fsm.GatewayRouteActive {
 		if r.To == c.To && r.Target == c.Target {
-			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, id), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeUnchanged}, id), nil
 		}
-		out = OutcomeReplaced
+		out = command.OutcomeReplaced
 	}
 	return c.Answer(engine.Decision{Outcome: out, Emits: []engine.Emit{{
 		Stream:  events.StreamID{Kind: events.KindGatewayRoute, ID: id},
@@ -121,7 +125,7 @@ func (c RemoveRoute) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if r, ok := s.(*aggregate.GatewayRoute); !ok || r.State != fsm.GatewayRouteActive {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no route for workspace %q agent %q", c.WorkspaceID, c.AgentID)
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeRemoved, Emits: []engine.Emit{{
+	return c.Answer(engine.Decision{Outcome: command.OutcomeRemoved, Emits: []engine.Emit{{
 		Stream: events.StreamID{Kind: events.KindGatewayRoute, ID: id}, Payload: &events.GatewayRouteRemoved{},
 	}}}, id), nil
 }
@@ -162,7 +166,7 @@ type RecordEnvelope struct {
 
 // Decide implements engine.Decider.
 func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("stream id", c.StreamID); err != nil {
+	if err := command.CheckID("stream id", c.StreamID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.Rec.Seq < 1 {
