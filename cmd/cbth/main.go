@@ -92,6 +92,15 @@ func main() {
 // out of Parse, so run returns it instead of the process exiting.
 type exitCode int
 
+// cliVars are the variables the command tree's tags name: the version,
+// and the targets, whose help, placeholder and completion come from the
+// one list (command.Targets).
+func cliVars() kong.Vars {
+	return kong.Vars{"version": fmt.Sprintf("cbth %s (protocol %d)", Version, ipc.Proto),
+		"target_placeholder": strings.Join(command.FlagTargets(), "|"), "target_list": strings.Join(command.FlagTargets(), ", "),
+		"thread_route_list": strings.Join(command.ThreadRouteTargets(), ", "), "thread_route_placeholder": strings.Join(command.ThreadRouteTargets(), "|")}
+}
+
 // catchExit, deferred, turns a kong exit into the caller's result.
 func catchExit(code *int) {
 	if r := recover(); r != nil {
@@ -133,10 +142,7 @@ func runKong(argv []string, env *Env) (code int) {
 		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
-		kong.Vars{"version": fmt.Sprintf("cbth %s (protocol %d)", Version, ipc.Proto),
-			// --target's enum, help and completion come from the one list.
-			"target_placeholder": strings.Join(command.FlagTargets(), "|"), "target_list": strings.Join(command.FlagTargets(), ", "),
-			"thread_route_list": strings.Join(command.ThreadRouteTargets(), ", "), "thread_route_placeholder": strings.Join(command.ThreadRouteTargets(), "|")},
+		cliVars(),
 		kong.ExplicitGroups(groups),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Bind(env),
