@@ -231,3 +231,29 @@ func TestEngineReachesNoAdapter(t *testing.T) {
 		}
 	}
 }
+
+// The commands are a core (engine/command: jobs, batches, attempts, the
+// sweep, recovery, order, policy, back-off) and one package per product
+// under it (engine/command/<product>): a product imports the core and no
+// other product; the core imports no product (spec/engine.md, "Commands").
+func TestCommandProductsStandOnTheCore(t *testing.T) {
+	core := module + "/engine/command"
+	products := 0
+	for _, p := range listModule(t) {
+		isProduct := strings.HasPrefix(p.path, core+"/")
+		if isProduct {
+			products++
+		}
+		if p.path != core && !isProduct {
+			continue
+		}
+		for _, imp := range p.imports {
+			if strings.HasPrefix(imp, core+"/") {
+				t.Errorf("%s imports the product commands %s: products stand on the core, never on each other", p.path, imp)
+			}
+		}
+	}
+	if products == 0 {
+		t.Fatal("no product package under engine/command")
+	}
+}

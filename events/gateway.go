@@ -93,6 +93,15 @@ type GatewayEnvelopeRecorded struct {
 	OutSHA256 string `json:"out_sha256,omitempty"`
 }
 
+// The outcomes of an inbound envelope (GatewayEnvelopeRecorded.Outcome).
+const (
+	GatewayRouted    = "routed"    // handed to its destination
+	GatewayRecorded  = "recorded"  // valid and recorded; no destination takes it
+	GatewayRefused   = "refused"   // valid but not routable; its seq stays unused
+	GatewayFailed    = "failed"    // the destination failed; its seq stays unused
+	GatewayDuplicate = "duplicate" // already received: acknowledged, not routed again
+)
+
 const TypeGatewayEnvelopeRecorded = "gateway.envelope_recorded"
 
 func (GatewayEnvelopeRecorded) EventType() string { return TypeGatewayEnvelopeRecorded }

@@ -19,6 +19,13 @@ func installationEvents() []declaration {
 	}
 }
 
+// The states of a capability (Capabilities' *_capability fields).
+const (
+	CapUnknown     = "unknown"
+	CapValidated   = "validated"
+	CapUnavailable = "unavailable"
+)
+
 // Capabilities mirrors the installation-wide capability conclusions.
 type Capabilities struct {
 	ReadTransport           string `json:"read_transport"`

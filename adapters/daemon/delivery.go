@@ -281,7 +281,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		d.opt.Log.Error("start delivery", "thread", thread, "err", err)
 		return
 	}
-	if res.Outcome != "started" {
+	if res.Outcome != command.OutcomeStarted {
 		// The reading goes into the log all the same.
 		d.recordReading(ctx, meta, route.Reading)
 		return
@@ -343,7 +343,7 @@ func (d *Daemon) parkHead(ctx context.Context, kind string, h target.Head, reaso
 		d.opt.Log.Error("park head", "target", kind, "thread", h.ThreadID, "batch", h.BatchID, "err", err)
 		return
 	}
-	if res.Outcome == "parked" {
+	if res.Outcome == command.OutcomeParked {
 		d.opt.Log.Warn("head parked by its target", "target", kind, "thread", h.ThreadID, "batch", h.BatchID, "reason", reason)
 		d.kickParkHooks(ctx, d.opt.Clock.Now())
 	}

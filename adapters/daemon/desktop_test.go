@@ -37,7 +37,7 @@ func desktopDaemon(t *testing.T) *running {
 		t.Fatal(err)
 	}
 	call(r, api.DesktopInstallationRepair, api.InstallationRepairArgs{ReadTransport: command.TransportDirect,
-		ReadTransportCapability: command.CapValidated, WritebackCapability: command.CapValidated, Fingerprint: fp})
+		ReadTransportCapability: events.CapValidated, WritebackCapability: events.CapValidated, Fingerprint: fp})
 	return r
 }
 
@@ -153,7 +153,7 @@ func TestDesktop_FairRoundRobinAcrossPublications(t *testing.T) {
 		}
 		return res
 	}
-	exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated, WritebackCap: command.CapValidated, Fingerprint: fp})
+	exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, WritebackCap: events.CapValidated, Fingerprint: fp})
 	exec(command.SelectBridge{BridgeThreadID: "B"})
 	for i := range n {
 		exec(command.RepairBinding{ThreadID: thread(i), AutomationID: "A" + thread(i)})

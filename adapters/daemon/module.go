@@ -166,7 +166,7 @@ func (h *Host) Inspect(ctx context.Context, id string) (query.BatchInspection, e
 
 // ThreadTarget is where a result for thread goes when the submitter did
 // not say.
-func (h *Host) ThreadTarget(thread string) (string, error) { return h.d.threadTarget(thread) }
+func (h *Host) ThreadTarget(thread string) (command.Target, error) { return h.d.threadTarget(thread) }
 
 // BusyReasons is what keeps the daemon up now (daemon status).
 func (h *Host) BusyReasons(now time.Time) []string { return h.d.busy(now) }

@@ -130,7 +130,7 @@ func (d *Daemon) submitted(id string, res engine.Result, err error) (query.JobVi
 		id = res.Events[0].Stream.ID
 	}
 	j, err := d.job(id)
-	return j, res.Replayed || res.Outcome == "deduplicated", err
+	return j, res.Replayed || res.Outcome == command.OutcomeDeduplicated, err
 }
 
 // jobsEnded tells the modules of jobs that ended other than by their own
@@ -149,7 +149,7 @@ func (d *Daemon) jobsEnded(ctx context.Context, jobs []string, reason string) {
 // threadTarget is where a result for thread goes when the submitter did
 // not say: a thread bound to a Desktop heartbeat is a Desktop thread;
 // any other is a Codex CLI thread.
-func (d *Daemon) threadTarget(thread string) (string, error) {
+func (d *Daemon) threadTarget(thread string) (command.Target, error) {
 	var bound bool
 	err := d.eng.Read(func(s engine.Snapshot) error {
 		b, err := command.BindingOf(s, thread)
@@ -162,7 +162,7 @@ func (d *Daemon) threadTarget(thread string) (string, error) {
 	if bound {
 		return command.TargetDesktop, nil
 	}
-	return "cli", nil
+	return command.TargetCodexCLI, nil
 }
 
 func (d *Daemon) job(id string) (v query.JobView, err error) {
@@ -201,7 +201,7 @@ func (d *Daemon) complete(ctx context.Context, a api.CompleteArgs) (api.Transiti
 	}
 	cmd.Artifact = &ing
 	rep, err := d.transition(ctx, a.JobID, cmd)
-	if err != nil || rep.Outcome == "already_completed" {
+	if err != nil || rep.Outcome == command.OutcomeAlreadyCompleted {
 		// Nothing recorded it: take the copy back out.
 		_ = d.artifacts.Remove(ing.ArtifactID)
 	}
@@ -229,7 +229,7 @@ func (d *Daemon) transitionAs(ctx context.Context, m engine.Meta, id string, cmd
 func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func(command.CancelJob) engine.Decider, reason string) (api.TransitionReply, error) {
 	defer d.poke(ctx)
 	rep, err := d.transitionAs(ctx, m, id, wrap(command.CancelJob{Config: d.deliveryConfig(), JobID: id, Reason: reason}))
-	if err == nil && rep.Outcome == "cancelled" {
+	if err == nil && rep.Outcome == command.OutcomeCancelled {
 		d.jobsEnded(ctx, []string{id}, command.StopJobCancelled)
 	}
 	return rep, err

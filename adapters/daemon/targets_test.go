@@ -164,7 +164,7 @@ func call[Req, Rep any](r *running, op api.Op[Req, Rep], req Req) Rep {
 	return rep
 }
 
-func (r *running) ready(targetKind, thread string) string {
+func (r *running) ready(targetKind command.Target, thread string) string {
 	r.t.Helper()
 	j := call(r, api.JobSubmit, api.SubmitArgs{TargetKind: targetKind, SourceThreadID: thread, TaskKind: "ci", TaskSummary: "work"})
 	call(r, api.JobComplete, api.CompleteArgs{JobID: j.JobID, ResultSummary: "done"})

@@ -49,7 +49,7 @@ type Target struct {
 
 // Spec implements target.Target.
 func (t *Target) Spec() target.Spec {
-	return target.Spec{Name: command.TargetDesktop, Kind: target.Pull, DeliveryMode: command.ModeDesktop}
+	return target.Spec{Name: string(command.TargetDesktop), Kind: target.Pull, DeliveryMode: command.ModeDesktop}
 }
 
 // Gate implements target.Target.

@@ -24,6 +24,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -223,7 +224,7 @@ func checkRelay(_ context.Context, e *Env) []Finding {
 	var out []Finding
 	reading := 0
 	for _, r := range v.RelayScanners {
-		if r.State != "degraded" {
+		if r.State != query.ScannerDegraded {
 			reading++
 			continue
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/gateway"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/command"
+	gatewaycmd "github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/sockfile"
 	"github.com/cbth-dev/cbth/projections"
@@ -53,7 +53,7 @@ func startGateway(tb testing.TB, noSync bool) fixture {
 	served := make(chan struct{}, 2)
 	go func() { _ = srv.Serve(ctx, ln); served <- struct{}{} }()
 	if _, err := eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator},
-		command.AddRoute{WorkspaceID: "w", AgentID: "a", To: "ctx:model/debug/echo", Target: "ctx"}); err != nil {
+		gatewaycmd.AddRoute{WorkspaceID: "w", AgentID: "a", To: "ctx:model/debug/echo", Target: "ctx"}); err != nil {
 		tb.Fatal(err)
 	}
 	gw := &gateway.Gateway{Eng: eng, CtxRoot: root, Agents: gateway.SocketAgents{}, UID: os.Getuid()}

@@ -26,7 +26,7 @@ func fromFrame(ev stream.Event, route string) (envelope.Envelope, bool) {
 	e := envelope.Envelope{Target: route}
 	switch ev.Type {
 	case stream.TypeStart:
-		e.EventType, e.StatusCode, e.Payload = envelope.EventStatus, "started", raw(map[string]any{"run": ev.Run, "model": ev.Model})
+		e.EventType, e.StatusCode, e.Payload = envelope.EventStatus, StatusStarted, raw(map[string]any{"run": ev.Run, "model": ev.Model})
 	case stream.TypeDelta:
 		e.EventType, e.Payload = envelope.EventMessage, raw(map[string]any{"text": ev.Text, "delta": true})
 	case stream.TypeMessage:
@@ -42,11 +42,11 @@ func fromFrame(ev stream.Event, route string) (envelope.Envelope, bool) {
 	case stream.TypeToolCall:
 		e.EventType, e.Payload = envelope.EventToolCall, raw(map[string]any{"call_id": ev.CallID, "name": ev.Name, "arguments": ev.Arguments})
 	case stream.TypeUsage:
-		e.EventType, e.StatusCode, e.Payload = envelope.EventStatus, "usage", raw(map[string]any{"input_tokens": ev.InputTokens, "output_tokens": ev.OutputTokens})
+		e.EventType, e.StatusCode, e.Payload = envelope.EventStatus, StatusUsage, raw(map[string]any{"input_tokens": ev.InputTokens, "output_tokens": ev.OutputTokens})
 	case stream.TypeError:
 		e.EventType, e.ErrorCode, e.Payload = envelope.EventError, string(ev.Code), raw(map[string]any{"code": ev.Code, "message": ev.Message})
 	case stream.TypeDone:
-		e.EventType, e.StatusCode, e.Payload = envelope.EventStatus, "done", raw(map[string]any{"status": ev.Status})
+		e.EventType, e.StatusCode, e.Payload = envelope.EventStatus, StatusDone, raw(map[string]any{"status": ev.Status})
 	default:
 		return e, false
 	}

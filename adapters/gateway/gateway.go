@@ -29,7 +29,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	gatewaycmd "github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -45,6 +45,13 @@ const TargetGateway = "gateway"
 const (
 	StatusResumed = "resumed" // the answer to a resume request
 	StatusResume  = "resume"  // a status envelope asking where the stream stands
+)
+
+// Status codes of an agent's run as the gateway forwards it (fromFrame).
+const (
+	StatusStarted = "started"
+	StatusUsage   = "usage"
+	StatusDone    = "done"
 )
 
 // Reason codes of refusals and failures.
@@ -340,31 +347,31 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		return a.send(resumed(in, st))
 	}
 	if st.Seen(in.Seq) || g.dedupSeen(in.DedupKey) {
-		return a.send(ack(in, command.GatewayDuplicate, "", st))
+		return a.send(ack(in, events.GatewayDuplicate, "", st))
 	}
 	rec := events.GatewayEnvelopeRecorded{ChannelType: in.ChannelType, SessionID: in.SessionID, Seq: in.Seq, Type: in.EventType,
 		Target: in.Target, SentAt: in.Timestamp, WorkspaceID: in.WorkspaceID, AgentID: in.AgentID, MessageID: in.MessageID,
 		DedupKey: in.DedupKey, RetryCount: in.RetryCount, RemoteMode: in.RemoteMode, StatusCode: in.StatusCode, ErrorCode: in.ErrorCode, ReasonCode: in.ReasonCode,
-		PayloadBytes: len(in.Payload), PayloadSHA256: sha(in.Payload), Outcome: command.GatewayRecorded}
-	if _, _, err := command.ModeAfter(st.RemoteMode, &rec); err != nil {
-		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonMode
+		PayloadBytes: len(in.Payload), PayloadSHA256: sha(in.Payload), Outcome: events.GatewayRecorded}
+	if _, _, err := gatewaycmd.ModeAfter(st.RemoteMode, &rec); err != nil {
+		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.EINVAL), ReasonMode
 	}
 	text := ""
-	if rec.Outcome != command.GatewayRefused && in.ChannelType == envelope.ChannelDialog && in.EventType == envelope.EventMessage {
+	if rec.Outcome != events.GatewayRefused && in.ChannelType == envelope.ChannelDialog && in.EventType == envelope.EventMessage {
 		switch {
 		case in.WorkspaceID == "" || in.AgentID == "":
-			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonRoutingKey
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.EINVAL), ReasonRoutingKey
 		case rt == nil:
-			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.ENOENT), ReasonNoRoute
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.ENOENT), ReasonNoRoute
 		default:
 			rec.Route, rec.RouteKind = rt.To, rt.Target
 			var ok bool
 			if text, ok = payloadText(in.Payload); !ok {
-				rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayRefused, string(errs.EINVAL), ReasonPayloadText
+				rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.EINVAL), ReasonPayloadText
 			}
 		}
 	}
-	if rec.Outcome != command.GatewayRefused && rec.Route != "" {
+	if rec.Outcome != events.GatewayRefused && rec.Route != "" {
 		g.deliver(ctx, a, rt, text, &rec)
 	}
 	if a.w == nil {
@@ -377,18 +384,18 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		rec.OutFirst = rec.OutLast
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: in.CorrelationID}
-	if in.DedupKey != "" && rec.Outcome != command.GatewayRefused && rec.Outcome != command.GatewayFailed {
+	if in.DedupKey != "" && rec.Outcome != events.GatewayRefused && rec.Outcome != events.GatewayFailed {
 		meta.CommandID = dedupCommand(in.DedupKey)
 	}
 	// The ack's own bytes are not known before it is written, so the
 	// record's size and hash cover what came before it.
 	rec.OutBytes, rec.OutSHA256 = a.bytes, hex.EncodeToString(a.h.Sum(nil))
-	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, command.RecordEnvelope{StreamID: in.StreamID, Rec: rec})
+	res, err := g.Eng.Execute(context.WithoutCancel(ctx), meta, gatewaycmd.RecordEnvelope{StreamID: in.StreamID, Rec: rec})
 	if err != nil {
 		return a.send(failure(in, errs.CodeOf(err), "", "record: "+err.Error()))
 	}
-	if res.Replayed || res.Outcome == command.GatewayDuplicate {
-		return a.send(ack(in, command.GatewayDuplicate, "", st))
+	if res.Replayed || res.Outcome == events.GatewayDuplicate {
+		return a.send(ack(in, events.GatewayDuplicate, "", st))
 	}
 	_ = g.Eng.Read(func(s engine.Snapshot) error {
 		if now, err := query.GatewayStream(s, in.StreamID); err == nil && now != nil {
@@ -396,7 +403,7 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		}
 		return nil
 	})
-	if rec.Outcome == command.GatewayRefused || rec.Outcome == command.GatewayFailed {
+	if rec.Outcome == events.GatewayRefused || rec.Outcome == events.GatewayFailed {
 		f := failure(in, errs.Code(rec.OutcomeCode), rec.OutcomeReason, rec.Outcome)
 		f.ResumeCursor, f.Payload = strconv.FormatUint(st.Cursor(), 10), ackPayload(in, rec.Outcome, rec.JobID, st, map[string]any{
 			"code": rec.OutcomeCode, "reason": rec.OutcomeReason})
@@ -422,8 +429,8 @@ var errBroken = errors.New("connection broken")
 func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, text string, rec *events.GatewayEnvelopeRecorded) {
 	in := a.in
 	switch {
-	case strings.HasPrefix(rt.To, command.RouteCtxPrefix):
-		rel := strings.TrimPrefix(rt.To, command.RouteCtxPrefix)
+	case strings.HasPrefix(rt.To, gatewaycmd.RouteCtxPrefix):
+		rel := strings.TrimPrefix(rt.To, gatewaycmd.RouteCtxPrefix)
 		sock := filepath.Join(g.CtxRoot, filepath.FromSlash(rel)) + ".sock"
 		tctx, cancel := context.WithTimeout(ctx, g.turnTimeout())
 		defer cancel()
@@ -443,21 +450,21 @@ func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, t
 		case werr != nil:
 			a.w = nil // the client is gone; what it missed it resends
 		case err != nil:
-			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
 			if g.Log != nil {
 				g.Log.Warn("gateway: agent turn failed", "route", rt.To, "stream", in.StreamID, "seq", in.Seq, "err", err)
 			}
 		default:
-			rec.Outcome = command.GatewayRouted
+			rec.Outcome = events.GatewayRouted
 		}
-	case strings.HasPrefix(rt.To, command.RouteThreadPrefix):
-		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, command.RouteThreadPrefix), TargetKind: rt.Target,
+	case strings.HasPrefix(rt.To, gatewaycmd.RouteThreadPrefix):
+		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, gatewaycmd.RouteThreadPrefix), TargetKind: rt.Target,
 			StreamID: in.StreamID, Seq: in.Seq, CorrelationID: in.CorrelationID, Text: text})
 		if err != nil {
-			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = command.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
+			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(errs.CodeOf(err)), ReasonDestination
 			return
 		}
-		rec.Outcome, rec.JobID = command.GatewayRouted, id
+		rec.Outcome, rec.JobID = events.GatewayRouted, id
 	}
 }
 

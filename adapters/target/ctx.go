@@ -61,7 +61,7 @@ func ParseCtxThread(thread string) (agent, session string, err error) {
 
 // Spec implements Target.
 func (t *CtxTarget) Spec() Spec {
-	return Spec{Name: "ctx", Kind: Push, RPCKind: command.CtxTurn, DeliveryMode: command.CtxTurn}
+	return Spec{Name: string(command.TargetCtx), Kind: Push, RPCKind: command.CtxTurn, DeliveryMode: command.CtxTurn}
 }
 
 // Start implements Starter.

@@ -125,7 +125,7 @@ func (t *DebugTarget) ThreadFile(thread string) string {
 
 // Spec implements Target.
 func (t *DebugTarget) Spec() Spec {
-	return Spec{Name: "debug", Kind: Push, RPCKind: command.DebugDeliver, DeliveryMode: command.DebugDeliver}
+	return Spec{Name: string(command.TargetDebug), Kind: Push, RPCKind: command.DebugDeliver, DeliveryMode: command.DebugDeliver}
 }
 
 // Session names the managed session of a thread on the debug target.

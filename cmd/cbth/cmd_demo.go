@@ -12,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -71,7 +72,7 @@ func (c *DemoCmd) Run(env *Env) error {
 	}
 	say("1. A private home at %s (mode 0700); the first command starts the daemon there.", h.Root)
 	submit := func(thread, kind, summary, dedupe string) (api.SubmitReply, error) {
-		return call(denv, api.JobSubmit, api.SubmitArgs{TargetKind: "debug", SourceThreadID: thread, TaskKind: kind, TaskSummary: summary, DedupeKey: dedupe})
+		return call(denv, api.JobSubmit, api.SubmitArgs{TargetKind: command.TargetDebug, SourceThreadID: thread, TaskKind: kind, TaskSummary: summary, DedupeKey: dedupe})
 	}
 	ci, err := submit("thread-demo", "ci", "wait for CI on pull request 42", "")
 	if err != nil {

@@ -272,7 +272,7 @@ type GatewayRouteAddCmd struct {
 	Workspace string `help:"workspace_id of the routing key." required:""`
 	Agent     string `help:"agent_id of the routing key." required:""`
 	To        string `help:"ctx:agent/NAME (a CortexFS agent's socket session; ctx:model/P/M for a model socket) or thread:THREAD_ID." required:""`
-	Target    string `help:"ctx for a ctx route; cli, desktop or debug for a thread route." required:"" placeholder:"ctx|cli|desktop|debug"`
+	Target    string `help:"ctx for a ctx route; ${thread_route_list} for a thread route." required:"" placeholder:"ctx|${thread_route_placeholder}"`
 }
 
 // Run adds the route.

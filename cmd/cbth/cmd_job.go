@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -27,11 +29,11 @@ type JobCmd struct {
 
 // JobSubmitCmd is `cbth job submit`.
 type JobSubmitCmd struct {
-	Target    string `help:"Where the result is delivered: cli, desktop, ctx or debug (default: desktop for a thread bound to a Desktop heartbeat, else cli)." placeholder:"cli|desktop|ctx|debug"`
-	ThreadID  string `help:"The conversation thread the result goes back to (default: $CODEX_THREAD_ID, the Codex thread whose shell runs this)." name:"thread-id"`
-	TaskKind  string `help:"What kind of task this is (free-form, e.g. ci, review)." required:"" name:"task-kind"`
-	Summary   string `help:"One line that says what the job is." required:""`
-	DedupeKey string `help:"Submitting the same key again returns the original job." name:"dedupe-key"`
+	Target    command.Target `help:"Where the result is delivered: ${target_list} (default: desktop for a thread bound to a Desktop heartbeat, else cli)." predictor:"target" placeholder:"${target_placeholder}"`
+	ThreadID  string         `help:"The conversation thread the result goes back to (default: $CODEX_THREAD_ID, the Codex thread whose shell runs this)." name:"thread-id"`
+	TaskKind  string         `help:"What kind of task this is (free-form, e.g. ci, review)." required:"" name:"task-kind"`
+	Summary   string         `help:"One line that says what the job is." required:""`
+	DedupeKey string         `help:"Submitting the same key again returns the original job." name:"dedupe-key"`
 	policyFlags
 }
 
@@ -72,6 +74,19 @@ func (c policyFlags) read() (p command.PolicyFlags, metadata json.RawMessage, er
 		metadata = b
 	}
 	return p, metadata, nil
+}
+
+// Validate refuses a --target the one list (command.Targets) does not
+// let a flag name, before anything is sent.
+func (c *JobSubmitCmd) Validate() error { return checkFlagTarget(c.Target) }
+
+// checkFlagTarget accepts "" (the daemon resolves it from the thread) and
+// the targets --target takes.
+func checkFlagTarget(t command.Target) error {
+	if t == "" || slices.Contains(command.FlagTargets(), string(t)) {
+		return nil
+	}
+	return fmt.Errorf("--target %q is not one of %s", t, strings.Join(command.FlagTargets(), ", "))
 }
 
 // Run submits the job.

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -32,15 +33,18 @@ type TaskCmd struct {
 
 // TaskRunCmd is `cbth task run`.
 type TaskRunCmd struct {
-	Target   string        `help:"Where the result is delivered: cli, desktop, ctx or debug (default: desktop for a thread bound to a Desktop heartbeat, else cli)." placeholder:"cli|desktop|ctx|debug"`
-	ThreadID string        `help:"The conversation thread the result goes back to (default: $CODEX_THREAD_ID, the Codex thread whose shell runs this)." name:"thread-id"`
-	TaskKind string        `help:"What kind of task this is (free-form)." name:"task-kind" default:"task"`
-	Summary  string        `help:"One line that says what the job is (default: the command line)."`
-	Timeout  time.Duration `help:"Stop the command after this long (TERM, then KILL after kill_grace); 0 for none." default:"0s"`
-	Cwd      string        `help:"Directory to run the command in (default: the current one)." type:"path"`
+	Target   command.Target `help:"Where the result is delivered: ${target_list} (default: desktop for a thread bound to a Desktop heartbeat, else cli)." predictor:"target" placeholder:"${target_placeholder}"`
+	ThreadID string         `help:"The conversation thread the result goes back to (default: $CODEX_THREAD_ID, the Codex thread whose shell runs this)." name:"thread-id"`
+	TaskKind string         `help:"What kind of task this is (free-form)." name:"task-kind" default:"task"`
+	Summary  string         `help:"One line that says what the job is (default: the command line)."`
+	Timeout  time.Duration  `help:"Stop the command after this long (TERM, then KILL after kill_grace); 0 for none." default:"0s"`
+	Cwd      string         `help:"Directory to run the command in (default: the current one)." type:"path"`
 	policyFlags
 	Command []string `arg:"" passthrough:"partial" help:"The command and its arguments, after --." name:"command"`
 }
+
+// Validate refuses a --target --target may not name.
+func (c *TaskRunCmd) Validate() error { return checkFlagTarget(c.Target) }
 
 // Run submits the task.
 func (c *TaskRunCmd) Run(env *Env) error {

@@ -180,8 +180,8 @@ func TestDesktop_RelayOnARealRollout(t *testing.T) {
 	h.preflight()
 	var in struct {
 		Batch struct {
-			Count  int    `json:"delivery_attempt_count"`
-			Status string `json:"state"`
+			Count int    `json:"delivery_attempt_count"`
+			State string `json:"state"`
 		} `json:"batch"`
 	}
 	h.ok(&in, "batch", "inspect", "--batch-id", r.BatchID)

@@ -17,7 +17,9 @@ import (
 	"github.com/alecthomas/kong"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/posener/complete"
 	"github.com/willabides/kongplete"
 )
 
@@ -90,6 +92,15 @@ func main() {
 // out of Parse, so run returns it instead of the process exiting.
 type exitCode int
 
+// cliVars are the variables the command tree's tags name: the version,
+// and the targets, whose help, placeholder and completion come from the
+// one list (command.Targets).
+func cliVars() kong.Vars {
+	return kong.Vars{"version": fmt.Sprintf("cbth %s (protocol %d)", Version, ipc.Proto),
+		"target_placeholder": strings.Join(command.FlagTargets(), "|"), "target_list": strings.Join(command.FlagTargets(), ", "),
+		"thread_route_list": strings.Join(command.ThreadRouteTargets(), ", "), "thread_route_placeholder": strings.Join(command.ThreadRouteTargets(), "|")}
+}
+
 // catchExit, deferred, turns a kong exit into the caller's result.
 func catchExit(code *int) {
 	if r := recover(); r != nil {
@@ -131,7 +142,7 @@ func runKong(argv []string, env *Env) (code int) {
 		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
-		kong.Vars{"version": fmt.Sprintf("cbth %s (protocol %d)", Version, ipc.Proto)},
+		cliVars(),
 		kong.ExplicitGroups(groups),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Bind(env),
@@ -157,7 +168,7 @@ func runKong(argv []string, env *Env) (code int) {
 	// completion`) is answered from the command tree, and run exits here.
 	// Only then: kongplete builds its own model of the whole tree first.
 	if env.Getenv("COMP_LINE") != "" {
-		kongplete.Complete(parser)
+		kongplete.Complete(parser, kongplete.WithPredictor("target", complete.PredictSet(command.FlagTargets()...)))
 	}
 	kctx, err := parser.Parse(argv[1:])
 	if err != nil {

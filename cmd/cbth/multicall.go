@@ -13,10 +13,12 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/socket"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
@@ -39,7 +41,7 @@ func multicall(argv0 string, args []string) (exit int, handled bool) {
 		renv.Jobs = daemonJobs{env: &Env{Stdout: io.Discard, Stderr: os.Stderr, Getenv: os.Getenv}}
 		renv.Interactive = func(sock string) int { return chatOn(sock, socket.DefaultSession) }
 		return runner.Main(args, os.Stdin, os.Stdout, os.Stderr, renv), true
-	case "ctx":
+	case cortexcli.ProgramName:
 		// `ctx model/<provider>/<model> [session]` is the socket REPL. Every
 		// other ctx form belongs to the normal command tree.
 		if len(args) >= 1 && strings.HasPrefix(args[0], "model/") {
@@ -156,6 +158,6 @@ func chatOn(path, sess string) int {
 type daemonJobs struct{ env *Env }
 
 func (d daemonJobs) Submit(_ context.Context, j tool.Job) (string, error) {
-	rep, err := call(d.env, api.JobSubmit, api.SubmitArgs{TargetKind: j.TargetKind, SourceThreadID: j.ThreadID, TaskKind: j.TaskKind, TaskSummary: j.Summary, DedupeKey: j.DedupeKey})
+	rep, err := call(d.env, api.JobSubmit, api.SubmitArgs{TargetKind: command.Target(j.TargetKind), SourceThreadID: j.ThreadID, TaskKind: j.TaskKind, TaskSummary: j.Summary, DedupeKey: j.DedupeKey})
 	return rep.JobID, err
 }

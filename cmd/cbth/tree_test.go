@@ -12,7 +12,7 @@ import (
 // signature would only fail when someone runs it.
 func TestEveryLeafRuns(t *testing.T) {
 	t.Parallel()
-	p, err := kong.New(&CLI{})
+	p, err := kong.New(&CLI{}, cliVars())
 	if err != nil {
 		t.Fatal(err)
 	}

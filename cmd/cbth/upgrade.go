@@ -172,6 +172,12 @@ type DaemonRestartCmd struct {
 	StopTasks bool          `help:"Stop running tasks instead of waiting (TERM, then KILL after kill_grace): their jobs fail, none is run again." name:"stop-tasks"`
 }
 
+// The outcomes of daemon restart: a daemon handed over to, or a first one.
+const (
+	daemonRestarted = "restarted"
+	daemonStarted   = "started"
+)
+
 // Run hands the home over to a daemon of this binary.
 func (c *DaemonRestartCmd) Run(env *Env) error {
 	h, err := env.Home()
@@ -197,9 +203,9 @@ func (c *DaemonRestartCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"outcome": "restarted", "pid": p.PID, "version": p.Version, "protocol": p.Protocol, "old": old}
+	out := map[string]any{"outcome": daemonRestarted, "pid": p.PID, "version": p.Version, "protocol": p.Protocol, "old": old}
 	if old == nil {
-		out["outcome"] = "started"
+		out["outcome"] = daemonStarted
 	}
 	return env.emit(out, func(w io.Writer) {
 		if old != nil {

@@ -74,11 +74,11 @@ func (s *GatewayStream) mutate(e *events.Envelope, p events.Payload) {
 			s.ChannelType = p.ChannelType
 		}
 		s.OutSeq = max(s.OutSeq, p.OutLast)
-		if p.Outcome == "refused" || p.Outcome == "failed" {
+		if p.Outcome == events.GatewayRefused || p.Outcome == events.GatewayFailed {
 			return // its seq stays unused: the client may send it again
 		}
 		s.Received++
-		if p.Outcome == "routed" {
+		if p.Outcome == events.GatewayRouted {
 			s.Routed++
 		}
 		switch {

@@ -657,9 +657,9 @@ func (i *Installation) WritebackTransport() string {
 	switch {
 	case i.MCPWritebackValidated():
 		return "mcp"
-	case i.WritebackCapability == "validated" && len(i.RelayScanners) > 0:
+	case i.WritebackCapability == events.CapValidated && len(i.RelayScanners) > 0:
 		return "relay"
-	case i.WritebackCapability == "validated":
+	case i.WritebackCapability == events.CapValidated:
 		return "direct"
 	}
 	return ""
@@ -668,7 +668,7 @@ func (i *Installation) WritebackTransport() string {
 // WritebackValidated says whether any writeback transport is validated:
 // the operator's writeback_capability (relay, direct) or the mcp proof.
 func (i *Installation) WritebackValidated() bool {
-	return i.WritebackCapability == "validated" || i.MCPWritebackValidated()
+	return i.WritebackCapability == events.CapValidated || i.MCPWritebackValidated()
 }
 
 // RelayScanner is one bridge thread's relay scanner: the rollout it is

@@ -729,7 +729,7 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	if !slices.Contains(OperatorReasons, c.Reason) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "reason must be one of %s", strings.Join(OperatorReasons, ", "))
 	}
-	if err := checkID("thread id", c.ThreadID); err != nil {
+	if err := CheckID("thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.BatchID != "" {

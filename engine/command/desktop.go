@@ -20,15 +20,10 @@ import (
 
 // Desktop names.
 const (
-	TargetDesktop  = "desktop" // the target_kind of Desktop jobs
 	InstallationID = "desktop" // the installation aggregate's one id
 
 	TransportDirect = "direct_file_read"
 	TransportHelper = "helper_cli_read"
-
-	CapUnknown     = "unknown"
-	CapValidated   = "validated"
-	CapUnavailable = "unavailable"
 
 	// UpdatedByRepair is what updated_by_bootstrap_or_repair records for
 	// installation-state repair, the only writer of capabilities.
@@ -38,7 +33,7 @@ const (
 // ReadTransports and CapabilityStates list the enums.
 var (
 	ReadTransports   = []string{TransportDirect, TransportHelper}
-	CapabilityStates = []string{CapUnknown, CapValidated, CapUnavailable}
+	CapabilityStates = []string{events.CapUnknown, events.CapValidated, events.CapUnavailable}
 )
 
 func installationStream() events.StreamID {
@@ -101,12 +96,12 @@ func ServesBridge(b *aggregate.Binding, bridge string) bool {
 
 // DesktopCursorScope is the fair-ready cursor of a bridge thread: the
 // Desktop ready order is kept per bridge.
-func DesktopCursorScope(bridge string) string { return TargetDesktop + "/" + bridge }
+func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "/" + bridge }
 
 // cursorScope is the cursor a close of b advances: its target's, or for
 // a Desktop batch, that of the bridge serving its thread.
 func cursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
-	if b.TargetKind != TargetDesktop {
+	if b.TargetKind != string(TargetDesktop) {
 		return b.TargetKind, nil
 	}
 	inst, err := Installation(v)
@@ -168,13 +163,13 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	caps := []*string{&c.ReadCap, &c.ArtifactCap, &c.WritebackCap}
 	for i, name := range []string{"read transport capability", "artifact read capability", "writeback capability"} {
 		if *caps[i] == "" {
-			*caps[i] = CapUnknown
+			*caps[i] = events.CapUnknown
 		}
 		if !slices.Contains(CapabilityStates, *caps[i]) {
 			return engine.Decision{}, errs.New(errs.EINVAL, "%s %q is not one of %s", name, *caps[i], strings.Join(CapabilityStates, ", "))
 		}
 	}
-	if err := checkID("validation fingerprint", c.Fingerprint); err != nil {
+	if err := CheckID("validation fingerprint", c.Fingerprint); err != nil {
 		return engine.Decision{}, err
 	}
 	cur, err := Installation(v)
@@ -191,7 +186,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	}
 	want.ReadTransportGeneration++
 	ev := &events.InstallationStateRepaired{State: want, UpdatedBy: UpdatedByRepair}
-	if want.ReadTransportCapability == CapValidated || want.ArtifactReadCapability == CapValidated || want.WritebackCapability == CapValidated {
+	if want.ReadTransportCapability == events.CapValidated || want.ArtifactReadCapability == events.CapValidated || want.WritebackCapability == events.CapValidated {
 		ev.ValidatedAt = now
 	}
 	emits := []engine.Emit{{Stream: installationStream(), Payload: ev}}
@@ -239,7 +234,7 @@ type SelectBridge struct{ BridgeThreadID string }
 
 // Decide implements engine.Decider.
 func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	inst, err := requireInstallation(v)
@@ -302,14 +297,14 @@ type BindingRepair struct {
 
 // Decide implements engine.Decider.
 func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
+	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := checkID("caller automation id", c.AutomationID); err != nil {
+	if err := CheckID("caller automation id", c.AutomationID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.BridgeThreadID != "" {
-		if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+		if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 			return engine.Decision{}, err
 		}
 	}
@@ -376,7 +371,7 @@ type UnbindBinding struct {
 
 // Decide implements engine.Decider.
 func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
+	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	b, err := BindingOf(v, c.ThreadID)
@@ -465,7 +460,7 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 		return no("binding pinned to bridge thread " + bd.BridgeThreadID + "; snapshots are published for " + inst.BridgeThreadID)
 	case !MirrorMatches(bd, inst):
 		return no("binding mirror does not match the installation state (cbth desktop binding repair)")
-	case inst.ReadTransportCapability != CapValidated:
+	case inst.ReadTransportCapability != events.CapValidated:
 		return no("read_transport_capability is " + inst.ReadTransportCapability)
 	case !inst.WritebackValidated():
 		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp)")
@@ -545,7 +540,7 @@ type SkipHead struct {
 
 // Decide implements engine.Decider.
 func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("source thread id", c.ThreadID); err != nil {
+	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	open, err := openBatches(v, c.ThreadID)

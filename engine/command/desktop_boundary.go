@@ -74,7 +74,7 @@ type Handoff struct {
 // Decide implements engine.Decider.
 func (c NoteBoundaryCrossed) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	for _, f := range []struct{ what, v string }{{"source thread id", c.ThreadID}, {"batch id", c.BatchID}, {"attempt id", c.AttemptID}} {
-		if err := checkID(f.what, f.v); err != nil {
+		if err := CheckID(f.what, f.v); err != nil {
 			return engine.Decision{}, err
 		}
 	}
@@ -147,11 +147,11 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 		return nil, nil, invalid("the binding's mirror is read transport generation %d, the installation's %d", bd.Mirror.ReadTransportGeneration, inst.ReadTransportGeneration)
 	case bd.Mirror.ValidationFingerprint != inst.ValidationFingerprint:
 		return nil, nil, invalid("the binding's validation fingerprint is not the installation's")
-	case inst.ReadTransportCapability != CapValidated:
+	case inst.ReadTransportCapability != events.CapValidated:
 		return nil, nil, invalid("read_transport_capability is %s", inst.ReadTransportCapability)
 	case c.Transport == WritebackMCP && !inst.MCPWritebackValidated():
 		return nil, nil, invalid("the mcp writeback transport is not validated for this cbth (cbth desktop validate-mcp)")
-	case c.Transport != WritebackMCP && inst.WritebackCapability != CapValidated:
+	case c.Transport != WritebackMCP && inst.WritebackCapability != events.CapValidated:
 		return nil, nil, invalid("writeback_capability is %s", inst.WritebackCapability)
 	case observed(c.Fingerprints, inst) != inst.ValidationFingerprint:
 		return nil, nil, invalid("the running cbth's validation fingerprint is not the validated one")

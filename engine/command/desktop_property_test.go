@@ -66,7 +66,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			t.Fatalf("seed %d: %T: %v", seed, d, err)
 		}
 	}
-	must(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated, WritebackCap: command.CapValidated, Fingerprint: fps[command.TransportDirect]})
+	must(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, WritebackCap: events.CapValidated, Fingerprint: fps[command.TransportDirect]})
 	must(command.SelectBridge{BridgeThreadID: "bridge"})
 	threads := []string{"d0", "d1", "d2"}
 	for _, th := range threads {

@@ -80,8 +80,8 @@ func (d *desk) binding(thread string) *aggregate.Binding {
 }
 
 func (d *desk) validated() {
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated,
-		WritebackCap: command.CapValidated, Fingerprint: fpA})
+	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated,
+		WritebackCap: events.CapValidated, Fingerprint: fpA})
 	d.exec(command.SelectBridge{BridgeThreadID: "B"})
 }
 
@@ -126,7 +126,7 @@ func (d *desk) live(thread string) *aggregate.Attempt {
 
 func TestRepairInstallation_SameParametersAppendNothing(t *testing.T) {
 	d := newDesk(t)
-	rep := command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated, Fingerprint: fpA}
+	rep := command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA}
 	if res := d.exec(rep); res.Outcome != "repaired" {
 		t.Fatalf("first repair: %s", res.Outcome)
 	}
@@ -143,20 +143,20 @@ func TestRepairInstallation_SameParametersAppendNothing(t *testing.T) {
 
 func TestRepairInstallation_TransportChangeResetsCapabilitiesAndBumps(t *testing.T) {
 	d := newDesk(t)
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated,
-		ArtifactCap: command.CapUnavailable, WritebackCap: command.CapValidated, Fingerprint: fpA})
+	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated,
+		ArtifactCap: events.CapUnavailable, WritebackCap: events.CapValidated, Fingerprint: fpA})
 	if i := d.installation(); i.ValidatedAt.IsZero() || i.ReadTransportGeneration != 1 || i.UpdatedBy != command.UpdatedByRepair {
 		t.Fatalf("validated repair: %+v", i)
 	}
 	d.exec(command.RepairInstallation{ReadTransport: command.TransportHelper, Fingerprint: fpA})
 	i := d.installation()
 	if i.ReadTransport != command.TransportHelper || i.ReadTransportGeneration != 2 || !i.ValidatedAt.IsZero() ||
-		i.ReadTransportCapability != command.CapUnknown || i.ArtifactReadCapability != command.CapUnknown || i.WritebackCapability != command.CapUnknown {
+		i.ReadTransportCapability != events.CapUnknown || i.ArtifactReadCapability != events.CapUnknown || i.WritebackCapability != events.CapUnknown {
 		t.Fatalf("transport change without capabilities: %+v", i)
 	}
 	// Capabilities given with the change are written as given.
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated, Fingerprint: fpA})
-	if i := d.installation(); i.ReadTransportGeneration != 3 || i.ReadTransportCapability != command.CapValidated || i.WritebackCapability != command.CapUnknown {
+	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA})
+	if i := d.installation(); i.ReadTransportGeneration != 3 || i.ReadTransportCapability != events.CapValidated || i.WritebackCapability != events.CapUnknown {
 		t.Fatalf("transport change with a capability: %+v", i)
 	}
 	d.fail(command.RepairInstallation{ReadTransport: "smoke_signals", Fingerprint: fpA}, errs.EINVAL)
@@ -175,8 +175,8 @@ func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 	if g := d.gate(b, fpA); !g.OK {
 		t.Fatalf("gate before the repair: %s", g.Reason)
 	}
-	rep, _ := deskAnswer[command.InstallationRepair](d, command.RepairInstallation{ReadTransport: command.TransportHelper, ReadCap: command.CapValidated,
-		WritebackCap: command.CapValidated, Fingerprint: fpA})
+	rep, _ := deskAnswer[command.InstallationRepair](d, command.RepairInstallation{ReadTransport: command.TransportHelper, ReadCap: events.CapValidated,
+		WritebackCap: events.CapValidated, Fingerprint: fpA})
 	if got := rep.Degraded; len(got) != 1 || got[0] != "S" {
 		t.Fatalf("degraded %v", got)
 	}
@@ -278,7 +278,7 @@ func TestDesktopGate(t *testing.T) {
 	reason("pinned to bridge thread B2")
 	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	reason("read_transport_capability is unknown")
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated, Fingerprint: fpA})
+	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA})
 	reason("degraded") // the repair bumped the generation
 	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	reason("writeback_capability is unknown")
@@ -348,7 +348,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 	order := func() string {
 		var out []string
 		d.read(func(s engine.Snapshot) {
-			out, _ = command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope("B"))
+			out, _ = command.FairOrderScoped(s, string(command.TargetDesktop), command.DesktopCursorScope("B"))
 		})
 		return strings.Join(out, ",")
 	}
@@ -364,7 +364,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 		t.Fatalf("after closing S2: %s", got)
 	}
 	var target []string
-	d.read(func(s engine.Snapshot) { target, _ = command.FairOrder(s, command.TargetDesktop) })
+	d.read(func(s engine.Snapshot) { target, _ = command.FairOrder(s, string(command.TargetDesktop)) })
 	if strings.Join(target, ",") != "S1,S3" {
 		t.Fatalf("the target-wide cursor moved: %v", target)
 	}

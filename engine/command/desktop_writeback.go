@@ -45,7 +45,7 @@ type ArmToken struct {
 func (t ArmToken) check() error {
 	for _, f := range []struct{ what, v string }{{"source thread id", t.ThreadID}, {"attempt id", t.AttemptID},
 		{"bridge request id", t.BridgeRequestID}} {
-		if err := checkID(f.what, f.v); err != nil {
+		if err := CheckID(f.what, f.v); err != nil {
 			return err
 		}
 	}
@@ -203,7 +203,7 @@ func (c NoteArm) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err := c.check(); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := checkID("bridge arm lease id", c.LeaseID); err != nil {
+	if err := CheckID("bridge arm lease id", c.LeaseID); err != nil {
 		return engine.Decision{}, err
 	}
 	b, a, why, err := headAttempt(v, c.ThreadID, c.AttemptID, c.Generation)
@@ -323,10 +323,10 @@ func degradeBinding(v engine.Reader, bd *aggregate.Binding, reason string) ([]en
 // bridge request, applies to: any binding of the thread not unbound.
 // note-paused and the paused relay marker check it the same way.
 func pauseBinding(v engine.View, thread, bridgeRequestID string) (*aggregate.Binding, error) {
-	if err := checkID("source thread id", thread); err != nil {
+	if err := CheckID("source thread id", thread); err != nil {
 		return nil, err
 	}
-	if err := checkID("bridge request id", bridgeRequestID); err != nil {
+	if err := CheckID("bridge request id", bridgeRequestID); err != nil {
 		return nil, err
 	}
 	bd, err := BindingOf(v, thread)

@@ -6,7 +6,6 @@ package command
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -19,13 +18,6 @@ import (
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
-// Targets a job can be delivered to.
-var Targets = []string{"cli", "desktop", "debug", "ctx", TargetCodexAppServer}
-
-// TargetCodexAppServer is the host-plugin target (spec/plugin-target.md):
-// its jobs carry a resolved DeliveryTarget.
-const TargetCodexAppServer = "codex_app_server"
-
 // Ownerships of a codex_app_server target.
 const (
 	OwnershipDeliveryOwned = "delivery_owned"
@@ -34,7 +26,7 @@ const (
 
 // Limits on free-text fields, so a runaway script cannot bloat the log.
 const (
-	maxIDLen      = 256
+	MaxIDLen      = 256
 	maxSummaryLen = 64 << 10
 )
 
@@ -46,7 +38,7 @@ const MaxMetadata = 256 << 10
 type SubmitJob struct {
 	engine.Answers[string]
 
-	Target    string
+	Target    Target
 	ThreadID  string
 	TaskKind  string
 	Summary   string
@@ -62,20 +54,20 @@ type SubmitJob struct {
 
 // Validate checks the command's own fields; Decide calls it too.
 func (c SubmitJob) Validate() error {
-	if !slices.Contains(Targets, c.Target) {
-		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, strings.Join(Targets, ", "))
+	if !c.Target.Valid() {
+		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, targetList())
 	}
-	if err := checkID("thread id", c.ThreadID); err != nil {
+	if err := CheckID("thread id", c.ThreadID); err != nil {
 		return err
 	}
-	if err := checkID("task kind", c.TaskKind); err != nil {
+	if err := CheckID("task kind", c.TaskKind); err != nil {
 		return err
 	}
-	if err := checkText("summary", c.Summary, true); err != nil {
+	if err := CheckText("summary", c.Summary, true); err != nil {
 		return err
 	}
 	if c.DedupeKey != "" {
-		if err := checkID("dedupe key", c.DedupeKey); err != nil {
+		if err := CheckID("dedupe key", c.DedupeKey); err != nil {
 			return err
 		}
 	}
@@ -91,7 +83,7 @@ func (c SubmitJob) Validate() error {
 // checkDeliveryTarget checks a codex_app_server job's resolved target: it
 // names its ownership, lease, session and codex executable, at an epoch,
 // bound to the job's own thread. Other targets take none.
-func checkDeliveryTarget(kind, thread string, t *events.DeliveryTarget) error {
+func checkDeliveryTarget(kind Target, thread string, t *events.DeliveryTarget) error {
 	if kind != TargetCodexAppServer {
 		if t != nil {
 			return errs.New(errs.EINVAL, "target %s takes no delivery target", kind)
@@ -106,7 +98,7 @@ func checkDeliveryTarget(kind, thread string, t *events.DeliveryTarget) error {
 	}
 	for _, f := range []struct{ name, v string }{{"plugin id", t.PluginID}, {"app_server_lease_id", t.AppServerLeaseID},
 		{"managed_session_id", t.ManagedSessionID}, {"bound_thread_id", t.BoundThreadID}} {
-		if err := checkID(f.name, f.v); err != nil {
+		if err := CheckID(f.name, f.v); err != nil {
 			return err
 		}
 	}
@@ -136,7 +128,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		timeoutAt = now.Add(c.Timeout)
 	}
 	return c.Answer(engine.Decision{Outcome: OutcomeSubmitted, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
-		TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
+		TargetKind: string(c.Target), SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
 		Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
 		DeliveryTarget: c.DeliveryTarget,
 	}}}}, id), nil
@@ -172,7 +164,7 @@ type CompleteJob struct {
 // to a crash) reports already_completed and appends nothing; any other
 // completion of a job that is not running is ESTATE.
 func (c CompleteJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("summary", c.Summary, true); err != nil {
+	if err := CheckText("summary", c.Summary, true); err != nil {
 		return engine.Decision{}, err
 	}
 	j, err := job(v, c.JobID)
@@ -234,7 +226,7 @@ type FailJob struct {
 
 // Decide implements engine.Decider.
 func (c FailJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("reason", c.Reason, true); err != nil {
+	if err := CheckText("reason", c.Reason, true); err != nil {
 		return engine.Decision{}, err
 	}
 	j, err := job(v, c.JobID)
@@ -261,7 +253,7 @@ type CancelJob struct {
 // Decide implements engine.Decider. Cancelling a cancelled job reports
 // already_cancelled and appends nothing.
 func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("reason", c.Reason, false); err != nil {
+	if err := CheckText("reason", c.Reason, false); err != nil {
 		return engine.Decision{}, err
 	}
 	j, err := job(v, c.JobID)
@@ -315,7 +307,7 @@ func job(v engine.View, id string) (*aggregate.Job, error) {
 // ENOENT when there is none.
 func existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
 	var zero T
-	if err := checkID(what+" id", id); err != nil {
+	if err := CheckID(what+" id", id); err != nil {
 		return zero, err
 	}
 	s, err := v.State(k, id)
@@ -339,12 +331,12 @@ func runningJob(v engine.View, id, verb string) (*aggregate.Job, error) {
 	return j, nil
 }
 
-func checkID(what, s string) error {
+func CheckID(what, s string) error {
 	if s == "" {
 		return errs.New(errs.EINVAL, "%s is empty", what)
 	}
-	if len(s) > maxIDLen {
-		return errs.New(errs.EINVAL, "%s is longer than %d bytes", what, maxIDLen)
+	if len(s) > MaxIDLen {
+		return errs.New(errs.EINVAL, "%s is longer than %d bytes", what, MaxIDLen)
 	}
 	if !utf8.ValidString(s) {
 		return errs.New(errs.EINVAL, "%s is not valid UTF-8", what)
@@ -360,7 +352,7 @@ func checkID(what, s string) error {
 	return nil
 }
 
-func checkText(what, s string, required bool) error {
+func CheckText(what, s string, required bool) error {
 	if required && strings.TrimSpace(s) == "" {
 		return errs.New(errs.EINVAL, "%s is empty", what)
 	}
@@ -412,7 +404,7 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 // artifactNamed is the artifact an operator command names, checked: a
 // malformed id is EINVAL, an unknown one ENOENT.
 func artifactNamed(v engine.View, id string) (*aggregate.Artifact, error) {
-	if err := checkID("artifact id", id); err != nil {
+	if err := CheckID("artifact id", id); err != nil {
 		return nil, err
 	}
 	s, err := v.State(events.KindArtifact, id)

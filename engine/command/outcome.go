@@ -71,6 +71,6 @@ const (
 	OutcomeValidated         engine.Outcome = "validated"
 )
 
-// already is the outcome of a command that finds its aggregate already
+// Already is the outcome of a command that finds its aggregate already
 // in the state it would move it to ("already_" and the state).
-func already[S ~string](s S) engine.Outcome { return engine.Outcome("already_" + string(s)) }
+func Already[S ~string](s S) engine.Outcome { return engine.Outcome("already_" + string(s)) }

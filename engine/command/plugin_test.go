@@ -51,14 +51,14 @@ func (s *sessions) batch(id string) *aggregate.Batch {
 func TestPluginTarget_SubmitChecksTheTarget(t *testing.T) {
 	for _, c := range []struct {
 		name   string
-		target string
+		target command.Target
 		dt     *events.DeliveryTarget
 	}{
 		{"no target", command.TargetCodexAppServer, nil},
 		{"another thread", command.TargetCodexAppServer, pluginTarget("U", "l")},
 		{"no epoch", command.TargetCodexAppServer, func() *events.DeliveryTarget { d := pluginTarget("T", "l"); d.SessionEpoch = 0; return d }()},
 		{"unknown ownership", command.TargetCodexAppServer, func() *events.DeliveryTarget { d := pluginTarget("T", "l"); d.Ownership = "x"; return d }()},
-		{"a target for the cli", "cli", pluginTarget("T", "l")},
+		{"a target for the cli", command.TargetCodexCLI, pluginTarget("T", "l")},
 	} {
 		err := command.SubmitJob{Target: c.target, ThreadID: "T", TaskKind: "k", Summary: "s", DeliveryTarget: c.dt}.Validate()
 		if errs.CodeOf(err) != errs.EINVAL {

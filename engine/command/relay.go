@@ -58,7 +58,7 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 	if !slices.Contains(RelayKinds, c.Kind) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "relay marker kind %q is not arm-pending, arm-accepted or paused", c.Kind)
 	}
-	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	if len(c.Marker) < 32 {
@@ -173,10 +173,10 @@ type BindRelayScanner struct {
 
 // Decide implements engine.Decider.
 func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := checkID("rollout path", c.RolloutPath); err != nil {
+	if err := CheckID("rollout path", c.RolloutPath); err != nil {
 		return engine.Decision{}, err
 	}
 	inst, err := requireInstallation(v)

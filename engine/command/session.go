@@ -292,7 +292,7 @@ func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if c.Mode != ModeBindThread && c.Mode != ModeNewThread {
 		return engine.Decision{}, errs.New(errs.EINVAL, "session mode %q is not %s or %s", c.Mode, ModeBindThread, ModeNewThread)
 	}
-	if err := checkID("thread id", c.ThreadID); err != nil {
+	if err := CheckID("thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	prof, err := CheckProfile(c.Profile)
@@ -321,20 +321,20 @@ func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if s != nil && s.State == fsm.SessionParked {
 		// Parked without a manual batch: the batch was resolved since.
 		// Unpark first; the attach below then goes on from detached.
-		return c.attach(v, now, prof, s, []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionUnparked{}}}, "detached")
+		return c.attach(v, now, prof, s, []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionUnparked{}}}, fsm.SessionDetached)
 	}
 	return c.attach(v, now, prof, s, nil, "")
 }
 
-func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionProfile, s *aggregate.Session, emits []engine.Emit, status string) (engine.Decision, error) {
+func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionProfile, s *aggregate.Session, emits []engine.Emit, status fsm.SessionState) (engine.Decision, error) {
 	if s == nil {
 		return c.create(v, prof, "", emits)
 	}
 	if status == "" {
-		status = string(s.State)
+		status = s.State
 	}
 	diff := profileMismatch(prof, s)
-	if status == "live" {
+	if status == fsm.SessionLive {
 		if len(diff) > 0 {
 			return c.refuse(emits, s, errs.SessionProfileMismatch,
 				"session %s of thread %s has a foreground attached and another profile (%s differ)", s.ID, c.ThreadID, strings.Join(diff, ", "))
@@ -495,7 +495,7 @@ func (c DetachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	if s.State != fsm.SessionLive {
-		return engine.Decision{Outcome: already(s.State)}, nil
+		return engine.Decision{Outcome: Already(s.State)}, nil
 	}
 	return detach(v, s, c.Reason, c.NeverMaterialized)
 }
@@ -531,7 +531,7 @@ func (c MarkSessionStale) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, err
 	}
 	if s.State != fsm.SessionLive && s.State != fsm.SessionDetached {
-		return engine.Decision{Outcome: already(s.State)}, nil
+		return engine.Decision{Outcome: Already(s.State)}, nil
 	}
 	return engine.Decision{Outcome: OutcomeStale, Emits: []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionStale{Reason: c.Reason}}}}, nil
 }
@@ -632,7 +632,7 @@ type AppServerStarted struct {
 // Decide implements engine.Decider.
 func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	nonce := c.Started.Nonce
-	if err := checkID("app-server nonce", nonce); err != nil {
+	if err := CheckID("app-server nonce", nonce); err != nil {
 		return engine.Decision{}, err
 	}
 	if st, err := v.State(events.KindAppServer, nonce); err != nil {

@@ -30,7 +30,7 @@ type SupersedeBatch struct {
 
 // Decide implements engine.Decider.
 func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("batch id", c.BatchID); err != nil {
+	if err := CheckID("batch id", c.BatchID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.Reason == "" {

@@ -169,7 +169,7 @@ func (c StopTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	case fsm.TaskQueued:
 		return engine.Decision{}, errs.New(errs.ESTATE, "task %s has not started; end it with FinishTask", c.TaskID)
 	default:
-		return engine.Decision{Outcome: already(t.State)}, nil
+		return engine.Decision{Outcome: Already(t.State)}, nil
 	}
 	return engine.Decision{Outcome: OutcomeStopping, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
 		Payload: &events.TaskStopping{Reason: c.Reason, Signal: "TERM"}}}}, nil
@@ -218,7 +218,7 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 		return engine.Decision{}, err
 	}
 	if !t.Live() {
-		return engine.Decision{Outcome: already(t.State)}, nil
+		return engine.Decision{Outcome: Already(t.State)}, nil
 	}
 	stop := t.StopReason
 	if t.State == fsm.TaskQueued {
@@ -256,7 +256,7 @@ type LoseTask struct {
 
 // Decide implements engine.Decider.
 func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkText("reason", c.Reason, true); err != nil {
+	if err := CheckText("reason", c.Reason, true); err != nil {
 		return engine.Decision{}, err
 	}
 	t, err := task(v, c.TaskID)
@@ -264,7 +264,7 @@ func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, err
 	}
 	if !t.Live() {
-		return engine.Decision{Outcome: already(t.State)}, nil
+		return engine.Decision{Outcome: Already(t.State)}, nil
 	}
 	out := c.Output
 	if c.Artifact != nil {

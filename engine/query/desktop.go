@@ -71,9 +71,16 @@ type MCPValidationView struct {
 // they wear out.
 const MaxRelayScanners = 64
 
+// The states of a relay scanner as its view shows them: a reading of the
+// installation, not a machine's state.
+const (
+	ScannerReading  = "reading"
+	ScannerDegraded = "degraded" // with a stable reason code until it is rebound
+)
+
 // RelayScannerView is one bridge thread's relay scanner: its rollout,
-// the position recorded in the log, and its state: "reading", or
-// "degraded" with a stable reason code until it is rebound.
+// the position recorded in the log, and its state (ScannerReading or
+// ScannerDegraded).
 type RelayScannerView struct {
 	BridgeThreadID  string     `json:"bridge_thread_id"`
 	RolloutPath     string     `json:"rollout_path"`
@@ -89,17 +96,17 @@ type RelayScannerView struct {
 // NewInstallationView renders the installation state (nil before the
 // first repair) for a cbth observing fingerprint observed.
 func NewInstallationView(inst *aggregate.Installation, observed, manifest string) InstallationView {
-	v := InstallationView{ReadTransportCapability: command.CapUnknown, ArtifactReadCapability: command.CapUnknown,
-		WritebackCapability: command.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest,
+	v := InstallationView{ReadTransportCapability: events.CapUnknown, ArtifactReadCapability: events.CapUnknown,
+		WritebackCapability: events.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest,
 		RelayScanners:       []RelayScannerView{},
-		WritebackTransports: map[string]string{command.WritebackMCP: command.CapUnknown, command.WritebackRelay: command.CapUnknown, command.WritebackDirect: command.CapUnknown}}
+		WritebackTransports: map[string]string{command.WritebackMCP: events.CapUnknown, command.WritebackRelay: events.CapUnknown, command.WritebackDirect: events.CapUnknown}}
 	if inst == nil {
 		return v
 	}
 	v.WritebackTransports[command.WritebackRelay] = inst.WritebackCapability
 	v.WritebackTransports[command.WritebackDirect] = inst.WritebackCapability
 	if inst.MCPWritebackValidated() {
-		v.WritebackTransports[command.WritebackMCP] = command.CapValidated
+		v.WritebackTransports[command.WritebackMCP] = events.CapValidated
 	}
 	if w := inst.MCPWriteback; w != nil {
 		v.MCPValidation = &MCPValidationView{ThreadID: w.ThreadID, SandboxMode: w.SandboxMode, Fingerprint: w.Fingerprint,
@@ -116,7 +123,7 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 	v.ValidationFingerprint, v.ValidatedAt, v.UpdatedBy = c.ValidationFingerprint, opt(inst.ValidatedAt), inst.UpdatedBy
 	v.BridgeThreadID = inst.BridgeThreadID
 	v.FingerprintMatch = observed == c.ValidationFingerprint
-	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == command.CapValidated && inst.WritebackValidated()
+	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == events.CapValidated && inst.WritebackValidated()
 	for _, bridge := range slices.Sorted(maps.Keys(inst.RelayScanners)) {
 		if len(v.RelayScanners) == MaxRelayScanners {
 			v.RelayScannersOmitted++
@@ -124,13 +131,13 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 		}
 		r := inst.RelayScanners[bridge]
 		sv := RelayScannerView{BridgeThreadID: bridge, RolloutPath: r.RolloutPath, BindingRevision: r.Revision, Offset: r.Offset,
-			Line: r.Line, State: "reading", DegradedReason: r.DegradedReason, DegradedDetail: r.DegradedDetail, DegradedAt: opt(r.DegradedAt)}
+			Line: r.Line, State: ScannerReading, DegradedReason: r.DegradedReason, DegradedDetail: r.DegradedDetail, DegradedAt: opt(r.DegradedAt)}
 		switch {
 		case r.DegradedReason != "":
-			sv.State = "degraded"
+			sv.State = ScannerDegraded
 		case r.SkippedRecords > 0:
 			// Reading on, but what it skipped may have held a line.
-			sv.State, sv.DegradedReason, sv.DegradedAt = "degraded", events.RelayScannerRecordTooLong, opt(r.SkippedAt)
+			sv.State, sv.DegradedReason, sv.DegradedAt = ScannerDegraded, events.RelayScannerRecordTooLong, opt(r.SkippedAt)
 			sv.DegradedDetail = fmt.Sprintf("%d rollout records too long to read whole were skipped, the last at line %d (%d bytes): "+
 				"a relay line in them was not read; the scanner reads on", r.SkippedRecords, r.LastSkipped.Line, r.LastSkipped.Bytes)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -21,7 +21,7 @@ type RouteView struct {
 
 // GatewayRoute returns the active route of a routing key, or nil.
 func GatewayRoute(s engine.Reader, workspaceID, agentID string) (*RouteView, error) {
-	r, err := state[*aggregate.GatewayRoute](s, events.KindGatewayRoute, command.GatewayRouteID(workspaceID, agentID))
+	r, err := state[*aggregate.GatewayRoute](s, events.KindGatewayRoute, gateway.GatewayRouteID(workspaceID, agentID))
 	if err != nil || r == nil || r.State != fsm.GatewayRouteActive {
 		return nil, err
 	}

@@ -331,7 +331,7 @@ func ActiveJobs(s engine.Snapshot) int { return int(s.Count(aggregate.CountJobAc
 func StoredArtifacts(s engine.Snapshot) (map[string]bool, error) {
 	live := map[string]bool{}
 	err := s.ForEach(events.KindArtifact, func(st aggregate.State) error {
-		if st.Head().State == "stored" {
+		if st.Head().State == string(fsm.ArtifactStored) {
 			live[st.Head().ID] = true
 		}
 		return nil

@@ -113,7 +113,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		ReadTransportCapability: inst.ReadTransportCapability, ArtifactReadCapability: inst.ArtifactReadCapability,
 		WritebackCapability: inst.WritebackCapability, ValidationFingerprint: inst.ValidationFingerprint,
 		UpdatedByBootstrapOrRepair: inst.UpdatedBy, ObservedValidationFingerprint: observed,
-		AutomaticContinuation: inst.ReadTransportCapability == command.CapValidated &&
+		AutomaticContinuation: inst.ReadTransportCapability == events.CapValidated &&
 			inst.WritebackValidated() && observed == inst.ValidationFingerprint,
 		WritebackTransport: inst.WritebackTransport(),
 	}
@@ -121,7 +121,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		at := inst.ValidatedAt
 		c.Installation.ValidatedAt = &at
 	}
-	threads, err := command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope(c.Bridge))
+	threads, err := command.FairOrderScoped(s, string(command.TargetDesktop), command.DesktopCursorScope(c.Bridge))
 	if err != nil {
 		b.head = 0
 		return c, false, err
@@ -305,7 +305,7 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		return err
 	}
 	bt, ok := st.(*aggregate.Batch)
-	if !ok || bt.TargetKind != command.TargetDesktop || !bt.Open() || bt.HeadAttemptID != a.ID {
+	if !ok || bt.TargetKind != string(command.TargetDesktop) || !bt.Open() || bt.HeadAttemptID != a.ID {
 		return nil
 	}
 	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th

@@ -44,8 +44,8 @@ func newWorld(tb testing.TB) *world {
 	clock := engine.NewManualClock(t0)
 	e := enginetest.Open(tb, filepath.Join(tb.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	w := &world{tb: tb, e: e, clock: clock}
-	w.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: command.CapValidated,
-		WritebackCap: command.CapValidated, Fingerprint: fp})
+	w.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated,
+		WritebackCap: events.CapValidated, Fingerprint: fp})
 	w.exec(command.SelectBridge{BridgeThreadID: "B"})
 	return w
 }
@@ -361,8 +361,8 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 		case op < 86:
 			try(command.SkipHead{ThreadID: th})
 		case op < 89:
-			caps := []string{command.CapValidated, command.CapUnknown}
-			try(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: caps[rnd.IntN(2)], WritebackCap: command.CapValidated, Fingerprint: fp})
+			caps := []string{events.CapValidated, events.CapUnknown}
+			try(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: caps[rnd.IntN(2)], WritebackCap: events.CapValidated, Fingerprint: fp})
 		case op < 91:
 			try(command.SelectBridge{BridgeThreadID: []string{"B", "B2"}[rnd.IntN(2)]})
 		case op < 95:

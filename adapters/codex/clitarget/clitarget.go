@@ -101,7 +101,7 @@ func New(cfg Config, m Sessions, eng *engine.Engine, now func() time.Time, log *
 
 // Spec implements target.Target.
 func (t *Target) Spec() target.Spec {
-	return target.Spec{Name: "cli", Kind: target.Push, RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
+	return target.Spec{Name: string(command.TargetCodexCLI), Kind: target.Push, RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
 		AcceptTimeout: t.cfg.AcceptTimeout, ObservationWindow: t.cfg.ObservationWindow}
 }
 

@@ -109,7 +109,7 @@ func (t *Target) Pool() *Pool { return t.pool }
 
 // Spec implements target.Target.
 func (t *Target) Spec() target.Spec {
-	return target.Spec{Name: command.TargetCodexAppServer, Kind: target.Push, RPCKind: command.RPCTurnStart,
+	return target.Spec{Name: string(command.TargetCodexAppServer), Kind: target.Push, RPCKind: command.RPCTurnStart,
 		DeliveryMode: command.ModePluginStart, AcceptTimeout: t.cfg.AcceptTimeout, ObservationWindow: t.cfg.ObservationWindow}
 }
 

@@ -22,6 +22,10 @@ func socketRequest(obj runner.Object, id name.ModelID) driver.Request {
 	return driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Defaults: obj.Defaults, Caps: obj.Caps}
 }
 
+// ProgramName is the name cbth answers to as the CortexFS command line
+// (install links it beside cbth).
+const ProgramName = "ctx"
+
 // InstallCmd is `install`: the binary under PREFIX/bin with its other names,
 // and the cbth-providers helper beside it.
 type InstallCmd struct {
@@ -68,7 +72,7 @@ func (c *InstallCmd) Run(env *Env) error {
 		res.Dynamic = true
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is dynamically linked (interpreter %s), so every start pays the dynamic loader, about 1.4 ms here; build it with CGO_ENABLED=0 for a static binary", dst, interp))
 	}
-	for _, n := range []string{"ctx", runner.ProgramName} {
+	for _, n := range []string{ProgramName, runner.ProgramName} {
 		link := filepath.Join(bin, n)
 		tmp := link + ".tmp-link"
 		_ = os.Remove(tmp)

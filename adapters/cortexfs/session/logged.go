@@ -8,6 +8,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
@@ -48,7 +49,7 @@ type Logged struct {
 }
 
 type logged struct {
-	state    string
+	state    fsm.CtxSessionState
 	frames   [][]byte // encoded frames, newline included
 	pending  int      // trailing frames (deltas) not yet in the log
 	messages []Record
@@ -91,9 +92,9 @@ func (l *Logged) get(sess string) (*logged, string, error) {
 			case *events.CtxSessionEvent:
 				c.frames = append(c.frames, append(append([]byte(nil), p.Event...), '\n'))
 			case *events.CtxSessionStateChanged:
-				c.state = p.State
+				c.state = fsm.CtxSessionState(p.State)
 			case *events.CtxSessionOpened:
-				c.state = StateActive
+				c.state = fsm.CtxSessionActive
 			}
 			return nil
 		})
@@ -199,10 +200,10 @@ func (l *Logged) Ensure(sess string, o Open) error {
 	}{client, l.Model, l.Object, l.Scope, sess})
 	if _, err := l.append(d, c, "",
 		&events.CtxSessionOpened{Object: l.Object, Scope: l.Scope, Name: sess, UID: l.UID, Cwd: o.Cwd, Meta: meta, Root: l.Root},
-		&events.CtxSessionStateChanged{State: StateIdle}); err != nil {
+		&events.CtxSessionStateChanged{State: string(fsm.CtxSessionIdle)}); err != nil {
 		return err
 	}
-	c.state = StateIdle
+	c.state = fsm.CtxSessionIdle
 	return nil
 }
 
@@ -275,8 +276,8 @@ func (l *Logged) AppendMessage(sess string, r Record) error {
 		return err
 	}
 	var ps []events.Payload
-	if c.state != StateActive && c.state != StateIdle {
-		ps = append(ps, &events.CtxSessionStateChanged{State: StateActive})
+	if c.state != fsm.CtxSessionActive && c.state != fsm.CtxSessionIdle {
+		ps = append(ps, &events.CtxSessionStateChanged{State: string(fsm.CtxSessionActive)})
 	}
 	ps = append(ps, payloadOf(r))
 	cmd := ""
@@ -287,7 +288,7 @@ func (l *Logged) AppendMessage(sess string, r Record) error {
 		return err
 	}
 	if len(ps) == 2 {
-		c.state = StateActive
+		c.state = fsm.CtxSessionActive
 	}
 	c.messages = append(c.messages, r)
 	return nil
@@ -306,7 +307,7 @@ func (l *Logged) Messages(sess string) ([]Record, error) {
 
 // SetState implements Store; a state the session is already in appends
 // nothing.
-func (l *Logged) SetState(sess, state string) error {
+func (l *Logged) SetState(sess string, state fsm.CtxSessionState) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, d, err := l.get(sess)
@@ -315,7 +316,7 @@ func (l *Logged) SetState(sess, state string) error {
 	}
 	var ps []events.Payload
 	if state != c.state {
-		ps = append(ps, &events.CtxSessionStateChanged{State: state})
+		ps = append(ps, &events.CtxSessionStateChanged{State: string(state)})
 	}
 	if _, err := l.append(d, c, "", ps...); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -95,7 +96,7 @@ func (m *Memory) Messages(sess string) ([]Record, error) {
 }
 
 // SetState implements Store.
-func (m *Memory) SetState(string, string) error { return nil }
+func (m *Memory) SetState(string, fsm.CtxSessionState) error { return nil }
 
 // SetLatest implements Store.
 func (m *Memory) SetLatest(string, string) error { return nil }

@@ -18,16 +18,10 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/internal/atomicfile"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
-)
-
-// States of the state file.
-const (
-	StateIdle = "idle"
-	// StateRunning is the seed's "active": a run is going on.
-	StateRunning = "active"
 )
 
 // Record is one line of messages.jsonl: a user turn (with the client's
@@ -61,14 +55,6 @@ const (
 	ScopeTemp    = "temp"
 )
 
-// States of the state file beside idle: a run is active, a run that
-// failed leaves error, a finished task done.
-const (
-	StateActive = StateRunning
-	StateDone   = "done"
-	StateError  = "error"
-)
-
 // Open is how a session is created when it does not exist yet.
 type Open struct {
 	Scope string
@@ -87,7 +73,7 @@ type Store interface {
 	LastSeq(sess string) (uint64, error)
 	AppendMessage(sess string, r Record) error
 	Messages(sess string) ([]Record, error)
-	SetState(sess, state string) error
+	SetState(sess string, state fsm.CtxSessionState) error
 	SetLatest(sess, text string) error
 }
 
@@ -161,7 +147,7 @@ func (f *Files) Ensure(sess string, _ Open) error {
 		return errs.Wrap(errs.EINTERNAL, err, "create session %s", sess)
 	}
 	meta, _ := json.Marshal(map[string]string{"session": sess, "model": f.Model, "scope": "private"})
-	for name, body := range map[string]string{"created_at": f.now(), "updated_at": f.now(), "state": StateIdle + "\n", "meta.json": string(meta) + "\n", "latest.md": ""} {
+	for name, body := range map[string]string{"created_at": f.now(), "updated_at": f.now(), "state": string(fsm.CtxSessionIdle) + "\n", "meta.json": string(meta) + "\n", "latest.md": ""} {
 		if err := writeAtomic(filepath.Join(d, name), []byte(body)); err != nil {
 			return err
 		}
@@ -316,7 +302,7 @@ func (f *Files) Messages(sess string) ([]Record, error) {
 }
 
 // SetState implements Store.
-func (f *Files) SetState(sess, state string) error {
+func (f *Files) SetState(sess string, state fsm.CtxSessionState) error {
 	d, err := f.dir(sess)
 	if err != nil {
 		return err
@@ -324,7 +310,7 @@ func (f *Files) SetState(sess, state string) error {
 	if err := f.Flush(sess); err != nil {
 		return err
 	}
-	if err := writeAtomic(filepath.Join(d, "state"), []byte(state+"\n")); err != nil {
+	if err := writeAtomic(filepath.Join(d, "state"), []byte(string(state)+"\n")); err != nil {
 		return err
 	}
 	return writeAtomic(filepath.Join(d, "updated_at"), []byte(f.now()))

@@ -12,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/session"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
 	"github.com/cbth-dev/cbth/internal/sockfile"
@@ -515,7 +516,7 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 	defer close(rn.done)
 	defer rn.cancel()
 	st := ss.store
-	_ = st.SetState(ss.name, session.StateRunning)
+	_ = st.SetState(ss.name, fsm.CtxSessionActive)
 	emit := func(e stream.Event) error {
 		e.Run = rn.id
 		return ss.emit(e)
@@ -537,7 +538,7 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 	// done goes out, so a client may send its next turn on seeing done.
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	final := session.StateIdle
+	final := fsm.CtxSessionIdle
 	if status == stream.StatusOK {
 		latest := ""
 		for _, m := range added {
@@ -548,7 +549,7 @@ func (s *Server) execute(ctx context.Context, ss *sess, rn *run, msgs []driver.M
 		}
 		_ = st.SetLatest(ss.name, latest)
 	} else if status == stream.StatusError {
-		final = session.StateError
+		final = fsm.CtxSessionError
 	}
 	_ = st.SetState(ss.name, final)
 	ss.active = nil

@@ -19,6 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -46,18 +47,18 @@ func New() *Module { return &Module{} }
 func (m *Module) Name() string { return "codex" }
 
 // Start sets up the Codex CLI adapter and the cli target on it, unless
-// Options.Targets put another "cli" target in. It starts nothing.
+// Options.Targets put another one in. It starts nothing.
 func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	m.h = h
 	h.RotateLog(appServerLog)
 	m.codex, m.codexErr = m.newCodex()
-	if !h.Replaced("cli") {
+	if !h.Replaced(string(command.TargetCodexCLI)) {
 		c := h.Config
 		m.target = clitarget.New(clitarget.Config{
 			AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
 			ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
 			TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: m.codexErr,
-		}, m.codex, h.Eng, h.Clock.Now, h.Log.With("target", "cli"))
+		}, m.codex, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
 	}
 	return nil
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -119,7 +121,7 @@ type daemonJobs struct{ m *Module }
 
 func (j daemonJobs) Submit(ctx context.Context, job tool.Job) (string, error) {
 	defer j.m.h.Poke(ctx)
-	rep, err := j.m.h.Submit(ctx, api.SubmitArgs{TargetKind: job.TargetKind, SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
+	rep, err := j.m.h.Submit(ctx, api.SubmitArgs{TargetKind: command.Target(job.TargetKind), SourceThreadID: job.ThreadID, TaskKind: job.TaskKind,
 		TaskSummary: job.Summary, DedupeKey: job.DedupeKey})
 	return rep.JobID, err
 }
@@ -274,7 +276,7 @@ func (m *Module) endCutRuns(ctx context.Context) error {
 	var active []string
 	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
 		return query.AllCtxSessions(s, func(c *aggregate.CtxSession) error {
-			if c.State == session.StateActive {
+			if c.State == fsm.CtxSessionActive {
 				active = append(active, c.ID)
 			}
 			return nil
@@ -329,7 +331,7 @@ func (m *Module) endCutRuns(ctx context.Context) error {
 				ps = append(ps, &events.CtxSessionEvent{Event: events.RawJSON(bytes.TrimRight(line, "\n"))})
 			}
 		}
-		ps = append(ps, &events.CtxSessionStateChanged{State: session.StateError})
+		ps = append(ps, &events.CtxSessionStateChanged{State: string(fsm.CtxSessionError)})
 		if _, _, err := (sessionLog{m}).Append(ctx, dir, cmd, ps...); err != nil {
 			return fmt.Errorf("end the cut run of session %s: %w", dir, err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/cortexfs"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -71,7 +71,7 @@ func (m *Module) saveTree(ctx context.Context, a api.TreeArgs) (api.TreeSaveRepl
 	if len(b) > maxTreeBytes {
 		return api.TreeSaveReply{}, errs.New(errs.EMSGSIZE, "the tree's registrations would be %d bytes, over the %d a tree may hold", len(b), maxTreeBytes)
 	}
-	cmd := command.SaveTree{Root: a.Root, Runner: a.Set.Runner}
+	cmd := cortexfs.SaveTree{Root: a.Root, Runner: a.Set.Runner}
 	for _, o := range a.Set.Objects {
 		b, err := json.Marshal(o)
 		if err != nil {

@@ -394,7 +394,7 @@ func (m *Module) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 	if err != nil {
 		return api.PreflightReply{}, err
 	}
-	if res.Outcome == "selected" {
+	if res.Outcome == command.OutcomeSelected {
 		m.h.Log.Info("desktop bridge thread selected", "bridge", a.BridgeThreadID)
 	}
 	m.scanRelay(ctx)

@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/mcp"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -77,7 +78,7 @@ func (m *Module) mcpDesktopOps(t api.Table) {
 // stream, in the append of the command it ran.
 func recordAs(c api.MCPCaller, tool string) func(engine.Decider) engine.Decider {
 	return func(inner engine.Decider) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record(tool), Inner: inner}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record(tool), Inner: inner}
 	}
 }
 

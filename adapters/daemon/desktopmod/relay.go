@@ -214,8 +214,8 @@ func (m *Module) consumeTranscript(ctx context.Context, a api.ConsumeArgs) (api.
 	} else {
 		rep.Outcome = rep.Results[0].Outcome
 		for _, r := range rep.Results {
-			if r.Outcome == "consumed" {
-				rep.Outcome = "consumed"
+			if r.Outcome == command.OutcomeConsumed {
+				rep.Outcome = command.OutcomeConsumed
 			}
 		}
 	}
@@ -286,7 +286,7 @@ func (m *Module) scanRelay(ctx context.Context) {
 				m.h.Log.Error("relay consume", "bridge", bridge, "marker", x.Envelope.Marker, "err", err)
 				continue
 			}
-			consumed = consumed || res.Outcome == "consumed"
+			consumed = consumed || res.Outcome == command.OutcomeConsumed
 			m.h.Log.Info("relay envelope", "bridge", bridge, "line", x.Line, "kind", x.Envelope.Kind, "outcome", res.Outcome)
 		}
 		// A skipped record is recorded at once: it shows the scanner

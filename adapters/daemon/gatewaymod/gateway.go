@@ -18,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	gatewaycmd "github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -99,7 +100,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 		return "", err
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: g.CorrelationID, CommandID: "job.submit/" + key}
-	val, res, err := engine.Exec[string](ctx, m.h.Eng, meta, command.SubmitJob{Target: g.TargetKind, ThreadID: g.ThreadID, TaskKind: "gateway.message",
+	val, res, err := engine.Exec[string](ctx, m.h.Eng, meta, command.SubmitJob{Target: command.Target(g.TargetKind), ThreadID: g.ThreadID, TaskKind: "gateway.message",
 		Summary: "dialog message " + key, DedupeKey: key, Policy: pol, Timeout: m.h.Config.JobTimeout.Duration})
 	if err != nil {
 		return "", err
@@ -135,7 +136,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 	}
 	cres, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorAdapter, CorrelationID: g.CorrelationID},
 		command.CompleteJob{Config: m.h.DeliveryConfig(), JobID: id, Summary: "dialog message for the thread", Artifact: &ing})
-	if err != nil || cres.Outcome == "already_completed" {
+	if err != nil || cres.Outcome == command.OutcomeAlreadyCompleted {
 		_ = m.h.Artifacts.Remove(ing.ArtifactID)
 	}
 	if err != nil {
@@ -148,7 +149,7 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 func (m *Module) gatewayOps(t api.Table) {
 	api.Handle(t, api.GatewayRouteAdd, func(ctx context.Context, a api.RouteArgs) (api.RouteReply, error) {
 		res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "gateway-route"},
-			command.AddRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID, To: a.To, Target: a.Target})
+			gatewaycmd.AddRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID, To: a.To, Target: a.Target})
 		if err != nil {
 			return api.RouteReply{}, err
 		}
@@ -166,7 +167,7 @@ func (m *Module) gatewayOps(t api.Table) {
 		var old *query.RouteView
 		_ = m.h.Eng.Read(func(s engine.Snapshot) error { old, _ = query.GatewayRoute(s, a.WorkspaceID, a.AgentID); return nil })
 		res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "gateway-route"},
-			command.RemoveRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID})
+			gatewaycmd.RemoveRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID})
 		if err != nil {
 			return api.RouteReply{}, err
 		}

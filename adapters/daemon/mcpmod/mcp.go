@@ -12,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/mcp"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -86,19 +87,19 @@ func (m *Module) checkNamedThread(ctx context.Context, c api.MCPCaller, tool str
 // refuse records a call refused by policy and returns the refusal.
 func (m *Module) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPToolCalled, refusal error) error {
 	rec.Code = string(errs.CodeOf(refusal))
-	if _, err := m.h.Eng.Execute(ctx, c.Meta(), command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
+	if _, err := m.h.Eng.Execute(ctx, c.Meta(), mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec}); err != nil {
 		return err
 	}
 	return refusal
 }
 
 // deliveryOf says when a result for thread through target will arrive.
-func (m *Module) deliveryOf(target, thread string) (api.MCPDelivery, error) {
+func (m *Module) deliveryOf(target command.Target, thread string) (api.MCPDelivery, error) {
 	switch target {
-	case "desktop":
+	case command.TargetDesktop:
 		return api.MCPDelivery{When: api.DeliverNextHeartbeat,
 			Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}, nil
-	case "cli":
+	case command.TargetCodexCLI:
 		var live bool
 		err := m.h.Eng.Read(func(s engine.Snapshot) error {
 			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: fsm.SessionLive})
@@ -115,7 +116,7 @@ func (m *Module) deliveryOf(target, thread string) (api.MCPDelivery, error) {
 		return api.MCPDelivery{When: api.DeliverWhenOpened,
 			Hint: "the result comes back into this thread once it is open under cbth: cbth cli run --bind-thread-id " + thread}, nil
 	}
-	return api.MCPDelivery{When: target, Hint: "the result goes to the " + target + " target"}, nil
+	return api.MCPDelivery{When: string(target), Hint: "the result goes to the " + string(target) + " target"}, nil
 }
 
 func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {
@@ -143,12 +144,12 @@ func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 		meta.CommandID = "job.submit/" + cmd.DedupeKey
 	}
 	j, dedup, err := m.h.Submitted(engine.ExecVia[string](ctx, m.h.Eng, meta, cmd, func(engine.Decider) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record("job_submit"), Inner: cmd}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record("job_submit"), Inner: cmd}
 	}))
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	del, err := m.deliveryOf(j.TargetKind, c.ThreadID)
+	del, err := m.deliveryOf(command.Target(j.TargetKind), c.ThreadID)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -167,7 +168,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	}
 	// Malformed input is refused before the policy, and recorded by
 	// neither: only a well-formed command can be judged.
-	run := command.SubmitTask{Job: command.SubmitJob{Target: "cli", ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
+	run := command.SubmitTask{Job: command.SubmitJob{Target: command.TargetCodexCLI, ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd}
 	if err := run.Validate(); err != nil {
 		return api.MCPTaskRunReply{}, err
@@ -199,7 +200,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
 		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS,
 	}, func(s command.SubmitTask) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
 	})
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
@@ -208,7 +209,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	del, err := m.deliveryOf(j.TargetKind, c.ThreadID)
+	del, err := m.deliveryOf(command.Target(j.TargetKind), c.ThreadID)
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
@@ -246,6 +247,6 @@ func (m *Module) mcpCancel(ctx context.Context, a api.MCPJobArgs) (api.Transitio
 		reason = "cancelled by the agent through MCP"
 	}
 	return m.h.Cancel(ctx, c.Meta(), a.JobID, func(cj command.CancelJob) engine.Decider {
-		return command.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: cj}
+		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: cj}
 	}, reason)
 }

@@ -58,7 +58,7 @@ func (m *Module) Name() string { return "plugin" }
 func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	m.h = h
 	h.RotateLog(appServerLog)
-	if h.Replaced(command.TargetCodexAppServer) {
+	if h.Replaced(string(command.TargetCodexAppServer)) {
 		return nil
 	}
 	c := h.Config
@@ -282,11 +282,11 @@ func (m *Module) ensureLease(ctx context.Context, a api.EnsureArgs) (api.EnsureR
 	}
 	pool := m.plugin.Pool()
 	scope := plugintarget.PluginScope(a.PluginID, a.PluginInstanceID, a.SourceThreadID)
-	outcome, l := "reused", plugintarget.Lease{}
+	outcome, l := api.EnsureReused, plugintarget.Lease{}
 	if held, ok := pool.ByScope(scope); ok && held.CodexBinary == a.CodexBinary {
 		l = held
 	} else {
-		outcome = "started"
+		outcome = api.EnsureStarted
 		l = plugintarget.Lease{ID: "asl-" + uuid.NewString(), Scope: scope, Ownership: command.OwnershipExplicitLease,
 			PluginID: a.PluginID, Thread: a.SourceThreadID, CodexBinary: a.CodexBinary, ManagedSessionID: "ams-" + uuid.NewString(), Epoch: 1}
 	}
@@ -377,7 +377,7 @@ func (m *Module) enqueue(ctx context.Context, a api.EnqueueArgs) (api.EnqueueRep
 		return api.EnqueueReply{}, err
 	}
 	return api.EnqueueReply{SubmitReply: api.SubmitReply{JobID: id, State: j.State, AcceptedAt: j.CreatedAt,
-		Deduplicated: res.Replayed || res.Outcome == "deduplicated"}, DeliveryTarget: j.DeliveryTarget}, nil
+		Deduplicated: res.Replayed || res.Outcome == command.OutcomeDeduplicated}, DeliveryTarget: j.DeliveryTarget}, nil
 }
 
 // inspectDelivery serves delivery.inspect: the job, its batch and its
@@ -407,7 +407,7 @@ func (m *Module) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 	if err != nil {
 		return rep, err
 	}
-	if j.TargetKind != command.TargetCodexAppServer || j.DeliveryTarget == nil {
+	if j.TargetKind != string(command.TargetCodexAppServer) || j.DeliveryTarget == nil {
 		return rep, errs.New(errs.EINVAL, "job %s is not a codex_app_server delivery", jobID)
 	}
 	if batchID == "" && j.Batch != nil {

@@ -86,11 +86,11 @@ func (m *Module) Ops(t api.Table) {
 		if err != nil {
 			return api.TaskCancelReply{}, err
 		}
-		if out == "stopping" || out == "already_stopping" {
+		if out == command.OutcomeStopping || out == command.Already(fsm.TaskStopping) {
 			// Reply with the task's end: TERM, then KILL after
 			// kill_grace, bounds it.
 			m.waitTaskEnd(ctx, a.TaskID, 3*m.h.Config.Task.KillGrace.Duration+10*time.Second)
-			if out == "stopping" {
+			if out == command.OutcomeStopping {
 				out = command.TaskCancelled
 			}
 		}
@@ -390,7 +390,7 @@ func (m *Module) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 	if r != nil && r.p == nil {
 		r.stop = reason // applied once the start is recorded
 		ts.mu.Unlock()
-		return "stopping", nil
+		return command.OutcomeStopping, nil
 	}
 	ts.mu.Unlock()
 	res, err := m.h.Eng.Execute(ctx, m.taskMeta(id), command.StopTask{TaskID: id, Reason: reason})
@@ -403,7 +403,7 @@ func (m *Module) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 		}
 		return "", err
 	}
-	if res.Outcome == "stopping" && r != nil {
+	if res.Outcome == command.OutcomeStopping && r != nil {
 		m.h.Log.Info("stopping task", "task", id, "reason", reason)
 		r.p.Stop()
 	}

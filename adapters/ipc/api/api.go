@@ -226,7 +226,7 @@ type Status struct {
 
 // SubmitArgs are job.submit's request.
 type SubmitArgs struct {
-	TargetKind     string              `json:"target_kind"`
+	TargetKind     command.Target      `json:"target_kind"`
 	SourceThreadID string              `json:"source_thread_id"`
 	TaskKind       string              `json:"task_kind"`
 	TaskSummary    string              `json:"task_summary"`

@@ -49,10 +49,19 @@ type EnsureArgs struct {
 	CodexBinary      string `json:"codex_binary"`
 }
 
-// EnsureReply is app_server.ensure's reply: outcome "started" (a new
-// lease) or "reused" (the scope's lease, still held), and the lease.
+// EnsureOutcome is what app_server.ensure did: a lease's answer, not a
+// decider's (the lease pool is not in the log).
+type EnsureOutcome string
+
+// The outcomes of app_server.ensure.
+const (
+	EnsureStarted EnsureOutcome = "started" // a new lease
+	EnsureReused  EnsureOutcome = "reused"  // the scope's lease, still held
+)
+
+// EnsureReply is app_server.ensure's reply: its outcome and the lease.
 type EnsureReply struct {
-	Outcome string `json:"outcome"`
+	Outcome EnsureOutcome `json:"outcome"`
 	Lease
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
@@ -172,7 +173,7 @@ func (b *Bridge) RelayWake(desk *Desktop, crash Step) (Wake, []string, error) {
 	}
 	if len(w.Direct.Ready.Entries) > 0 {
 		e := w.Direct.Ready.Entries[0]
-		if bd, ok := bindings[e.SourceThreadID]; ok && bd.BindingState == "bound" && !pending[e.SourceThreadID] &&
+		if bd, ok := bindings[e.SourceThreadID]; ok && bd.BindingState == string(fsm.BindingBound) && !pending[e.SourceThreadID] &&
 			!e.RequiresArtifactRead && e.RelayMarker != "" {
 			if err := relayPrint("arm-pending", e.RelayMarker); err != nil {
 				return w, printed, err

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -45,6 +46,9 @@ var Traced = []string{
 	"unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat",
 	"truncate", "ftruncate", "mknod", "mknodat", "utimensat", "execve", "execveat", "clone", "clone3", "fork", "vfork",
 }
+
+// opens are the traced calls that open a file.
+var opens = []string{"open", "openat", "openat2", "creat"}
 
 var (
 	straceLine = regexp.MustCompile(`^(?:\[pid\s+)?\d+\]?\s+([a-z0-9_]+)\((.*)$`)
@@ -75,16 +79,16 @@ func check(trace, home string, allow Allow) (violations []string, calls int, err
 		calls++
 		name, args := m[1], m[2]
 		bad := false
-		switch name {
-		case "open", "openat", "openat2", "creat":
+		switch {
+		case slices.Contains(opens, name):
 			bad = name == "creat" || writeFlags.MatchString(args) ||
 				strings.Contains(args, home+"/cbth.db") || strings.Contains(args, home+"/run")
-		case "fcntl":
+		case name == "fcntl":
 			bad = lockCmds.MatchString(args)
-		case "execve", "execveat":
+		case name == "execve" || name == "execveat":
 			execs++
 			bad = execs > 1
-		case "clone", "clone3":
+		case name == "clone" || name == "clone3":
 			bad = !strings.Contains(args, "CLONE_THREAD")
 		default:
 			bad = true // every other traced call changes something or reaches out

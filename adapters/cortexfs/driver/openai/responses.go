@@ -17,6 +17,18 @@ import (
 type Responses struct{ Deps sdkdeps.Deps }
 
 // Stream implements driver.Driver.
+// The Responses stream's event types this driver reads.
+const (
+	evTextDelta             = "response.output_text.delta"
+	evReasoningSummaryDelta = "response.reasoning_summary_text.delta"
+	evReasoningDelta        = "response.reasoning_text.delta"
+	evItemDone              = "response.output_item.done"
+	evCompleted             = "response.completed"
+	evIncomplete            = "response.incomplete"
+	evFailed                = "response.failed"
+	evError                 = "error" // a stream-level error, outside any response
+)
+
 func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Sink) error {
 	if err := driver.ValidateMessages(req.Messages); err != nil {
 		return err
@@ -90,17 +102,17 @@ func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Si
 	for st.Next() {
 		ev := st.Current()
 		switch ev.Type {
-		case "response.output_text.delta":
+		case evTextDelta:
 			text.WriteString(ev.Delta)
 			if err := out.Emit(stream.Delta(ev.Delta)); err != nil {
 				return err
 			}
-		case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
+		case evReasoningSummaryDelta, evReasoningDelta:
 			reasoning.WriteString(ev.Delta)
 			if err := out.Emit(stream.ReasoningDelta(ev.Delta)); err != nil {
 				return err
 			}
-		case "response.output_item.done":
+		case evItemDone:
 			if ev.Item.Type == "function_call" {
 				fc := ev.Item.AsFunctionCall()
 				ncalls++
@@ -108,13 +120,13 @@ func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Si
 					return err
 				}
 			}
-		case "response.completed", "response.incomplete":
+		case evCompleted, evIncomplete:
 			u := ev.Response.Usage
 			usage = &u
-		case "response.failed":
+		case evFailed:
 			e := ev.Response.Error
 			return driver.Fail(req.Provider, driver.CodeForErrorType(string(e.Code)), e.Message, key)
-		case "error":
+		case evError:
 			return driver.Fail(req.Provider, driver.CodeForErrorType(ev.Code), ev.Message, key)
 		}
 	}

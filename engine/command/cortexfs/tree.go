@@ -1,12 +1,14 @@
-package command
+// Package cortexfs holds the CortexFS product's commands: the ctx tree's
+// registrations. It stands on the core (engine/command), never the other way.
+package cortexfs
 
 import (
-	"bytes"
 	"path/filepath"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -43,10 +45,10 @@ func (c SaveTree) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.CtxTreeInitialized{Runner: c.Runner}})
 	}
 	put := func(p events.Payload) { emits = append(emits, engine.Emit{Stream: sid, Payload: p}) }
-	diff(cur.Objects, c.Objects,
+	command.DiffEntries(cur.Objects, c.Objects,
 		func(e aggregate.Entry) { put(&events.CtxTreeObjectPut{Rel: e.Key, Object: e.Value}) },
 		func(k string) { put(&events.CtxTreeObjectRemoved{Rel: k}) })
-	diff(cur.Aliases, c.Aliases,
+	command.DiffEntries(cur.Aliases, c.Aliases,
 		func(e aggregate.Entry) { put(&events.CtxTreeAliasPut{Path: e.Key, Alias: e.Value}) },
 		func(k string) { put(&events.CtxTreeAliasRemoved{Path: k}) })
 	for _, e := range append(append([]aggregate.Entry(nil), c.Objects...), c.Aliases...) {
@@ -55,26 +57,7 @@ func (c SaveTree) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		}
 	}
 	if len(emits) == 0 {
-		return engine.Decision{Outcome: OutcomeUnchanged}, nil
+		return engine.Decision{Outcome: command.OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: OutcomeSaved, Emits: emits}, nil
-}
-
-func diff(have, want []aggregate.Entry, put func(aggregate.Entry), remove func(string)) {
-	old := map[string]events.RawJSON{}
-	for _, e := range have {
-		old[e.Key] = e.Value
-	}
-	seen := map[string]bool{}
-	for _, e := range want {
-		seen[e.Key] = true
-		if v, ok := old[e.Key]; !ok || !bytes.Equal(v, e.Value) {
-			put(e)
-		}
-	}
-	for _, e := range have {
-		if !seen[e.Key] {
-			remove(e.Key)
-		}
-	}
+	return engine.Decision{Outcome: command.OutcomeSaved, Emits: emits}, nil
 }

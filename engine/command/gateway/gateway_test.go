@@ -1,4 +1,4 @@
-package command_test
+package gateway_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/gateway"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -35,39 +35,39 @@ func TestRecordEnvelopeSequence(t *testing.T) {
 	ctx := context.Background()
 	rec := func(seq uint64, outcome string) engine.Result {
 		t.Helper()
-		res, err := e.Execute(ctx, engine.Meta{Actor: events.ActorAdapter}, command.RecordEnvelope{StreamID: "s",
+		res, err := e.Execute(ctx, engine.Meta{Actor: events.ActorAdapter}, gateway.RecordEnvelope{StreamID: "s",
 			Rec: events.GatewayEnvelopeRecorded{ChannelType: "dialog", Seq: seq, Type: "status", Outcome: outcome}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res
 	}
-	rec(1, command.GatewayRecorded)
-	if res := rec(5, command.GatewayRecorded); len(res.Events) != 2 || res.Events[1].Type != "gateway.gap_reported" {
+	rec(1, events.GatewayRecorded)
+	if res := rec(5, events.GatewayRecorded); len(res.Events) != 2 || res.Events[1].Type != "gateway.gap_reported" {
 		t.Fatalf("gap: %+v", res.Events)
 	}
-	rec(3, command.GatewayRecorded)
+	rec(3, events.GatewayRecorded)
 	st := gwStream(t, e, "s")
 	if st.HighSeq != 5 || len(st.Missing) != 2 || st.Missing[0] != (aggregate.SeqRange{From: 2, To: 2}) || st.Missing[1] != (aggregate.SeqRange{From: 4, To: 4}) || st.Cursor() != 1 {
 		t.Fatalf("state %+v", st)
 	}
 	head := e.Head()
-	if res := rec(3, command.GatewayRecorded); res.Outcome != command.GatewayDuplicate || len(res.Events) != 0 || e.Head() != head {
+	if res := rec(3, events.GatewayRecorded); res.Outcome != events.GatewayDuplicate || len(res.Events) != 0 || e.Head() != head {
 		t.Fatalf("duplicate: %+v", res)
 	}
-	rec(2, command.GatewayRefused)
-	rec(2, command.GatewayFailed)
+	rec(2, events.GatewayRefused)
+	rec(2, events.GatewayFailed)
 	if st := gwStream(t, e, "s"); st.Seen(2) {
 		t.Fatal("a refused or failed envelope used its seq")
 	}
-	rec(2, command.GatewayRecorded)
-	rec(4, command.GatewayRecorded)
+	rec(2, events.GatewayRecorded)
+	rec(4, events.GatewayRecorded)
 	if st := gwStream(t, e, "s"); len(st.Missing) != 0 || st.Cursor() != 5 {
 		t.Fatalf("filled: %+v", st)
 	}
 	// Gaps are bounded: the oldest are given up.
 	for i := uint64(0); i < aggregate.MaxGaps+10; i++ {
-		rec(10+2*i, command.GatewayRecorded)
+		rec(10+2*i, events.GatewayRecorded)
 	}
 	if st := gwStream(t, e, "s"); len(st.Missing) != aggregate.MaxGaps {
 		t.Fatalf("%d gaps kept", len(st.Missing))
@@ -92,7 +92,7 @@ func TestModeAfter(t *testing.T) {
 		{"terminal_fallback", events.GatewayEnvelopeRecorded{ChannelType: "ssh_remote", Type: "status", RemoteMode: "ide_primary"}, "ide_primary", "", ""},
 		{"", events.GatewayEnvelopeRecorded{ChannelType: "dialog", Type: "error"}, "", "", ""},
 	} {
-		to, why, err := command.ModeAfter(c.cur, &c.rec)
+		to, why, err := gateway.ModeAfter(c.cur, &c.rec)
 		if errs.CodeOf(err) != c.code || (err == nil && (to != c.to || why != c.reason)) {
 			t.Errorf("ModeAfter(%q, %+v) = %q %q %v; want %q %q %s", c.cur, c.rec, to, why, err, c.to, c.reason, c.code)
 		}
@@ -113,7 +113,7 @@ func TestGatewayRoutes(t *testing.T) {
 		{"w", "a", "ctx:agent/x", "cli"}, {"w", "a", "thread:T", "ctx"}, {"w", "a", "ctx:agent/../x", "ctx"},
 		{"w", "a", "ctx:tool/x", "ctx"}, {"w", "a", "mail:x", "ctx"}, {"", "a", "thread:T", "debug"}, {"w", "a", "thread:", "debug"},
 	} {
-		bad := command.AddRoute{WorkspaceID: b[0], AgentID: b[1], To: b[2], Target: b[3]}
+		bad := gateway.AddRoute{WorkspaceID: b[0], AgentID: b[1], To: b[2], Target: b[3]}
 		if _, err := run(bad); errs.CodeOf(err) != errs.EINVAL {
 			t.Errorf("%+v: %v", bad, err)
 		}
@@ -122,17 +122,17 @@ func TestGatewayRoutes(t *testing.T) {
 		d    engine.Decider
 		want engine.Outcome
 	}{
-		{command.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "added"},
-		{command.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "unchanged"},
-		{command.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "thread:T1", Target: "debug"}, "replaced"},
-		{command.AddRoute{WorkspaceID: "w", AgentID: "x/a", To: "ctx:model/debug/echo", Target: "ctx"}, "added"},
-		{command.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}, "removed"},
+		{gateway.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "added"},
+		{gateway.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "unchanged"},
+		{gateway.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "thread:T1", Target: "debug"}, "replaced"},
+		{gateway.AddRoute{WorkspaceID: "w", AgentID: "x/a", To: "ctx:model/debug/echo", Target: "ctx"}, "added"},
+		{gateway.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}, "removed"},
 	} {
 		if out, err := run(c.d); err != nil || out != c.want {
 			t.Errorf("%+v: %s %v, want %s", c.d, out, err, c.want)
 		}
 	}
-	if _, err := run(command.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}); errs.CodeOf(err) != errs.ENOENT {
+	if _, err := run(gateway.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}); errs.CodeOf(err) != errs.ENOENT {
 		t.Errorf("remove again: %v", err)
 	}
 	// "w/x"+"a" and "w"+"x/a" are two routing keys.

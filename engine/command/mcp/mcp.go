@@ -1,9 +1,13 @@
-package command
+// Package mcp holds the command that records an agent's MCP tool call with
+// the core command it runs. It stands on the core (engine/command), never
+// the other way.
+package mcp
 
 import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -26,7 +30,7 @@ func (c RecordMCPCall) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if c.ThreadID == "" || c.Call.Tool == "" {
 		return engine.Decision{}, errs.New(errs.EINVAL, "an MCP call record needs the calling thread and the tool")
 	}
-	if err := checkText("thread id", c.ThreadID, true); err != nil {
+	if err := command.CheckText("thread id", c.ThreadID, true); err != nil {
 		return engine.Decision{}, err
 	}
 	rec := c.Call
@@ -44,11 +48,11 @@ func (c RecordMCPCall) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}
 		dec, rec.Outcome, rec.Code = d, events.MCPAccepted, ""
 		switch in := c.Inner.(type) {
-		case SubmitJob:
+		case command.SubmitJob:
 			if rec.JobID == "" {
 				rec.JobID = engine.AnswerOf(in, d)
 			}
-		case SubmitTask:
+		case command.SubmitTask:
 			ref := engine.AnswerOf(in, d)
 			rec.JobID, rec.TaskID = ref.JobID, ref.TaskID
 		}

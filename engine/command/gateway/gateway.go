@@ -1,30 +1,28 @@
-package command
+// Package gateway holds the channel gateway's commands: routes and the
+// envelopes of a stream. It stands on the core (engine/command), never the
+// other way.
+package gateway
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
-// Gateway outcomes of an inbound envelope (gateway.envelope_recorded).
-const (
-	GatewayRouted    = "routed"    // handed to its destination
-	GatewayRecorded  = "recorded"  // valid and recorded; no destination takes it
-	GatewayRefused   = "refused"   // valid but not routable; its seq stays unused
-	GatewayFailed    = "failed"    // the destination failed; its seq stays unused
-	GatewayDuplicate = "duplicate" // already received: acknowledged, not routed again
-)
-
-// The remote modes of ssh_remote (adapters/gateway/envelope).
+// The remote modes of ssh_remote and its error event type
+// (adapters/gateway/envelope).
 const (
 	modeIDEPrimary       = "ide_primary"
 	modeTerminalFallback = "terminal_fallback"
+	envelopeError        = "error"
 )
 
 // GatewayRouteID is the stream id of a routing key. Both parts are
@@ -46,8 +44,8 @@ func CheckRoute(to, target string) error {
 	switch {
 	case strings.HasPrefix(to, RouteCtxPrefix):
 		rel := strings.TrimPrefix(to, RouteCtxPrefix)
-		if len(rel) > maxIDLen {
-			return errs.New(errs.EINVAL, "route %q is longer than %d bytes", to, maxIDLen)
+		if len(rel) > command.MaxIDLen {
+			return errs.New(errs.EINVAL, "route %q is longer than %d bytes", to, command.MaxIDLen)
 		}
 		parts := strings.Split(rel, "/")
 		if (parts[0] != "agent" || len(parts) != 2) && (parts[0] != "model" || len(parts) != 3) {
@@ -58,17 +56,15 @@ func CheckRoute(to, target string) error {
 				return errs.New(errs.EINVAL, "route %q: bad path component %q", to, p)
 			}
 		}
-		if target != "ctx" {
+		if target != string(command.TargetCtx) {
 			return errs.New(errs.EINVAL, "route %q goes to a CortexFS socket session: its target is ctx, not %q", to, target)
 		}
 	case strings.HasPrefix(to, RouteThreadPrefix):
-		if err := checkID("thread id", strings.TrimPrefix(to, RouteThreadPrefix)); err != nil {
+		if err := command.CheckID("thread id", strings.TrimPrefix(to, RouteThreadPrefix)); err != nil {
 			return err
 		}
-		switch target {
-		case "cli", "desktop", "debug":
-		default:
-			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is cli, desktop or debug, not %q", to, target)
+		if !slices.Contains(command.ThreadRouteTargets(), target) {
+			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is %s, not %q", to, strings.Join(command.ThreadRouteTargets(), ", "), target)
 		}
 	default:
 		return errs.New(errs.EINVAL, "route %q: give ctx:agent/NAME (or ctx:model/P/M) or thread:THREAD_ID", to)
@@ -85,10 +81,10 @@ type AddRoute struct {
 
 // Decide implements engine.Decider.
 func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("workspace id", c.WorkspaceID); err != nil {
+	if err := command.CheckID("workspace id", c.WorkspaceID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := checkID("agent id", c.AgentID); err != nil {
+	if err := command.CheckID("agent id", c.AgentID); err != nil {
 		return engine.Decision{}, err
 	}
 	if err := CheckRoute(c.To, c.Target); err != nil {
@@ -99,12 +95,12 @@ func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	out := OutcomeAdded
+	out := command.OutcomeAdded
 	if r, ok := s.(*aggregate.GatewayRoute); ok && r.State == fsm.GatewayRouteActive {
 		if r.To == c.To && r.Target == c.Target {
-			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, id), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeUnchanged}, id), nil
 		}
-		out = OutcomeReplaced
+		out = command.OutcomeReplaced
 	}
 	return c.Answer(engine.Decision{Outcome: out, Emits: []engine.Emit{{
 		Stream:  events.StreamID{Kind: events.KindGatewayRoute, ID: id},
@@ -129,7 +125,7 @@ func (c RemoveRoute) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if r, ok := s.(*aggregate.GatewayRoute); !ok || r.State != fsm.GatewayRouteActive {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no route for workspace %q agent %q", c.WorkspaceID, c.AgentID)
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeRemoved, Emits: []engine.Emit{{
+	return c.Answer(engine.Decision{Outcome: command.OutcomeRemoved, Emits: []engine.Emit{{
 		Stream: events.StreamID{Kind: events.KindGatewayRoute, ID: id}, Payload: &events.GatewayRouteRemoved{},
 	}}}, id), nil
 }
@@ -144,7 +140,7 @@ func ModeAfter(cur string, rec *events.GatewayEnvelopeRecorded) (to, why string,
 	if rec.ChannelType != "ssh_remote" {
 		return cur, "", nil
 	}
-	if rec.Type == "error" && (cur == modeIDEPrimary || rec.RemoteMode == modeIDEPrimary) {
+	if rec.Type == envelopeError && (cur == modeIDEPrimary || rec.RemoteMode == modeIDEPrimary) {
 		why = reason
 		if why == "" {
 			why = rec.ErrorCode
@@ -170,7 +166,7 @@ type RecordEnvelope struct {
 
 // Decide implements engine.Decider.
 func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := checkID("stream id", c.StreamID); err != nil {
+	if err := command.CheckID("stream id", c.StreamID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.Rec.Seq < 1 {
@@ -186,14 +182,14 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 		st = &aggregate.GatewayStream{}
 	}
 	rec := c.Rec
-	if rec.Outcome == GatewayRefused || rec.Outcome == GatewayFailed {
+	if rec.Outcome == events.GatewayRefused || rec.Outcome == events.GatewayFailed {
 		// Recorded, but its seq stays unused: a refused envelope can be
 		// sent again once routable, a failed one once its destination is
 		// back (at-least-once).
 		return engine.Decision{Outcome: engine.Outcome(rec.Outcome), Emits: []engine.Emit{{Stream: sid, Payload: &rec}}}, nil
 	}
 	if st.Seen(rec.Seq) {
-		return engine.Decision{Outcome: GatewayDuplicate}, nil
+		return engine.Decision{Outcome: events.GatewayDuplicate}, nil
 	}
 	emits := []engine.Emit{{Stream: sid, Payload: &rec}}
 	if rec.Seq > st.HighSeq+1 {
