@@ -387,7 +387,7 @@ func hasPassthrough(n *kong.Node) bool {
 // commandTree is the whole kong model cbth parses with.
 func commandTree(t *testing.T) *kong.Node {
 	t.Helper()
-	p, err := kong.New(&CLI{}, kong.Name("cbth"), kong.ExplicitGroups(groups), kong.Vars{"version": "v"})
+	p, err := kong.New(&CLI{}, kong.Name("cbth"), kong.ExplicitGroups(groups), cliVars())
 	if err != nil {
 		t.Fatal(err)
 	}

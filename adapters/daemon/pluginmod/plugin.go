@@ -23,6 +23,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
@@ -466,7 +467,7 @@ func (m *Module) reconcileTarget(ctx context.Context, dt *events.DeliveryTarget,
 		return rc, nil
 	}
 	pool := m.plugin.Pool()
-	tracking := in.Batch.ReplayPolicy == "automatic" && h.ObservationState == "tracking"
+	tracking := in.Batch.ReplayPolicy == aggregate.ReplayAutomatic && h.ObservationState == "tracking"
 	if tracking && m.plugin.Follows(h.AttemptID) {
 		m.plugin.LookUp(h.AttemptID)
 		rc.Outcome, rc.Detail = "followed", "the accepted turn is observed on the app-server instance that accepted it"
