@@ -41,7 +41,7 @@ bench:
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
     go test -run '^$' -bench . -benchtime 20x ./adapters/desktop/relay/
     go test -run '^$' -bench . -benchtime 200x ./adapters/gateway/
-    go test -run '^$' -bench StartSessions -benchtime 10x ./adapters/daemon/
+    go test -run '^$' -bench StartSessions -benchtime 10x ./adapters/daemon/cortexmod/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
     go test -run TestDesktopWakeMCPAgainstRelay -v ./cmd/cbth/ -args -desktop.bench=5
 
