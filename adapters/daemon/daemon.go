@@ -30,6 +30,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
@@ -355,7 +356,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 	}
 	d.kickParkHooks(ctx, now)
 	d.settleSessions(ctx)
-	d.jobsEnded(ctx, total.TimedOut, command.StopJobTimeout)
+	d.jobsEnded(ctx, total.TimedOut, task.StopJobTimeout)
 	return nil
 }
 

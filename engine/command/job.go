@@ -300,12 +300,12 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }
 
 func job(v engine.View, id string) (*aggregate.Job, error) {
-	return existing[*aggregate.Job](v, events.KindJob, "job", id)
+	return Existing[*aggregate.Job](v, events.KindJob, "job", id)
 }
 
-// existing returns the aggregate of kind k named id: EINVAL for a bad id,
+// Existing returns the aggregate of kind k named id: EINVAL for a bad id,
 // ENOENT when there is none.
-func existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
+func Existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
 	var zero T
 	if err := CheckID(what+" id", id); err != nil {
 		return zero, err
