@@ -121,11 +121,11 @@ func cursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
 // abandonLive returns the event that abandons the thread's live attempt,
 // if it has one.
 func abandonLive(v engine.Reader, thread, reason string) ([]engine.Emit, string, error) {
-	a, err := liveAttempt(v, thread)
+	a, err := LiveAttempt(v, thread)
 	if err != nil || a == nil {
 		return nil, "", err
 	}
-	return []engine.Emit{{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: reason}}}, a.ID, nil
+	return []engine.Emit{{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: reason}}}, a.ID, nil
 }
 
 // ---- installation state ----
@@ -345,13 +345,13 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		ReplacedAutomation: res.ReplacedAutomation, PreviousAutomationID: res.PreviousAutomationID, OldQuiesced: res.OldQuiesced}}}
 	if res.ReplacedAutomation || !res.OldQuiesced {
 		res.ForcedFreshAttempt = true
-		a, err := liveAttempt(v, c.ThreadID)
+		a, err := LiveAttempt(v, c.ThreadID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
 		if a != nil {
 			res.SupersededAttemptID = a.ID
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptSuperseded{
 				Reason: "binding repaired: the caller automation was replaced or its armed generation is not proven quiesced"}})
 		}
 	}
@@ -494,7 +494,7 @@ type ParkHead struct {
 
 // Decide implements engine.Decider.
 func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	open, err := openBatches(v, c.ThreadID)
+	open, err := OpenBatches(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -504,13 +504,13 @@ func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	b := open[0]
 	var emits []engine.Emit
 	attemptID := ""
-	if a, err := liveAttempt(v, c.ThreadID); err != nil {
+	if a, err := LiveAttempt(v, c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	} else if a != nil && a.BatchID == b.ID {
 		attemptID = a.ID
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "parked: " + c.Reason}})
+		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "parked: " + c.Reason}})
 	}
-	emits = append(emits, park(b, c.Reason, attemptID))
+	emits = append(emits, Park(b, c.Reason, attemptID))
 	return c.Answer(engine.Decision{Outcome: OutcomeParked, Emits: emits}, b.ID), nil
 }
 
@@ -521,11 +521,6 @@ func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
 	heads, err := fairOrder(r, target, scope)
 	return threadsOf(heads), err
-}
-
-// LiveAttempt returns the thread's non-terminal attempt, nil if none.
-func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
-	return liveAttempt(v, thread)
 }
 
 // SkipHead is an explicit skip of a thread's head in the fair-ready
@@ -543,7 +538,7 @@ func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	if err := CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	open, err := openBatches(v, c.ThreadID)
+	open, err := OpenBatches(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}

@@ -169,7 +169,7 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	}
 	deadline := now.Add(c.Config.Desktop.ArmLease)
 	ev := &events.AttemptArmPendingNoted{BridgeRequestID: c.BridgeRequestID, LeaseID: v.NewID(), LeaseDeadline: deadline, ArmPendingDeadline: deadline}
-	return c.Answer(engine.Decision{Outcome: OutcomeArmPending, Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}}}, ArmLease{AttemptID: a.ID, Generation: a.Generation, LeaseID: ev.LeaseID, LeaseDeadline: deadline, PendingSince: now, Deadline: deadline}), nil
+	return c.Answer(engine.Decision{Outcome: OutcomeArmPending, Emits: []engine.Emit{{Stream: AttemptStream(a.ID), Payload: ev}}}, ArmLease{AttemptID: a.ID, Generation: a.Generation, LeaseID: ev.LeaseID, LeaseDeadline: deadline, PendingSince: now, Deadline: deadline}), nil
 }
 
 // Armed is what note-arm answers.
@@ -247,7 +247,7 @@ func (c ArmConfig) arm(v engine.Reader, now time.Time, b *aggregate.Batch, a *ag
 		return nil, res, err
 	}
 	return []engine.Emit{
-		{Stream: attemptStream(a.ID), Payload: &events.AttemptArmed{CooldownUntil: res.CooldownUntil, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
+		{Stream: AttemptStream(a.ID), Payload: &events.AttemptArmed{CooldownUntil: res.CooldownUntil, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
 		{Stream: batchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 			CooldownUntil: res.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Delivery.MinSendInterval)}},
 		{Stream: bindingStream(bd.ID), Payload: &events.BindingArmed{Generation: a.Generation, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
@@ -291,12 +291,12 @@ func (c NotePaused) Decide(v engine.View, now time.Time) (engine.Decision, error
 		return engine.Decision{Outcome: OutcomeQuiesced, Emits: []engine.Emit{{Stream: bindingStream(bd.ID),
 			Payload: &events.BindingQuiesced{Generation: c.Generation}}}}, nil
 	}
-	a, err := liveAttempt(v, c.ThreadID)
+	a, err := LiveAttempt(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
 	if a != nil && a.State == fsm.AttemptArmPending && a.Generation == c.Generation && a.BridgeRequestID == c.BridgeRequestID {
-		return engine.Decision{Outcome: OutcomeArmAbandoned, Emits: []engine.Emit{{Stream: attemptStream(a.ID),
+		return engine.Decision{Outcome: OutcomeArmAbandoned, Emits: []engine.Emit{{Stream: AttemptStream(a.ID),
 			Payload: &events.AttemptAbandoned{Reason: "arm never took effect: the caller heartbeat is proven paused"}}}}, nil
 	}
 	return engine.Decision{}, errs.New(errs.ESTALE, "stale_generation: generation %d is not the armed generation (%d) nor an arm in flight: nothing to pause",

@@ -91,7 +91,7 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 	}
 	ev := &events.AttemptRelayMarkerIssued{Marker: c.Marker, Kind: c.Kind, BridgeThreadID: c.BridgeThreadID,
 		BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
-	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
+	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: []engine.Emit{{Stream: AttemptStream(a.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
 }
 
 // pauseMarker issues a paused marker on the thread's binding, for the
@@ -106,7 +106,7 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 	switch {
 	case c.AttemptID == "" && c.Generation > 0 && c.Generation == bd.ArmedGeneration && bd.Unquiesced():
 	case c.AttemptID != "":
-		a, err := liveAttempt(v, c.ThreadID)
+		a, err := LiveAttempt(v, c.ThreadID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
@@ -337,7 +337,7 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 		}
 		return c.Answer(engine.Decision{Outcome: OutcomeRefused}, Consumed{AttemptID: a.ID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
 	}
-	emits := append(d.Emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
+	emits := append(d.Emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
 	return c.Answer(engine.Decision{Outcome: OutcomeConsumed, Emits: emits}, Consumed{AttemptID: a.ID, Applied: d.Outcome}), nil
 }

@@ -52,7 +52,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if !b.IsHead {
 		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is not the head of thread %s: only the head is superseded", b.ID, b.SourceThreadID)
 	}
-	open, err := openBatches(v, b.SourceThreadID)
+	open, err := OpenBatches(v, b.SourceThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -71,10 +71,10 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	}
 
 	emits := []engine.Emit{{Stream: batchStream(b.ID), Payload: &events.BatchSuperseded{Reason: c.Reason, SupersededBy: next.ID, JobIDs: b.JobIDs}}}
-	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
+	if a, err := LiveAttempt(v, b.SourceThreadID); err != nil {
 		return engine.Decision{}, err
 	} else if a != nil && a.BatchID == b.ID {
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch superseded by " + next.ID}})
+		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch superseded by " + next.ID}})
 	}
 	emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchJobsAdded{
 		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Summary: next.Summary + "\n" + b.Summary,

@@ -116,9 +116,9 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "observation deadline passed", ObservationState: "expired"}})
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "observation deadline passed", ObservationState: "expired"}})
 			if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-				emits = append(emits, park(b, "observation deadline passed without a completed turn", a.ID))
+				emits = append(emits, Park(b, "observation deadline passed without a completed turn", a.ID))
 				res.Parked = append(res.Parked, b.ID)
 			}
 			touched[a.SourceThreadID] = true
@@ -160,14 +160,14 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			if !ok || a.State != fsm.AttemptArmPending || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{
 				Reason: "arm_pending_deadline passed: the arm is neither proven effective nor proven never effective"}})
 			b, err := batchState(v, a.BatchID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
 			if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-				emits = append(emits, park(b, "arm_pending_deadline passed without proof of the arm or of the caller heartbeat paused", a.ID))
+				emits = append(emits, Park(b, "arm_pending_deadline passed without proof of the arm or of the caller heartbeat paused", a.ID))
 				res.Parked = append(res.Parked, b.ID)
 			}
 			bd, err := BindingOf(v, a.SourceThreadID)
