@@ -159,7 +159,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 				Policy: tail.Policy.Stricter(j.DeliveryPolicy), InlinePayloadBytes: tail.InlinePayloadBytes + size,
 				RequiresArtifactRead: tail.RequiresArtifactRead || needsRead,
 			}
-			return tail.ID, []engine.Emit{{Stream: batchStream(tail.ID), Payload: add}}, nil
+			return tail.ID, []engine.Emit{{Stream: BatchStream(tail.ID), Payload: add}}, nil
 		}
 	}
 	id := v.NewID()
@@ -173,7 +173,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 	if op.Head {
 		op.NextDeliveryNotBefore = c.notBefore(v, j.SourceThreadID)
 	}
-	return id, []engine.Emit{{Stream: batchStream(id), Payload: op}}, nil
+	return id, []engine.Emit{{Stream: BatchStream(id), Payload: op}}, nil
 }
 
 // sameTarget says whether two jobs may share a batch as far as their
@@ -185,14 +185,19 @@ func sameTarget(a, b *events.DeliveryTarget) bool {
 	return *a == *b
 }
 
-func batchStream(id string) events.StreamID { return events.StreamID{Kind: events.KindBatch, ID: id} }
+// BatchStream, AttemptStream and CursorStream name the streams of the
+// delivery core's aggregates; a product's decider appends to them too
+// (a Desktop arm steps the cursor, a lost session abandons an attempt).
+func BatchStream(id string) events.StreamID { return events.StreamID{Kind: events.KindBatch, ID: id} }
 
-// AttemptStream is the stream of attempt id: a product abandons a live
-// attempt on it.
+// AttemptStream: see BatchStream.
 func AttemptStream(id string) events.StreamID {
 	return events.StreamID{Kind: events.KindAttempt, ID: id}
 }
-func cursorStream(target string) events.StreamID {
+
+// CursorStream is the stream of the fair-ready cursor of scope (a target,
+// or a Desktop bridge: CursorScope): see BatchStream.
+func CursorStream(target string) events.StreamID {
 	return events.StreamID{Kind: events.KindCursor, ID: target}
 }
 
@@ -202,12 +207,13 @@ func cursorStream(target string) events.StreamID {
 // itself, its live attempt, the artifacts it held, the promotion of the
 // next batch of the thread when b was the head, and the cursor step.
 func (c DeliveryConfig) closeBatch(v engine.View, now time.Time, b *aggregate.Batch, reason, detail string) ([]engine.Emit, error) {
-	return c.closeWith(v, now, b, engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}, reason)
+	return c.CloseWith(v, now, b, engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}, reason)
 }
 
-// closeWith is closeBatch with the event that closes the batch given:
-// batch.closed, or batch.handoff_recorded for a Desktop handoff.
-func (c DeliveryConfig) closeWith(v engine.View, now time.Time, b *aggregate.Batch, first engine.Emit, reason string) ([]engine.Emit, error) {
+// CloseWith is closeBatch with the event that closes the batch given:
+// batch.closed, or batch.handoff_recorded for a Desktop handoff (the
+// Desktop product's NoteBoundaryCrossed).
+func (c DeliveryConfig) CloseWith(v engine.View, now time.Time, b *aggregate.Batch, first engine.Emit, reason string) ([]engine.Emit, error) {
 	emits := []engine.Emit{first}
 	if a, err := LiveAttempt(v, b.SourceThreadID); err != nil {
 		return nil, err
@@ -230,15 +236,15 @@ func (c DeliveryConfig) closeWith(v engine.View, now time.Time, b *aggregate.Bat
 		}
 		for _, next := range open {
 			if next.ID != b.ID {
-				emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.notBefore(v, b.SourceThreadID)}})
+				emits = append(emits, engine.Emit{Stream: BatchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.notBefore(v, b.SourceThreadID)}})
 				break
 			}
 		}
-		scope, err := cursorScope(v, b)
+		scope, err := CursorScope(v, b)
 		if err != nil {
 			return nil, err
 		}
-		emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
+		emits = append(emits, engine.Emit{Stream: CursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
 	}
 	return emits, nil
 }
@@ -258,14 +264,16 @@ func (c DeliveryConfig) release(v engine.View, now time.Time, b *aggregate.Batch
 		if !ok || a.State != fsm.ArtifactStored {
 			continue
 		}
-		eligible := latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
+		eligible := Latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
 		out = append(out, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: id},
 			Payload: &events.ArtifactReleased{BatchID: b.ID, LastBatchClosedAt: now, GCEligibleAt: eligible}})
 	}
 	return out, nil
 }
 
-func latest(ts ...time.Time) time.Time {
+// Latest is the latest of ts (zero when none is set): an artifact's GC
+// eligibility is the latest of its retentions.
+func Latest(ts ...time.Time) time.Time {
 	var m time.Time
 	for _, t := range ts {
 		if t.After(m) {
@@ -278,7 +286,7 @@ func latest(ts ...time.Time) time.Time {
 // Park is the event that moves b to manual resolution: no automatic
 // replay from now on.
 func Park(b *aggregate.Batch, reason, attemptID string) engine.Emit {
-	return engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchReplayPolicyChanged{ReplayPolicy: aggregate.ReplayManual, Reason: reason, AttemptID: attemptID}}
+	return engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchReplayPolicyChanged{ReplayPolicy: aggregate.ReplayManual, Reason: reason, AttemptID: attemptID}}
 }
 
 // ---- eligibility ----
@@ -453,7 +461,7 @@ func freshAttempt(v engine.View, el Eligibility, mode string) (id string, gen, r
 	emits = append(emits,
 		engine.Emit{Stream: AttemptStream(id), Payload: &events.AttemptPrepared{SourceThreadID: b.SourceThreadID, BatchID: b.ID, Generation: gen,
 			SnapshotRevision: rev, SnapshotPath: snapshotPath(mode, b.SourceThreadID), DeliveryDeadline: b.RedeliveryWindowEndsAt}},
-		engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: id, Generation: gen, SnapshotRevision: rev, DeliveryMode: mode}},
+		engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: id, Generation: gen, SnapshotRevision: rev, DeliveryMode: mode}},
 	)
 	return id, gen, rev, emits
 }
@@ -615,10 +623,10 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}
 		return engine.Decision{Outcome: Accepted, Emits: []engine.Emit{
 			{Stream: as, Payload: acc},
-			{Stream: batchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
+			{Stream: BatchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval),
 				ObservationDeadline: acc.ObservationDeadline}},
-			{Stream: cursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
+			{Stream: CursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
 		}}, nil
 	case RejectedBefore:
 		// The attempt is retried in place, so its rejects so far are the
@@ -627,7 +635,7 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		wait := c.Config.Backoff().Delay(a.ID, n)
 		return engine.Decision{Outcome: RejectedBefore, Emits: []engine.Emit{
 			{Stream: as, Payload: &events.AttemptRejectedBeforeAccept{Reason: c.Reason}},
-			{Stream: batchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(wait),
+			{Stream: BatchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(wait),
 				Reason: fmt.Sprintf("rejected before accept (reject %d, back-off %s): %s", n, wait, c.Reason)}},
 		}}, nil
 	case AcquisitionFailed:

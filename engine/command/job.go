@@ -394,9 +394,9 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	}
 	eligible := a.MinRetentionUntil
 	if !a.LastBatchClosedAt.IsZero() {
-		eligible = latest(eligible, a.LastBatchClosedAt.Add(c.Config.PostCloseTTL))
+		eligible = Latest(eligible, a.LastBatchClosedAt.Add(c.Config.PostCloseTTL))
 	}
-	eligible = latest(eligible, c.Until)
+	eligible = Latest(eligible, c.Until)
 	return engine.Decision{Outcome: OutcomePinned, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
 		Payload: &events.ArtifactPinned{PinUntil: c.Until, GCEligibleAt: eligible}}}}, nil
 }
