@@ -73,4 +73,4 @@ soak:
 # The seeded randomized Desktop writeback run at full length (go test runs
 # 300 steps).
 desktop-random seed="0":
-    go test -count=1 -run 'TestDesktopWritebackRandomized' -v ./engine/command/ -args -desktop-steps=1000 -seed={{seed}}
+    go test -count=1 -run 'TestDesktopWritebackRandomized' -v ./engine/command/desktop/ -args -desktop-steps=1000 -seed={{seed}}

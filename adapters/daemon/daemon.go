@@ -30,6 +30,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
+	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
@@ -276,7 +278,7 @@ func (d *Daemon) startup(ctx context.Context) error {
 	}
 	// No foreground is attached to a daemon that has just started, and no
 	// app-server it runs is up yet, whatever the log says.
-	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, command.RecoverSessions{}); err != nil {
+	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, codex.RecoverSessions{}); err != nil {
 		return fmt.Errorf("recover sessions: %w", err)
 	}
 	if err := d.sweep(ctx, "startup"); err != nil {
@@ -355,7 +357,7 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 	}
 	d.kickParkHooks(ctx, now)
 	d.settleSessions(ctx)
-	d.jobsEnded(ctx, total.TimedOut, command.StopJobTimeout)
+	d.jobsEnded(ctx, total.TimedOut, task.StopJobTimeout)
 	return nil
 }
 
@@ -366,13 +368,13 @@ func (d *Daemon) settleSessions(ctx context.Context) {
 	var todo bool
 	_ = d.eng.Read(func(s engine.Snapshot) error {
 		var err error
-		todo, err = command.SessionsUnsettled(s)
+		todo, err = codex.SessionsUnsettled(s)
 		return err
 	})
 	if !todo {
 		return
 	}
-	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "settle-sessions"}, command.SettleSessions{}); err != nil {
+	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "settle-sessions"}, codex.SettleSessions{}); err != nil {
 		d.opt.Log.Error("settle sessions", "err", err)
 	}
 }

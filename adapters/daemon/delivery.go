@@ -243,7 +243,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		// pending (the head waits, or goes to the operator path).
 		g = tt.Prepare(ctx, h, g)
 		if !g.OK {
-			d.recordReading(ctx, meta, g.Route.Reading)
+			d.recordGate(ctx, meta, g.Route.Gate)
 			if g.Park {
 				d.parkHead(ctx, spec.Name, h, g.Reason)
 			} else {
@@ -283,7 +283,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 	}
 	if res.Outcome != command.OutcomeStarted {
 		// The reading goes into the log all the same.
-		d.recordReading(ctx, meta, route.Reading)
+		d.recordGate(ctx, meta, route.Gate)
 		return
 	}
 	del := val
@@ -322,15 +322,16 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 	}
 }
 
-// recordReading records a permission reading a Preparer took for a head
-// that did not go (with the barrier it would have been recorded in the
-// same append). A reading the session no longer takes is logged only.
-func (d *Daemon) recordReading(ctx context.Context, meta engine.Meta, r *command.GatedReading) {
-	if r == nil {
+// recordGate records what a Preparer's gate read for a head that did not
+// go (with the barrier it would have been recorded in the same append):
+// the Codex CLI's permission reading. A reading the session no longer
+// takes is logged only.
+func (d *Daemon) recordGate(ctx context.Context, meta engine.Meta, g command.BarrierGate) {
+	if g == nil {
 		return
 	}
-	if _, err := d.eng.Execute(ctx, meta, r.ObservePermissions); err != nil {
-		d.opt.Log.Info("permission reading not recorded", "managed_session_id", r.SessionID, "err", err)
+	if _, err := d.eng.Execute(ctx, meta, g.Record()); err != nil {
+		d.opt.Log.Info("permission reading not recorded", "err", err)
 	}
 }
 

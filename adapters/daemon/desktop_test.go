@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
@@ -32,11 +33,11 @@ import (
 func desktopDaemon(t *testing.T) *running {
 	t.Helper()
 	r := startWith(t, filepath.Join(t.TempDir(), "home"), func(o *daemon.Options) { o.NoSync = true })
-	fp, err := inbox.Observe("test", command.TransportDirect)
+	fp, err := inbox.Observe("test", desktop.TransportDirect)
 	if err != nil {
 		t.Fatal(err)
 	}
-	call(r, api.DesktopInstallationRepair, api.InstallationRepairArgs{ReadTransport: command.TransportDirect,
+	call(r, api.DesktopInstallationRepair, api.InstallationRepairArgs{ReadTransport: desktop.TransportDirect,
 		ReadTransportCapability: events.CapValidated, WritebackCapability: events.CapValidated, Fingerprint: fp})
 	return r
 }
@@ -140,7 +141,7 @@ func TestDesktop_FairRoundRobinAcrossPublications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, err := inbox.Observe("test", command.TransportDirect)
+	fp, err := inbox.Observe("test", desktop.TransportDirect)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,10 +154,10 @@ func TestDesktop_FairRoundRobinAcrossPublications(t *testing.T) {
 		}
 		return res
 	}
-	exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, WritebackCap: events.CapValidated, Fingerprint: fp})
-	exec(command.SelectBridge{BridgeThreadID: "B"})
+	exec(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated, WritebackCap: events.CapValidated, Fingerprint: fp})
+	exec(desktop.SelectBridge{BridgeThreadID: "B"})
 	for i := range n {
-		exec(command.RepairBinding{ThreadID: thread(i), AutomationID: "A" + thread(i)})
+		exec(desktop.RepairBinding{ThreadID: thread(i), AutomationID: "A" + thread(i)})
 		j, _ := enginetest.Answer[string](t, e, engine.Meta{Actor: events.ActorOperator}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread(i), TaskKind: "ci", Summary: "s", Policy: events.DeliveryPolicy{ReadOnly: true}})
 		exec(command.CompleteJob{Config: cfg, JobID: j, Summary: "done"})
 		exec(command.PrepareAttempt{Config: cfg, ThreadID: thread(i), DeliveryMode: command.ModeDesktop})

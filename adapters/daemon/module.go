@@ -69,8 +69,8 @@ type (
 	// Scheduled is called after each scheduling pass.
 	Scheduled interface{ Scheduled(ctx context.Context) }
 	// JobWatcher is told of jobs that ended other than by their own
-	// report: cancelled (command.StopJobCancelled) or failed at their
-	// job_timeout (command.StopJobTimeout).
+	// report: cancelled (task.StopJobCancelled) or failed at their
+	// job_timeout (task.StopJobTimeout).
 	JobWatcher interface {
 		JobsEnded(ctx context.Context, jobs []string, reason string)
 	}

@@ -2,14 +2,15 @@ package daemon_test
 
 import (
 	"context"
-	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/internal/errs"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cbth-dev/cbth/engine/command/task"
+	"github.com/cbth-dev/cbth/internal/errs"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -164,7 +165,7 @@ func TestHostDrivesItsModules(t *testing.T) {
 	f.mu.Lock()
 	ended := slices.Clone(f.ended)
 	f.mu.Unlock()
-	if !slices.Equal(ended, []string{j.JobID + " " + command.StopJobCancelled}) {
+	if !slices.Equal(ended, []string{j.JobID + " " + task.StopJobCancelled}) {
 		t.Fatalf("JobsEnded got %v", ended)
 	}
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -230,7 +231,7 @@ func (d *Daemon) cancel(ctx context.Context, m engine.Meta, id string, wrap func
 	defer d.poke(ctx)
 	rep, err := d.transitionAs(ctx, m, id, wrap(command.CancelJob{Config: d.deliveryConfig(), JobID: id, Reason: reason}))
 	if err == nil && rep.Outcome == command.OutcomeCancelled {
-		d.jobsEnded(ctx, []string{id}, command.StopJobCancelled)
+		d.jobsEnded(ctx, []string{id}, task.StopJobCancelled)
 	}
 	return rep, err
 }

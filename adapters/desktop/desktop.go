@@ -18,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/projections/inbox"
@@ -28,7 +29,7 @@ import (
 // read transport.
 func ObserveFingerprints(version string) (snapshot.Fingerprints, error) {
 	fp := snapshot.Fingerprints{}
-	for _, t := range command.ReadTransports {
+	for _, t := range desktopcmd.ReadTransports {
 		f, err := inbox.Observe(version, t)
 		if err != nil {
 			return nil, err
@@ -38,7 +39,7 @@ func ObserveFingerprints(version string) (snapshot.Fingerprints, error) {
 	return fp, nil
 }
 
-// Target is the Desktop pull target. Its gate is command.DesktopGate on
+// Target is the Desktop pull target. Its gate is desktopcmd.DesktopGate on
 // the daemon's current state.
 type Target struct {
 	// Read runs fn on a consistent snapshot of the daemon's state.
@@ -65,7 +66,7 @@ func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
 			g.Reason = "no batch " + h.BatchID
 			return nil
 		}
-		r, err := command.DesktopGate(s, t.Now(), b, t.observed(s))
+		r, err := desktopcmd.DesktopGate(s, t.Now(), b, t.observed(s))
 		g.OK, g.Park, g.Reason, g.Retry = r.OK, r.Park, r.Reason, r.Wake
 		return err
 	})

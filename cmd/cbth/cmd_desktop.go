@@ -8,7 +8,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/projections/inbox"
@@ -50,7 +50,7 @@ type DesktopInstallationShowCmd struct{}
 // transport.
 func observedFingerprints() (map[string]string, error) {
 	fps := map[string]string{}
-	for _, t := range command.ReadTransports {
+	for _, t := range desktop.ReadTransports {
 		fp, err := inbox.Observe(Version, t)
 		if err != nil {
 			return nil, errs.Wrap(errs.EINTERNAL, err, "observe this cbth's validation fingerprint")
@@ -241,8 +241,8 @@ type validateMCPResult struct {
 // Run opens the validation and prints the prompt; with --wait it waits
 // for the proof.
 func (c *DesktopValidateMCPCmd) Run(env *Env) error {
-	if c.TTL <= 0 || c.TTL > command.MaxMCPValidationTTL {
-		return errs.New(errs.EINVAL, "--ttl must be positive and at most %s", command.MaxMCPValidationTTL)
+	if c.TTL <= 0 || c.TTL > desktop.MaxMCPValidationTTL {
+		return errs.New(errs.EINVAL, "--ttl must be positive and at most %s", desktop.MaxMCPValidationTTL)
 	}
 	req, err := call(env, api.DesktopMCPValidationRequest, api.MCPValidationRequestArgs{TTLMS: c.TTL.Milliseconds()})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/execfile"
 	"github.com/cbth-dev/cbth/projections"
@@ -67,10 +68,10 @@ func BenchmarkClaimNextReadyInSandbox(b *testing.B) {
 		}
 		return res
 	}
-	exec1(command.SelectBridge{BridgeThreadID: bridge})
+	exec1(desktop.SelectBridge{BridgeThreadID: bridge})
 	for i := range 1000 {
 		th := fmt.Sprintf("T%04d", i)
-		exec1(command.RepairBinding{ThreadID: th, AutomationID: "A" + th})
+		exec1(desktop.RepairBinding{ThreadID: th, AutomationID: "A" + th})
 		j, _, err := engine.Exec[string](context.Background(), e, engine.Meta{Actor: events.ActorOperator}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: th, TaskKind: "ci", Summary: "s", Policy: events.DeliveryPolicy{ReadOnly: true}})
 		if err != nil {
 			b.Fatal(err)

@@ -67,8 +67,8 @@ func Undelivered(reason string) bool { return slices.Contains(UndeliveredReasons
 
 // ---- reading the thread FIFO ----
 
-// openBatches returns a thread's open batches in FIFO order.
-func openBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
+// OpenBatches returns a thread's open batches in FIFO order.
+func OpenBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 	var out []*aggregate.Batch
 	for _, r := range v.Scan(index.ThreadOpen, index.ThreadPrefix(thread)) {
 		if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
@@ -85,14 +85,14 @@ func openBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 	return out, nil
 }
 
-// liveAttempt returns the thread's non-terminal attempt, if any.
-func liveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
-	return unique[*aggregate.Attempt](v, index.ThreadLive, thread, events.KindAttempt, "live attempts")
+// LiveAttempt returns the thread's non-terminal attempt, nil if none.
+func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
+	return Unique[*aggregate.Attempt](v, index.ThreadLive, thread, events.KindAttempt, "live attempts")
 }
 
-// unique returns the one aggregate an index holds under key (nil when
+// Unique returns the one aggregate an index holds under key (nil when
 // none); more than one is corruption: the index exists to make it one.
-func unique[T aggregate.State](v engine.Reader, idx, key string, k events.Kind, what string) (T, error) {
+func Unique[T aggregate.State](v engine.Reader, idx, key string, k events.Kind, what string) (T, error) {
 	var zero T
 	refs := v.Lookup(idx, key)
 	if len(refs) > 1 {
@@ -145,7 +145,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 		}
 	}
 	line := j.TaskKind + ": " + summary
-	open, err := openBatches(v, j.SourceThreadID)
+	open, err := OpenBatches(v, j.SourceThreadID)
 	if err != nil {
 		return "", nil, err
 	}
@@ -159,7 +159,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 				Policy: tail.Policy.Stricter(j.DeliveryPolicy), InlinePayloadBytes: tail.InlinePayloadBytes + size,
 				RequiresArtifactRead: tail.RequiresArtifactRead || needsRead,
 			}
-			return tail.ID, []engine.Emit{{Stream: batchStream(tail.ID), Payload: add}}, nil
+			return tail.ID, []engine.Emit{{Stream: BatchStream(tail.ID), Payload: add}}, nil
 		}
 	}
 	id := v.NewID()
@@ -173,7 +173,7 @@ func (c DeliveryConfig) place(v engine.View, now time.Time, j *aggregate.Job, su
 	if op.Head {
 		op.NextDeliveryNotBefore = c.notBefore(v, j.SourceThreadID)
 	}
-	return id, []engine.Emit{{Stream: batchStream(id), Payload: op}}, nil
+	return id, []engine.Emit{{Stream: BatchStream(id), Payload: op}}, nil
 }
 
 // sameTarget says whether two jobs may share a batch as far as their
@@ -185,11 +185,19 @@ func sameTarget(a, b *events.DeliveryTarget) bool {
 	return *a == *b
 }
 
-func batchStream(id string) events.StreamID { return events.StreamID{Kind: events.KindBatch, ID: id} }
-func attemptStream(id string) events.StreamID {
+// BatchStream, AttemptStream and CursorStream name the streams of the
+// delivery core's aggregates; a product's decider appends to them too
+// (a Desktop arm steps the cursor, a lost session abandons an attempt).
+func BatchStream(id string) events.StreamID { return events.StreamID{Kind: events.KindBatch, ID: id} }
+
+// AttemptStream: see BatchStream.
+func AttemptStream(id string) events.StreamID {
 	return events.StreamID{Kind: events.KindAttempt, ID: id}
 }
-func cursorStream(target string) events.StreamID {
+
+// CursorStream is the stream of the fair-ready cursor of scope (a target,
+// or a Desktop bridge: CursorScope): see BatchStream.
+func CursorStream(target string) events.StreamID {
 	return events.StreamID{Kind: events.KindCursor, ID: target}
 }
 
@@ -199,20 +207,21 @@ func cursorStream(target string) events.StreamID {
 // itself, its live attempt, the artifacts it held, the promotion of the
 // next batch of the thread when b was the head, and the cursor step.
 func (c DeliveryConfig) closeBatch(v engine.View, now time.Time, b *aggregate.Batch, reason, detail string) ([]engine.Emit, error) {
-	return c.closeWith(v, now, b, engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}, reason)
+	return c.CloseWith(v, now, b, engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchClosed{CloseReason: reason, Detail: detail, Undelivered: Undelivered(reason)}}, reason)
 }
 
-// closeWith is closeBatch with the event that closes the batch given:
-// batch.closed, or batch.handoff_recorded for a Desktop handoff.
-func (c DeliveryConfig) closeWith(v engine.View, now time.Time, b *aggregate.Batch, first engine.Emit, reason string) ([]engine.Emit, error) {
+// CloseWith is closeBatch with the event that closes the batch given:
+// batch.closed, or batch.handoff_recorded for a Desktop handoff (the
+// Desktop product's NoteBoundaryCrossed).
+func (c DeliveryConfig) CloseWith(v engine.View, now time.Time, b *aggregate.Batch, first engine.Emit, reason string) ([]engine.Emit, error) {
 	emits := []engine.Emit{first}
-	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
+	if a, err := LiveAttempt(v, b.SourceThreadID); err != nil {
 		return nil, err
 	} else if a != nil && a.BatchID == b.ID {
 		if a.State == fsm.AttemptCooldown {
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptClosed{Reason: reason}})
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptClosed{Reason: reason}})
 		} else {
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch closed: " + reason}})
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch closed: " + reason}})
 		}
 	}
 	rel, err := c.release(v, now, b)
@@ -221,21 +230,21 @@ func (c DeliveryConfig) closeWith(v engine.View, now time.Time, b *aggregate.Bat
 	}
 	emits = append(emits, rel...)
 	if b.IsHead {
-		open, err := openBatches(v, b.SourceThreadID)
+		open, err := OpenBatches(v, b.SourceThreadID)
 		if err != nil {
 			return nil, err
 		}
 		for _, next := range open {
 			if next.ID != b.ID {
-				emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.notBefore(v, b.SourceThreadID)}})
+				emits = append(emits, engine.Emit{Stream: BatchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.notBefore(v, b.SourceThreadID)}})
 				break
 			}
 		}
-		scope, err := cursorScope(v, b)
+		scope, err := CursorScope(v, b)
 		if err != nil {
 			return nil, err
 		}
-		emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
+		emits = append(emits, engine.Emit{Stream: CursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "closed: " + reason}})
 	}
 	return emits, nil
 }
@@ -255,14 +264,16 @@ func (c DeliveryConfig) release(v engine.View, now time.Time, b *aggregate.Batch
 		if !ok || a.State != fsm.ArtifactStored {
 			continue
 		}
-		eligible := latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
+		eligible := Latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
 		out = append(out, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: id},
 			Payload: &events.ArtifactReleased{BatchID: b.ID, LastBatchClosedAt: now, GCEligibleAt: eligible}})
 	}
 	return out, nil
 }
 
-func latest(ts ...time.Time) time.Time {
+// Latest is the latest of ts (zero when none is set): an artifact's GC
+// eligibility is the latest of its retentions.
+func Latest(ts ...time.Time) time.Time {
 	var m time.Time
 	for _, t := range ts {
 		if t.After(m) {
@@ -272,9 +283,10 @@ func latest(ts ...time.Time) time.Time {
 	return m
 }
 
-// park moves b to manual resolution: no automatic replay from now on.
-func park(b *aggregate.Batch, reason, attemptID string) engine.Emit {
-	return engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchReplayPolicyChanged{ReplayPolicy: aggregate.ReplayManual, Reason: reason, AttemptID: attemptID}}
+// Park is the event that moves b to manual resolution: no automatic
+// replay from now on.
+func Park(b *aggregate.Batch, reason, attemptID string) engine.Emit {
+	return engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchReplayPolicyChanged{ReplayPolicy: aggregate.ReplayManual, Reason: reason, AttemptID: attemptID}}
 }
 
 // ---- eligibility ----
@@ -291,7 +303,7 @@ type Eligibility struct {
 // Eligible decides whether thread's head batch may get a fresh delivery
 // now. It reads only.
 func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) (Eligibility, error) {
-	open, err := openBatches(v, thread)
+	open, err := OpenBatches(v, thread)
 	if err != nil {
 		return Eligibility{}, err
 	}
@@ -307,7 +319,7 @@ func (c DeliveryConfig) Eligible(v engine.Reader, now time.Time, thread string) 
 	if reason, wake := c.BatchHold(b, now); reason != "" {
 		return no(reason, wake)
 	}
-	a, err := liveAttempt(v, thread)
+	a, err := LiveAttempt(v, thread)
 	if err != nil {
 		return Eligibility{}, err
 	}
@@ -382,20 +394,25 @@ type Route struct {
 	DeliveryMode     string
 	ManagedSessionID string
 	SessionEpoch     uint64
-	// Reading, when set, is the fresh permission reading of the managed
-	// session's thread the target gated this route on (the Codex CLI
-	// reads it before every turn/start). It is recorded with the barrier,
-	// in the same append, and the route is refused (not_eligible) when on
-	// the state the barrier is decided on the reading would not give the
-	// effective permissions that were gated.
-	Reading *GatedReading
+	// Gate, when set, is what the target let this route through on and
+	// wants checked again on the state the barrier is decided on (the
+	// Codex CLI's fresh permission reading before every turn/start).
+	Gate BarrierGate
 }
 
-// GatedReading is a permission reading not recorded yet, and the
-// effective permissions a gate let a delivery through on.
-type GatedReading struct {
-	ObservePermissions
-	Effective events.Permissions
+// BarrierGate is a target's own last check of a delivery, made inside
+// the barrier's decision so that nothing can change between the check
+// and the barrier: its events go into the same append, and a refusal
+// makes the start not_eligible. The core does not know what a target
+// checks; the target hands its gate in with the Route (a product's
+// package implements it: engine/command/codex's GatedReading).
+type BarrierGate interface {
+	// Barrier returns the events to append with the barrier, or why the
+	// delivery may not start (refused non-empty; nothing is appended).
+	Barrier(v engine.Reader) (emits []engine.Emit, refused string, err error)
+	// Record is the command that records what the gate read on its own,
+	// for a head that does not go (no barrier to record it with).
+	Record() engine.Decider
 }
 
 func (r Route) validate() error {
@@ -438,13 +455,13 @@ type Delivery struct {
 func freshAttempt(v engine.View, el Eligibility, mode string) (id string, gen, rev uint64, emits []engine.Emit) {
 	b := el.Batch
 	if a := el.Attempt; a != nil {
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{Reason: "fresh delivery after " + string(a.State)}})
+		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptSuperseded{Reason: "fresh delivery after " + string(a.State)}})
 	}
 	id, gen, rev = v.NewID(), b.Generation+1, v.NextSeq()
 	emits = append(emits,
-		engine.Emit{Stream: attemptStream(id), Payload: &events.AttemptPrepared{SourceThreadID: b.SourceThreadID, BatchID: b.ID, Generation: gen,
+		engine.Emit{Stream: AttemptStream(id), Payload: &events.AttemptPrepared{SourceThreadID: b.SourceThreadID, BatchID: b.ID, Generation: gen,
 			SnapshotRevision: rev, SnapshotPath: snapshotPath(mode, b.SourceThreadID), DeliveryDeadline: b.RedeliveryWindowEndsAt}},
-		engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: id, Generation: gen, SnapshotRevision: rev, DeliveryMode: mode}},
+		engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchMaterialized{AttemptID: id, Generation: gen, SnapshotRevision: rev, DeliveryMode: mode}},
 	)
 	return id, gen, rev, emits
 }
@@ -492,22 +509,20 @@ func (c StartDelivery) Decide(v engine.View, now time.Time) (engine.Decision, er
 	} else {
 		attemptID, gen, rev, emits = freshAttempt(v, el, c.Route.DeliveryMode)
 	}
-	if g := c.Route.Reading; g != nil {
-		observed, obs, refused, err := g.observe(v)
+	if g := c.Route.Gate; g != nil {
+		gated, refused, err := g.Barrier(v)
 		switch {
 		case err != nil:
 			return engine.Decision{}, err
-		case refused != nil:
-			return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, Delivery{NotEligible: refused.Error()}), nil
-		case obs.Effective != g.Effective:
-			return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, Delivery{NotEligible: "the session's permissions moved since its thread was read"}), nil
+		case refused != "":
+			return c.Answer(engine.Decision{Outcome: OutcomeNotEligible}, Delivery{NotEligible: refused}), nil
 		}
-		emits = append(emits, observed...)
+		emits = append(emits, gated...)
 	}
 	rpc := v.NewID()
 	marker := "cbth-" + strings.ReplaceAll(rpc, "-", "")[20:]
 	r := c.Route
-	emits = append(emits, engine.Emit{Stream: attemptStream(attemptID), Payload: &events.AttemptAcceptPending{
+	emits = append(emits, engine.Emit{Stream: AttemptStream(attemptID), Payload: &events.AttemptAcceptPending{
 		RPCRequestID: rpc, RPCKind: r.RPCKind, CorrelationMarker: marker, ManagedSessionID: r.ManagedSessionID, SessionEpoch: r.SessionEpoch}})
 	return c.Answer(engine.Decision{Outcome: OutcomeStarted, Emits: emits}, Delivery{
 		ThreadID: c.ThreadID, TargetKind: b.TargetKind, BatchID: b.ID, AttemptID: attemptID, Generation: gen, SnapshotRevision: rev,
@@ -599,7 +614,7 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	b := bs.(*aggregate.Batch)
-	as := attemptStream(a.ID)
+	as := AttemptStream(a.ID)
 	switch c.Outcome {
 	case Accepted:
 		acc := &events.AttemptAccepted{TurnID: c.TurnID, CooldownUntil: now.Add(c.Config.Cooldown)}
@@ -608,10 +623,10 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}
 		return engine.Decision{Outcome: Accepted, Emits: []engine.Emit{
 			{Stream: as, Payload: acc},
-			{Stream: batchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
+			{Stream: BatchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval),
 				ObservationDeadline: acc.ObservationDeadline}},
-			{Stream: cursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
+			{Stream: CursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
 		}}, nil
 	case RejectedBefore:
 		// The attempt is retried in place, so its rejects so far are the
@@ -620,18 +635,18 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		wait := c.Config.Backoff().Delay(a.ID, n)
 		return engine.Decision{Outcome: RejectedBefore, Emits: []engine.Emit{
 			{Stream: as, Payload: &events.AttemptRejectedBeforeAccept{Reason: c.Reason}},
-			{Stream: batchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(wait),
+			{Stream: BatchStream(b.ID), Payload: &events.BatchEligibleAfterSet{EligibleAfter: now.Add(wait),
 				Reason: fmt.Sprintf("rejected before accept (reject %d, back-off %s): %s", n, wait, c.Reason)}},
 		}}, nil
 	case AcquisitionFailed:
 		return engine.Decision{Outcome: AcquisitionFailed, Emits: []engine.Emit{
 			{Stream: as, Payload: &events.AttemptRejectedBeforeAccept{Reason: "target acquisition failed: " + c.Reason}},
-			park(b, "target acquisition failed: "+c.Reason, a.ID),
+			Park(b, "target acquisition failed: "+c.Reason, a.ID),
 		}}, nil
 	case AcceptanceUnknown:
 		return engine.Decision{Outcome: AcceptanceUnknown, Emits: []engine.Emit{
 			{Stream: as, Payload: &events.AttemptAbandoned{Reason: "acceptance unknown: " + c.Reason, RPCState: AcceptanceUnknown}},
-			park(b, "acceptance unknown: "+c.Reason, a.ID),
+			Park(b, "acceptance unknown: "+c.Reason, a.ID),
 		}}, nil
 	}
 	return engine.Decision{}, errs.New(errs.EINVAL, "unknown delivery outcome %q", c.Outcome)
@@ -693,7 +708,7 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 		// Late or stale: evidence for an operator, never an automatic close.
 		return engine.Decision{Outcome: LateIgnored}, nil
 	}
-	emits := []engine.Emit{{Stream: attemptStream(a.ID), Payload: &events.AttemptTurnObserved{TurnID: c.TurnID, Event: c.Event}}}
+	emits := []engine.Emit{{Stream: AttemptStream(a.ID), Payload: &events.AttemptTurnObserved{TurnID: c.TurnID, Event: c.Event}}}
 	switch c.Event {
 	case "turn_started":
 		return engine.Decision{Outcome: Observed, Emits: emits}, nil
@@ -705,8 +720,8 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 		return engine.Decision{Outcome: CloseDelivered, Emits: append(emits, more...)}, nil
 	default:
 		emits = append(emits,
-			engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Event, ObservationState: "lost"}},
-			park(b, "accepted turn ended with "+c.Event, a.ID))
+			engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Event, ObservationState: "lost"}},
+			Park(b, "accepted turn ended with "+c.Event, a.ID))
 		return engine.Decision{Outcome: Parked, Emits: emits}, nil
 	}
 }
@@ -748,7 +763,7 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 			return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is not the head of thread %s", b.ID, c.ThreadID)
 		}
 	}
-	open, err := openBatches(v, c.ThreadID)
+	open, err := OpenBatches(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -809,9 +824,9 @@ func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: ab})
+		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: ab})
 		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-			emits = append(emits, park(b, why, a.ID))
+			emits = append(emits, Park(b, why, a.ID))
 		}
 	}
 	return engine.Decision{Outcome: engine.Outcome(fmt.Sprintf("reconciled %d", len(emits)/2)), Emits: emits}, nil
@@ -850,13 +865,13 @@ func (c LoseStream) Decide(v engine.View, now time.Time) (engine.Decision, error
 		if !ok || !a.Tracking() || a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 			continue
 		}
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Reason, ObservationState: "lost"}})
+		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Reason, ObservationState: "lost"}})
 		bs, err := v.State(events.KindBatch, a.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
 		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-			emits = append(emits, park(b, "continuity lost: "+c.Reason, a.ID))
+			emits = append(emits, Park(b, "continuity lost: "+c.Reason, a.ID))
 		}
 	}
 	if len(emits) == 0 {

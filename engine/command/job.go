@@ -300,12 +300,12 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }
 
 func job(v engine.View, id string) (*aggregate.Job, error) {
-	return existing[*aggregate.Job](v, events.KindJob, "job", id)
+	return Existing[*aggregate.Job](v, events.KindJob, "job", id)
 }
 
-// existing returns the aggregate of kind k named id: EINVAL for a bad id,
+// Existing returns the aggregate of kind k named id: EINVAL for a bad id,
 // ENOENT when there is none.
-func existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
+func Existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
 	var zero T
 	if err := CheckID(what+" id", id); err != nil {
 		return zero, err
@@ -394,9 +394,9 @@ func (c PinArtifact) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	}
 	eligible := a.MinRetentionUntil
 	if !a.LastBatchClosedAt.IsZero() {
-		eligible = latest(eligible, a.LastBatchClosedAt.Add(c.Config.PostCloseTTL))
+		eligible = Latest(eligible, a.LastBatchClosedAt.Add(c.Config.PostCloseTTL))
 	}
-	eligible = latest(eligible, c.Until)
+	eligible = Latest(eligible, c.Until)
 	return engine.Decision{Outcome: OutcomePinned, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindArtifact, ID: a.ID},
 		Payload: &events.ArtifactPinned{PinUntil: c.Until, GCEligibleAt: eligible}}}}, nil
 }

@@ -27,6 +27,13 @@ func FairOrderHeads(r engine.Reader, target string) ([]HeadRef, error) {
 	return fairOrder(r, target, target)
 }
 
+// FairOrderScoped is FairOrder with the cursor of scope instead of the
+// target's own: the Desktop ready order of one bridge thread.
+func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
+	heads, err := fairOrder(r, target, scope)
+	return threadsOf(heads), err
+}
+
 func threadsOf(heads []HeadRef) []string {
 	out := make([]string, len(heads))
 	for i, h := range heads {

@@ -26,13 +26,7 @@ var (
 	stepsFlag = flag.Int("steps", 3000, "steps of the delivery property test")
 )
 
-var cfg = command.DeliveryConfig{
-	MaxJobsPerBatch: 3, MaxTotalBytes: 4096, MaxWaitWindow: 5 * time.Second, MinSendInterval: 10 * time.Second,
-	Cooldown: 30 * time.Second, RedeliveryWindow: 10 * time.Minute, MaxDeliveryAttempts: 3,
-	EligibleBackoff: 20 * time.Second, EligibleBackoffMax: 3 * time.Minute, EligibleBackoffJitter: 0.2,
-	InlinePayloadLimit: 1024, ObservationWindow: 2 * time.Minute,
-	MinArtifactTTL: time.Hour, PostCloseTTL: time.Hour,
-}
+var cfg = enginetest.DeliveryConfig()
 
 // Seeded random interleavings of submits, completions, failures, cancels,
 // deliveries with every outcome, operator closes and clock advances. After

@@ -40,7 +40,7 @@ type RecoveryLease struct {
 
 // Decide implements engine.Decider.
 func (c IssueRecoveryLeases) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	b, err := batchState(v, c.BatchID)
+	b, err := BatchState(v, c.BatchID)
 	if err != nil || b == nil {
 		return engine.Decision{Outcome: OutcomeNone}, err
 	}

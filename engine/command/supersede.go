@@ -36,7 +36,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if c.Reason == "" {
 		return engine.Decision{}, errs.New(errs.EINVAL, "give the reason the head was superseded")
 	}
-	b, err := batchState(v, c.BatchID)
+	b, err := BatchState(v, c.BatchID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -52,7 +52,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if !b.IsHead {
 		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s is not the head of thread %s: only the head is superseded", b.ID, b.SourceThreadID)
 	}
-	open, err := openBatches(v, b.SourceThreadID)
+	open, err := OpenBatches(v, b.SourceThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -70,15 +70,15 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 		return engine.Decision{}, errs.New(errs.ESTATE, "batch %s goes to another target than %s: its jobs cannot be carried into it", next.ID, b.ID)
 	}
 
-	emits := []engine.Emit{{Stream: batchStream(b.ID), Payload: &events.BatchSuperseded{Reason: c.Reason, SupersededBy: next.ID, JobIDs: b.JobIDs}}}
-	if a, err := liveAttempt(v, b.SourceThreadID); err != nil {
+	emits := []engine.Emit{{Stream: BatchStream(b.ID), Payload: &events.BatchSuperseded{Reason: c.Reason, SupersededBy: next.ID, JobIDs: b.JobIDs}}}
+	if a, err := LiveAttempt(v, b.SourceThreadID); err != nil {
 		return engine.Decision{}, err
 	} else if a != nil && a.BatchID == b.ID {
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch superseded by " + next.ID}})
+		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch superseded by " + next.ID}})
 	}
-	emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchJobsAdded{
+	emits = append(emits, engine.Emit{Stream: BatchStream(next.ID), Payload: &events.BatchJobsAdded{
 		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Summary: next.Summary + "\n" + b.Summary,
-		LastReadyAt: latest(next.LastReadyAt, b.LastReadyAt), Policy: next.Policy.Stricter(b.Policy),
+		LastReadyAt: Latest(next.LastReadyAt, b.LastReadyAt), Policy: next.Policy.Stricter(b.Policy),
 		InlinePayloadBytes: next.InlinePayloadBytes + b.InlinePayloadBytes, RequiresArtifactRead: next.RequiresArtifactRead || b.RequiresArtifactRead,
 	}})
 	for _, j := range b.JobIDs {
@@ -103,13 +103,13 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 		emits = append(emits,
 			engine.Emit{Stream: as, Payload: &events.ArtifactReferenced{BatchID: next.ID}},
 			engine.Emit{Stream: as, Payload: &events.ArtifactReleased{BatchID: b.ID, LastBatchClosedAt: now,
-				GCEligibleAt: latest(a.MinRetentionUntil, now.Add(c.Config.PostCloseTTL), a.OperatorPinUntil)}})
+				GCEligibleAt: Latest(a.MinRetentionUntil, now.Add(c.Config.PostCloseTTL), a.OperatorPinUntil)}})
 	}
-	emits = append(emits, engine.Emit{Stream: batchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.Config.notBefore(v, b.SourceThreadID)}})
-	scope, err := cursorScope(v, b)
+	emits = append(emits, engine.Emit{Stream: BatchStream(next.ID), Payload: &events.BatchPromoted{NextDeliveryNotBefore: c.Config.notBefore(v, b.SourceThreadID)}})
+	scope, err := CursorScope(v, b)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	emits = append(emits, engine.Emit{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "superseded: " + c.Reason}})
+	emits = append(emits, engine.Emit{Stream: CursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "superseded: " + c.Reason}})
 	return c.Answer(engine.Decision{Outcome: OutcomeSuperseded, Emits: emits}, next.ID), nil
 }

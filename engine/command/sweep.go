@@ -1,6 +1,7 @@
 package command
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
@@ -75,7 +76,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		res.Due++
 		switch d.Name {
 		case index.DueRedeliveryWindow:
-			b, err := batchState(v, d.ID)
+			b, err := BatchState(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -90,7 +91,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 		case index.DueMaxAttempts:
-			b, err := batchState(v, d.ID)
+			b, err := BatchState(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -112,13 +113,13 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			if !ok || !a.Tracking() || now.Before(a.ObservationDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
-			b, err := batchState(v, a.BatchID)
+			b, err := BatchState(v, a.BatchID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "observation deadline passed", ObservationState: "expired"}})
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "observation deadline passed", ObservationState: "expired"}})
 			if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-				emits = append(emits, park(b, "observation deadline passed without a completed turn", a.ID))
+				emits = append(emits, Park(b, "observation deadline passed without a completed turn", a.ID))
 				res.Parked = append(res.Parked, b.ID)
 			}
 			touched[a.SourceThreadID] = true
@@ -160,14 +161,14 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			if !ok || a.State != fsm.AttemptArmPending || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{
+			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{
 				Reason: "arm_pending_deadline passed: the arm is neither proven effective nor proven never effective"}})
-			b, err := batchState(v, a.BatchID)
+			b, err := BatchState(v, a.BatchID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
 			if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-				emits = append(emits, park(b, "arm_pending_deadline passed without proof of the arm or of the caller heartbeat paused", a.ID))
+				emits = append(emits, Park(b, "arm_pending_deadline passed without proof of the arm or of the caller heartbeat paused", a.ID))
 				res.Parked = append(res.Parked, b.ID)
 			}
 			bd, err := BindingOf(v, a.SourceThreadID)
@@ -175,7 +176,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 			if bd != nil && bd.State == fsm.BindingBound {
-				emits = append(emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingDegraded{
+				emits = append(emits, engine.Emit{Stream: BindingStream(bd.ID), Payload: &events.BindingDegraded{
 					Reason: "arm_pending_deadline of generation " + itoa(a.Generation) + " passed unresolved"}})
 			}
 			touched[a.SourceThreadID] = true
@@ -188,7 +189,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			if !ok || bd.State != fsm.BindingBound || !bd.Unquiesced() || now.Before(bd.PauseDeadline) || touched[bd.SourceThreadID] {
 				continue
 			}
-			more, err := degradeBinding(v, bd, "pause_deadline of generation "+itoa(bd.ArmedGeneration)+" passed without a verified pause")
+			more, err := DegradeBinding(v, bd, "pause_deadline of generation "+itoa(bd.ArmedGeneration)+" passed without a verified pause")
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -198,14 +199,14 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			// The binding's pause deadline (binding.pause) is the one
 			// acted on; the attempt's copy is what the bridge reads.
 		case index.DueRecoveryGC:
-			b, err := batchState(v, d.ID)
+			b, err := BatchState(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
 			if b == nil || b.Open() || b.BoundaryRecoveryEnvelope == nil || now.Before(b.BoundaryRecoveryRetention) {
 				continue
 			}
-			emits = append(emits, engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchRecoveryCollected{RetentionUntil: b.BoundaryRecoveryRetention}})
+			emits = append(emits, engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchRecoveryCollected{RetentionUntil: b.BoundaryRecoveryRetention}})
 		default:
 			return engine.Decision{}, errs.New(errs.EINTERNAL, "the sweep has no case for deadline kind %q", d.Name)
 		}
@@ -213,10 +214,13 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	return c.Answer(engine.Decision{Outcome: OutcomeSwept, Emits: emits}, res), nil
 }
 
-func batchState(v engine.Reader, id string) (*aggregate.Batch, error) {
+// BatchState returns batch id, nil if there is none.
+func BatchState(v engine.Reader, id string) (*aggregate.Batch, error) {
 	s, err := v.State(events.KindBatch, id)
 	if err != nil || s == nil {
 		return nil, err
 	}
 	return s.(*aggregate.Batch), nil
 }
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -99,14 +100,14 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 	v := InstallationView{ReadTransportCapability: events.CapUnknown, ArtifactReadCapability: events.CapUnknown,
 		WritebackCapability: events.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest,
 		RelayScanners:       []RelayScannerView{},
-		WritebackTransports: map[string]string{command.WritebackMCP: events.CapUnknown, command.WritebackRelay: events.CapUnknown, command.WritebackDirect: events.CapUnknown}}
+		WritebackTransports: map[string]string{desktop.WritebackMCP: events.CapUnknown, desktop.WritebackRelay: events.CapUnknown, desktop.WritebackDirect: events.CapUnknown}}
 	if inst == nil {
 		return v
 	}
-	v.WritebackTransports[command.WritebackRelay] = inst.WritebackCapability
-	v.WritebackTransports[command.WritebackDirect] = inst.WritebackCapability
+	v.WritebackTransports[desktop.WritebackRelay] = inst.WritebackCapability
+	v.WritebackTransports[desktop.WritebackDirect] = inst.WritebackCapability
 	if inst.MCPWritebackValidated() {
-		v.WritebackTransports[command.WritebackMCP] = events.CapValidated
+		v.WritebackTransports[desktop.WritebackMCP] = events.CapValidated
 	}
 	if w := inst.MCPWriteback; w != nil {
 		v.MCPValidation = &MCPValidationView{ThreadID: w.ThreadID, SandboxMode: w.SandboxMode, Fingerprint: w.Fingerprint,
@@ -184,7 +185,7 @@ func NewBindingView(b *aggregate.Binding, inst *aggregate.Installation) BindingV
 		ReadTransport: m.ReadTransport, ReadTransportGeneration: m.ReadTransportGeneration,
 		ReadTransportCapability: m.ReadTransportCapability, ArtifactReadCapability: m.ArtifactReadCapability,
 		WritebackCapability: m.WritebackCapability, ValidationFingerprint: m.ValidationFingerprint,
-		MirrorMatches: inst != nil && command.MirrorMatches(b, inst), DegradedReason: b.DegradedReason,
+		MirrorMatches: inst != nil && desktop.MirrorMatches(b, inst), DegradedReason: b.DegradedReason,
 		AutomationDeletedOnUnbind: b.AutomationDeletedOnUnbind, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 		LastVerifiedAt: opt(b.LastVerifiedAt), Version: b.Version}
 	if b.ArmedGeneration > 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
@@ -202,7 +203,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 			return c, false, err
 		}
 		bd, ok := st.(*aggregate.Binding)
-		if !ok || !bd.Unquiesced() || !command.ServesBridge(bd, c.Bridge) {
+		if !ok || !bd.Unquiesced() || !desktop.ServesBridge(bd, c.Bridge) {
 			continue
 		}
 		if now.Before(bd.PauseNotBefore) {
@@ -213,7 +214,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		bindings[bd.SourceThreadID] = bd
 		var expires time.Time
 		marker, request := relayMarker(bd.RelayMarkers, now, &expires, c.Bridge, func(m aggregate.RelayMarker) bool {
-			return m.Kind == command.RelayPaused && m.AttemptID == "" && m.Generation == bd.ArmedGeneration
+			return m.Kind == desktop.RelayPaused && m.AttemptID == "" && m.Generation == bd.ArmedGeneration
 		})
 		wake(expires)
 		c.PauseDue = append(c.PauseDue, inbox.PauseDueEntry{SourceThreadID: bd.SourceThreadID, BindingID: bd.ID,
@@ -297,7 +298,7 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		return err
 	}
 	b.owner[events.StreamID{Kind: events.KindBinding, ID: bd.ID}] = th
-	if !command.ServesBridge(bd, inst.BridgeThreadID) {
+	if !desktop.ServesBridge(bd, inst.BridgeThreadID) {
 		return nil
 	}
 	st, err := s.State(events.KindBatch, a.BatchID)
@@ -312,10 +313,10 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 	if a.State == fsm.AttemptArmPending {
 		var wake time.Time
 		accepted, _ := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
-			return m.Kind == command.RelayArmAccepted && m.BridgeRequestID == a.BridgeRequestID
+			return m.Kind == desktop.RelayArmAccepted && m.BridgeRequestID == a.BridgeRequestID
 		})
 		paused, _ := relayMarker(bd.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
-			return m.Kind == command.RelayPaused && m.AttemptID == a.ID && m.Generation == a.Generation && m.BridgeRequestID == a.BridgeRequestID
+			return m.Kind == desktop.RelayPaused && m.AttemptID == a.ID && m.Generation == a.Generation && m.BridgeRequestID == a.BridgeRequestID
 		})
 		b.parts[th] = part{binding: bd, wake: wake, armPending: &inbox.ArmPendingEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
 			Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, CallerAutomationID: bd.CallerAutomationID,
@@ -327,13 +328,13 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		b.parts[th] = part{wake: at}
 		return nil
 	}
-	g := command.DesktopGateOf(now, bt, bd, inst, observed)
+	g := desktop.DesktopGateOf(now, bt, bd, inst, observed)
 	if !g.OK {
 		b.parts[th] = part{wake: g.Wake}
 		return nil
 	}
 	wake := g.Wake
-	marker, request := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool { return m.Kind == command.RelayArmPending })
+	marker, request := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool { return m.Kind == desktop.RelayArmPending })
 	b.parts[th] = part{binding: bd, wake: wake, ready: &inbox.ReadyEntry{SourceThreadID: th, BatchID: a.BatchID,
 		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, SnapshotPath: inbox.ByThreadPath(th),
 		RequiresArtifactRead: bt.RequiresArtifactRead, RelayMarker: marker, RelayBridgeRequestID: request}}

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -32,7 +33,7 @@ var cfg = command.DeliveryConfig{MaxJobsPerBatch: 8, MaxTotalBytes: 1 << 20, Coo
 
 const fp = "fp1-test"
 
-var fps = snapshot.Fingerprints{command.TransportDirect: fp, command.TransportHelper: fp}
+var fps = snapshot.Fingerprints{desktopcmd.TransportDirect: fp, desktopcmd.TransportHelper: fp}
 
 type world struct {
 	tb    testing.TB
@@ -44,9 +45,9 @@ func newWorld(tb testing.TB) *world {
 	clock := engine.NewManualClock(t0)
 	e := enginetest.Open(tb, filepath.Join(tb.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	w := &world{tb: tb, e: e, clock: clock}
-	w.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated,
+	w.exec(desktopcmd.RepairInstallation{ReadTransport: desktopcmd.TransportDirect, ReadCap: events.CapValidated,
 		WritebackCap: events.CapValidated, Fingerprint: fp})
-	w.exec(command.SelectBridge{BridgeThreadID: "B"})
+	w.exec(desktopcmd.SelectBridge{BridgeThreadID: "B"})
 	return w
 }
 
@@ -63,7 +64,7 @@ func (w *world) exec(c engine.Decider) engine.Result {
 // a low-risk completed job each, its attempt prepared.
 func (w *world) populate(bound, ready int) {
 	for i := range bound {
-		w.exec(command.RepairBinding{ThreadID: thread(i), AutomationID: "automation-" + strconv.Itoa(i)})
+		w.exec(desktopcmd.RepairBinding{ThreadID: thread(i), AutomationID: "automation-" + strconv.Itoa(i)})
 	}
 	for i := range ready {
 		id, _ := enginetest.Answer[string](w.tb, w.e, engine.Meta{Actor: events.ActorOperator}, command.SubmitJob{Target: command.TargetDesktop, ThreadID: thread(i), TaskKind: "ci", Summary: "s",
@@ -129,7 +130,7 @@ func TestPublisher_RevisionsAndPruning(t *testing.T) {
 	if !p.Current(w.e.Head(), now.Add(29*time.Second)) || p.Current(w.e.Head(), now.Add(31*time.Second)) || p.Current(w.e.Head()+1, now) {
 		t.Fatal("Current: the same head within the interval only")
 	}
-	w.exec(command.UnbindBinding{ThreadID: thread(0)})
+	w.exec(desktopcmd.UnbindBinding{ThreadID: thread(0)})
 	c2 := w.build()
 	if r := pub(c2, false); r.Outcome != "published" || r.Manifest.SnapshotRevision != 2 || len(c2.Ready) != 1 {
 		t.Fatalf("new content: %+v", r)
@@ -195,7 +196,7 @@ func TestPublisher_RevisionsFromTheLog(t *testing.T) {
 	if err != nil || r.Manifest.SnapshotRevision != 1 || log.through != snapshot.RevisionBlock || log.calls != 1 {
 		t.Fatalf("first: %v %+v, log %+v", err, r, log)
 	}
-	w.exec(command.UnbindBinding{ThreadID: thread(0)})
+	w.exec(desktopcmd.UnbindBinding{ThreadID: thread(0)})
 	if r, err = p.Publish(w.build(), w.e.Head(), t0, false); err != nil || r.Manifest.SnapshotRevision != 2 || log.calls != 1 {
 		t.Fatalf("within the block: %v %+v, log %+v", err, r, log)
 	}
@@ -329,9 +330,9 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 		th := thread(rnd.IntN(threads))
 		switch op := rnd.IntN(100); {
 		case op < 20:
-			try(command.RepairBinding{ThreadID: th, AutomationID: fmt.Sprintf("a-%s-%d", th, rnd.IntN(2))})
+			try(desktopcmd.RepairBinding{ThreadID: th, AutomationID: fmt.Sprintf("a-%s-%d", th, rnd.IntN(2))})
 		case op < 25:
-			try(command.UnbindBinding{ThreadID: th})
+			try(desktopcmd.UnbindBinding{ThreadID: th})
 		case op < 50:
 			p := events.DeliveryPolicy{ReadOnly: true}
 			if rnd.IntN(8) == 0 {
@@ -341,12 +342,12 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 			try(command.CompleteJob{Config: cfg, JobID: id, Summary: "done"})
 		case op < 70:
 			// What the scheduler does for a Desktop head.
-			var gate command.DesktopReadiness
+			var gate desktopcmd.DesktopReadiness
 			var el command.Eligibility
 			w.e.Read(func(s engine.Snapshot) error {
 				el, _ = cfg.Eligible(s, w.clock.Now(), th)
 				if el.OK {
-					gate, _ = command.DesktopGate(s, w.clock.Now(), el.Batch, fp)
+					gate, _ = desktopcmd.DesktopGate(s, w.clock.Now(), el.Batch, fp)
 				}
 				return nil
 			})
@@ -362,9 +363,9 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 			try(command.SkipHead{ThreadID: th})
 		case op < 89:
 			caps := []string{events.CapValidated, events.CapUnknown}
-			try(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: caps[rnd.IntN(2)], WritebackCap: events.CapValidated, Fingerprint: fp})
+			try(desktopcmd.RepairInstallation{ReadTransport: desktopcmd.TransportDirect, ReadCap: caps[rnd.IntN(2)], WritebackCap: events.CapValidated, Fingerprint: fp})
 		case op < 91:
-			try(command.SelectBridge{BridgeThreadID: []string{"B", "B2"}[rnd.IntN(2)]})
+			try(desktopcmd.SelectBridge{BridgeThreadID: []string{"B", "B2"}[rnd.IntN(2)]})
 		case op < 95:
 			// What part 2's arm and pause proofs record on a binding,
 			// without an attempt event.

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -33,7 +34,7 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	var s *aggregate.Session
 	if err := t.eng.Read(func(v engine.Snapshot) error {
 		var err error
-		s, err = command.SessionOf(v, h.ThreadID)
+		s, err = codex.SessionOf(v, h.ThreadID)
 		return err
 	}); err != nil {
 		return target.Gate{Reason: "cli: read the thread's session: " + err.Error()}
@@ -137,14 +138,16 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	if ref.Epoch != g.Route.SessionEpoch {
 		return target.Gate{Reason: "cli: the session's epoch moved on", Retry: t.now()}
 	}
-	var reading *command.GatedReading
+	// An interface holding a nil pointer is not nil: set the gate only
+	// when there is a reading.
+	var reading command.BarrierGate
 	if ref.Record != nil {
-		reading = &command.GatedReading{ObservePermissions: *ref.Record, Effective: ref.Effective}
+		reading = &codex.GatedReading{ObservePermissions: *ref.Record, Effective: ref.Effective}
 	}
-	g.Route.Reading = reading
+	g.Route.Gate = reading
 	steer := ""
 	if ref.Thread.Thread.Status.Type == appserver.ThreadActive {
-		held := target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle", Route: command.Route{Reading: reading}}
+		held := target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle", Route: command.Route{Gate: reading}}
 		if !t.cfg.Steer || !readOnlyBatch(h.Policy) {
 			return held
 		}
@@ -172,7 +175,7 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	}
 	params, why := t.pin(ref)
 	if why != "" {
-		return target.Gate{Park: true, Reason: why, Route: command.Route{Reading: reading}}
+		return target.Gate{Park: true, Reason: why, Route: command.Route{Gate: reading}}
 	}
 	params.ThreadID = h.ThreadID
 	p := prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params, steer: steer}

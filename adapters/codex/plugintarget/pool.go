@@ -17,6 +17,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -451,6 +452,6 @@ func (p *Pool) Read(ctx context.Context, sessionID string) (sessions.Refreshed, 
 	}
 	p.noteStatus(lease.Thread, ts.Thread.Status.Type)
 	r := sessions.ReadingOf(ts)
-	return sessions.Refreshed{Observation: command.Observation{SessionID: sessionID, Epoch: lease.Epoch,
+	return sessions.Refreshed{Observation: codex.Observation{SessionID: sessionID, Epoch: lease.Epoch,
 		Startup: r.Current, Current: r.Current, Effective: r.Current}, Thread: ts, Instance: lease.Instance}, nil
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -252,15 +252,15 @@ func (m *Manager) watch(inst *supervisor.Instance) {
 		case <-m.stop:
 			<-inst.Exited() // Stop terminates it
 		}
-		reason, status := command.ExitExited, ""
+		reason, status := codex.ExitExited, ""
 		if st := inst.ExitState(); st != nil {
 			status = st.String()
 		}
 		if m.isStopped() {
-			reason = command.ExitStopped
+			reason = codex.ExitStopped
 		}
 		if in != nil {
-			if _, err := m.exec(context.Background(), command.AppServerExited{Nonce: in.nonce, Reason: reason, Status: status}); err != nil {
+			if _, err := m.exec(context.Background(), codex.AppServerExited{Nonce: in.nonce, Reason: reason, Status: status}); err != nil {
 				m.log.Error("record app-server exit", "instance", in.nonce, "err", err)
 			}
 		}
@@ -303,7 +303,7 @@ func (m *Manager) adopt(ctx context.Context, inst *supervisor.Instance) *instanc
 		st.ProbeMissing = in.report.Missing
 		st.Probe, _ = json.Marshal(in.report)
 	}
-	if _, err := m.exec(ctx, command.AppServerStarted{Started: st}); err != nil {
+	if _, err := m.exec(ctx, codex.AppServerStarted{Started: st}); err != nil {
 		m.log.Error("record app-server start", "instance", in.nonce, "err", err)
 		return nil
 	}
@@ -455,7 +455,7 @@ func (m *Manager) notice(inst *supervisor.Instance, msg appserver.Message) {
 func (m *Manager) bindNewThread(fg *foreground, thread string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, _, err := engine.Exec[command.AttachResult](ctx, m.eng, meta, command.AttachSession{Mode: command.ModeNewThread, ThreadID: thread, Profile: fg.profile, Instance: fg.in.nonce})
+	r, _, err := engine.Exec[codex.AttachResult](ctx, m.eng, meta, codex.AttachSession{Mode: codex.ModeNewThread, ThreadID: thread, Profile: fg.profile, Instance: fg.in.nonce})
 	if err != nil {
 		m.log.Error("bind new thread", "thread", thread, "err", err)
 		m.warn(fg, fmt.Sprintf("thread %s was not bound: %v", thread, err))
@@ -505,7 +505,7 @@ func (m *Manager) firstReading(fg *foreground) {
 	m.warn(fg, fmt.Sprintf("the permissions of thread %s could not be read (%v); they stay unknown, so delivery stays on the manual path", fg.thread, last))
 }
 
-func (m *Manager) noteObservation(fg *foreground, obs command.Observation) {
+func (m *Manager) noteObservation(fg *foreground, obs codex.Observation) {
 	if obs.Drift != nil {
 		w := obs.Drift.Warning(obs.SessionID)
 		m.log.Warn(w)
@@ -522,13 +522,13 @@ func (m *Manager) warn(fg *foreground, w string) {
 // read resumes the thread on the instance's connection (which also
 // subscribes it to the thread's turns) and records the permissions the
 // answer reports.
-func (m *Manager) read(ctx context.Context, in *instance, session, thread string) (command.Observation, error) {
+func (m *Manager) read(ctx context.Context, in *instance, session, thread string) (codex.Observation, error) {
 	ts, err := in.inst.Client().ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: thread, ExcludeTurns: true})
 	if err != nil {
-		return command.Observation{}, resumeError(thread, err)
+		return codex.Observation{}, resumeError(thread, err)
 	}
 	m.born(thread)
-	obs, _, err := engine.Exec[command.Observation](ctx, m.eng, meta, command.ObservePermissions{SessionID: session, Instance: in.nonce, Reading: ReadingOf(ts)})
+	obs, _, err := engine.Exec[codex.Observation](ctx, m.eng, meta, codex.ObservePermissions{SessionID: session, Instance: in.nonce, Reading: ReadingOf(ts)})
 	return obs, err
 }
 
@@ -583,7 +583,7 @@ var ErrAwaitingFirstTurn = errors.New("the thread has not begun its first turn")
 
 // Refreshed is a fresh reading of a session's thread.
 type Refreshed struct {
-	command.Observation
+	codex.Observation
 	// Thread is the thread/resume answer it came from (its cwd, model and
 	// permissions, which a turn/start may need to repeat).
 	Thread appserver.ThreadSession
@@ -592,7 +592,7 @@ type Refreshed struct {
 	// Record, from Read, records the reading (nil: there is nothing to
 	// record, or Refresh did); Observation is what it would record as of
 	// the read.
-	Record *command.ObservePermissions
+	Record *codex.ObservePermissions
 }
 
 // Refresh reads a session's thread again and records the permissions
@@ -602,7 +602,7 @@ func (m *Manager) Refresh(ctx context.Context, sessionID string) (Refreshed, err
 	if err != nil {
 		return Refreshed{}, err
 	}
-	obs, _, err := engine.Exec[command.Observation](ctx, m.eng, meta, *ref.Record)
+	obs, _, err := engine.Exec[codex.Observation](ctx, m.eng, meta, *ref.Record)
 	if err != nil {
 		return Refreshed{}, err
 	}
@@ -648,7 +648,7 @@ func (m *Manager) Read(ctx context.Context, sessionID string) (Refreshed, error)
 		if why := unreachable(err); why != "" {
 			// Proven by the app-server's own answer: this thread cannot be
 			// delivered into through it now.
-			if _, serr := m.exec(ctx, command.MarkSessionStale{SessionID: s.ID, Reason: why}); serr != nil {
+			if _, serr := m.exec(ctx, codex.MarkSessionStale{SessionID: s.ID, Reason: why}); serr != nil {
 				m.log.Error("mark session stale", "managed_session_id", s.ID, "err", serr)
 			}
 		}
@@ -656,7 +656,7 @@ func (m *Manager) Read(ctx context.Context, sessionID string) (Refreshed, error)
 	}
 	m.born(s.BoundThreadID)
 	m.NoteThreadStatus(in.nonce, s.BoundThreadID, ts.Thread.Status.Type)
-	rec := &command.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)}
+	rec := &codex.ObservePermissions{SessionID: s.ID, Instance: in.nonce, Reading: ReadingOf(ts)}
 	if err := rec.Refusal(s); err != nil {
 		return Refreshed{}, err
 	}
@@ -675,7 +675,7 @@ func (m *Manager) Attach(ctx context.Context, conn *ipc.Conn, a api.CLIAttachArg
 	if conn == nil {
 		return api.CLIAttachReply{}, errs.New(errs.EINTERNAL, "cli.attach outside a connection")
 	}
-	prof, err := command.CheckProfile(a.Profile)
+	prof, err := codex.CheckProfile(a.Profile)
 	if err != nil {
 		return api.CLIAttachReply{}, err
 	}
@@ -686,7 +686,7 @@ func (m *Manager) Attach(ctx context.Context, conn *ipc.Conn, a api.CLIAttachArg
 		}
 	case ModeNewThread:
 	case ModeExploratory:
-		if prof != (events.SessionProfile{Approval: command.ProfileAuto, Network: command.ProfileAuto, WriteAccess: command.ProfileAuto}) {
+		if prof != (events.SessionProfile{Approval: codex.ProfileAuto, Network: codex.ProfileAuto, WriteAccess: codex.ProfileAuto}) {
 			return api.CLIAttachReply{}, errs.New(errs.EINVAL, "--session-allows-* describe a managed session: give --new-thread or --bind-thread-id")
 		}
 	default:
@@ -758,7 +758,7 @@ func (m *Manager) attachBound(ctx context.Context, in *instance, fg *foreground,
 	}
 	m.born(thread)
 	r := ReadingOf(ts)
-	ar, res, err := engine.Exec[command.AttachResult](ctx, m.eng, meta, command.AttachSession{Mode: command.ModeBindThread, ThreadID: thread, Profile: fg.profile, Instance: in.nonce, Reading: &r})
+	ar, res, err := engine.Exec[codex.AttachResult](ctx, m.eng, meta, codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: thread, Profile: fg.profile, Instance: in.nonce, Reading: &r})
 	if err != nil {
 		return ts, "", err
 	}
@@ -837,7 +837,7 @@ func (m *Manager) detachSession(fg *foreground, reason string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := m.exec(ctx, command.DetachSession{SessionID: session, Reason: reason, NeverMaterialized: never}); err != nil {
+	if _, err := m.exec(ctx, codex.DetachSession{SessionID: session, Reason: reason, NeverMaterialized: never}); err != nil {
 		m.log.Error("detach session", "managed_session_id", session, "err", err)
 	}
 }

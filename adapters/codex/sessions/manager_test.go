@@ -19,7 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -246,7 +246,7 @@ func (r *managerRig) newThreadSession(user *appserver.Client) (fg *ipc.Conn, ses
 	}
 	waitUntil(r.t, "the new thread's session", func() bool {
 		_ = r.eng.Read(func(v engine.Snapshot) error {
-			if s, _ := command.SessionOf(v, th.Thread.ID); s != nil {
+			if s, _ := codex.SessionOf(v, th.Thread.ID); s != nil {
 				session = s.ID
 			}
 			return nil

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -24,7 +24,7 @@ type Snapshot struct {
 // from the legacy sandbox policy. A dimension whose field is missing or of
 // a shape this version does not know is unknown, which gates delivery as
 // "allowed" would: it fails closed.
-func ReadingOf(ts appserver.ThreadSession) command.Reading {
+func ReadingOf(ts appserver.ThreadSession) codex.Reading {
 	snap := Snapshot{ApprovalPolicy: orNull(ts.ApprovalPolicy), ApprovalsReviewer: ts.ApprovalsReviewer,
 		Sandbox: orNull(ts.Sandbox), ActivePermissionProfile: json.RawMessage("null")}
 	if p := ts.ActivePermissionProfile; p != nil {
@@ -32,7 +32,7 @@ func ReadingOf(ts appserver.ThreadSession) command.Reading {
 	}
 	raw, _ := json.Marshal(snap)
 	network, write := sandboxAllows(ts.Sandbox)
-	return command.Reading{
+	return codex.Reading{
 		Current:  events.Permissions{AllowsApproval: approvalAllows(ts.ApprovalPolicy), AllowsNetwork: network, AllowsWriteAccess: write},
 		Snapshot: events.RawJSON(raw),
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -47,7 +47,7 @@ func (m *Manager) takeOver(ctx context.Context, socket string) error {
 	orphans := map[int]bool{}
 	err = m.eng.Read(func(r engine.Snapshot) error {
 		return r.ForEach(events.KindAppServer, func(st aggregate.State) error {
-			if a := st.(*aggregate.AppServer); a.ExitReason == command.ExitDaemonRestart {
+			if a := st.(*aggregate.AppServer); a.ExitReason == codex.ExitDaemonRestart {
 				orphans[a.PID] = true
 			}
 			return nil

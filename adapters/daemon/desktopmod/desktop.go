@@ -19,6 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -104,9 +105,9 @@ func (m *Module) Tick(ctx context.Context, _ time.Time) {
 
 // armConfig is what the Desktop writeback commands read of the
 // configuration.
-func (m *Module) armConfig() command.ArmConfig {
+func (m *Module) armConfig() desktopcmd.ArmConfig {
 	c := m.h.Config.Desktop
-	return command.ArmConfig{Delivery: m.h.DeliveryConfig(), Desktop: command.DesktopConfig{ArmLease: c.ArmLease.Duration,
+	return desktopcmd.ArmConfig{Delivery: m.h.DeliveryConfig(), Desktop: desktopcmd.DesktopConfig{ArmLease: c.ArmLease.Duration,
 		PauseAfter: c.PauseNotBefore.Duration, PauseWindow: c.PauseWindow.Duration, RecoveryInlineBytes: c.RecoveryInlineBytes,
 		RecoveryLease: c.RecoveryLease.Duration, MarkerTTL: c.RelayMarkerTTL.Duration}}
 }
@@ -128,7 +129,7 @@ func (r snapshotRevisions) Reserved() (n uint64, err error) {
 
 func (r snapshotRevisions) Reserve(through uint64) error {
 	_, err := r.m.h.Eng.Execute(context.Background(), engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-revisions"},
-		command.ReserveSnapshotRevisions{Through: through})
+		desktopcmd.ReserveSnapshotRevisions{Through: through})
 	return err
 }
 
@@ -189,7 +190,7 @@ func (m *Module) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 		return 0
 	}
 	ttl := m.h.Config.Desktop.RelayMarkerTTL.Duration
-	var items []command.IssueRelayMarker
+	var items []desktopcmd.IssueRelayMarker
 	add := func(kind, thread, attempt string, gen uint64, request string) error {
 		mk, err := randomID("m1-", 20)
 		if err == nil && request == "" {
@@ -198,27 +199,27 @@ func (m *Module) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 		if err != nil {
 			return err
 		}
-		items = append(items, command.IssueRelayMarker{Kind: kind, BridgeThreadID: c.Bridge, Marker: mk, TTL: ttl,
-			ArmToken: command.ArmToken{ThreadID: thread, AttemptID: attempt, Generation: gen, BridgeRequestID: request}})
+		items = append(items, desktopcmd.IssueRelayMarker{Kind: kind, BridgeThreadID: c.Bridge, Marker: mk, TTL: ttl,
+			ArmToken: desktopcmd.ArmToken{ThreadID: thread, AttemptID: attempt, Generation: gen, BridgeRequestID: request}})
 		return nil
 	}
 	var err error
 	for _, e := range c.Ready {
 		if e.RelayMarker == "" && err == nil {
-			err = add(command.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
+			err = add(desktopcmd.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
 		}
 	}
 	for _, e := range c.ArmPending {
 		if e.RelayMarker == "" && err == nil {
-			err = add(command.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
+			err = add(desktopcmd.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
 		if e.RelayPausedMarker == "" && err == nil {
-			err = add(command.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
+			err = add(desktopcmd.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
 	}
 	for _, e := range c.PauseDue {
 		if e.RelayMarker == "" && err == nil {
-			err = add(command.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
+			err = add(desktopcmd.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
 		}
 	}
 	if err != nil || len(items) == 0 {
@@ -228,7 +229,7 @@ func (m *Module) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 		return 0
 	}
 	n, _, err := engine.Exec[int](ctx, m.h.Eng, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "snapshot-markers:" + c.Bridge},
-		command.IssueSnapshotMarkers{Items: items})
+		desktopcmd.IssueSnapshotMarkers{Items: items})
 	if err != nil {
 		m.h.Log.Error("issue the snapshot's relay markers", "err", err)
 		return 0
@@ -290,7 +291,7 @@ func (m *Module) installationView(s engine.Reader, fps map[string]string) (query
 	if fps == nil {
 		fps = m.fps
 	}
-	transport := command.TransportDirect
+	transport := desktopcmd.TransportDirect
 	if inst != nil {
 		transport = inst.ReadTransport
 	}
@@ -327,8 +328,8 @@ func (m *Module) desktopOps(t api.Table) {
 }
 
 func (m *Module) repairInstallation(ctx context.Context, a api.InstallationRepairArgs) (api.InstallationRepairReply, error) {
-	val, res, err := engine.Exec[command.InstallationRepair](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
-		command.RepairInstallation{ReadTransport: a.ReadTransport, ReadCap: a.ReadTransportCapability,
+	val, res, err := engine.Exec[desktopcmd.InstallationRepair](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "installation-repair"},
+		desktopcmd.RepairInstallation{ReadTransport: a.ReadTransport, ReadCap: a.ReadTransportCapability,
 			ArtifactCap: a.ArtifactReadCapability, WritebackCap: a.WritebackCapability, Fingerprint: a.Fingerprint})
 	if err != nil {
 		return api.InstallationRepairReply{}, err
@@ -344,8 +345,8 @@ func (m *Module) repairInstallation(ctx context.Context, a api.InstallationRepai
 }
 
 func (m *Module) repairBinding(ctx context.Context, a api.BindingRepairArgs) (api.BindingRepairReply, error) {
-	val, res, err := engine.Exec[command.BindingRepair](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
-		command.RepairBinding{ThreadID: a.SourceThreadID, AutomationID: a.CallerAutomationID, BridgeThreadID: a.BridgeThreadID})
+	val, res, err := engine.Exec[desktopcmd.BindingRepair](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-repair:" + a.SourceThreadID},
+		desktopcmd.RepairBinding{ThreadID: a.SourceThreadID, AutomationID: a.CallerAutomationID, BridgeThreadID: a.BridgeThreadID})
 	if err != nil {
 		return api.BindingRepairReply{}, err
 	}
@@ -360,7 +361,7 @@ func (m *Module) repairBinding(ctx context.Context, a api.BindingRepairArgs) (ap
 
 func (m *Module) unbind(ctx context.Context, a api.BindingUnbindArgs) (api.BindingUnbindReply, error) {
 	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "binding-unbind:" + a.SourceThreadID},
-		command.UnbindBinding{ThreadID: a.SourceThreadID, DeleteAutomation: a.DeleteAutomation})
+		desktopcmd.UnbindBinding{ThreadID: a.SourceThreadID, DeleteAutomation: a.DeleteAutomation})
 	if err != nil {
 		return api.BindingUnbindReply{}, err
 	}
@@ -390,7 +391,7 @@ func (m *Module) bindingView(thread string) (v query.BindingView, err error) {
 // answers where the manifest is.
 func (m *Module) preflight(ctx context.Context, a api.PreflightArgs) (api.PreflightReply, error) {
 	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "preflight:" + a.BridgeThreadID},
-		command.SelectBridge{BridgeThreadID: a.BridgeThreadID})
+		desktopcmd.SelectBridge{BridgeThreadID: a.BridgeThreadID})
 	if err != nil {
 		return api.PreflightReply{}, err
 	}
@@ -429,7 +430,7 @@ func (m *Module) desktopWritebackOps(t api.Table) {
 		return m.notePaused(ctx, a, same)
 	})
 	api.Handle(t, api.DesktopNoteBoundaryCrossed, func(ctx context.Context, a api.BoundaryArgs) (api.BoundaryReply, error) {
-		return m.crossBoundary(ctx, a, command.WritebackDirect, same)
+		return m.crossBoundary(ctx, a, desktopcmd.WritebackDirect, same)
 	})
 }
 
@@ -438,8 +439,8 @@ func (m *Module) desktopWritebackOps(t api.Table) {
 func same(c engine.Decider) engine.Decider { return c }
 
 func (m *Module) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmPendingReply, error) {
-	val, res, err := engine.ExecVia[command.ArmLease](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		command.NoteArmPending{Config: m.armConfig(), ArmToken: armToken(a), Fingerprints: m.fps}, wrap)
+	val, res, err := engine.ExecVia[desktopcmd.ArmLease](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		desktopcmd.NoteArmPending{Config: m.armConfig(), ArmToken: armToken(a), Fingerprints: m.fps}, wrap)
 	if err != nil {
 		return api.ArmPendingReply{}, err
 	}
@@ -448,8 +449,8 @@ func (m *Module) noteArmPending(ctx context.Context, a api.ArmArgs, wrap func(en
 }
 
 func (m *Module) noteArm(ctx context.Context, a api.ArmArgs, wrap func(engine.Decider) engine.Decider) (api.ArmReply, error) {
-	val, res, err := engine.ExecVia[command.Armed](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		command.NoteArm{Config: m.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}, wrap)
+	val, res, err := engine.ExecVia[desktopcmd.Armed](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		desktopcmd.NoteArm{Config: m.armConfig(), ArmToken: armToken(a), LeaseID: a.BridgeArmLeaseID}, wrap)
 	if err != nil {
 		return api.ArmReply{}, err
 	}
@@ -459,7 +460,7 @@ func (m *Module) noteArm(ctx context.Context, a api.ArmArgs, wrap func(engine.De
 
 func (m *Module) notePaused(ctx context.Context, a api.PausedArgs, wrap func(engine.Decider) engine.Decider) (api.PausedReply, error) {
 	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		wrap(command.NotePaused{ThreadID: a.SourceThreadID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}))
+		wrap(desktopcmd.NotePaused{ThreadID: a.SourceThreadID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}))
 	if err != nil {
 		return api.PausedReply{}, err
 	}
@@ -474,8 +475,8 @@ func (m *Module) crossBoundary(ctx context.Context, a api.BoundaryArgs, transpor
 	if fps == nil {
 		fps = m.fps
 	}
-	val, res, err := engine.ExecVia[command.Handoff](ctx, m.h.Eng, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
-		command.NoteBoundaryCrossed{Config: m.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
+	val, res, err := engine.ExecVia[desktopcmd.Handoff](ctx, m.h.Eng, engine.Meta{Actor: events.ActorCaller, CorrelationID: "boundary:" + a.BatchID},
+		desktopcmd.NoteBoundaryCrossed{Config: m.armConfig(), ThreadID: a.SourceThreadID, BatchID: a.BatchID, AttemptID: a.AttemptID,
 			Generation: a.Generation, ExpectedRevision: a.ExpectedSnapshotRevision, Fingerprints: fps, Transport: transport}, wrap)
 	if err != nil {
 		return api.BoundaryReply{}, err
@@ -495,17 +496,17 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func armToken(a api.ArmArgs) command.ArmToken {
-	return command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
+func armToken(a api.ArmArgs) desktopcmd.ArmToken {
+	return desktopcmd.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
 }
 
-func armPendingReply(outcome engine.Outcome, a api.ArmArgs, l command.ArmLease) api.ArmPendingReply {
+func armPendingReply(outcome engine.Outcome, a api.ArmArgs, l desktopcmd.ArmLease) api.ArmPendingReply {
 	return api.ArmPendingReply{Outcome: outcome, SourceThreadID: a.SourceThreadID, AttemptID: l.AttemptID, Generation: l.Generation,
 		BridgeRequestID: a.BridgeRequestID, BridgeArmLeaseID: l.LeaseID, BridgeArmLeaseDeadline: l.LeaseDeadline,
 		ArmPendingSince: l.PendingSince, ArmPendingDeadline: l.Deadline}
 }
 
-func armReply(outcome engine.Outcome, thread string, v command.Armed) api.ArmReply {
+func armReply(outcome engine.Outcome, thread string, v desktopcmd.Armed) api.ArmReply {
 	return api.ArmReply{Outcome: outcome, SourceThreadID: thread, AttemptID: v.AttemptID, Generation: v.Generation,
 		ArmedGeneration: v.Generation, CooldownUntil: v.CooldownUntil, PauseNotBefore: v.PauseNotBefore,
 		PauseDeadline: v.PauseDeadline, DeliveryAttemptCount: v.DeliveryAttemptCount}

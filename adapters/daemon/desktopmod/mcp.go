@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/command/mcp"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -59,7 +60,7 @@ func (m *Module) mcpDesktopOps(t api.Table) {
 			return api.BoundaryReply{}, errs.New(errs.ThreadMismatch,
 				"desktop_note_boundary_crossed crosses the calling thread's own boundary: the call comes from %s, not from %s", a.Caller.ThreadID, a.SourceThreadID)
 		}
-		return m.crossBoundary(ctx, a.BoundaryArgs, command.WritebackMCP, recordAs(a.Caller, "desktop_note_boundary_crossed"))
+		return m.crossBoundary(ctx, a.BoundaryArgs, desktopcmd.WritebackMCP, recordAs(a.Caller, "desktop_note_boundary_crossed"))
 	})
 	api.Handle(t, api.MCPDesktopReadArtifact, func(ctx context.Context, a api.MCPReadArtifactArgs) (api.ReadArtifactReply, error) {
 		if err := a.Caller.Check(); err != nil {
@@ -106,7 +107,7 @@ func (m *Module) checkMCPBridge(c api.MCPCaller, thread string) error {
 		return errs.New(errs.ThreadMismatch, "no bridge thread has run bridge-preflight yet: the bridge's wake starts with desktop_bridge_preflight")
 	case inst.BridgeThreadID != c.ThreadID:
 		return errs.New(errs.ThreadMismatch, "the snapshots are published for bridge thread %s; this call comes from %s", inst.BridgeThreadID, c.ThreadID)
-	case bd != nil && !command.ServesBridge(bd, c.ThreadID):
+	case bd != nil && !desktopcmd.ServesBridge(bd, c.ThreadID):
 		return errs.New(errs.ThreadMismatch, "thread %s's binding is pinned to bridge thread %s; this call comes from %s", thread, bd.BridgeThreadID, c.ThreadID)
 	case !inst.MCPWritebackValidated():
 		return errs.New(errs.BindingOrCapabilityInvalid, "the mcp writeback transport is not validated for this cbth (cbth desktop validate-mcp)")
@@ -156,7 +157,7 @@ func (m *Module) requestMCPValidation(ctx context.Context, a api.MCPValidationRe
 		return api.MCPValidationRequestReply{}, errs.Wrap(errs.EINTERNAL, err, "validation token")
 	}
 	token := "mcpv-" + hex.EncodeToString(b)
-	req, _, err := engine.Exec[events.InstallationMCPValidationRequested](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "validate-mcp"}, command.RequestMCPValidation{Token: token, TTL: ttl})
+	req, _, err := engine.Exec[events.InstallationMCPValidationRequested](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "validate-mcp"}, desktopcmd.RequestMCPValidation{Token: token, TTL: ttl})
 	if err != nil {
 		return api.MCPValidationRequestReply{}, err
 	}
@@ -188,7 +189,7 @@ func (m *Module) validateMCP(ctx context.Context, a api.MCPValidateArgs) (api.MC
 		fps = m.fps
 	}
 	val, res, err := engine.Exec[events.InstallationMCPWritebackValidated](ctx, m.h.Eng, engine.Meta{Actor: events.ActorAgent, CorrelationID: "validate-mcp"},
-		command.ValidateMCPWriteback{Token: a.Token, ThreadID: a.Caller.ThreadID, SandboxMode: a.Caller.SandboxMode, Fingerprint: fps[transport]})
+		desktopcmd.ValidateMCPWriteback{Token: a.Token, ThreadID: a.Caller.ThreadID, SandboxMode: a.Caller.SandboxMode, Fingerprint: fps[transport]})
 	if err != nil {
 		return api.MCPValidateReply{}, err
 	}

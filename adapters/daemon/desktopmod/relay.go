@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -101,7 +102,7 @@ func (m *Module) relayOps(t api.Table) {
 			return api.ScannerBindReply{}, err
 		}
 		val, res, err := engine.Exec[events.InstallationRelayScannerBound](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "relay-bind:" + a.BridgeThreadID},
-			command.BindRelayScanner{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Device: dev, Inode: ino})
+			desktopcmd.BindRelayScanner{BridgeThreadID: a.BridgeThreadID, RolloutPath: path, Device: dev, Inode: ino})
 		if err != nil {
 			return api.ScannerBindReply{}, err
 		}
@@ -135,9 +136,9 @@ func (m *Module) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.Ma
 		return api.MarkerIssueReply{}, errs.Wrap(errs.EINTERNAL, err, "draw a relay marker")
 	}
 	marker := "m1-" + hex.EncodeToString(b[:])
-	tok := command.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
-	val, res, err := engine.Exec[command.IssuedMarker](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
-		command.IssueRelayMarker{Kind: a.Kind, BridgeThreadID: a.BridgeThreadID, ArmToken: tok, Marker: marker, TTL: m.h.Config.Desktop.RelayMarkerTTL.Duration})
+	tok := desktopcmd.ArmToken{ThreadID: a.SourceThreadID, AttemptID: a.AttemptID, Generation: a.Generation, BridgeRequestID: a.BridgeRequestID}
+	val, res, err := engine.Exec[desktopcmd.IssuedMarker](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "bridge-request:" + a.BridgeRequestID},
+		desktopcmd.IssueRelayMarker{Kind: a.Kind, BridgeThreadID: a.BridgeThreadID, ArmToken: tok, Marker: marker, TTL: m.h.Config.Desktop.RelayMarkerTTL.Duration})
 	if err != nil {
 		return api.MarkerIssueReply{}, err
 	}
@@ -148,10 +149,10 @@ func (m *Module) issueMarker(ctx context.Context, a api.MarkerIssueArgs) (api.Ma
 }
 
 // consume applies one envelope found in the rollout of bridge.
-func (m *Module) consume(ctx context.Context, f relay.Found, bridge, path string) (command.Consumed, engine.Result, error) {
+func (m *Module) consume(ctx context.Context, f relay.Found, bridge, path string) (desktopcmd.Consumed, engine.Result, error) {
 	e := f.Envelope
-	return engine.Exec[command.Consumed](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
-		command.ConsumeRelay{Config: m.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
+	return engine.Exec[desktopcmd.Consumed](ctx, m.h.Eng, engine.Meta{Actor: events.ActorBridge, CorrelationID: "relay:" + e.Marker},
+		desktopcmd.ConsumeRelay{Config: m.armConfig(), BridgeThreadID: bridge, Marker: e.Marker, Kind: e.Kind, ThreadID: e.SourceThreadID,
 			AttemptID: e.AttemptID, Generation: e.Generation, RequestID: e.BridgeRequestID, SHA256: f.SHA256, RolloutPath: path, Line: f.Line,
 			Fingerprints: m.fps})
 }
@@ -233,7 +234,7 @@ func skippedRecords(s []relay.Skipped) []events.RelaySkippedRecord {
 	return out
 }
 
-func consumeResult(x relay.Found, v command.Consumed, res engine.Result) api.ConsumeResult {
+func consumeResult(x relay.Found, v desktopcmd.Consumed, res engine.Result) api.ConsumeResult {
 	return api.ConsumeResult{Line: x.Line, Kind: x.Envelope.Kind, Outcome: res.Outcome, Applied: v.Applied, Reason: v.Reason,
 		EnvelopeSHA256: x.SHA256}
 }
@@ -274,7 +275,7 @@ func (m *Module) scanRelay(ctx context.Context) {
 			m.h.Log.Error("relay scanner degraded; rebind it (cbth desktop relay scanner bind)", "bridge", bridge, "rollout", b.RolloutPath,
 				"reason", reason, "err", err)
 			if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
-				command.DegradeRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Reason: reason, Detail: err.Error()}); err != nil {
+				desktopcmd.DegradeRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Reason: reason, Detail: err.Error()}); err != nil {
 				m.h.Log.Error("record the relay scanner degraded", "bridge", bridge, "err", err)
 			}
 			delete(rs.cursors, bridge)
@@ -293,7 +294,7 @@ func (m *Module) scanRelay(ctx context.Context) {
 		// degraded, and a restart must not read it again.
 		if c.offset > c.recorded && (len(found) > 0 || len(c.skipped) > 0 || time.Since(c.recordedAt) >= recordEvery) {
 			if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorDesktop, CorrelationID: "relay-scan:" + bridge},
-				command.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line, Skipped: c.skipped}); err != nil {
+				desktopcmd.AdvanceRelayScanner{BridgeThreadID: bridge, Revision: b.Revision, Offset: c.offset, Line: c.line, Skipped: c.skipped}); err != nil {
 				m.h.Log.Error("record the relay scanner's position", "bridge", bridge, "err", err)
 			} else {
 				c.recorded, c.recordedAt, c.skipped = c.offset, time.Now(), nil

@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/mcp"
+	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -28,7 +29,7 @@ import (
 
 // Tasks starts a task for the agent (the task runner's module).
 type Tasks interface {
-	StartTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs, wrap func(command.SubmitTask) engine.Decider) (query.TaskView, error)
+	StartTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs, wrap func(task.SubmitTask) engine.Decider) (query.TaskView, error)
 }
 
 // Module is the agent's MCP tools.
@@ -168,7 +169,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	}
 	// Malformed input is refused before the policy, and recorded by
 	// neither: only a well-formed command can be judged.
-	run := command.SubmitTask{Job: command.SubmitJob{Target: command.TargetCodexCLI, ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
+	run := task.SubmitTask{Job: command.SubmitJob{Target: command.TargetCodexCLI, ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd}
 	if err := run.Validate(); err != nil {
 		return api.MCPTaskRunReply{}, err
@@ -199,7 +200,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	v, err := m.tasks.StartTask(ctx, meta, api.TaskRunArgs{
 		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
 		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS,
-	}, func(s command.SubmitTask) engine.Decider {
+	}, func(s task.SubmitTask) engine.Decider {
 		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
 	})
 	if err != nil {

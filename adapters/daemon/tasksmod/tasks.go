@@ -19,6 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	taskcmd "github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -82,7 +83,7 @@ func (m *Module) Ops(t api.Table) {
 		if _, err := m.taskView(a.TaskID); err != nil {
 			return api.TaskCancelReply{}, err
 		}
-		out, err := m.stopTask(ctx, a.TaskID, command.StopCancel)
+		out, err := m.stopTask(ctx, a.TaskID, taskcmd.StopCancel)
 		if err != nil {
 			return api.TaskCancelReply{}, err
 		}
@@ -91,7 +92,7 @@ func (m *Module) Ops(t api.Table) {
 			// kill_grace, bounds it.
 			m.waitTaskEnd(ctx, a.TaskID, 3*m.h.Config.Task.KillGrace.Duration+10*time.Second)
 			if out == command.OutcomeStopping {
-				out = command.TaskCancelled
+				out = taskcmd.TaskCancelled
 			}
 		}
 		v, err := m.taskView(a.TaskID)
@@ -132,7 +133,7 @@ func (m *Module) Status(st *api.Status) {
 // Stop stops every task (the daemon stops) and waits until each end is
 // recorded.
 func (m *Module) Stop(ctx context.Context) error {
-	m.stopAllTasks(ctx, command.StopDaemon)
+	m.stopAllTasks(ctx, taskcmd.StopDaemon)
 	return nil
 }
 
@@ -153,7 +154,7 @@ func (m *Module) Drain(ctx context.Context, stop bool) (int, bool) {
 	m.draining = true
 	m.mu.Unlock()
 	if stop {
-		return m.stopAllTasks(ctx, command.StopHandover), true
+		return m.stopAllTasks(ctx, taskcmd.StopHandover), true
 	}
 	return 0, true
 }
@@ -186,14 +187,14 @@ func (m *Module) taskMeta(id string) engine.Meta {
 // runTask submits the job and its task, then starts it when a slot is
 // free (at once when one is).
 func (m *Module) runTask(ctx context.Context, a api.TaskRunArgs) (query.TaskView, error) {
-	return m.StartTask(ctx, engine.Meta{Actor: events.ActorCLI}, a, func(c command.SubmitTask) engine.Decider { return c })
+	return m.StartTask(ctx, engine.Meta{Actor: events.ActorCLI}, a, func(c taskcmd.SubmitTask) engine.Decider { return c })
 }
 
 // StartTask submits a task's job and the task, through wrap (which may
 // record more in the same append), and queues it to run. A command the
 // log already holds (a retried call with the same command id) is not
 // queued again: a task runs once.
-func (m *Module) StartTask(ctx context.Context, meta engine.Meta, a api.TaskRunArgs, wrap func(command.SubmitTask) engine.Decider) (query.TaskView, error) {
+func (m *Module) StartTask(ctx context.Context, meta engine.Meta, a api.TaskRunArgs, wrap func(taskcmd.SubmitTask) engine.Decider) (query.TaskView, error) {
 	m.mu.Lock()
 	draining := m.draining
 	m.mu.Unlock()
@@ -212,12 +213,12 @@ func (m *Module) StartTask(ctx context.Context, meta engine.Meta, a api.TaskRunA
 			return query.TaskView{}, err
 		}
 	}
-	cmd := command.SubmitTask{
+	cmd := taskcmd.SubmitTask{
 		Job: command.SubmitJob{Target: a.TargetKind, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
 			Metadata: a.Metadata, Policy: pol, Timeout: m.h.Config.JobTimeout.Duration},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd, Timeout: time.Duration(a.TimeoutMS) * time.Millisecond,
 	}
-	val, res, err := engine.ExecVia[command.TaskRef](ctx, m.h.Eng, meta, cmd, func(engine.Decider) engine.Decider { return wrap(cmd) })
+	val, res, err := engine.ExecVia[taskcmd.TaskRef](ctx, m.h.Eng, meta, cmd, func(engine.Decider) engine.Decider { return wrap(cmd) })
 	if err != nil {
 		return query.TaskView{}, err
 	}
@@ -288,12 +289,12 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 		p, err = task.Start(spec)
 	}
 	if err != nil {
-		if m.finishTask(ctx, command.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Exit: command.TaskExit{ExitCode: -1, Error: err.Error()}}) != "" {
+		if m.finishTask(ctx, taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Exit: taskcmd.TaskExit{ExitCode: -1, Error: err.Error()}}) != "" {
 			os.RemoveAll(dir)
 		}
 		return
 	}
-	_, err = m.h.Eng.Execute(ctx, m.taskMeta(t.ID), command.StartTask{TaskID: t.ID, PID: p.PID(), PIDStart: p.Group().Start, DaemonPID: os.Getpid(), SpoolPath: spec.Spool})
+	_, err = m.h.Eng.Execute(ctx, m.taskMeta(t.ID), taskcmd.StartTask{TaskID: t.ID, PID: p.PID(), PIDStart: p.Group().Start, DaemonPID: os.Getpid(), SpoolPath: spec.Spool})
 	m.mu.Lock()
 	r.p = p
 	stop := r.stop
@@ -310,7 +311,7 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 	m.h.Log.Info("task started", "task", t.ID, "job", t.JobID, "pid", p.PID(), "command", t.CommandLine())
 	if t.TimeoutMS > 0 {
 		timer := time.AfterFunc(time.Duration(t.TimeoutMS)*time.Millisecond, func() {
-			if _, err := m.stopTask(ctx, t.ID, command.StopTimeout); err != nil {
+			if _, err := m.stopTask(ctx, t.ID, taskcmd.StopTimeout); err != nil {
 				m.h.Log.Error("stop task at its timeout", "task", t.ID, "err", err)
 			}
 		})
@@ -321,8 +322,8 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 	// made from it: the task's own secrets are taken out first.
 	out := events.TaskOutput{OutputBytes: x.Output.Bytes, SpoolBytes: x.Output.Spooled, SpoolTruncated: x.Output.Truncated,
 		Tail: task.Redactor(q.env)(task.TailText(x.Output.Tail)), TailTruncated: x.Output.TailTruncated}
-	fin := command.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Output: out,
-		Exit: command.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
+	fin := taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Output: out,
+		Exit: taskcmd.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
 	fin.Artifact = m.ingestSpool(spec.Spool, t.JobID, x.Output.Spooled)
 	res := m.finishTask(ctx, fin)
 	if res != "" {
@@ -350,7 +351,7 @@ func (m *Module) ingestSpool(path, jobID string, size int64) *command.Ingested {
 
 // finishTask records a task's end, taking its artifact back out when
 // nothing recorded it.
-func (m *Module) finishTask(ctx context.Context, c command.FinishTask) engine.Outcome {
+func (m *Module) finishTask(ctx context.Context, c taskcmd.FinishTask) engine.Outcome {
 	res, err := m.h.Eng.Execute(ctx, m.taskMeta(c.TaskID), c)
 	if err != nil {
 		m.h.Log.Error("record task end", "task", c.TaskID, "err", err)
@@ -381,7 +382,7 @@ func (m *Module) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 		if q.id == id {
 			ts.queue = slices.Delete(ts.queue, i, i+1)
 			ts.mu.Unlock()
-			out := m.finishTask(ctx, command.FinishTask{Config: m.h.DeliveryConfig(), TaskID: id, Unstarted: reason})
+			out := m.finishTask(ctx, taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: id, Unstarted: reason})
 			m.h.Poke(ctx)
 			return out, nil
 		}
@@ -393,7 +394,7 @@ func (m *Module) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 		return command.OutcomeStopping, nil
 	}
 	ts.mu.Unlock()
-	res, err := m.h.Eng.Execute(ctx, m.taskMeta(id), command.StopTask{TaskID: id, Reason: reason})
+	res, err := m.h.Eng.Execute(ctx, m.taskMeta(id), taskcmd.StopTask{TaskID: id, Reason: reason})
 	if err != nil {
 		if r != nil {
 			// The stop is not recorded (the log may be closing), but the
@@ -507,7 +508,7 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		tail, size, _ := task.ReadTail(spool, cfg.OutputTail)
 		out := events.TaskOutput{OutputBytes: size, SpoolBytes: size, SpoolTruncated: size >= cfg.SpoolMax,
 			Tail: task.TailText(tail), TailTruncated: size > int64(len(tail))}
-		c := command.LoseTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
+		c := taskcmd.LoseTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
 			Artifact: m.ingestSpool(spool, t.JobID, size)}
 		switch t.State {
 		case fsm.TaskQueued:

@@ -52,11 +52,17 @@ func (c RecordMCPCall) Decide(v engine.View, now time.Time) (engine.Decision, er
 			if rec.JobID == "" {
 				rec.JobID = engine.AnswerOf(in, d)
 			}
-		case command.SubmitTask:
-			ref := engine.AnswerOf(in, d)
-			rec.JobID, rec.TaskID = ref.JobID, ref.TaskID
+		case taskMaker:
+			rec.JobID, rec.TaskID = in.Refs(d)
 		}
 	}
 	dec.Emits = append(dec.Emits, engine.Emit{Stream: events.StreamID{Kind: events.KindMCP, ID: c.ThreadID}, Payload: &rec})
 	return dec, nil
+}
+
+// taskMaker is an inner command that submits a task (task.SubmitTask):
+// the call record names its job and its task. A product does not import
+// another, so the record asks the command rather than naming its type.
+type taskMaker interface {
+	Refs(engine.Decision) (jobID, taskID string)
 }

@@ -1,4 +1,4 @@
-package command_test
+package codex_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -48,7 +49,7 @@ func (s *sessions) exec(d engine.Decider) engine.Result {
 
 func (s *sessions) started(nonce string) engine.Result {
 	s.t.Helper()
-	return s.exec(command.AppServerStarted{Started: events.AppServerStarted{PID: 1, Nonce: nonce, ProbePassed: true}})
+	return s.exec(codex.AppServerStarted{Started: events.AppServerStarted{PID: 1, Nonce: nonce, ProbePassed: true}})
 }
 
 // deliver submits and completes a job on thread and starts its delivery
@@ -84,9 +85,9 @@ func (s *sessions) session(id string) *aggregate.Session {
 
 // attach runs AttachSession and returns its result, failing the test on
 // an unexpected outcome.
-func (s *sessions) attach(c command.AttachSession, want engine.Outcome) command.AttachResult {
+func (s *sessions) attach(c codex.AttachSession, want engine.Outcome) codex.AttachResult {
 	s.t.Helper()
-	r, res := sessAnswer[command.AttachResult](s, c)
+	r, res := sessAnswer[codex.AttachResult](s, c)
 	if res.Outcome != want {
 		s.t.Fatalf("attach %s: outcome %s (%v), want %s", c.ThreadID, res.Outcome, r.Refusal, want)
 	}
@@ -106,7 +107,7 @@ var (
 	yes     = events.AllowTrue
 	unknown = events.AllowUnknown
 	auto    = events.SessionProfile{}
-	strict  = command.Reading{Current: events.Permissions{AllowsApproval: no, AllowsNetwork: no, AllowsWriteAccess: no}, Snapshot: events.RawJSON(`{"approvalPolicy":"never"}`)}
+	strict  = codex.Reading{Current: events.Permissions{AllowsApproval: no, AllowsNetwork: no, AllowsWriteAccess: no}, Snapshot: events.RawJSON(`{"approvalPolicy":"never"}`)}
 )
 
 // Epochs number provably continuous streams: 1 at creation; the same
@@ -116,7 +117,7 @@ var (
 func TestSession_EpochFollowsTheInstance(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
 	if got := s.session(r.SessionID); got.Epoch != 1 || got.AppServerInstance != "i1" || got.State != fsm.SessionLive || got.BoundThreadID != "T" {
 		t.Fatalf("created: %+v", got)
 	}
@@ -127,7 +128,7 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 		t.Fatalf("the same instance advanced the epoch to %d", got.Epoch)
 	}
 
-	s.exec(command.AppServerExited{Nonce: "i1", Reason: command.ExitExited, Status: "signal: killed"})
+	s.exec(codex.AppServerExited{Nonce: "i1", Reason: codex.ExitExited, Status: "signal: killed"})
 	res := s.started("i2")
 	if want := []string{"appserver.started", "session.epoch_advanced"}; !slices.Equal(types(res), want) {
 		t.Fatalf("restart: %v, want %v", types(res), want)
@@ -140,7 +141,7 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 		t.Fatalf("the old epoch's reading still counts: %+v", got.Current)
 	}
 
-	res = s.exec(command.RecoverSessions{})
+	res = s.exec(codex.RecoverSessions{})
 	if want := []string{"appserver.exited", "session.detached"}; !slices.Equal(types(res), want) {
 		t.Fatalf("daemon start-up after a crash: %v, want %v", types(res), want)
 	}
@@ -150,8 +151,8 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 		t.Fatalf("after a daemon crash: %+v", got)
 	}
 	// A daemon that stops stops its app-server and records it.
-	s.exec(command.AppServerExited{Nonce: "i3", Reason: command.ExitStopped})
-	if res := s.exec(command.RecoverSessions{}); len(res.Events) != 0 {
+	s.exec(codex.AppServerExited{Nonce: "i3", Reason: codex.ExitStopped})
+	if res := s.exec(codex.RecoverSessions{}); len(res.Events) != 0 {
 		t.Fatalf("start-up after a clean stop: %v", types(res))
 	}
 	s.started("i4")
@@ -166,35 +167,35 @@ func TestSession_EpochFollowsTheInstance(t *testing.T) {
 func TestSession_OnePerThread(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	first := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionRefused)
+	first := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionRefused)
 	if r.Refusal.Code != errs.EBUSY || r.SessionID != first.SessionID {
 		t.Fatalf("a second foreground: %+v", r)
 	}
-	if res := s.exec(command.DetachSession{SessionID: first.SessionID, Reason: "foreground exited"}); res.Outcome != "detached" {
+	if res := s.exec(codex.DetachSession{SessionID: first.SessionID, Reason: "foreground exited"}); res.Outcome != "detached" {
 		t.Fatalf("detach: %s", res.Outcome)
 	}
-	if res := s.exec(command.DetachSession{SessionID: first.SessionID}); res.Outcome != "already_detached" || len(res.Events) != 0 {
+	if res := s.exec(codex.DetachSession{SessionID: first.SessionID}); res.Outcome != "already_detached" || len(res.Events) != 0 {
 		t.Fatalf("detach twice: %s", res.Outcome)
 	}
-	again := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionAttachedOutcome)
+	again := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionAttachedOutcome)
 	if again.SessionID != first.SessionID {
 		t.Fatalf("reattach made session %s, not %s", again.SessionID, first.SessionID)
 	}
 
-	n := s.attach(command.AttachSession{Mode: command.ModeNewThread, ThreadID: "N", Instance: "i1"}, command.SessionCreatedOutcome)
-	if got := s.session(n.SessionID); got.Mode != command.ModeNewThread || got.SnapshotRevision != 0 || got.Startup != (events.Permissions{}) {
+	n := s.attach(codex.AttachSession{Mode: codex.ModeNewThread, ThreadID: "N", Instance: "i1"}, codex.SessionCreatedOutcome)
+	if got := s.session(n.SessionID); got.Mode != codex.ModeNewThread || got.SnapshotRevision != 0 || got.Startup != (events.Permissions{}) {
 		t.Fatalf("new-thread session: %+v", got)
 	}
-	if res := s.exec(command.DetachSession{SessionID: n.SessionID, NeverMaterialized: true}); res.Outcome != "retired" {
+	if res := s.exec(codex.DetachSession{SessionID: n.SessionID, NeverMaterialized: true}); res.Outcome != "retired" {
 		t.Fatalf("detach of a thread without a turn: %s", res.Outcome)
 	}
-	m := s.attach(command.AttachSession{Mode: command.ModeNewThread, ThreadID: "N", Instance: "i1"}, command.SessionCreatedOutcome)
+	m := s.attach(codex.AttachSession{Mode: codex.ModeNewThread, ThreadID: "N", Instance: "i1"}, codex.SessionCreatedOutcome)
 	if m.SessionID == n.SessionID {
 		t.Fatal("a retired session was reused")
 	}
 	// A stale instance cannot bind anything.
-	_, err := s.e.Execute(context.Background(), engine.Meta{}, command.AttachSession{Mode: command.ModeNewThread, ThreadID: "X", Instance: "gone"})
+	_, err := s.e.Execute(context.Background(), engine.Meta{}, codex.AttachSession{Mode: codex.ModeNewThread, ThreadID: "X", Instance: "gone"})
 	if errs.CodeOf(err) != errs.ESTALE {
 		t.Fatalf("attach on an instance that is not running: %v", err)
 	}
@@ -207,9 +208,9 @@ func TestSession_OnePerThread(t *testing.T) {
 func TestSession_PermissionPinsAndDrift(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	first := command.Reading{Current: events.Permissions{AllowsApproval: no, AllowsNetwork: yes, AllowsWriteAccess: unknown}, Snapshot: events.RawJSON(`{"n":1}`)}
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1",
-		Profile: events.SessionProfile{Network: "false"}, Reading: &first}, command.SessionCreatedOutcome)
+	first := codex.Reading{Current: events.Permissions{AllowsApproval: no, AllowsNetwork: yes, AllowsWriteAccess: unknown}, Snapshot: events.RawJSON(`{"n":1}`)}
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1",
+		Profile: events.SessionProfile{Network: "false"}, Reading: &first}, codex.SessionCreatedOutcome)
 	if !slices.Equal(r.Obs.Pinned, []string{"approval"}) {
 		t.Fatalf("pinned %v, want approval only (network is explicit, write access unknown)", r.Obs.Pinned)
 	}
@@ -221,9 +222,9 @@ func TestSession_PermissionPinsAndDrift(t *testing.T) {
 		t.Fatalf("drift of network: %+v", r.Obs.Drift)
 	}
 
-	obs := func(p events.Permissions) (command.Observation, []string) {
+	obs := func(p events.Permissions) (codex.Observation, []string) {
 		t.Helper()
-		o, res := sessAnswer[command.Observation](s, command.ObservePermissions{SessionID: r.SessionID, Instance: "i1", Reading: command.Reading{Current: p, Snapshot: events.RawJSON(`{}`)}})
+		o, res := sessAnswer[codex.Observation](s, codex.ObservePermissions{SessionID: r.SessionID, Instance: "i1", Reading: codex.Reading{Current: p, Snapshot: events.RawJSON(`{}`)}})
 		return o, types(res)
 	}
 	o, ev := obs(first.Current)
@@ -252,7 +253,7 @@ func TestSession_PermissionPinsAndDrift(t *testing.T) {
 		t.Fatalf("session after five readings: %+v", got)
 	}
 	// A reading from another stream proves nothing about this epoch.
-	_, err := s.e.Execute(context.Background(), engine.Meta{}, command.ObservePermissions{SessionID: r.SessionID, Instance: "i2", Reading: strict})
+	_, err := s.e.Execute(context.Background(), engine.Meta{}, codex.ObservePermissions{SessionID: r.SessionID, Instance: "i2", Reading: strict})
 	if errs.CodeOf(err) != errs.ESTALE {
 		t.Fatalf("a reading from another instance: %v", err)
 	}
@@ -265,23 +266,23 @@ func TestSession_PermissionPinsAndDrift(t *testing.T) {
 func TestSession_ProfileMismatch(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	mk := func(thread string, prof events.SessionProfile) command.AttachSession {
-		return command.AttachSession{Mode: command.ModeBindThread, ThreadID: thread, Instance: "i1", Profile: prof, Reading: &strict}
+	mk := func(thread string, prof events.SessionProfile) codex.AttachSession {
+		return codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: thread, Instance: "i1", Profile: prof, Reading: &strict}
 	}
-	old := s.attach(mk("T", events.SessionProfile{Network: "false"}), command.SessionCreatedOutcome)
-	r := s.attach(mk("T", events.SessionProfile{Network: "true"}), command.SessionRefused)
+	old := s.attach(mk("T", events.SessionProfile{Network: "false"}), codex.SessionCreatedOutcome)
+	r := s.attach(mk("T", events.SessionProfile{Network: "true"}), codex.SessionRefused)
 	if r.Refusal.Code != errs.SessionProfileMismatch {
 		t.Fatalf("another profile while a foreground is attached: %v", r.Refusal)
 	}
-	s.exec(command.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
-	s.attach(mk("T", auto), command.SessionAttachedOutcome)
-	s.exec(command.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
-	s.attach(mk("T", events.SessionProfile{Network: "false", Approval: "false"}), command.SessionAttachedOutcome) // approval was pinned false
-	s.exec(command.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
+	s.exec(codex.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
+	s.attach(mk("T", auto), codex.SessionAttachedOutcome)
+	s.exec(codex.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
+	s.attach(mk("T", events.SessionProfile{Network: "false", Approval: "false"}), codex.SessionAttachedOutcome) // approval was pinned false
+	s.exec(codex.DetachSession{SessionID: old.SessionID, Reason: "foreground exited"})
 
 	// A delivery in flight on the thread blocks the retirement.
 	d := s.deliver("T", old.SessionID)
-	r = s.attach(mk("T", events.SessionProfile{Network: "true"}), command.SessionRefused)
+	r = s.attach(mk("T", events.SessionProfile{Network: "true"}), codex.SessionRefused)
 	if r.Refusal.Code != errs.SessionProfileMismatch || r.SessionID != old.SessionID {
 		t.Fatalf("another profile while a delivery is in flight: %+v", r)
 	}
@@ -289,8 +290,8 @@ func TestSession_ProfileMismatch(t *testing.T) {
 		Outcome: command.RejectedBefore, Reason: "busy"})
 	s.exec(command.CloseHead{Config: immediate, ThreadID: "T", Reason: command.CloseOperatorUnconfirmed})
 
-	r, res := sessAnswer[command.AttachResult](s, mk("T", events.SessionProfile{Network: "true"}))
-	if res.Outcome != command.SessionReplacedOutcome || r.Retired != old.SessionID || r.SessionID == old.SessionID {
+	r, res := sessAnswer[codex.AttachResult](s, mk("T", events.SessionProfile{Network: "true"}))
+	if res.Outcome != codex.SessionReplacedOutcome || r.Retired != old.SessionID || r.SessionID == old.SessionID {
 		t.Fatalf("another profile with nothing pending: %s %+v", res.Outcome, r)
 	}
 	if got := s.session(old.SessionID); got.State != fsm.SessionRetired {
@@ -302,7 +303,7 @@ func TestSession_ProfileMismatch(t *testing.T) {
 }
 
 // immediate delivers as soon as a job is ready.
-var immediate = func() command.DeliveryConfig { c := cfg; c.MaxWaitWindow = 0; return c }()
+var immediate = func() command.DeliveryConfig { c := enginetest.DeliveryConfig(); c.MaxWaitWindow = 0; return c }()
 
 // A manual batch of the thread parks a session whose live part ended and
 // refuses every attach (session_pending_manual_resolution) until an
@@ -310,27 +311,27 @@ var immediate = func() command.DeliveryConfig { c := cfg; c.MaxWaitWindow = 0; r
 func TestSession_PendingManualResolution(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
 	del := s.deliver("T", r.SessionID)
 	s.exec(command.RecordOutcome{Config: immediate, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID, ManagedSessionID: r.SessionID, SessionEpoch: 1,
 		Outcome: command.AcceptanceUnknown, Reason: "no answer"})
 
-	if res := s.exec(command.SettleSessions{}); len(res.Events) != 0 {
+	if res := s.exec(codex.SettleSessions{}); len(res.Events) != 0 {
 		t.Fatalf("a live session parked: %v", types(res))
 	}
-	if res := s.exec(command.DetachSession{SessionID: r.SessionID, Reason: "foreground exited"}); res.Outcome != "parked" {
+	if res := s.exec(codex.DetachSession{SessionID: r.SessionID, Reason: "foreground exited"}); res.Outcome != "parked" {
 		t.Fatalf("detach with a manual batch: %s", res.Outcome)
 	}
 	got := s.session(r.SessionID)
 	if got.State != fsm.SessionParked || got.ParkedBatchID != del.BatchID {
 		t.Fatalf("session %+v", got)
 	}
-	refused := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionRefused)
+	refused := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionRefused)
 	if refused.Refusal.Code != errs.SessionPendingManualResolution || refused.SessionID != r.SessionID {
 		t.Fatalf("attach to a parked session: %+v", refused)
 	}
 	// Not even a new profile gets a second session for the thread.
-	refused = s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Profile: events.SessionProfile{Network: "true"}, Reading: &strict}, command.SessionRefused)
+	refused = s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Profile: events.SessionProfile{Network: "true"}, Reading: &strict}, codex.SessionRefused)
 	if refused.Refusal.Code != errs.SessionPendingManualResolution {
 		t.Fatalf("attach with another profile to a parked session: %+v", refused)
 	}
@@ -339,14 +340,14 @@ func TestSession_PendingManualResolution(t *testing.T) {
 	if ok, err := s.readUnsettled(); err != nil || !ok {
 		t.Fatalf("unsettled after the close: %v %v", ok, err)
 	}
-	if res := s.exec(command.SettleSessions{}); !slices.Equal(types(res), []string{"session.unparked"}) {
+	if res := s.exec(codex.SettleSessions{}); !slices.Equal(types(res), []string{"session.unparked"}) {
 		t.Fatalf("settle after the close: %v", types(res))
 	}
-	s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionAttachedOutcome)
+	s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionAttachedOutcome)
 }
 
 func (s *sessions) readUnsettled() (ok bool, err error) {
-	_ = s.e.Read(func(r engine.Snapshot) error { ok, err = command.SessionsUnsettled(r); return nil })
+	_ = s.e.Read(func(r engine.Snapshot) error { ok, err = codex.SessionsUnsettled(r); return nil })
 	return ok, err
 }
 
@@ -356,12 +357,12 @@ func (s *sessions) readUnsettled() (ok bool, err error) {
 func TestSession_EpochAdvanceParksWhatWaitedOnTheOldStream(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
 	del := s.deliver("T", r.SessionID)
 	s.exec(command.RecordOutcome{Config: immediate, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID, ManagedSessionID: r.SessionID, SessionEpoch: 1,
 		Outcome: command.Accepted, TurnID: "turn-1", Tracks: true})
 
-	s.exec(command.AppServerExited{Nonce: "i1", Reason: command.ExitExited})
+	s.exec(codex.AppServerExited{Nonce: "i1", Reason: codex.ExitExited})
 	res := s.started("i2")
 	if want := []string{"appserver.started", "session.epoch_advanced", "attempt.abandoned", "batch.replay_policy_changed"}; !slices.Equal(types(res), want) {
 		t.Fatalf("restart with a tracked turn: %v, want %v", types(res), want)
@@ -374,11 +375,11 @@ func TestSession_EpochAdvanceParksWhatWaitedOnTheOldStream(t *testing.T) {
 }
 
 func TestCheckProfile(t *testing.T) {
-	p, err := command.CheckProfile(events.SessionProfile{Network: "true"})
+	p, err := codex.CheckProfile(events.SessionProfile{Network: "true"})
 	if err != nil || p != (events.SessionProfile{Approval: "auto", Network: "true", WriteAccess: "auto"}) {
 		t.Fatalf("%+v %v", p, err)
 	}
-	if _, err := command.CheckProfile(events.SessionProfile{Approval: "yes"}); errs.CodeOf(err) != errs.EINVAL {
+	if _, err := codex.CheckProfile(events.SessionProfile{Approval: "yes"}); errs.CodeOf(err) != errs.EINVAL {
 		t.Fatalf("a bad value: %v", err)
 	}
 }
@@ -389,17 +390,17 @@ func TestCheckProfile(t *testing.T) {
 func TestSession_StaleReattaches(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
-	s.exec(command.DetachSession{SessionID: r.SessionID, Reason: "foreground exited"})
-	if res := s.exec(command.MarkSessionStale{SessionID: r.SessionID, Reason: "thread/resume refused: active writer"}); res.Outcome != "stale" {
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
+	s.exec(codex.DetachSession{SessionID: r.SessionID, Reason: "foreground exited"})
+	if res := s.exec(codex.MarkSessionStale{SessionID: r.SessionID, Reason: "thread/resume refused: active writer"}); res.Outcome != "stale" {
 		t.Fatalf("mark stale: %s", res.Outcome)
 	}
-	s.exec(command.AppServerExited{Nonce: "i1", Reason: command.ExitExited})
+	s.exec(codex.AppServerExited{Nonce: "i1", Reason: codex.ExitExited})
 	if res := s.started("i2"); !slices.Equal(types(res), []string{"appserver.started"}) {
 		t.Fatalf("a new instance with a stale session: %v", types(res))
 	}
-	res := s.exec(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i2", Reading: &strict})
-	if want := []string{"session.attached", "session.epoch_advanced", "session.permission_observed"}; res.Outcome != command.SessionAttachedOutcome || !slices.Equal(types(res), want) {
+	res := s.exec(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i2", Reading: &strict})
+	if want := []string{"session.attached", "session.epoch_advanced", "session.permission_observed"}; res.Outcome != codex.SessionAttachedOutcome || !slices.Equal(types(res), want) {
 		t.Fatalf("reattach a stale session: %s %v, want %v", res.Outcome, types(res), want)
 	}
 	if got := s.session(r.SessionID); got.State != fsm.SessionLive || got.Epoch != 2 || got.AppServerInstance != "i2" || !got.CurrentProven() {
@@ -415,7 +416,7 @@ func TestSession_ListingPages(t *testing.T) {
 	s.started("i1")
 	var ids []string
 	for i := range 7 {
-		r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: fmt.Sprintf("T%d", i), Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+		r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: fmt.Sprintf("T%d", i), Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
 		ids = append(ids, r.SessionID)
 	}
 	_ = s.e.Read(func(sn engine.Snapshot) error {
@@ -455,12 +456,12 @@ func TestSession_ListingPages(t *testing.T) {
 func TestSession_ReadingRecordedWithTheBarrier(t *testing.T) {
 	s := newSessions(t)
 	s.started("i1")
-	r := s.attach(command.AttachSession{Mode: command.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, command.SessionCreatedOutcome)
+	r := s.attach(codex.AttachSession{Mode: codex.ModeBindThread, ThreadID: "T", Instance: "i1", Reading: &strict}, codex.SessionCreatedOutcome)
 	id, _ := sessAnswer[string](s, command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
 	s.exec(command.CompleteJob{Config: immediate, JobID: id, Summary: "done"})
 	gated := func(instance string, effective events.Permissions) command.Route {
 		return command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart, ManagedSessionID: r.SessionID, SessionEpoch: 1,
-			Reading: &command.GatedReading{ObservePermissions: command.ObservePermissions{SessionID: r.SessionID, Instance: instance, Reading: strict},
+			Gate: &codex.GatedReading{ObservePermissions: codex.ObservePermissions{SessionID: r.SessionID, Instance: instance, Reading: strict},
 				Effective: effective}}
 	}
 	wide := events.Permissions{AllowsApproval: yes, AllowsNetwork: no, AllowsWriteAccess: no}
@@ -468,7 +469,7 @@ func TestSession_ReadingRecordedWithTheBarrier(t *testing.T) {
 		head := s.e.Head()
 		del, res := sessAnswer[command.Delivery](s, command.StartDelivery{Config: immediate, ThreadID: "T", Route: route})
 		if res.Outcome != "not_eligible" || len(res.Events) != 0 || s.e.Head() != head {
-			t.Fatalf("a reading that does not hold (%+v): %s %s, %d events", route.Reading, res.Outcome, del.NotEligible, len(res.Events))
+			t.Fatalf("a reading that does not hold (%+v): %s %s, %d events", route.Gate, res.Outcome, del.NotEligible, len(res.Events))
 		}
 	}
 	rev := s.session(r.SessionID).SnapshotRevision

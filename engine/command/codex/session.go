@@ -1,4 +1,10 @@
-package command
+// Package codex holds the commands of the Codex CLI target's managed
+// sessions and the shared app-server instances their epochs number
+// (spec/codex-cli.md, "Managed sessions"): attach, detach, permission
+// readings, recovery. The adapter (adapters/codex/sessions) talks to
+// Codex; these decide what it means. They stand on the core
+// (engine/command), never the other way.
+package codex
 
 import (
 	"fmt"
@@ -8,15 +14,12 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
-
-// CLI managed sessions and the shared app-server instances their epochs
-// number (spec/codex-cli.md, "Managed sessions"). The adapter
-// (adapters/codex/sessions) talks to Codex; these decide what it means.
 
 // How a session came to be bound to its thread.
 const (
@@ -211,7 +214,7 @@ func appServerStream(nonce string) events.StreamID {
 
 // SessionOf returns a thread's non-retired session, or nil.
 func SessionOf(v engine.Reader, thread string) (*aggregate.Session, error) {
-	return unique[*aggregate.Session](v, index.SessionByThread, thread, events.KindSession, "non-retired sessions")
+	return command.Unique[*aggregate.Session](v, index.SessionByThread, thread, events.KindSession, "non-retired sessions")
 }
 
 // RunningAppServer returns the instance recorded running, or nil.
@@ -242,7 +245,7 @@ func runningInstance(v engine.Reader, nonce string) error {
 // resolution, or "". Any target's: an operator must settle what is
 // pending on the thread before a new automatic path opens on it.
 func manualBatch(v engine.Reader, thread string) (string, error) {
-	open, err := openBatches(v, thread)
+	open, err := command.OpenBatches(v, thread)
 	if err != nil {
 		return "", err
 	}
@@ -292,7 +295,7 @@ func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if c.Mode != ModeBindThread && c.Mode != ModeNewThread {
 		return engine.Decision{}, errs.New(errs.EINVAL, "session mode %q is not %s or %s", c.Mode, ModeBindThread, ModeNewThread)
 	}
-	if err := CheckID("thread id", c.ThreadID); err != nil {
+	if err := command.CheckID("thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	prof, err := CheckProfile(c.Profile)
@@ -342,7 +345,7 @@ func (c AttachSession) attach(v engine.View, now time.Time, prof events.SessionP
 		return c.refuse(emits, s, errs.EBUSY, "session %s of thread %s already has a foreground `cbth cli run` attached", s.ID, c.ThreadID)
 	}
 	if len(diff) > 0 {
-		a, err := liveAttempt(v, c.ThreadID)
+		a, err := command.LiveAttempt(v, c.ThreadID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
@@ -427,7 +430,7 @@ func (c ObservePermissions) Decide(v engine.View, now time.Time) (engine.Decisio
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeObserved, Emits: emits}, obs), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeObserved, Emits: emits}, obs), nil
 }
 
 // observe is ObservePermissions on v: the events and the observation, or
@@ -466,6 +469,34 @@ func (c ObservePermissions) Observed(s *aggregate.Session) Observation {
 	return obs
 }
 
+// GatedReading is a permission reading not recorded yet, and the
+// effective permissions the Codex CLI target's gate let a delivery
+// through on. It is that delivery's command.BarrierGate: recorded with
+// the barrier, in the same append, and the start is refused
+// (not_eligible) when, on the state the barrier is decided on, the
+// reading would not give the effective permissions that were gated.
+type GatedReading struct {
+	ObservePermissions
+	Effective events.Permissions
+}
+
+// Barrier implements command.BarrierGate.
+func (g *GatedReading) Barrier(v engine.Reader) ([]engine.Emit, string, error) {
+	observed, obs, refused, err := g.observe(v)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case refused != nil:
+		return nil, refused.Error(), nil
+	case obs.Effective != g.Effective:
+		return nil, "the session's permissions moved since its thread was read", nil
+	}
+	return observed, "", nil
+}
+
+// Record implements command.BarrierGate: the reading, recorded alone.
+func (g *GatedReading) Record() engine.Decider { return g.ObservePermissions }
+
 func sessionByID(v engine.Reader, id string) (*aggregate.Session, error) {
 	st, err := v.State(events.KindSession, id)
 	if err != nil {
@@ -495,7 +526,7 @@ func (c DetachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	if s.State != fsm.SessionLive {
-		return engine.Decision{Outcome: Already(s.State)}, nil
+		return engine.Decision{Outcome: command.Already(s.State)}, nil
 	}
 	return detach(v, s, c.Reason, c.NeverMaterialized)
 }
@@ -503,7 +534,7 @@ func (c DetachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 func detach(v engine.Reader, s *aggregate.Session, reason string, never bool) (engine.Decision, error) {
 	st := sessionStream(s.ID)
 	if never {
-		return engine.Decision{Outcome: OutcomeRetired, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionRetired{
+		return engine.Decision{Outcome: command.OutcomeRetired, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionRetired{
 			Reason: "the new thread never had a turn, so it cannot be resumed"}}}}, nil
 	}
 	manual, err := manualBatch(v, s.BoundThreadID)
@@ -511,9 +542,9 @@ func detach(v engine.Reader, s *aggregate.Session, reason string, never bool) (e
 		return engine.Decision{}, err
 	}
 	if manual != "" {
-		return engine.Decision{Outcome: OutcomeParked, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionParked{BatchID: manual}}}}, nil
+		return engine.Decision{Outcome: command.OutcomeParked, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionParked{BatchID: manual}}}}, nil
 	}
-	return engine.Decision{Outcome: OutcomeDetached, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionDetached{Reason: reason}}}}, nil
+	return engine.Decision{Outcome: command.OutcomeDetached, Emits: []engine.Emit{{Stream: st, Payload: &events.SessionDetached{Reason: reason}}}}, nil
 }
 
 // MarkSessionStale records that a session's thread can no longer be
@@ -531,9 +562,9 @@ func (c MarkSessionStale) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, err
 	}
 	if s.State != fsm.SessionLive && s.State != fsm.SessionDetached {
-		return engine.Decision{Outcome: Already(s.State)}, nil
+		return engine.Decision{Outcome: command.Already(s.State)}, nil
 	}
-	return engine.Decision{Outcome: OutcomeStale, Emits: []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionStale{Reason: c.Reason}}}}, nil
+	return engine.Decision{Outcome: command.OutcomeStale, Emits: []engine.Emit{{Stream: sessionStream(s.ID), Payload: &events.SessionStale{Reason: c.Reason}}}}, nil
 }
 
 // nonRetired lists every non-retired session.
@@ -632,13 +663,13 @@ type AppServerStarted struct {
 // Decide implements engine.Decider.
 func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	nonce := c.Started.Nonce
-	if err := CheckID("app-server nonce", nonce); err != nil {
+	if err := command.CheckID("app-server nonce", nonce); err != nil {
 		return engine.Decision{}, err
 	}
 	if st, err := v.State(events.KindAppServer, nonce); err != nil {
 		return engine.Decision{}, err
 	} else if st != nil {
-		return engine.Decision{Outcome: OutcomeAlreadyRecorded}, nil
+		return engine.Decision{Outcome: command.OutcomeAlreadyRecorded}, nil
 	}
 	var emits []engine.Emit
 	for _, r := range v.Lookup(index.AppServerRunning, "") {
@@ -671,33 +702,33 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 		}
 		emits = append(emits, lost...)
 	}
-	return engine.Decision{Outcome: OutcomeRecorded, Emits: emits}, nil
+	return engine.Decision{Outcome: command.OutcomeRecorded, Emits: emits}, nil
 }
 
 // lostContinuity abandons the attempt of s's thread that waits on s's
 // current epoch (an answer, or an accepted turn's end) and parks its
 // batch: that stream is gone, and only it could have told.
 func lostContinuity(v engine.Reader, s *aggregate.Session) ([]engine.Emit, error) {
-	a, err := liveAttempt(v, s.BoundThreadID)
+	a, err := command.LiveAttempt(v, s.BoundThreadID)
 	if err != nil || a == nil || a.ManagedSessionID != s.ID || a.SessionEpoch != s.Epoch {
 		return nil, err
 	}
 	var ab *events.AttemptAbandoned
 	switch {
 	case a.State == fsm.AttemptAcceptPending:
-		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: AcceptanceUnknown}
+		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: command.AcceptanceUnknown}
 	case a.Tracking():
 		ab = &events.AttemptAbandoned{Reason: "session epoch advanced: the accepted turn's event stream is gone", ObservationState: "lost"}
 	default:
 		return nil, nil
 	}
-	emits := []engine.Emit{{Stream: attemptStream(a.ID), Payload: ab}}
+	emits := []engine.Emit{{Stream: command.AttemptStream(a.ID), Payload: ab}}
 	bs, err := v.State(events.KindBatch, a.BatchID)
 	if err != nil {
 		return nil, err
 	}
 	if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
-		emits = append(emits, park(b, "session "+s.ID+" lost continuity at epoch "+fmt.Sprint(s.Epoch), a.ID))
+		emits = append(emits, command.Park(b, "session "+s.ID+" lost continuity at epoch "+fmt.Sprint(s.Epoch), a.ID))
 	}
 	return emits, nil
 }
@@ -721,8 +752,8 @@ func (c AppServerExited) Decide(v engine.View, now time.Time) (engine.Decision, 
 		return engine.Decision{}, errs.New(errs.ENOENT, "no app-server instance %s", c.Nonce)
 	}
 	if a.State != fsm.AppServerRunning {
-		return engine.Decision{Outcome: OutcomeAlreadyExited}, nil
+		return engine.Decision{Outcome: command.OutcomeAlreadyExited}, nil
 	}
-	return engine.Decision{Outcome: OutcomeExited, Emits: []engine.Emit{{Stream: appServerStream(c.Nonce),
+	return engine.Decision{Outcome: command.OutcomeExited, Emits: []engine.Emit{{Stream: appServerStream(c.Nonce),
 		Payload: &events.AppServerExited{Reason: c.Reason, Status: c.Status}}}}, nil
 }

@@ -1,4 +1,7 @@
-package command
+// Package task holds the task runner's commands: a task is a local command
+// cbth runs for a job, and its end settles that job (spec/tasks.md). It
+// stands on the core (engine/command), never the other way.
+package task
 
 import (
 	"fmt"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -55,7 +59,7 @@ const (
 type SubmitTask struct {
 	engine.Answers[TaskRef]
 
-	Job     SubmitJob
+	Job     command.SubmitJob
 	Argv    []string
 	Path    string // argv[0] resolved, absolute
 	Cwd     string // absolute
@@ -106,6 +110,14 @@ func (c SubmitTask) Validate() error {
 	return nil
 }
 
+// Refs returns the task and job a decision of c made: an MCP call record
+// (engine/command/mcp) names both, and reads them through this method so
+// that it need not import this package.
+func (c SubmitTask) Refs(d engine.Decision) (jobID, taskID string) {
+	ref := engine.AnswerOf(c, d)
+	return ref.JobID, ref.TaskID
+}
+
 // Decide implements engine.Decider. Its Value is a TaskRef.
 func (c SubmitTask) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err := c.Validate(); err != nil {
@@ -143,7 +155,7 @@ func (c StartTask) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	if c.PID <= 0 {
 		return engine.Decision{}, errs.New(errs.EINVAL, "bad pid %d", c.PID)
 	}
-	return engine.Decision{Outcome: OutcomeStarted, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
+	return engine.Decision{Outcome: command.OutcomeStarted, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
 		Payload: &events.TaskStarted{PID: c.PID, PIDStart: c.PIDStart, DaemonPID: c.DaemonPID, SpoolPath: c.SpoolPath}}}}, nil
 }
 
@@ -169,9 +181,9 @@ func (c StopTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	case fsm.TaskQueued:
 		return engine.Decision{}, errs.New(errs.ESTATE, "task %s has not started; end it with FinishTask", c.TaskID)
 	default:
-		return engine.Decision{Outcome: Already(t.State)}, nil
+		return engine.Decision{Outcome: command.Already(t.State)}, nil
 	}
-	return engine.Decision{Outcome: OutcomeStopping, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
+	return engine.Decision{Outcome: command.OutcomeStopping, Emits: []engine.Emit{{Stream: taskStream(c.TaskID),
 		Payload: &events.TaskStopping{Reason: c.Reason, Signal: "TERM"}}}}, nil
 }
 
@@ -201,14 +213,14 @@ type TaskExit struct {
 type FinishTask struct {
 	engine.Answers[string]
 
-	Config DeliveryConfig
+	Config command.DeliveryConfig
 	TaskID string
 	// Unstarted, for a queued task, is the stop reason it ends with
 	// instead of starting.
 	Unstarted string
 	Exit      TaskExit
 	Output    events.TaskOutput
-	Artifact  *Ingested // the spool, ingested; nil when it wrote nothing
+	Artifact  *command.Ingested // the spool, ingested; nil when it wrote nothing
 }
 
 // Decide implements engine.Decider. Its Value is the outcome.
@@ -218,7 +230,7 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 		return engine.Decision{}, err
 	}
 	if !t.Live() {
-		return engine.Decision{Outcome: Already(t.State)}, nil
+		return engine.Decision{Outcome: command.Already(t.State)}, nil
 	}
 	stop := t.StopReason
 	if t.State == fsm.TaskQueued {
@@ -235,7 +247,7 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 	ev := &events.TaskExited{Outcome: outcome, ExitCode: c.Exit.ExitCode, Signal: c.Exit.Signal, Killed: c.Exit.Killed,
 		Error: c.Exit.Error, DurationMS: c.Exit.Duration.Milliseconds(), TaskOutput: out}
 	emits := []engine.Emit{{Stream: taskStream(t.ID), Payload: ev}}
-	more, err := c.Config.settleJob(v, now, t, outcome, c.describe(t, outcome), c.Artifact)
+	more, err := settleJob(c.Config, v, now, t, outcome, c.describe(t, outcome), c.Artifact)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -246,17 +258,17 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 // is never run again. Its job fails with the reason; whatever output the
 // spool kept becomes an artifact.
 type LoseTask struct {
-	Config      DeliveryConfig
+	Config      command.DeliveryConfig
 	TaskID      string
 	Reason      string
 	GroupKilled bool
 	Output      events.TaskOutput
-	Artifact    *Ingested
+	Artifact    *command.Ingested
 }
 
 // Decide implements engine.Decider.
 func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := CheckText("reason", c.Reason, true); err != nil {
+	if err := command.CheckText("reason", c.Reason, true); err != nil {
 		return engine.Decision{}, err
 	}
 	t, err := task(v, c.TaskID)
@@ -264,7 +276,7 @@ func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, err
 	}
 	if !t.Live() {
-		return engine.Decision{Outcome: Already(t.State)}, nil
+		return engine.Decision{Outcome: command.Already(t.State)}, nil
 	}
 	out := c.Output
 	if c.Artifact != nil {
@@ -275,7 +287,7 @@ func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 	if line := lastLine(out.Tail); line != "" {
 		reason += "; last output: " + line
 	}
-	more, err := c.Config.settleJob(v, now, t, TaskLostOutcome, reason, c.Artifact)
+	more, err := settleJob(c.Config, v, now, t, TaskLostOutcome, reason, c.Artifact)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -302,8 +314,8 @@ func taskOutcome(stop string, x TaskExit) string {
 // complete (with the output artifact, placed in the thread's FIFO),
 // cancel, or fail. A job no longer running keeps its state; the output
 // artifact is still recorded, kept for min_artifact_ttl.
-func (c DeliveryConfig) settleJob(v engine.View, now time.Time, t *aggregate.Task, outcome, text string, art *Ingested) ([]engine.Emit, error) {
-	j, err := job(v, t.JobID)
+func settleJob(c command.DeliveryConfig, v engine.View, now time.Time, t *aggregate.Task, outcome, text string, art *command.Ingested) ([]engine.Emit, error) {
+	j, err := command.Existing[*aggregate.Job](v, events.KindJob, "job", t.JobID)
 	if err != nil {
 		return nil, err
 	}
@@ -311,28 +323,28 @@ func (c DeliveryConfig) settleJob(v engine.View, now time.Time, t *aggregate.Tas
 		var d engine.Decision
 		switch outcome {
 		case TaskSucceeded:
-			d, err = CompleteJob{Config: c, JobID: j.ID, Summary: text, Artifact: art}.Decide(v, now)
+			d, err = command.CompleteJob{Config: c, JobID: j.ID, Summary: text, Artifact: art}.Decide(v, now)
 			return d.Emits, err
 		case TaskCancelled:
-			d, err = CancelJob{Config: c, JobID: j.ID, Reason: text}.Decide(v, now)
+			d, err = command.CancelJob{Config: c, JobID: j.ID, Reason: text}.Decide(v, now)
 			if err != nil {
 				return nil, err
 			}
-			return append(d.Emits, c.keepArtifact(now, j.ID, art)...), nil
+			return append(d.Emits, keepArtifact(c, now, j.ID, art)...), nil
 		default:
-			d, err = FailJob{JobID: j.ID, Reason: text}.Decide(v, now)
+			d, err = command.FailJob{JobID: j.ID, Reason: text}.Decide(v, now)
 			if err != nil {
 				return nil, err
 			}
-			return append(d.Emits, c.keepArtifact(now, j.ID, art)...), nil
+			return append(d.Emits, keepArtifact(c, now, j.ID, art)...), nil
 		}
 	}
-	return c.keepArtifact(now, j.ID, art), nil
+	return keepArtifact(c, now, j.ID, art), nil
 }
 
 // keepArtifact records an output artifact that no batch references: it
 // is kept for min_artifact_ttl (or longer when pinned), then collected.
-func (c DeliveryConfig) keepArtifact(now time.Time, jobID string, a *Ingested) []engine.Emit {
+func keepArtifact(c command.DeliveryConfig, now time.Time, jobID string, a *command.Ingested) []engine.Emit {
 	if a == nil {
 		return nil
 	}
@@ -423,5 +435,5 @@ func cut(s string, n int) string {
 func taskStream(id string) events.StreamID { return events.StreamID{Kind: events.KindTask, ID: id} }
 
 func task(v engine.View, id string) (*aggregate.Task, error) {
-	return existing[*aggregate.Task](v, events.KindTask, "task", id)
+	return command.Existing[*aggregate.Task](v, events.KindTask, "task", id)
 }

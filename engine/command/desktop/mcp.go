@@ -1,9 +1,10 @@
-package command
+package desktop
 
 import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -31,7 +32,7 @@ func (c RequestMCPValidation) Decide(v engine.View, now time.Time) (engine.Decis
 	if c.TTL <= 0 || c.TTL > MaxMCPValidationTTL {
 		return engine.Decision{}, errs.New(errs.EINVAL, "the validation's time to live must be positive and at most %s", MaxMCPValidationTTL)
 	}
-	inst, err := Installation(v)
+	inst, err := command.Installation(v)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -39,7 +40,7 @@ func (c RequestMCPValidation) Decide(v engine.View, now time.Time) (engine.Decis
 		return engine.Decision{}, errs.New(errs.ENOTCONF, "no Desktop installation state: repair it first (cbth desktop installation-state repair)")
 	}
 	req := &events.InstallationMCPValidationRequested{Token: c.Token, ExpiresAt: now.Add(c.TTL)}
-	return c.Answer(engine.Decision{Outcome: OutcomeRequested, Emits: []engine.Emit{{Stream: installationStream(), Payload: req}}}, *req), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeRequested, Emits: []engine.Emit{{Stream: installationStream(), Payload: req}}}, *req), nil
 }
 
 // ValidateMCPWriteback records the proof of a desktop_validate_mcp call:
@@ -62,7 +63,7 @@ func (c ValidateMCPWriteback) Decide(v engine.View, now time.Time) (engine.Decis
 	if c.ThreadID == "" || c.Token == "" {
 		return engine.Decision{}, errs.New(errs.EINVAL, "a validation needs its token and the calling thread")
 	}
-	inst, err := Installation(v)
+	inst, err := command.Installation(v)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -70,7 +71,7 @@ func (c ValidateMCPWriteback) Decide(v engine.View, now time.Time) (engine.Decis
 		return engine.Decision{}, errs.New(errs.ENOTCONF, "no Desktop installation state")
 	}
 	if w := inst.MCPWriteback; w != nil && w.Token == c.Token && inst.MCPValidation == nil {
-		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyValidated}, w.InstallationMCPWritebackValidated), nil
+		return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyValidated}, w.InstallationMCPWritebackValidated), nil
 	}
 	req := inst.MCPValidation
 	switch {
@@ -80,5 +81,5 @@ func (c ValidateMCPWriteback) Decide(v engine.View, now time.Time) (engine.Decis
 		return engine.Decision{}, errs.New(errs.ESTALE, "the validation expired at %s (run cbth desktop validate-mcp again)", req.ExpiresAt.Format(time.RFC3339))
 	}
 	proof := &events.InstallationMCPWritebackValidated{ThreadID: c.ThreadID, SandboxMode: c.SandboxMode, Fingerprint: c.Fingerprint, Token: c.Token}
-	return c.Answer(engine.Decision{Outcome: OutcomeValidated, Emits: []engine.Emit{{Stream: installationStream(), Payload: proof}}}, *proof), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeValidated, Emits: []engine.Emit{{Stream: installationStream(), Payload: proof}}}, *proof), nil
 }

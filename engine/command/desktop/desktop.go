@@ -1,12 +1,21 @@
-package command
+// Package desktop holds the Codex Desktop target's commands
+// (spec/desktop.md): the installation state, thread bindings, the bridge
+// the snapshots are published for, the gate of a Desktop head, the
+// bridge's arm and pause proofs, the boundary handoff, the MCP writeback
+// validation and the transcript relay. It stands on the core
+// (engine/command), which keeps what every close needs of a binding
+// (CursorScope, DegradeBinding); never the other way.
+package desktop
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
@@ -20,8 +29,6 @@ import (
 
 // Desktop names.
 const (
-	InstallationID = "desktop" // the installation aggregate's one id
-
 	TransportDirect = "direct_file_read"
 	TransportHelper = "helper_cli_read"
 
@@ -37,42 +44,13 @@ var (
 )
 
 func installationStream() events.StreamID {
-	return events.StreamID{Kind: events.KindInstallation, ID: InstallationID}
-}
-func bindingStream(id string) events.StreamID {
-	return events.StreamID{Kind: events.KindBinding, ID: id}
-}
-
-// Installation returns the Desktop installation state, nil before the
-// first repair.
-func Installation(v engine.Reader) (*aggregate.Installation, error) {
-	s, err := v.State(events.KindInstallation, InstallationID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Installation), nil
-}
-
-// BindingOf returns a thread's binding, nil if it never had one.
-func BindingOf(v engine.Reader, thread string) (*aggregate.Binding, error) {
-	refs := v.Lookup(index.BindingByThread, thread)
-	if len(refs) == 0 {
-		return nil, nil
-	}
-	if len(refs) > 1 {
-		return nil, errs.New(errs.ECORRUPT, "thread %s has %d bindings", thread, len(refs))
-	}
-	s, err := v.State(events.KindBinding, refs[0].ID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Binding), nil
+	return events.StreamID{Kind: events.KindInstallation, ID: command.InstallationID}
 }
 
 // requireInstallation returns the installation state, ESTATE before the
 // first repair.
 func requireInstallation(v engine.Reader) (*aggregate.Installation, error) {
-	inst, err := Installation(v)
+	inst, err := command.Installation(v)
 	if err == nil && inst == nil {
 		err = errs.New(errs.ESTATE, "no Desktop installation state yet: run `cbth desktop installation-state repair --read-transport direct_file_read` first")
 	}
@@ -92,40 +70,6 @@ func MirrorMatches(b *aggregate.Binding, inst *aggregate.Installation) bool {
 // the installation publishes for: it is not pinned to another one.
 func ServesBridge(b *aggregate.Binding, bridge string) bool {
 	return bridge != "" && (b.BridgeThreadID == "" || b.BridgeThreadID == bridge)
-}
-
-// DesktopCursorScope is the fair-ready cursor of a bridge thread: the
-// Desktop ready order is kept per bridge.
-func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "/" + bridge }
-
-// cursorScope is the cursor a close of b advances: its target's, or for
-// a Desktop batch, that of the bridge serving its thread.
-func cursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
-	if b.TargetKind != string(TargetDesktop) {
-		return b.TargetKind, nil
-	}
-	inst, err := Installation(v)
-	if err != nil || inst == nil || inst.BridgeThreadID == "" {
-		return b.TargetKind, err
-	}
-	bd, err := BindingOf(v, b.SourceThreadID)
-	if err != nil {
-		return "", err
-	}
-	if bd != nil && bd.BridgeThreadID != "" {
-		return DesktopCursorScope(bd.BridgeThreadID), nil
-	}
-	return DesktopCursorScope(inst.BridgeThreadID), nil
-}
-
-// abandonLive returns the event that abandons the thread's live attempt,
-// if it has one.
-func abandonLive(v engine.Reader, thread, reason string) ([]engine.Emit, string, error) {
-	a, err := liveAttempt(v, thread)
-	if err != nil || a == nil {
-		return nil, "", err
-	}
-	return []engine.Emit{{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: reason}}}, a.ID, nil
 }
 
 // ---- installation state ----
@@ -169,10 +113,10 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 			return engine.Decision{}, errs.New(errs.EINVAL, "%s %q is not one of %s", name, *caps[i], strings.Join(CapabilityStates, ", "))
 		}
 	}
-	if err := CheckID("validation fingerprint", c.Fingerprint); err != nil {
+	if err := command.CheckID("validation fingerprint", c.Fingerprint); err != nil {
 		return engine.Decision{}, err
 	}
-	cur, err := Installation(v)
+	cur, err := command.Installation(v)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -181,7 +125,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	if cur != nil {
 		want.ReadTransportGeneration = cur.ReadTransportGeneration
 		if cur.Capabilities == want {
-			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, InstallationRepair{State: *cur}), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeUnchanged}, InstallationRepair{State: *cur}), nil
 		}
 	}
 	want.ReadTransportGeneration++
@@ -202,8 +146,8 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 			continue
 		}
 		reason := "installation state repaired: read_transport_generation " + itoa(want.ReadTransportGeneration) + " no longer matches the binding's mirror"
-		emits = append(emits, engine.Emit{Stream: bindingStream(b.ID), Payload: &events.BindingDegraded{Reason: reason}})
-		ab, _, err := abandonLive(v, b.SourceThreadID, "binding degraded: "+reason)
+		emits = append(emits, engine.Emit{Stream: command.BindingStream(b.ID), Payload: &events.BindingDegraded{Reason: reason}})
+		ab, _, err := command.AbandonLive(v, b.SourceThreadID, "binding degraded: "+reason)
 		if err != nil {
 			return engine.Decision{}, err
 		}
@@ -213,19 +157,7 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	if cur != nil {
 		next.BridgeThreadID = cur.BridgeThreadID
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeRepaired, Emits: emits}, InstallationRepair{State: next, Degraded: degraded}), nil
-}
-
-func itoa(n uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		if n /= 10; n == 0 {
-			return string(b[i:])
-		}
-	}
+	return c.Answer(engine.Decision{Outcome: command.OutcomeRepaired, Emits: emits}, InstallationRepair{State: next, Degraded: degraded}), nil
 }
 
 // SelectBridge records the bridge thread the snapshots are published for
@@ -234,7 +166,7 @@ type SelectBridge struct{ BridgeThreadID string }
 
 // Decide implements engine.Decider.
 func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	inst, err := requireInstallation(v)
@@ -242,9 +174,9 @@ func (c SelectBridge) Decide(v engine.View, now time.Time) (engine.Decision, err
 		return engine.Decision{}, err
 	}
 	if inst.BridgeThreadID == c.BridgeThreadID {
-		return engine.Decision{Outcome: OutcomeUnchanged}, nil
+		return engine.Decision{Outcome: command.OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: OutcomeSelected, Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: command.OutcomeSelected, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationBridgeSelected{BridgeThreadID: c.BridgeThreadID, Previous: inst.BridgeThreadID}}}}, nil
 }
 
@@ -262,9 +194,9 @@ func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.D
 		return engine.Decision{}, err
 	}
 	if c.Through <= inst.SnapshotRevisionsReserved {
-		return engine.Decision{Outcome: OutcomeUnchanged}, nil
+		return engine.Decision{Outcome: command.OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: OutcomeReserved, Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: command.OutcomeReserved, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationSnapshotRevisionsReserved{Through: c.Through}}}}, nil
 }
 
@@ -297,14 +229,14 @@ type BindingRepair struct {
 
 // Decide implements engine.Decider.
 func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := CheckID("source thread id", c.ThreadID); err != nil {
+	if err := command.CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := CheckID("caller automation id", c.AutomationID); err != nil {
+	if err := command.CheckID("caller automation id", c.AutomationID); err != nil {
 		return engine.Decision{}, err
 	}
 	if c.BridgeThreadID != "" {
-		if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
+		if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 			return engine.Decision{}, err
 		}
 	}
@@ -321,7 +253,7 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 			return engine.Decision{}, errs.New(errs.EEXIST, "caller automation %s is bound to thread %s (unbind it there first)", c.AutomationID, o.SourceThreadID)
 		}
 	}
-	b, err := BindingOf(v, c.ThreadID)
+	b, err := command.BindingOf(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -331,7 +263,7 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		id = b.ID
 		if b.State == fsm.BindingBound && b.CallerAutomationID == c.AutomationID && b.BridgeThreadID == c.BridgeThreadID && b.Mirror == inst.Capabilities {
 			res.BindingID = b.ID
-			return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, res), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeUnchanged}, res), nil
 		}
 		res.ReplacedAutomation = b.CallerAutomationID != c.AutomationID
 		if res.ReplacedAutomation {
@@ -340,22 +272,22 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		res.OldQuiesced = !b.Unquiesced()
 	}
 	res.BindingID = id
-	emits := []engine.Emit{{Stream: bindingStream(id), Payload: &events.BindingBound{SourceThreadID: c.ThreadID,
+	emits := []engine.Emit{{Stream: command.BindingStream(id), Payload: &events.BindingBound{SourceThreadID: c.ThreadID,
 		CallerAutomationID: c.AutomationID, BridgeThreadID: c.BridgeThreadID, Mirror: inst.Capabilities,
 		ReplacedAutomation: res.ReplacedAutomation, PreviousAutomationID: res.PreviousAutomationID, OldQuiesced: res.OldQuiesced}}}
 	if res.ReplacedAutomation || !res.OldQuiesced {
 		res.ForcedFreshAttempt = true
-		a, err := liveAttempt(v, c.ThreadID)
+		a, err := command.LiveAttempt(v, c.ThreadID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
 		if a != nil {
 			res.SupersededAttemptID = a.ID
-			emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptSuperseded{
+			emits = append(emits, engine.Emit{Stream: command.AttemptStream(a.ID), Payload: &events.AttemptSuperseded{
 				Reason: "binding repaired: the caller automation was replaced or its armed generation is not proven quiesced"}})
 		}
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeBound, Emits: emits}, res), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeBound, Emits: emits}, res), nil
 }
 
 // UnbindBinding is `cbth desktop binding unbind`. The thread may go on
@@ -371,10 +303,10 @@ type UnbindBinding struct {
 
 // Decide implements engine.Decider.
 func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := CheckID("source thread id", c.ThreadID); err != nil {
+	if err := command.CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	b, err := BindingOf(v, c.ThreadID)
+	b, err := command.BindingOf(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -382,14 +314,14 @@ func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, errs.New(errs.ENOENT, "thread %s has no Desktop binding", c.ThreadID)
 	}
 	if b.State == fsm.BindingUnbound {
-		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyUnbound}, b.ID), nil
+		return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyUnbound}, b.ID), nil
 	}
-	emits := []engine.Emit{{Stream: bindingStream(b.ID), Payload: &events.BindingUnbound{DeleteAutomation: c.DeleteAutomation}}}
-	ab, _, err := abandonLive(v, c.ThreadID, "binding unbound")
+	emits := []engine.Emit{{Stream: command.BindingStream(b.ID), Payload: &events.BindingUnbound{DeleteAutomation: c.DeleteAutomation}}}
+	ab, _, err := command.AbandonLive(v, c.ThreadID, "binding unbound")
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeUnbound, Emits: append(emits, ab...)}, b.ID), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeUnbound, Emits: append(emits, ab...)}, b.ID), nil
 }
 
 // ---- the Desktop gate ----
@@ -423,11 +355,11 @@ func LowRisk(p events.DeliveryPolicy) bool {
 // (observedFingerprint), the previous armed generation quiesced, no
 // pause deadline overdue. It reads only.
 func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFingerprint string) (DesktopReadiness, error) {
-	inst, err := Installation(v)
+	inst, err := command.Installation(v)
 	if err != nil {
 		return DesktopReadiness{}, err
 	}
-	bd, err := BindingOf(v, b.SourceThreadID)
+	bd, err := command.BindingOf(v, b.SourceThreadID)
 	if err != nil {
 		return DesktopReadiness{}, err
 	}
@@ -478,83 +410,4 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 	return r
 }
 
-// ---- parking a head a target can never take ----
-
-// ParkHead moves a thread's head batch to manual resolution because its
-// target can never deliver it automatically (target.Gate's Park), and
-// abandons its live attempt. It acts only while BatchID is still the
-// automatic head: outcomes "parked", "unchanged".
-type ParkHead struct {
-	engine.Answers[string]
-
-	ThreadID string
-	BatchID  string
-	Reason   string
-}
-
-// Decide implements engine.Decider.
-func (c ParkHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	open, err := openBatches(v, c.ThreadID)
-	if err != nil {
-		return engine.Decision{}, err
-	}
-	if len(open) == 0 || open[0].ID != c.BatchID || !open[0].IsHead || open[0].ReplayPolicy != aggregate.ReplayAutomatic {
-		return engine.Decision{Outcome: OutcomeUnchanged}, nil
-	}
-	b := open[0]
-	var emits []engine.Emit
-	attemptID := ""
-	if a, err := liveAttempt(v, c.ThreadID); err != nil {
-		return engine.Decision{}, err
-	} else if a != nil && a.BatchID == b.ID {
-		attemptID = a.ID
-		emits = append(emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "parked: " + c.Reason}})
-	}
-	emits = append(emits, park(b, c.Reason, attemptID))
-	return c.Answer(engine.Decision{Outcome: OutcomeParked, Emits: emits}, b.ID), nil
-}
-
-// ---- the ready order per bridge ----
-
-// FairOrderScoped is FairOrder with the cursor of scope instead of the
-// target's own: the Desktop ready order of one bridge thread.
-func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
-	heads, err := fairOrder(r, target, scope)
-	return threadsOf(heads), err
-}
-
-// LiveAttempt returns the thread's non-terminal attempt, nil if none.
-func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
-	return liveAttempt(v, thread)
-}
-
-// SkipHead is an explicit skip of a thread's head in the fair-ready
-// order: the cursor of the head's scope (its target's, or for a Desktop
-// head its bridge's) moves past it, so every other ready head of that
-// scope comes first; the batch stays open and untouched. Outcomes
-// "skipped", "no_head".
-type SkipHead struct {
-	engine.Answers[string]
-	ThreadID string
-}
-
-// Decide implements engine.Decider.
-func (c SkipHead) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := CheckID("source thread id", c.ThreadID); err != nil {
-		return engine.Decision{}, err
-	}
-	open, err := openBatches(v, c.ThreadID)
-	if err != nil {
-		return engine.Decision{}, err
-	}
-	if len(open) == 0 || !open[0].IsHead {
-		return engine.Decision{Outcome: OutcomeNoHead}, nil
-	}
-	b := open[0]
-	scope, err := cursorScope(v, b)
-	if err != nil {
-		return engine.Decision{}, err
-	}
-	return c.Answer(engine.Decision{Outcome: OutcomeSkipped, Emits: []engine.Emit{{Stream: cursorStream(scope),
-		Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "skipped"}}}}, b.ID), nil
-}
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -1,4 +1,4 @@
-package command_test
+package desktop_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -17,6 +18,8 @@ import (
 )
 
 // The Desktop commands on a real engine (spec/desktop.md names each test).
+
+var cfg = enginetest.DeliveryConfig()
 
 const fpA, fpB = "fp1-aaaa", "fp1-bbbb"
 
@@ -80,9 +83,9 @@ func (d *desk) binding(thread string) *aggregate.Binding {
 }
 
 func (d *desk) validated() {
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated,
+	d.exec(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated,
 		WritebackCap: events.CapValidated, Fingerprint: fpA})
-	d.exec(command.SelectBridge{BridgeThreadID: "B"})
+	d.exec(desktop.SelectBridge{BridgeThreadID: "B"})
 }
 
 // ready makes a thread's head batch with one completed low-risk job (or
@@ -103,12 +106,12 @@ func (d *desk) ready(thread string, p events.DeliveryPolicy) *aggregate.Batch {
 	return b
 }
 
-func (d *desk) gate(b *aggregate.Batch, fp string) command.DesktopReadiness {
-	var r command.DesktopReadiness
+func (d *desk) gate(b *aggregate.Batch, fp string) desktop.DesktopReadiness {
+	var r desktop.DesktopReadiness
 	d.read(func(s engine.Snapshot) {
 		cur, _ := s.State(events.KindBatch, b.ID)
 		var err error
-		if r, err = command.DesktopGate(s, d.clock.Now(), cur.(*aggregate.Batch), fp); err != nil {
+		if r, err = desktop.DesktopGate(s, d.clock.Now(), cur.(*aggregate.Batch), fp); err != nil {
 			d.t.Fatal(err)
 		}
 	})
@@ -126,7 +129,7 @@ func (d *desk) live(thread string) *aggregate.Attempt {
 
 func TestRepairInstallation_SameParametersAppendNothing(t *testing.T) {
 	d := newDesk(t)
-	rep := command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA}
+	rep := desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA}
 	if res := d.exec(rep); res.Outcome != "repaired" {
 		t.Fatalf("first repair: %s", res.Outcome)
 	}
@@ -143,30 +146,30 @@ func TestRepairInstallation_SameParametersAppendNothing(t *testing.T) {
 
 func TestRepairInstallation_TransportChangeResetsCapabilitiesAndBumps(t *testing.T) {
 	d := newDesk(t)
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated,
+	d.exec(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated,
 		ArtifactCap: events.CapUnavailable, WritebackCap: events.CapValidated, Fingerprint: fpA})
-	if i := d.installation(); i.ValidatedAt.IsZero() || i.ReadTransportGeneration != 1 || i.UpdatedBy != command.UpdatedByRepair {
+	if i := d.installation(); i.ValidatedAt.IsZero() || i.ReadTransportGeneration != 1 || i.UpdatedBy != desktop.UpdatedByRepair {
 		t.Fatalf("validated repair: %+v", i)
 	}
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportHelper, Fingerprint: fpA})
+	d.exec(desktop.RepairInstallation{ReadTransport: desktop.TransportHelper, Fingerprint: fpA})
 	i := d.installation()
-	if i.ReadTransport != command.TransportHelper || i.ReadTransportGeneration != 2 || !i.ValidatedAt.IsZero() ||
+	if i.ReadTransport != desktop.TransportHelper || i.ReadTransportGeneration != 2 || !i.ValidatedAt.IsZero() ||
 		i.ReadTransportCapability != events.CapUnknown || i.ArtifactReadCapability != events.CapUnknown || i.WritebackCapability != events.CapUnknown {
 		t.Fatalf("transport change without capabilities: %+v", i)
 	}
 	// Capabilities given with the change are written as given.
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA})
+	d.exec(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA})
 	if i := d.installation(); i.ReadTransportGeneration != 3 || i.ReadTransportCapability != events.CapValidated || i.WritebackCapability != events.CapUnknown {
 		t.Fatalf("transport change with a capability: %+v", i)
 	}
-	d.fail(command.RepairInstallation{ReadTransport: "smoke_signals", Fingerprint: fpA}, errs.EINVAL)
-	d.fail(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: "maybe", Fingerprint: fpA}, errs.EINVAL)
+	d.fail(desktop.RepairInstallation{ReadTransport: "smoke_signals", Fingerprint: fpA}, errs.EINVAL)
+	d.fail(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: "maybe", Fingerprint: fpA}, errs.EINVAL)
 }
 
 func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 	d := newDesk(t)
 	d.validated()
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	b := d.ready("S", lowRisk)
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
 	if a := d.live("S"); a == nil || a.State != fsm.AttemptPrepared {
@@ -175,7 +178,7 @@ func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 	if g := d.gate(b, fpA); !g.OK {
 		t.Fatalf("gate before the repair: %s", g.Reason)
 	}
-	rep, _ := deskAnswer[command.InstallationRepair](d, command.RepairInstallation{ReadTransport: command.TransportHelper, ReadCap: events.CapValidated,
+	rep, _ := deskAnswer[desktop.InstallationRepair](d, desktop.RepairInstallation{ReadTransport: desktop.TransportHelper, ReadCap: events.CapValidated,
 		WritebackCap: events.CapValidated, Fingerprint: fpA})
 	if got := rep.Degraded; len(got) != 1 || got[0] != "S" {
 		t.Fatalf("degraded %v", got)
@@ -190,7 +193,7 @@ func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 		t.Fatalf("gate of a degraded binding: %+v", g)
 	}
 	// A binding repair mirrors the new state and makes it eligible again.
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	if bd := d.binding("S"); bd.State != fsm.BindingBound || bd.Mirror.ReadTransportGeneration != 2 || !d.gate(b, fpA).OK {
 		t.Fatalf("repaired binding: %+v gate %+v", bd, d.gate(b, fpA))
 	}
@@ -198,25 +201,25 @@ func TestRepairInstallation_DegradesMismatchedBindings(t *testing.T) {
 
 func TestRepairBinding_RulesAndEchoes(t *testing.T) {
 	d := newDesk(t)
-	d.fail(command.RepairBinding{ThreadID: "S", AutomationID: "A"}, errs.ESTATE) // no installation yet
+	d.fail(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"}, errs.ESTATE) // no installation yet
 	d.validated()
-	v, res := deskAnswer[command.BindingRepair](d, command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	v, res := deskAnswer[desktop.BindingRepair](d, desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	if res.Outcome != "bound" || v.ReplacedAutomation || !v.OldQuiesced || v.ForcedFreshAttempt {
 		t.Fatalf("first bind: %s %+v", res.Outcome, v)
 	}
 	head := d.e.Head()
-	if res := d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"}); res.Outcome != "unchanged" || d.e.Head() != head {
+	if res := d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"}); res.Outcome != "unchanged" || d.e.Head() != head {
 		t.Fatalf("repeated bind: %s", res.Outcome)
 	}
 	// One automation serves one thread.
-	d.fail(command.RepairBinding{ThreadID: "T", AutomationID: "A"}, errs.EEXIST)
+	d.fail(desktop.RepairBinding{ThreadID: "T", AutomationID: "A"}, errs.EEXIST)
 
 	// Replacing the automation supersedes the live attempt: the next one
 	// is a fresh generation, and the old automation's late wake is stale.
 	d.ready("S", lowRisk)
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
 	old := d.live("S")
-	v, _ = deskAnswer[command.BindingRepair](d, command.RepairBinding{ThreadID: "S", AutomationID: "A2"})
+	v, _ = deskAnswer[desktop.BindingRepair](d, desktop.RepairBinding{ThreadID: "S", AutomationID: "A2"})
 	if !v.ReplacedAutomation || v.PreviousAutomationID != "A" || !v.OldQuiesced || !v.ForcedFreshAttempt || v.SupersededAttemptID != old.ID {
 		t.Fatalf("replace: %+v", v)
 	}
@@ -228,7 +231,7 @@ func TestRepairBinding_RulesAndEchoes(t *testing.T) {
 		t.Fatalf("fresh attempt: %+v after generation %d", a, old.Generation)
 	}
 	// The freed automation may serve another thread now.
-	d.exec(command.RepairBinding{ThreadID: "T", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "T", AutomationID: "A"})
 }
 
 // A binding armed for a generation that is not proven quiesced: a repair
@@ -237,7 +240,7 @@ func TestRepairBinding_RulesAndEchoes(t *testing.T) {
 func TestRepairBinding_UnquiescedForcesFreshAttempt(t *testing.T) {
 	d := newDesk(t)
 	d.validated()
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	b := d.ready("S", lowRisk)
 	bd := d.binding("S")
 	now := d.clock.Now()
@@ -251,7 +254,7 @@ func TestRepairBinding_UnquiescedForcesFreshAttempt(t *testing.T) {
 	}
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
 	old := d.live("S")
-	if v, _ := deskAnswer[command.BindingRepair](d, command.RepairBinding{ThreadID: "S", AutomationID: "A", BridgeThreadID: "B"}); v.ReplacedAutomation || v.OldQuiesced || !v.ForcedFreshAttempt || v.SupersededAttemptID != old.ID {
+	if v, _ := deskAnswer[desktop.BindingRepair](d, desktop.RepairBinding{ThreadID: "S", AutomationID: "A", BridgeThreadID: "B"}); v.ReplacedAutomation || v.OldQuiesced || !v.ForcedFreshAttempt || v.SupersededAttemptID != old.ID {
 		t.Fatalf("repair of an unquiesced binding: %+v", v)
 	}
 	d.clock.Advance(200 * time.Second)
@@ -270,27 +273,27 @@ func TestDesktopGate(t *testing.T) {
 		}
 	}
 	reason("no Desktop installation state")
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, Fingerprint: fpA})
+	d.exec(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, Fingerprint: fpA})
 	reason("not bound")
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A", BridgeThreadID: "B2"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A", BridgeThreadID: "B2"})
 	reason("no bridge thread")
-	d.exec(command.SelectBridge{BridgeThreadID: "B"})
+	d.exec(desktop.SelectBridge{BridgeThreadID: "B"})
 	reason("pinned to bridge thread B2")
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	reason("read_transport_capability is unknown")
-	d.exec(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA})
+	d.exec(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated, Fingerprint: fpA})
 	reason("degraded") // the repair bumped the generation
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	reason("writeback_capability is unknown")
 	d.validated()
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	if g := d.gate(b, fpA); !g.OK {
 		t.Fatalf("everything in order: %+v", g)
 	}
 	if g := d.gate(b, fpB); g.OK || !strings.Contains(g.Reason, "fingerprint") {
 		t.Fatalf("another fingerprint observed: %+v", g)
 	}
-	d.exec(command.UnbindBinding{ThreadID: "S"})
+	d.exec(desktop.UnbindBinding{ThreadID: "S"})
 	reason("not bound")
 
 	// Batches Desktop v1 never continues automatically are parked.
@@ -311,8 +314,8 @@ func TestDesktopGate(t *testing.T) {
 	}
 	art := d.ready("art", lowRisk)
 	art.RequiresArtifactRead = true
-	var g command.DesktopReadiness
-	d.read(func(s engine.Snapshot) { g, _ = command.DesktopGate(s, d.clock.Now(), art, fpA) })
+	var g desktop.DesktopReadiness
+	d.read(func(s engine.Snapshot) { g, _ = desktop.DesktopGate(s, d.clock.Now(), art, fpA) })
 	if !g.Park || !strings.Contains(g.Reason, "requires_artifact_read") {
 		t.Fatalf("a batch that needs an artifact read: %+v", g)
 	}
@@ -321,17 +324,17 @@ func TestDesktopGate(t *testing.T) {
 func TestUnbind(t *testing.T) {
 	d := newDesk(t)
 	d.validated()
-	d.fail(command.UnbindBinding{ThreadID: "S"}, errs.ENOENT)
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "A"})
+	d.fail(desktop.UnbindBinding{ThreadID: "S"}, errs.ENOENT)
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "A"})
 	d.ready("S", lowRisk)
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
-	if res := d.exec(command.UnbindBinding{ThreadID: "S", DeleteAutomation: true}); res.Outcome != "unbound" {
+	if res := d.exec(desktop.UnbindBinding{ThreadID: "S", DeleteAutomation: true}); res.Outcome != "unbound" {
 		t.Fatalf("unbind: %s", res.Outcome)
 	}
 	if bd := d.binding("S"); bd.State != fsm.BindingUnbound || !bd.AutomationDeletedOnUnbind || d.live("S") != nil {
 		t.Fatalf("after unbind: %+v attempt %+v", bd, d.live("S"))
 	}
-	if res := d.exec(command.UnbindBinding{ThreadID: "S"}); res.Outcome != "already_unbound" || len(res.Events) != 0 {
+	if res := d.exec(desktop.UnbindBinding{ThreadID: "S"}); res.Outcome != "already_unbound" || len(res.Events) != 0 {
 		t.Fatalf("second unbind: %s", res.Outcome)
 	}
 }
@@ -342,7 +345,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 	d := newDesk(t)
 	d.validated()
 	for _, th := range []string{"S1", "S2", "S3"} {
-		d.exec(command.RepairBinding{ThreadID: th, AutomationID: "A-" + th})
+		d.exec(desktop.RepairBinding{ThreadID: th, AutomationID: "A-" + th})
 		d.ready(th, lowRisk)
 	}
 	order := func() string {

@@ -1,4 +1,4 @@
-package command_test
+package codex_test
 
 import (
 	"slices"

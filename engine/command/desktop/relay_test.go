@@ -1,4 +1,4 @@
-package command_test
+package desktop_test
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -17,19 +18,19 @@ const testMarker = "m1-0123456789abcdef0123456789abcdef01234567"
 func TestRelayPausedKind(t *testing.T) {
 	d := newDesk(t)
 	d.validated()
-	d.exec(command.RepairBinding{ThreadID: "S", AutomationID: "auto-S"})
+	d.exec(desktop.RepairBinding{ThreadID: "S", AutomationID: "auto-S"})
 	d.ready("S", lowRisk)
 	d.exec(command.PrepareAttempt{Config: cfg, ThreadID: "S", DeliveryMode: command.ModeDesktop})
 	a := d.live("S")
-	fps := map[string]string{command.TransportDirect: fpA}
-	tok := command.ArmToken{ThreadID: "S", AttemptID: a.ID, Generation: a.Generation, BridgeRequestID: "wake-1"}
-	l, _ := deskAnswer[command.ArmLease](d, command.NoteArmPending{Config: armCfg, ArmToken: tok, Fingerprints: fps})
+	fps := map[string]string{desktop.TransportDirect: fpA}
+	tok := desktop.ArmToken{ThreadID: "S", AttemptID: a.ID, Generation: a.Generation, BridgeRequestID: "wake-1"}
+	l, _ := deskAnswer[desktop.ArmLease](d, desktop.NoteArmPending{Config: armCfg, ArmToken: tok, Fingerprints: fps})
 	lease := l.LeaseID
-	d.exec(command.NoteArm{Config: armCfg, ArmToken: tok, LeaseID: lease})
+	d.exec(desktop.NoteArm{Config: armCfg, ArmToken: tok, LeaseID: lease})
 
-	paused := func(gen uint64, attempt, marker string) command.IssueRelayMarker {
-		return command.IssueRelayMarker{Kind: command.RelayPaused, BridgeThreadID: "B", Marker: marker, TTL: time.Hour,
-			ArmToken: command.ArmToken{ThreadID: "S", AttemptID: attempt, Generation: gen, BridgeRequestID: "pause-1"}}
+	paused := func(gen uint64, attempt, marker string) desktop.IssueRelayMarker {
+		return desktop.IssueRelayMarker{Kind: desktop.RelayPaused, BridgeThreadID: "B", Marker: marker, TTL: time.Hour,
+			ArmToken: desktop.ArmToken{ThreadID: "S", AttemptID: attempt, Generation: gen, BridgeRequestID: "pause-1"}}
 	}
 	// Only the armed generation (attempt id empty) or an arm in flight.
 	d.fail(paused(a.Generation+1, "", testMarker), errs.ESTALE)
@@ -38,13 +39,13 @@ func TestRelayPausedKind(t *testing.T) {
 		t.Fatalf("issue: %+v", res)
 	}
 	head := d.e.Head()
-	if m, res := deskAnswer[command.IssuedMarker](d, paused(a.Generation, "", testMarker+"x")); res.Outcome != "already_issued" || m.Marker != testMarker || d.e.Head() != head {
+	if m, res := deskAnswer[desktop.IssuedMarker](d, paused(a.Generation, "", testMarker+"x")); res.Outcome != "already_issued" || m.Marker != testMarker || d.e.Head() != head {
 		t.Fatalf("issue again: %+v", res)
 	}
 
 	consume := func(sha string, gen uint64) string {
 		t.Helper()
-		c, res := deskAnswer[command.Consumed](d, command.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: command.RelayPaused, ThreadID: "S",
+		c, res := deskAnswer[desktop.Consumed](d, desktop.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: desktop.RelayPaused, ThreadID: "S",
 			Generation: gen, RequestID: "pause-1", SHA256: sha})
 		return string(res.Outcome) + " " + string(c.Applied) + " " + c.Reason
 	}
@@ -75,15 +76,15 @@ func TestRelayPausedKind(t *testing.T) {
 func TestRelayScannerPositionAndDegradation(t *testing.T) {
 	d := newDesk(t)
 	d.validated()
-	bind := command.BindRelayScanner{BridgeThreadID: "B", RolloutPath: "/r.jsonl", Device: 1, Inode: 2}
+	bind := desktop.BindRelayScanner{BridgeThreadID: "B", RolloutPath: "/r.jsonl", Device: 1, Inode: 2}
 	if res := d.exec(bind); res.Outcome != "bound" {
 		t.Fatalf("bind: %+v", res)
 	}
-	if res := d.exec(command.AdvanceRelayScanner{BridgeThreadID: "B", Revision: 1, Offset: 100, Line: 3}); res.Outcome != "advanced" {
+	if res := d.exec(desktop.AdvanceRelayScanner{BridgeThreadID: "B", Revision: 1, Offset: 100, Line: 3}); res.Outcome != "advanced" {
 		t.Fatalf("advance: %+v", res)
 	}
 	head := d.e.Head()
-	for _, c := range []command.AdvanceRelayScanner{{BridgeThreadID: "B", Revision: 1, Offset: 50, Line: 1},
+	for _, c := range []desktop.AdvanceRelayScanner{{BridgeThreadID: "B", Revision: 1, Offset: 50, Line: 1},
 		{BridgeThreadID: "B", Revision: 2, Offset: 500, Line: 9}, {BridgeThreadID: "C", Revision: 1, Offset: 500, Line: 9}} {
 		if res := d.exec(c); res.Outcome != "unchanged" || d.e.Head() != head {
 			t.Fatalf("%+v: %+v", c, res)
@@ -92,14 +93,14 @@ func TestRelayScannerPositionAndDegradation(t *testing.T) {
 	if sc := d.installation().RelayScanners["B"]; sc.Offset != 100 || sc.Line != 3 {
 		t.Fatalf("position: %+v", sc)
 	}
-	if res := d.exec(command.DegradeRelayScanner{BridgeThreadID: "B", Revision: 1, Reason: "rollout_truncated"}); res.Outcome != "degraded" {
+	if res := d.exec(desktop.DegradeRelayScanner{BridgeThreadID: "B", Revision: 1, Reason: "rollout_truncated"}); res.Outcome != "degraded" {
 		t.Fatalf("degrade: %+v", res)
 	}
 	head = d.e.Head()
-	if res := d.exec(command.DegradeRelayScanner{BridgeThreadID: "B", Revision: 1, Reason: "rollout_replaced"}); res.Outcome != "unchanged" {
+	if res := d.exec(desktop.DegradeRelayScanner{BridgeThreadID: "B", Revision: 1, Reason: "rollout_replaced"}); res.Outcome != "unchanged" {
 		t.Fatalf("degrade again: %+v", res)
 	}
-	if res := d.exec(command.AdvanceRelayScanner{BridgeThreadID: "B", Revision: 1, Offset: 200, Line: 5}); res.Outcome != "unchanged" || d.e.Head() != head {
+	if res := d.exec(desktop.AdvanceRelayScanner{BridgeThreadID: "B", Revision: 1, Offset: 200, Line: 5}); res.Outcome != "unchanged" || d.e.Head() != head {
 		t.Fatalf("advance while degraded: %+v", res)
 	}
 	if sc := d.installation().RelayScanners["B"]; sc.DegradedReason != "rollout_truncated" || sc.DegradedAt.IsZero() {

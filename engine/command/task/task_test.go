@@ -1,4 +1,4 @@
-package command_test
+package task_test
 
 import (
 	"context"
@@ -10,11 +10,14 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
+
+var cfg = enginetest.DeliveryConfig()
 
 type taskEnv struct {
 	t *testing.T
@@ -39,9 +42,9 @@ func (te taskEnv) must(d engine.Decider) engine.Result {
 	return res
 }
 
-func (te taskEnv) submit() command.TaskRef {
+func (te taskEnv) submit() task.TaskRef {
 	te.t.Helper()
-	ref, _ := enginetest.Answer[command.TaskRef](te.t, te.e, engine.Meta{Actor: events.ActorAdapter}, command.SubmitTask{
+	ref, _ := enginetest.Answer[task.TaskRef](te.t, te.e, engine.Meta{Actor: events.ActorAdapter}, task.SubmitTask{
 		Job:  command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "task", Summary: "run it", Policy: events.FailClosedPolicy},
 		Argv: []string{"sh", "-c", "echo hi"}, Path: "/bin/sh", Cwd: "/tmp", Timeout: time.Second,
 	})
@@ -81,7 +84,7 @@ func TestSubmitTaskAppendsJobAndTask(t *testing.T) {
 	if j.State != fsm.JobRunning || j.TaskSummary != "run it" || tk.FirstSeq != j.FirstSeq+1 {
 		t.Errorf("job = %+v (task at seq %d)", j, tk.FirstSeq)
 	}
-	for _, bad := range []command.SubmitTask{
+	for _, bad := range []task.SubmitTask{
 		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Path: "/bin/sh", Cwd: "/tmp"},
 		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Argv: []string{"sh"}, Path: "sh", Cwd: "/tmp"},
 		{Job: command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s"}, Argv: []string{"sh"}, Path: "/bin/sh", Cwd: "rel"},
@@ -100,29 +103,29 @@ func TestFinishTaskSettlesTheJob(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		stop    string
-		exit    command.TaskExit
+		exit    task.TaskExit
 		outcome string
 		job     fsm.JobState
 		text    string
 	}{
-		{"exit 0", "", command.TaskExit{ExitCode: 0}, command.TaskSucceeded, fsm.JobReady, "exited 0"},
-		{"exit 3", "", command.TaskExit{ExitCode: 3}, command.TaskFailed, fsm.JobFailed, "status 3"},
-		{"killed by someone", "", command.TaskExit{ExitCode: -1, Signal: "KILL"}, command.TaskFailed, fsm.JobFailed, "signal KILL"},
-		{"timeout", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskTimedOut, fsm.JobFailed, "timed out"},
-		{"timeout needing KILL", command.StopTimeout, command.TaskExit{ExitCode: -1, Signal: "KILL", Killed: true}, command.TaskTimedOut, fsm.JobFailed, "then KILL"},
-		{"cancel", command.StopCancel, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskCancelled, fsm.JobCancelled, "cancelled"},
-		{"a stop that raced a clean exit", command.StopCancel, command.TaskExit{ExitCode: 0}, command.TaskCancelled, fsm.JobCancelled, "cancelled"},
-		{"daemon stop", command.StopDaemon, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, fsm.JobFailed, "daemon stopped"},
-		{"handover", command.StopHandover, command.TaskExit{ExitCode: -1, Signal: "TERM"}, command.TaskStopped, fsm.JobFailed, "--stop-tasks"},
+		{"exit 0", "", task.TaskExit{ExitCode: 0}, task.TaskSucceeded, fsm.JobReady, "exited 0"},
+		{"exit 3", "", task.TaskExit{ExitCode: 3}, task.TaskFailed, fsm.JobFailed, "status 3"},
+		{"killed by someone", "", task.TaskExit{ExitCode: -1, Signal: "KILL"}, task.TaskFailed, fsm.JobFailed, "signal KILL"},
+		{"timeout", task.StopTimeout, task.TaskExit{ExitCode: -1, Signal: "TERM"}, task.TaskTimedOut, fsm.JobFailed, "timed out"},
+		{"timeout needing KILL", task.StopTimeout, task.TaskExit{ExitCode: -1, Signal: "KILL", Killed: true}, task.TaskTimedOut, fsm.JobFailed, "then KILL"},
+		{"cancel", task.StopCancel, task.TaskExit{ExitCode: -1, Signal: "TERM"}, task.TaskCancelled, fsm.JobCancelled, "cancelled"},
+		{"a stop that raced a clean exit", task.StopCancel, task.TaskExit{ExitCode: 0}, task.TaskCancelled, fsm.JobCancelled, "cancelled"},
+		{"daemon stop", task.StopDaemon, task.TaskExit{ExitCode: -1, Signal: "TERM"}, task.TaskStopped, fsm.JobFailed, "daemon stopped"},
+		{"handover", task.StopHandover, task.TaskExit{ExitCode: -1, Signal: "TERM"}, task.TaskStopped, fsm.JobFailed, "--stop-tasks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			te := newTaskEnv(t)
 			ref := te.submit()
-			te.must(command.StartTask{TaskID: ref.TaskID, PID: 42, DaemonPID: 7, SpoolPath: "/h/tasks/x/output"})
+			te.must(task.StartTask{TaskID: ref.TaskID, PID: 42, DaemonPID: 7, SpoolPath: "/h/tasks/x/output"})
 			if tc.stop != "" {
-				te.must(command.StopTask{TaskID: ref.TaskID, Reason: tc.stop})
+				te.must(task.StopTask{TaskID: ref.TaskID, Reason: tc.stop})
 			}
-			res := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit, Artifact: spool,
+			res := te.must(task.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit, Artifact: spool,
 				Output: events.TaskOutput{OutputBytes: 3, SpoolBytes: 3, Tail: "hi\n"}})
 			tk, j := te.task(ref.TaskID), te.job(ref.JobID)
 			if string(res.Outcome) != tc.outcome || tk.State != fsm.TaskExited || tk.Outcome != tc.outcome || tk.ArtifactID != "art-1" {
@@ -138,7 +141,7 @@ func TestFinishTaskSettlesTheJob(t *testing.T) {
 			if a.SourceJobID != ref.JobID || (len(a.OpenBatchIDs) > 0) != (tc.job == fsm.JobReady) {
 				t.Errorf("artifact %+v", a)
 			}
-			if again := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit}); again.Outcome != "already_exited" || len(again.Events) != 0 {
+			if again := te.must(task.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: tc.exit}); again.Outcome != "already_exited" || len(again.Events) != 0 {
 				t.Errorf("a second finish: %s, %d events", again.Outcome, len(again.Events))
 			}
 		})
@@ -150,19 +153,19 @@ func TestFinishTaskSettlesTheJob(t *testing.T) {
 func TestFinishQueuedTask(t *testing.T) {
 	te := newTaskEnv(t)
 	ref := te.submit()
-	if _, err := te.exec(command.FinishTask{Config: cfg, TaskID: ref.TaskID}); errs.CodeOf(err) != errs.ESTATE {
+	if _, err := te.exec(task.FinishTask{Config: cfg, TaskID: ref.TaskID}); errs.CodeOf(err) != errs.ESTATE {
 		t.Fatalf("finish of a queued task without a reason: %v", err)
 	}
-	if _, err := te.exec(command.StopTask{TaskID: ref.TaskID, Reason: command.StopCancel}); errs.CodeOf(err) != errs.ESTATE {
+	if _, err := te.exec(task.StopTask{TaskID: ref.TaskID, Reason: task.StopCancel}); errs.CodeOf(err) != errs.ESTATE {
 		t.Fatalf("stop of a queued task: %v", err)
 	}
-	res := te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Unstarted: command.StopCancel})
-	if res.Outcome != command.TaskCancelled || te.job(ref.JobID).State != fsm.JobCancelled || !strings.Contains(te.job(ref.JobID).CancelReason, "before") {
+	res := te.must(task.FinishTask{Config: cfg, TaskID: ref.TaskID, Unstarted: task.StopCancel})
+	if res.Outcome != task.TaskCancelled || te.job(ref.JobID).State != fsm.JobCancelled || !strings.Contains(te.job(ref.JobID).CancelReason, "before") {
 		t.Errorf("queued cancel: %s, job %+v", res.Outcome, te.job(ref.JobID))
 	}
 	ref = te.submit()
-	res = te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: command.TaskExit{ExitCode: -1, Error: "permission denied"}})
-	if res.Outcome != command.TaskStartFailed || !strings.Contains(te.job(ref.JobID).FailReason, "permission denied") {
+	res = te.must(task.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: task.TaskExit{ExitCode: -1, Error: "permission denied"}})
+	if res.Outcome != task.TaskStartFailed || !strings.Contains(te.job(ref.JobID).FailReason, "permission denied") {
 		t.Errorf("start failure: %s, job %+v", res.Outcome, te.job(ref.JobID))
 	}
 }
@@ -172,14 +175,14 @@ func TestFinishQueuedTask(t *testing.T) {
 func TestFinishTaskOfASettledJob(t *testing.T) {
 	te := newTaskEnv(t)
 	ref := te.submit()
-	te.must(command.StartTask{TaskID: ref.TaskID, PID: 42})
+	te.must(task.StartTask{TaskID: ref.TaskID, PID: 42})
 	te.must(command.CancelJob{Config: cfg, JobID: ref.JobID, Reason: "by hand"})
-	te.must(command.StopTask{TaskID: ref.TaskID, Reason: command.StopJobCancelled})
-	te.must(command.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: command.TaskExit{ExitCode: 0}, Artifact: spool})
+	te.must(task.StopTask{TaskID: ref.TaskID, Reason: task.StopJobCancelled})
+	te.must(task.FinishTask{Config: cfg, TaskID: ref.TaskID, Exit: task.TaskExit{ExitCode: 0}, Artifact: spool})
 	if j := te.job(ref.JobID); j.State != fsm.JobCancelled || j.CancelReason != "by hand" {
 		t.Errorf("job = %+v", j)
 	}
-	if tk := te.task(ref.TaskID); tk.Outcome != command.TaskCancelled || tk.ArtifactID != "art-1" {
+	if tk := te.task(ref.TaskID); tk.Outcome != task.TaskCancelled || tk.ArtifactID != "art-1" {
 		t.Errorf("task = %+v", tk)
 	}
 }
@@ -188,8 +191,8 @@ func TestFinishTaskOfASettledJob(t *testing.T) {
 func TestLoseTask(t *testing.T) {
 	te := newTaskEnv(t)
 	ref := te.submit()
-	te.must(command.StartTask{TaskID: ref.TaskID, PID: 42})
-	te.must(command.LoseTask{Config: cfg, TaskID: ref.TaskID, Reason: "the daemon died", GroupKilled: true, Artifact: spool,
+	te.must(task.StartTask{TaskID: ref.TaskID, PID: 42})
+	te.must(task.LoseTask{Config: cfg, TaskID: ref.TaskID, Reason: "the daemon died", GroupKilled: true, Artifact: spool,
 		Output: events.TaskOutput{OutputBytes: 8, SpoolBytes: 8, Tail: "partial\n"}})
 	tk, j := te.task(ref.TaskID), te.job(ref.JobID)
 	if tk.State != fsm.TaskLost || !tk.GroupKill || tk.Tail != "partial\n" || tk.ArtifactID != "art-1" {
@@ -198,7 +201,7 @@ func TestLoseTask(t *testing.T) {
 	if j.State != fsm.JobFailed || j.FailReason != "the daemon died; last output: partial" {
 		t.Errorf("job = %+v", j)
 	}
-	if _, err := te.exec(command.StartTask{TaskID: ref.TaskID, PID: 43}); errs.CodeOf(err) != errs.ESTATE {
+	if _, err := te.exec(task.StartTask{TaskID: ref.TaskID, PID: 43}); errs.CodeOf(err) != errs.ESTATE {
 		t.Errorf("a lost task started again: %v", err)
 	}
 }

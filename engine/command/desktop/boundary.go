@@ -1,4 +1,4 @@
-package command
+package desktop
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -74,7 +75,7 @@ type Handoff struct {
 // Decide implements engine.Decider.
 func (c NoteBoundaryCrossed) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	for _, f := range []struct{ what, v string }{{"source thread id", c.ThreadID}, {"batch id", c.BatchID}, {"attempt id", c.AttemptID}} {
-		if err := CheckID(f.what, f.v); err != nil {
+		if err := command.CheckID(f.what, f.v); err != nil {
 			return engine.Decision{}, err
 		}
 	}
@@ -86,12 +87,12 @@ func (c NoteBoundaryCrossed) Decide(v engine.View, now time.Time) (engine.Decisi
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	emits, err := c.Config.Delivery.closeWith(v, now, b, engine.Emit{Stream: batchStream(b.ID), Payload: &events.BatchHandoffRecorded{
-		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: b.SnapshotRevision, Envelope: env, EnvelopeBytes: size}}, CloseHandoffRecorded)
+	emits, err := c.Config.Delivery.CloseWith(v, now, b, engine.Emit{Stream: command.BatchStream(b.ID), Payload: &events.BatchHandoffRecorded{
+		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: b.SnapshotRevision, Envelope: env, EnvelopeBytes: size}}, command.CloseHandoffRecorded)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeCrossed, Emits: emits}, Handoff{SourceThreadID: b.SourceThreadID, BatchID: b.ID,
+	return c.Answer(engine.Decision{Outcome: command.OutcomeCrossed, Emits: emits}, Handoff{SourceThreadID: b.SourceThreadID, BatchID: b.ID,
 		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: b.SnapshotRevision, Summary: b.Summary,
 		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Envelope: env}), nil
 }
@@ -104,14 +105,14 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	invalid := func(format string, args ...any) error {
 		return errs.New(errs.BindingOrCapabilityInvalid, format, args...)
 	}
-	b, err := batchState(v, c.BatchID)
+	b, err := command.BatchState(v, c.BatchID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if b == nil || b.SourceThreadID != c.ThreadID {
 		return nil, nil, stale("no batch %s on thread %s", c.BatchID, c.ThreadID)
 	}
-	if b.ContinuationBoundaryState != aggregate.BoundaryNot || b.CloseReason == CloseHandoffRecorded {
+	if b.ContinuationBoundaryState != aggregate.BoundaryNot || b.CloseReason == command.CloseHandoffRecorded {
 		return nil, nil, errs.New(errs.AlreadyCrossed, "batch %s crossed its continuation boundary at %s: recover it with cbth batch inspect --batch-id %s",
 			b.ID, b.ContinuationBoundaryAt.Format(time.RFC3339), b.ID)
 	}
@@ -130,11 +131,11 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	if b.ReplayPolicy != aggregate.ReplayAutomatic {
 		return nil, nil, stale("batch %s is %s: %s", b.ID, b.ReplayPolicy, b.ReplayPolicyReason)
 	}
-	bd, err := BindingOf(v, c.ThreadID)
+	bd, err := command.BindingOf(v, c.ThreadID)
 	if err != nil {
 		return nil, nil, err
 	}
-	inst, err := Installation(v)
+	inst, err := command.Installation(v)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -194,13 +195,13 @@ func bindingWhy(bd *aggregate.Binding) string {
 // TTL, every linked artifact's retention and the operator pin.
 func (c NoteBoundaryCrossed) envelope(v engine.Reader, now time.Time, b *aggregate.Batch) (events.RecoveryEnvelope, int64, error) {
 	env := events.RecoveryEnvelope{BatchID: b.ID, SourceThreadID: b.SourceThreadID, AttemptID: b.HeadAttemptID,
-		Generation: b.Generation, SnapshotRevision: b.SnapshotRevision, ClosedAt: now, CloseReason: CloseHandoffRecorded,
+		Generation: b.Generation, SnapshotRevision: b.SnapshotRevision, ClosedAt: now, CloseReason: command.CloseHandoffRecorded,
 		InlinePayloadSummary: b.Summary, ArtifactIDs: b.ArtifactIDs, CreatedAt: now}
 	if limit := c.Config.Desktop.RecoveryInlineBytes; limit > 0 && int64(len(b.Summary)) > limit {
 		env.InlinePayloadSummary = truncateUTF8(b.Summary, int(limit))
 		env.InlinePayloadRef = "batch:" + b.ID + "#summary"
 	}
-	retention := latest(now.Add(c.Config.Delivery.PostCloseTTL), b.BoundaryRecoveryOperatorPin)
+	retention := command.Latest(now.Add(c.Config.Delivery.PostCloseTTL), b.BoundaryRecoveryOperatorPin)
 	for _, id := range b.ArtifactIDs {
 		s, err := v.State(events.KindArtifact, id)
 		if err != nil {
@@ -211,7 +212,7 @@ func (c NoteBoundaryCrossed) envelope(v engine.Reader, now time.Time, b *aggrega
 			continue
 		}
 		env.ArtifactManifestRefs = append(env.ArtifactManifestRefs, a.ManifestPath)
-		retention = latest(retention, a.MinRetentionUntil, now.Add(c.Config.Delivery.PostCloseTTL), a.OperatorPinUntil)
+		retention = command.Latest(retention, a.MinRetentionUntil, now.Add(c.Config.Delivery.PostCloseTTL), a.OperatorPinUntil)
 	}
 	env.RetentionUntil = retention
 	raw, err := json.Marshal(env)

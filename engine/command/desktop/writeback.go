@@ -1,10 +1,11 @@
-package command
+package desktop
 
 import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -45,7 +46,7 @@ type ArmToken struct {
 func (t ArmToken) check() error {
 	for _, f := range []struct{ what, v string }{{"source thread id", t.ThreadID}, {"attempt id", t.AttemptID},
 		{"bridge request id", t.BridgeRequestID}} {
-		if err := CheckID(f.what, f.v); err != nil {
+		if err := command.CheckID(f.what, f.v); err != nil {
 			return err
 		}
 	}
@@ -73,7 +74,7 @@ func headAttempt(v engine.Reader, thread, attemptID string, gen uint64) (b *aggr
 	case a.Generation != gen:
 		return nil, a, "attempt " + attemptID + " is generation " + itoa(a.Generation) + ", not " + itoa(gen), nil
 	}
-	b, err = batchState(v, a.BatchID)
+	b, err = command.BatchState(v, a.BatchID)
 	if err != nil {
 		return nil, a, "", err
 	}
@@ -125,7 +126,7 @@ type NoteArmPending struct {
 
 // ArmConfig is what the arm commands read of the configuration.
 type ArmConfig struct {
-	Delivery DeliveryConfig
+	Delivery command.DeliveryConfig
 	Desktop  DesktopConfig
 }
 
@@ -145,18 +146,18 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	case fsm.AttemptPrepared:
 	case fsm.AttemptArmPending:
 		if a.BridgeRequestID == c.BridgeRequestID {
-			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyPending}, leaseOf(a)), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyPending}, leaseOf(a)), nil
 		}
 		return engine.Decision{}, errs.New(errs.EBUSY, "lease_held: attempt %s is arm_pending for another bridge request (until it settles, at the latest at %s)",
 			a.ID, a.ArmPendingDeadline.Format(time.RFC3339))
 	default:
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.State)
 	}
-	inst, err := Installation(v)
+	inst, err := command.Installation(v)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	bd, err := BindingOf(v, c.ThreadID)
+	bd, err := command.BindingOf(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -169,7 +170,7 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	}
 	deadline := now.Add(c.Config.Desktop.ArmLease)
 	ev := &events.AttemptArmPendingNoted{BridgeRequestID: c.BridgeRequestID, LeaseID: v.NewID(), LeaseDeadline: deadline, ArmPendingDeadline: deadline}
-	return c.Answer(engine.Decision{Outcome: OutcomeArmPending, Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}}}, ArmLease{AttemptID: a.ID, Generation: a.Generation, LeaseID: ev.LeaseID, LeaseDeadline: deadline, PendingSince: now, Deadline: deadline}), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeArmPending, Emits: []engine.Emit{{Stream: command.AttemptStream(a.ID), Payload: ev}}}, ArmLease{AttemptID: a.ID, Generation: a.Generation, LeaseID: ev.LeaseID, LeaseDeadline: deadline, PendingSince: now, Deadline: deadline}), nil
 }
 
 // Armed is what note-arm answers.
@@ -203,7 +204,7 @@ func (c NoteArm) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err := c.check(); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := CheckID("bridge arm lease id", c.LeaseID); err != nil {
+	if err := command.CheckID("bridge arm lease id", c.LeaseID); err != nil {
 		return engine.Decision{}, err
 	}
 	b, a, why, err := headAttempt(v, c.ThreadID, c.AttemptID, c.Generation)
@@ -220,10 +221,10 @@ func (c NoteArm) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: the bridge request id or arm lease is not the attempt's")
 	}
 	if a.State == fsm.AttemptCooldown {
-		return c.Answer(engine.Decision{Outcome: OutcomeAlreadyArmed}, Armed{AttemptID: a.ID, Generation: a.Generation, CooldownUntil: a.CooldownUntil,
+		return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyArmed}, Armed{AttemptID: a.ID, Generation: a.Generation, CooldownUntil: a.CooldownUntil,
 			PauseNotBefore: a.PauseNotBefore, PauseDeadline: a.PauseDeadline, DeliveryAttemptCount: b.DeliveryAttemptCount}), nil
 	}
-	bd, err := BindingOf(v, c.ThreadID)
+	bd, err := command.BindingOf(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -234,7 +235,7 @@ func (c NoteArm) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeArmed, Emits: emits}, res), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeArmed, Emits: emits}, res), nil
 }
 
 // arm returns the events of a durable arm of attempt a of head batch b.
@@ -242,16 +243,16 @@ func (c ArmConfig) arm(v engine.Reader, now time.Time, b *aggregate.Batch, a *ag
 	notBefore := now.Add(c.Desktop.PauseAfter)
 	res := Armed{AttemptID: a.ID, Generation: a.Generation, CooldownUntil: now.Add(c.Delivery.Cooldown),
 		PauseNotBefore: notBefore, PauseDeadline: notBefore.Add(c.Desktop.PauseWindow), DeliveryAttemptCount: b.DeliveryAttemptCount + 1}
-	scope, err := cursorScope(v, b)
+	scope, err := command.CursorScope(v, b)
 	if err != nil {
 		return nil, res, err
 	}
 	return []engine.Emit{
-		{Stream: attemptStream(a.ID), Payload: &events.AttemptArmed{CooldownUntil: res.CooldownUntil, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
-		{Stream: batchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
+		{Stream: command.AttemptStream(a.ID), Payload: &events.AttemptArmed{CooldownUntil: res.CooldownUntil, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
+		{Stream: command.BatchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 			CooldownUntil: res.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Delivery.MinSendInterval)}},
-		{Stream: bindingStream(bd.ID), Payload: &events.BindingArmed{Generation: a.Generation, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
-		{Stream: cursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "armed"}},
+		{Stream: command.BindingStream(bd.ID), Payload: &events.BindingArmed{Generation: a.Generation, PauseNotBefore: res.PauseNotBefore, PauseDeadline: res.PauseDeadline}},
+		{Stream: command.CursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "armed"}},
 	}, res, nil
 }
 
@@ -282,21 +283,21 @@ func (c NotePaused) Decide(v engine.View, now time.Time) (engine.Decision, error
 	}
 	if c.Generation > 0 && c.Generation == bd.ArmedGeneration {
 		if !bd.ArmedGenerationQuiesced.IsZero() {
-			return engine.Decision{Outcome: OutcomeAlreadyQuiesced}, nil
+			return engine.Decision{Outcome: command.OutcomeAlreadyQuiesced}, nil
 		}
 		if now.Before(bd.PauseNotBefore) {
 			return engine.Decision{}, errs.New(errs.EAGAIN, "pause_too_early: generation %d may not be paused before pause_not_before %s",
 				c.Generation, bd.PauseNotBefore.Format(time.RFC3339))
 		}
-		return engine.Decision{Outcome: OutcomeQuiesced, Emits: []engine.Emit{{Stream: bindingStream(bd.ID),
+		return engine.Decision{Outcome: command.OutcomeQuiesced, Emits: []engine.Emit{{Stream: command.BindingStream(bd.ID),
 			Payload: &events.BindingQuiesced{Generation: c.Generation}}}}, nil
 	}
-	a, err := liveAttempt(v, c.ThreadID)
+	a, err := command.LiveAttempt(v, c.ThreadID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
 	if a != nil && a.State == fsm.AttemptArmPending && a.Generation == c.Generation && a.BridgeRequestID == c.BridgeRequestID {
-		return engine.Decision{Outcome: OutcomeArmAbandoned, Emits: []engine.Emit{{Stream: attemptStream(a.ID),
+		return engine.Decision{Outcome: command.OutcomeArmAbandoned, Emits: []engine.Emit{{Stream: command.AttemptStream(a.ID),
 			Payload: &events.AttemptAbandoned{Reason: "arm never took effect: the caller heartbeat is proven paused"}}}}, nil
 	}
 	return engine.Decision{}, errs.New(errs.ESTALE, "stale_generation: generation %d is not the armed generation (%d) nor an arm in flight: nothing to pause",
@@ -311,25 +312,17 @@ func observed(fps map[string]string, inst *aggregate.Installation) string {
 	return fps[inst.ReadTransport]
 }
 
-// degradeBinding returns the events that take bd out of automatic
-// continuation and abandon its thread's live attempt.
-func degradeBinding(v engine.Reader, bd *aggregate.Binding, reason string) ([]engine.Emit, error) {
-	emits := []engine.Emit{{Stream: bindingStream(bd.ID), Payload: &events.BindingDegraded{Reason: reason}}}
-	ab, _, err := abandonLive(v, bd.SourceThreadID, "binding degraded: "+reason)
-	return append(emits, ab...), err
-}
-
 // pauseBinding is the binding a pause proof for thread, sent under a
 // bridge request, applies to: any binding of the thread not unbound.
 // note-paused and the paused relay marker check it the same way.
 func pauseBinding(v engine.View, thread, bridgeRequestID string) (*aggregate.Binding, error) {
-	if err := CheckID("source thread id", thread); err != nil {
+	if err := command.CheckID("source thread id", thread); err != nil {
 		return nil, err
 	}
-	if err := CheckID("bridge request id", bridgeRequestID); err != nil {
+	if err := command.CheckID("bridge request id", bridgeRequestID); err != nil {
 		return nil, err
 	}
-	bd, err := BindingOf(v, thread)
+	bd, err := command.BindingOf(v, thread)
 	if err != nil {
 		return nil, err
 	}

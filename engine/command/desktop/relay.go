@@ -1,4 +1,4 @@
-package command
+package desktop
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
@@ -58,7 +59,7 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 	if !slices.Contains(RelayKinds, c.Kind) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "relay marker kind %q is not arm-pending, arm-accepted or paused", c.Kind)
 	}
-	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
 	if len(c.Marker) < 32 {
@@ -86,12 +87,12 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 	}
 	for _, m := range a.RelayMarkers {
 		if m.Kind == c.Kind && m.BridgeThreadID == c.BridgeThreadID && m.BridgeRequestID == c.BridgeRequestID && m.ConsumedSHA256 == "" && now.Before(m.ExpiresAt) {
-			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
 		}
 	}
 	ev := &events.AttemptRelayMarkerIssued{Marker: c.Marker, Kind: c.Kind, BridgeThreadID: c.BridgeThreadID,
 		BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
-	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: []engine.Emit{{Stream: attemptStream(a.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeIssued, Emits: []engine.Emit{{Stream: command.AttemptStream(a.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
 }
 
 // pauseMarker issues a paused marker on the thread's binding, for the
@@ -106,7 +107,7 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 	switch {
 	case c.AttemptID == "" && c.Generation > 0 && c.Generation == bd.ArmedGeneration && bd.Unquiesced():
 	case c.AttemptID != "":
-		a, err := liveAttempt(v, c.ThreadID)
+		a, err := command.LiveAttempt(v, c.ThreadID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
@@ -121,12 +122,12 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 	for _, m := range bd.RelayMarkers {
 		if m.Kind == RelayPaused && m.BridgeThreadID == c.BridgeThreadID && m.Generation == c.Generation && m.AttemptID == c.AttemptID &&
 			m.BridgeRequestID == c.BridgeRequestID && m.Valid(now) {
-			return c.Answer(engine.Decision{Outcome: OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
+			return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
 		}
 	}
 	ev := &events.BindingRelayMarkerIssued{Marker: c.Marker, Kind: RelayPaused, Generation: c.Generation, AttemptID: c.AttemptID,
 		BridgeThreadID: c.BridgeThreadID, BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
-	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: []engine.Emit{{Stream: bindingStream(bd.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeIssued, Emits: []engine.Emit{{Stream: command.BindingStream(bd.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
 }
 
 // IssueSnapshotMarkers is the daemon's own issuance for the published
@@ -154,9 +155,9 @@ func (c IssueSnapshotMarkers) Decide(v engine.View, now time.Time) (engine.Decis
 		emits = append(emits, d.Emits...)
 	}
 	if len(emits) == 0 {
-		return c.Answer(engine.Decision{Outcome: OutcomeNone}, 0), nil
+		return c.Answer(engine.Decision{Outcome: command.OutcomeNone}, 0), nil
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeIssued, Emits: emits}, len(emits)), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeIssued, Emits: emits}, len(emits)), nil
 }
 
 // BindRelayScanner binds the relay scanner of a bridge thread to one
@@ -173,10 +174,10 @@ type BindRelayScanner struct {
 
 // Decide implements engine.Decider.
 func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if err := CheckID("bridge thread id", c.BridgeThreadID); err != nil {
+	if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := CheckID("rollout path", c.RolloutPath); err != nil {
+	if err := command.CheckID("rollout path", c.RolloutPath); err != nil {
 		return engine.Decision{}, err
 	}
 	inst, err := requireInstallation(v)
@@ -186,7 +187,7 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 	cur, ok := inst.RelayScanners[c.BridgeThreadID]
 	same := ok && cur.RolloutPath == c.RolloutPath && cur.Device == c.Device && cur.Inode == c.Inode
 	if same && cur.DegradedReason == "" && cur.SkippedRecords == 0 {
-		return c.Answer(engine.Decision{Outcome: OutcomeUnchanged}, cur.InstallationRelayScannerBound), nil
+		return c.Answer(engine.Decision{Outcome: command.OutcomeUnchanged}, cur.InstallationRelayScannerBound), nil
 	}
 	// A stopped binding is bound again even to the same file, read from
 	// the start: the rebind is the operator's word that reading may
@@ -197,7 +198,7 @@ func (c BindRelayScanner) Decide(v engine.View, now time.Time) (engine.Decision,
 	if same && cur.DegradedReason == "" {
 		ev.StartOffset, ev.StartLine = cur.Offset, cur.Line
 	}
-	return c.Answer(engine.Decision{Outcome: OutcomeBound, Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}}, ev), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeBound, Emits: []engine.Emit{{Stream: installationStream(), Payload: &ev}}}, ev), nil
 }
 
 // AdvanceRelayScanner records how far the scanner of a bridge thread has
@@ -219,9 +220,9 @@ func (c AdvanceRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 		return engine.Decision{}, err
 	}
 	if !ok || c.Offset <= cur.Offset {
-		return engine.Decision{Outcome: OutcomeUnchanged}, nil
+		return engine.Decision{Outcome: command.OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: OutcomeAdvanced, Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: command.OutcomeAdvanced, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationRelayScannerAdvanced{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Offset: c.Offset, Line: c.Line,
 			Skipped: c.Skipped}}}}, nil
 }
@@ -242,9 +243,9 @@ func (c DegradeRelayScanner) Decide(v engine.View, now time.Time) (engine.Decisi
 		return engine.Decision{}, err
 	}
 	if !ok {
-		return engine.Decision{Outcome: OutcomeUnchanged}, nil
+		return engine.Decision{Outcome: command.OutcomeUnchanged}, nil
 	}
-	return engine.Decision{Outcome: OutcomeDegraded, Emits: []engine.Emit{{Stream: installationStream(),
+	return engine.Decision{Outcome: command.OutcomeDegraded, Emits: []engine.Emit{{Stream: installationStream(),
 		Payload: &events.InstallationRelayScannerDegraded{BridgeThreadID: c.BridgeThreadID, Revision: c.Revision, Reason: c.Reason, Detail: c.Detail}}}}, nil
 }
 
@@ -335,11 +336,11 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 		if errs.CodeOf(err) == errs.EINTERNAL || errs.CodeOf(err) == errs.ECORRUPT {
 			return engine.Decision{}, err
 		}
-		return c.Answer(engine.Decision{Outcome: OutcomeRefused}, Consumed{AttemptID: a.ID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
+		return c.Answer(engine.Decision{Outcome: command.OutcomeRefused}, Consumed{AttemptID: a.ID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
 	}
-	emits := append(d.Emits, engine.Emit{Stream: attemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
+	emits := append(d.Emits, engine.Emit{Stream: command.AttemptStream(a.ID), Payload: &events.AttemptRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
-	return c.Answer(engine.Decision{Outcome: OutcomeConsumed, Emits: emits}, Consumed{AttemptID: a.ID, Applied: d.Outcome}), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeConsumed, Emits: emits}, Consumed{AttemptID: a.ID, Applied: d.Outcome}), nil
 }
 
 // consumePause applies a paused envelope: NotePaused under the marker's
@@ -380,11 +381,11 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 		if code := errs.CodeOf(err); code == errs.EINTERNAL || code == errs.ECORRUPT {
 			return engine.Decision{}, err
 		}
-		return c.Answer(engine.Decision{Outcome: OutcomeRefused}, Consumed{AttemptID: c.AttemptID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
+		return c.Answer(engine.Decision{Outcome: command.OutcomeRefused}, Consumed{AttemptID: c.AttemptID, Reason: string(errs.CodeOf(err)) + ": " + err.Error()}), nil
 	}
-	emits := append(d.Emits, engine.Emit{Stream: bindingStream(bd.ID), Payload: &events.BindingRelayConsumed{Marker: c.Marker, Kind: c.Kind,
+	emits := append(d.Emits, engine.Emit{Stream: command.BindingStream(bd.ID), Payload: &events.BindingRelayConsumed{Marker: c.Marker, Kind: c.Kind,
 		EnvelopeSHA256: c.SHA256, RolloutPath: c.RolloutPath, Line: c.Line}})
-	return c.Answer(engine.Decision{Outcome: OutcomeConsumed, Emits: emits}, Consumed{AttemptID: c.AttemptID, Applied: d.Outcome}), nil
+	return c.Answer(engine.Decision{Outcome: command.OutcomeConsumed, Emits: emits}, Consumed{AttemptID: c.AttemptID, Applied: d.Outcome}), nil
 }
 
 // activeScanner is the scanner of a bridge thread if it is still bound

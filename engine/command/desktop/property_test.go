@@ -1,4 +1,4 @@
-package command_test
+package desktop_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
@@ -19,9 +20,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-var desktopStepsFlag = flag.Int("desktop-steps", 300, "steps of the seeded Desktop writeback run (1000 for the full run: just desktop-random)")
+var (
+	seedFlag         = flag.Uint64("seed", 0, "seed for the Desktop writeback run (0 picks one)")
+	desktopStepsFlag = flag.Int("desktop-steps", 300, "steps of the seeded Desktop writeback run (1000 for the full run: just desktop-random)")
+)
 
-var armCfg = command.ArmConfig{Delivery: cfg, Desktop: command.DesktopConfig{ArmLease: 5 * time.Minute,
+var armCfg = desktop.ArmConfig{Delivery: cfg, Desktop: desktop.DesktopConfig{ArmLease: 5 * time.Minute,
 	PauseAfter: 90 * time.Second, PauseWindow: 90 * time.Second, RecoveryInlineBytes: 256, RecoveryLease: 15 * time.Minute, MarkerTTL: 6 * time.Hour}}
 
 // A seeded random run of the whole Desktop writeback: jobs, the
@@ -42,7 +46,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	e := enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
 	ctx := context.Background()
-	fps := map[string]string{command.TransportDirect: "fp1-test"}
+	fps := map[string]string{desktop.TransportDirect: "fp1-test"}
 	// allow passes on the errors a random run expects and fails on any
 	// other.
 	allow := func(d engine.Decider, err error) error {
@@ -66,11 +70,11 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			t.Fatalf("seed %d: %T: %v", seed, d, err)
 		}
 	}
-	must(command.RepairInstallation{ReadTransport: command.TransportDirect, ReadCap: events.CapValidated, WritebackCap: events.CapValidated, Fingerprint: fps[command.TransportDirect]})
-	must(command.SelectBridge{BridgeThreadID: "bridge"})
+	must(desktop.RepairInstallation{ReadTransport: desktop.TransportDirect, ReadCap: events.CapValidated, WritebackCap: events.CapValidated, Fingerprint: fps[desktop.TransportDirect]})
+	must(desktop.SelectBridge{BridgeThreadID: "bridge"})
 	threads := []string{"d0", "d1", "d2"}
 	for _, th := range threads {
-		must(command.RepairBinding{ThreadID: th, AutomationID: "auto-" + th})
+		must(desktop.RepairBinding{ThreadID: th, AutomationID: "auto-" + th})
 	}
 	type token struct {
 		thread, batch, attempt string
@@ -94,17 +98,17 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	// with a conflicting copy or in another bridge's rollout (never
 	// applied); an arm it applies counts like a direct one.
 	markers, relayed := 0, 0
-	issue := func(kind string, at command.ArmToken) (string, bool) {
+	issue := func(kind string, at desktop.ArmToken) (string, bool) {
 		markers++
-		c := command.IssueRelayMarker{Kind: kind, BridgeThreadID: "bridge", ArmToken: at,
+		c := desktop.IssueRelayMarker{Kind: kind, BridgeThreadID: "bridge", ArmToken: at,
 			Marker: fmt.Sprintf("m1-%040d", markers), TTL: armCfg.Desktop.MarkerTTL}
-		m, _, err := engine.Exec[command.IssuedMarker](ctx, e, meta, c)
+		m, _, err := engine.Exec[desktop.IssuedMarker](ctx, e, meta, c)
 		if allow(c, err) != nil {
 			return "", false
 		}
 		return m.Marker, true
 	}
-	relay := func(kind, marker string, at command.ArmToken, batch string) {
+	relay := func(kind, marker string, at desktop.ArmToken, batch string) {
 		for n := 1 + rnd.IntN(3); n > 0; n-- {
 			sha := "sha-" + marker
 			if rnd.IntN(6) == 0 {
@@ -114,9 +118,9 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if rnd.IntN(8) == 0 {
 				from = "another-bridge"
 			}
-			c := command.ConsumeRelay{Config: armCfg, BridgeThreadID: from, Marker: marker, Kind: kind, ThreadID: at.ThreadID,
+			c := desktop.ConsumeRelay{Config: armCfg, BridgeThreadID: from, Marker: marker, Kind: kind, ThreadID: at.ThreadID,
 				AttemptID: at.AttemptID, Generation: at.Generation, RequestID: at.BridgeRequestID, SHA256: sha, Fingerprints: fps}
-			v, res, err := engine.Exec[command.Consumed](ctx, e, meta, c)
+			v, res, err := engine.Exec[desktop.Consumed](ctx, e, meta, c)
 			err = allow(c, err)
 			if err == nil && from != "bridge" && res.Outcome != "wrong_bridge" {
 				t.Fatalf("an envelope in another bridge's rollout: %s %+v", res.Outcome, v)
@@ -156,7 +160,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			e.Read(func(s engine.Snapshot) error {
 				el, err := cfg.Eligible(s, clock.Now(), th)
 				if err == nil && el.OK {
-					g, _ := command.DesktopGate(s, clock.Now(), el.Batch, fps[command.TransportDirect])
+					g, _ := desktop.DesktopGate(s, clock.Now(), el.Batch, fps[desktop.TransportDirect])
 					ok = g.OK
 				}
 				return nil
@@ -177,21 +181,21 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if !ok {
 				continue
 			}
-			at := command.ArmToken{ThreadID: tok.thread, AttemptID: tok.attempt, Generation: tok.gen, BridgeRequestID: req}
+			at := desktop.ArmToken{ThreadID: tok.thread, AttemptID: tok.attempt, Generation: tok.gen, BridgeRequestID: req}
 			if rnd.IntN(2) == 0 { // the same two steps through the transcript relay
-				if m, ok := issue(command.RelayArmPending, at); ok {
-					relay(command.RelayArmPending, m, at, tok.batch)
+				if m, ok := issue(desktop.RelayArmPending, at); ok {
+					relay(desktop.RelayArmPending, m, at, tok.batch)
 				}
 				if rnd.IntN(4) == 0 {
 					continue // the bridge crashed before the second wake
 				}
-				if m, ok := issue(command.RelayArmAccepted, at); ok {
-					relay(command.RelayArmAccepted, m, at, tok.batch)
+				if m, ok := issue(desktop.RelayArmAccepted, at); ok {
+					relay(desktop.RelayArmAccepted, m, at, tok.batch)
 				}
 				continue
 			}
-			c := command.NoteArmPending{Config: armCfg, ArmToken: at, Fingerprints: fps}
-			if l, _, err := engine.Exec[command.ArmLease](ctx, e, meta, c); allow(c, err) == nil {
+			c := desktop.NoteArmPending{Config: armCfg, ArmToken: at, Fingerprints: fps}
+			if l, _, err := engine.Exec[desktop.ArmLease](ctx, e, meta, c); allow(c, err) == nil {
 				leases[req+tok.attempt] = l.LeaseID
 			}
 			if rnd.IntN(4) == 0 {
@@ -202,7 +206,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if !known {
 				lease = "forgotten"
 			}
-			r, err := exec(command.NoteArm{Config: armCfg, ArmToken: at, LeaseID: lease})
+			r, err := exec(desktop.NoteArm{Config: armCfg, ArmToken: at, LeaseID: lease})
 			if err == nil && r.Outcome == "armed" {
 				armedFor[tok.batch]++
 				arms++
@@ -212,7 +216,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			if !ok {
 				continue
 			}
-			_, err := exec(command.NoteBoundaryCrossed{Config: armCfg, ThreadID: tok.thread, BatchID: tok.batch, AttemptID: tok.attempt,
+			_, err := exec(desktop.NoteBoundaryCrossed{Config: armCfg, ThreadID: tok.thread, BatchID: tok.batch, AttemptID: tok.attempt,
 				Generation: tok.gen, ExpectedRevision: tok.rev, Fingerprints: fps})
 			if err == nil {
 				handed[tok.batch]++
@@ -233,15 +237,15 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 				gen--
 			}
 			if rnd.IntN(2) == 0 { // through the relay
-				at := command.ArmToken{ThreadID: th, Generation: gen, BridgeRequestID: req}
-				if m, ok := issue(command.RelayPaused, at); ok {
-					relay(command.RelayPaused, m, at, "")
+				at := desktop.ArmToken{ThreadID: th, Generation: gen, BridgeRequestID: req}
+				if m, ok := issue(desktop.RelayPaused, at); ok {
+					relay(desktop.RelayPaused, m, at, "")
 				}
 				continue
 			}
-			exec(command.NotePaused{ThreadID: th, Generation: gen, BridgeRequestID: req})
+			exec(desktop.NotePaused{ThreadID: th, Generation: gen, BridgeRequestID: req})
 		case op < 88: // the operator repairs a degraded binding
-			exec(command.RepairBinding{ThreadID: th, AutomationID: "auto-" + th})
+			exec(desktop.RepairBinding{ThreadID: th, AutomationID: "auto-" + th})
 		default: // time passes; the sweep runs until it has nothing left
 			clock.Advance(time.Duration(5+rnd.IntN(60)) * time.Second)
 			for range 100 {
