@@ -2,6 +2,7 @@ package supervisor_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,52 @@ func TestReconnectKeepsIdentity(t *testing.T) {
 	inst, err := r.Sup.Instance(ctxFor(t))
 	if err != nil || inst != r.Inst || r.Sup.Starts() != 1 {
 		t.Errorf("after a reconnection: instance %v (err %v), %d starts; want the same instance, 1 start", inst, err, r.Sup.Starts())
+	}
+}
+
+// Notifications goes on after a reconnection: it subscribes again on the
+// new connection (first false) and hands on what comes there.
+func TestNotificationsFollowAReconnection(t *testing.T) {
+	r := codextest.StartRig(t)
+	subscribed := make(chan bool, 8)
+	notes := make(chan string, 64)
+	// The callbacks never block: the loop outlives the test until the
+	// rig's cleanup stops the instance.
+	go r.Inst.Notifications(nil, slog.New(slog.DiscardHandler), func(first bool) {
+		select {
+		case subscribed <- first:
+		default:
+		}
+	}, func(msg appserver.Message) {
+		select {
+		case notes <- msg.Method:
+		default:
+		}
+	})
+	if first := <-subscribed; !first {
+		t.Fatal("the first subscription was not told it is the first")
+	}
+	r.Inst.Client().Close()
+	select {
+	case first := <-subscribed:
+		if first {
+			t.Fatal("the subscription after a reconnection was told it is the first")
+		}
+	case <-ctxFor(t).Done():
+		t.Fatal("no subscription after the reconnection")
+	}
+	if _, err := r.Inst.Client().ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: r.Cwd, Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case m := <-notes:
+			if m == appserver.NoteThreadStarted {
+				return
+			}
+		case <-ctxFor(t).Done():
+			t.Fatal("no thread/started from the new connection")
+		}
 	}
 }
 
