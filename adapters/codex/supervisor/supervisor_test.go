@@ -273,20 +273,9 @@ func TestStartFailsWhenCodexExits(t *testing.T) {
 // start (EBUSY) and leaves the first one alone.
 func TestStartRefusesBusySocket(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
-	defer model.Close()
-	cfg, _ := codextest.SupervisorConfig(t, model)
-	first, err := supervisor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := first.Start(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		first.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	t.Cleanup(model.Close)
+	cfg, logPath := codextest.SupervisorConfig(t, model)
+	inst := codextest.StartWith(t, cfg, logPath).Inst
 	second, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -304,8 +293,8 @@ func TestStartRefusesBusySocket(t *testing.T) {
 // it, and Codex takes it over.
 func TestStartRecoversStaleSocket(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
-	defer model.Close()
-	cfg, _ := codextest.SupervisorConfig(t, model)
+	t.Cleanup(model.Close)
+	cfg, logPath := codextest.SupervisorConfig(t, model)
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -332,18 +321,7 @@ func TestStartRecoversStaleSocket(t *testing.T) {
 		t.Fatalf("no stale socket to recover from: %v", err)
 	}
 
-	sup, err := supervisor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sup.Start(ctxFor(t))
-	if err != nil {
-		t.Fatalf("start over a stale socket: %v", err)
-	}
-	defer func() {
-		sup.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	inst := codextest.StartWith(t, cfg, logPath).Inst
 	if _, err := inst.Client().ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: cfg.Cwd, Ephemeral: true}); err != nil {
 		t.Errorf("thread/start after recovering the socket: %v", err)
 	}
@@ -376,22 +354,10 @@ func TestConfigChecked(t *testing.T) {
 // Dial's), and stops with nothing of its group left.
 func TestWrapperServingThroughAChild(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
-	defer model.Close()
+	t.Cleanup(model.Close)
 	cfg, logPath := codextest.SupervisorConfig(t, model)
 	cfg.Codex = codextest.ShellWrapper(t, cfg.Codex)
-	sup, err := supervisor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sup.Start(ctxFor(t))
-	if err != nil {
-		codextest.DumpLog(t, logPath)
-		t.Fatalf("start through a wrapper: %v", err)
-	}
-	defer func() {
-		sup.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	inst := codextest.StartWith(t, cfg, logPath).Inst
 	if inst.ServerPID == inst.Identity.PID || inst.ServerPID <= 0 {
 		t.Fatalf("served by pid %d, started %d: the wrapper did not serve through a child", inst.ServerPID, inst.Identity.PID)
 	}
@@ -454,21 +420,10 @@ func TestUnrelatedServerRefused(t *testing.T) {
 	// A running instance (a fake served through a wrapper's child) whose
 	// socket is then made to lead to the stranger.
 	home := filepath.Join(dir, "home2")
-	sup, err = supervisor.New(supervisor.Config{
+	inst := codextest.StartWith(t, supervisor.Config{
 		Codex: codextest.ShellWrapper(t, fake), CodexHome: home, Dir: filepath.Join(home, "run"),
 		ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sup.Start(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sup.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	}, "").Inst
 	if err := os.Remove(inst.Socket); err != nil {
 		t.Fatal(err)
 	}
