@@ -50,14 +50,10 @@ func newAgentHomeConfig(t *testing.T, config string, add ...string) *agentHome {
 			t.Fatal(err)
 		}
 	}
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
 	proj := filepath.Join(t.TempDir(), "proj")
 	os.MkdirAll(filepath.Join(proj, "src"), 0o700)
 	os.WriteFile(filepath.Join(proj, "README.md"), []byte("hello from the readme\n"), 0o600)
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ctxInit()
 	h.ok(nil, append([]string{"agent", "add", "coder", "--model", "debug/echo", "--tool", "fs.read", "--tool", "shell.exec", "--tool", "cbth.job.submit", "--root", proj}, add...)...)
 	a := &agentHome{homeDir: h, ctx: filepath.Join(h.root, "ctx"), proj: proj}
 	waitFor(t, "the agent socket", 10*time.Second, func() bool {
@@ -640,14 +636,10 @@ func TestAgentOnNetworkModelSession(t *testing.T) {
 	srv := fakeprovider.Start(fakeprovider.OpenAIChat, key)
 	defer srv.Close()
 	h := newHome(t, "CBTH_PROVIDERS="+helper, "OPENAI_API_KEY="+key)
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
 	proj := filepath.Join(t.TempDir(), "proj")
 	os.MkdirAll(proj, 0o700)
 	os.WriteFile(filepath.Join(proj, "note.txt"), []byte("buy milk"), 0o600)
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ctxInit()
 	h.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", fakeprovider.AgentModel, "--base-url", srv.BaseURL())
 	h.ok(nil, "agent", "add", "coder", "--model", "openai/m", "--tool", "fs.read", "--root", proj)
 	sock := filepath.Join(h.root, "ctx", "agent", "coder.sock")

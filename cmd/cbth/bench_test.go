@@ -23,27 +23,10 @@ func BenchmarkSubmitRoundTrip(b *testing.B) {
 	dir := b.TempDir()
 	floor := filepath.Join(dir, "floor")
 	static := filepath.Join(dir, "cbth")
-	for _, bld := range [][]string{{"-o", floor, "./testdata/floor"}, {"-o", static, "."}} {
-		cmd := exec.Command("go", append([]string{"build", "-ldflags", "-s -w"}, bld...)...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("build %v: %v\n%s", bld, err, out)
-		}
-		if err := execfile.Rewrite(bld[1]); err != nil {
-			b.Fatal(err)
-		}
-	}
+	buildStatic(b, "", floor, "./testdata/floor", "-ldflags=-s -w")
+	buildStatic(b, "", static, ".", "-ldflags=-s -w")
 	home := filepath.Join(dir, "home")
-	env := append(os.Environ(), "CBTH_HOME="+home)
-	run := func(name string, args ...string) time.Duration {
-		c := exec.Command(name, args...)
-		c.Env = env
-		t0 := time.Now()
-		if out, err := c.CombinedOutput(); err != nil {
-			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
-		}
-		return time.Since(t0)
-	}
+	run := timed(b, append(os.Environ(), "CBTH_HOME="+home))
 	run(static, "job", "submit", "--target", "cli", "--thread-id", "warm", "--task-kind", "k", "--summary", "start the daemon")
 	defer run(static, "daemon", "stop")
 	sock := filepath.Join(home, "run", "cbth.sock")
@@ -64,6 +47,36 @@ func BenchmarkSubmitRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(cliMed)/float64(floorMed), "x_floor")
 }
 
+// buildStatic builds pkg (in the module at dir, "" for this one) to out
+// with CGO off, so static, and puts it in place as installers do
+// (execfile.Rewrite).
+func buildStatic(b *testing.B, dir, out, pkg string, flags ...string) {
+	b.Helper()
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Dir = dir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build %s: %v\n%s", out, err, msg)
+	}
+	if err := execfile.Rewrite(out); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// timed returns a runner of commands with env that fails b when one fails
+// and says how long each took.
+func timed(b *testing.B, env []string) func(name string, args ...string) time.Duration {
+	return func(name string, args ...string) time.Duration {
+		c := exec.Command(name, args...)
+		c.Env = env
+		t0 := time.Now()
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return time.Since(t0)
+	}
+}
+
 func median(d []time.Duration) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[len(d)/2]
@@ -82,26 +95,9 @@ func median(d []time.Duration) time.Duration {
 func BenchmarkStartup(b *testing.B) {
 	dir := b.TempDir()
 	empty, static := filepath.Join(dir, "empty"), filepath.Join(dir, "cbth")
-	for _, bld := range [][]string{{"-o", empty, "./testdata/empty"}, {"-o", static, "."}} {
-		cmd := exec.Command("go", append([]string{"build"}, bld...)...)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("build %v: %v\n%s", bld, err, out)
-		}
-		if err := execfile.Rewrite(bld[1]); err != nil {
-			b.Fatal(err)
-		}
-	}
-	env := append(os.Environ(), "CBTH_HOME="+filepath.Join(dir, "home"))
-	run := func(name string, args ...string) time.Duration {
-		c := exec.Command(name, args...)
-		c.Env = env
-		t0 := time.Now()
-		if out, err := c.CombinedOutput(); err != nil {
-			b.Fatalf("%s %v: %v\n%s", name, args, err, out)
-		}
-		return time.Since(t0)
-	}
+	buildStatic(b, "", empty, "./testdata/empty")
+	buildStatic(b, "", static, ".")
+	run := timed(b, append(os.Environ(), "CBTH_HOME="+filepath.Join(dir, "home")))
 	run(static, "job", "submit", "--target", "cli", "--thread-id", "warm", "--task-kind", "k", "--summary", "start the daemon")
 	defer run(static, "daemon", "stop")
 	sqlite, _ := exec.LookPath("sqlite3")

@@ -96,6 +96,18 @@ func newHome(t *testing.T, extraEnv ...string) *homeDir {
 	return h
 }
 
+// ctxInit makes an object tree whose objects name a runner that is this
+// cbth under the runner's name, and returns the runner's path.
+func (h *homeDir) ctxInit() string {
+	h.t.Helper()
+	runner := filepath.Join(h.t.TempDir(), "cortexfs-object-runner")
+	if err := os.Symlink(cbthBin, runner); err != nil {
+		h.t.Fatal(err)
+	}
+	h.ok(nil, "ctx", "init", "--runner", runner)
+	return runner
+}
+
 func (h *homeDir) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(cbthBin, args...)
 	c.Env = append(os.Environ(), h.env...)

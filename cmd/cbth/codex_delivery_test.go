@@ -105,48 +105,21 @@ func (r *codexRig) complete(thread, summary string) string {
 	return id
 }
 
-type cliHead struct {
-	Batch struct {
-		ID          string `json:"batch_id"`
-		State       string `json:"state"`
-		Replay      string `json:"replay_policy"`
-		CloseReason string `json:"close_reason"`
-		Count       int    `json:"delivery_attempt_count"`
-	} `json:"batch"`
-	Head *struct {
-		State               string  `json:"state"`
-		Marker              string  `json:"delivery_rpc_correlation_marker"`
-		RPCState            string  `json:"delivery_rpc_state"`
-		RPCKind             string  `json:"delivery_rpc_kind"`
-		Rejected            int     `json:"rejected_rpc_request_count"`
-		TurnID              string  `json:"delivery_turn_id"`
-		ManagedSessionID    string  `json:"managed_session_id"`
-		SessionEpoch        uint64  `json:"session_epoch"`
-		ObservationState    string  `json:"delivery_observation_state"`
-		ObservationDeadline *string `json:"delivery_observation_deadline"`
-		AcceptedAt          *string `json:"delivery_accepted_at"`
-		LastTurnEvent       *string `json:"last_observed_turn_event"`
-		LastTurnEventAt     *string `json:"last_observed_turn_event_at"`
-		EndReason           string  `json:"end_reason"`
-	} `json:"head_attempt"`
-	Gate string `json:"delivery_gate"`
-}
-
 // batchOf inspects the thread's only batch.
-func (r *codexRig) batchOf(thread string) cliHead {
+func (r *codexRig) batchOf(thread string) inspection {
 	r.t.Helper()
 	bs := r.batches(thread)
 	if len(bs) != 1 {
 		r.t.Fatalf("thread %s has %d batches, want 1", thread, len(bs))
 	}
-	var in cliHead
+	var in inspection
 	r.ok(&in, "batch", "inspect", "--batch-id", bs[0].ID)
 	return in
 }
 
-func (r *codexRig) waitBatch(thread, what string, cond func(cliHead) bool) cliHead {
+func (r *codexRig) waitBatch(thread, what string, cond func(inspection) bool) inspection {
 	r.t.Helper()
-	var in cliHead
+	var in inspection
 	waitFor(r.t, what, codextest.Guard, func() bool {
 		if len(r.batches(thread)) != 1 {
 			return false
@@ -157,8 +130,8 @@ func (r *codexRig) waitBatch(thread, what string, cond func(cliHead) bool) cliHe
 	return in
 }
 
-func closedDelivered(in cliHead) bool { return in.Batch.CloseReason == "delivered" }
-func parked(in cliHead) bool          { return in.Batch.Replay == "manual_resolution_only" }
+func closedDelivered(in inspection) bool { return in.Batch.CloseReason == "delivered" }
+func parked(in inspection) bool          { return in.Batch.Replay == "manual_resolution_only" }
 
 // Delivered: the continuation reaches the model once, the TUI shows it
 // (the prompt and the model's answer), the batch closes delivered, and
@@ -221,7 +194,7 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	// No foreground: the next result waits (the session is detached),
 	// and goes once `cbth cli run` attaches the thread again.
 	r.complete(thread, "[mark:d2] the second result")
-	var second cliHead
+	var second inspection
 	waitFor(t, "the second batch to wait for the session", codextest.Guard, func() bool {
 		bs := r.batches(thread)
 		if len(bs) != 2 {
@@ -267,7 +240,7 @@ func TestCLIDelivery_WaitsForTheUsersTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.ok(nil, "job", "complete", "--job-id", r.submit(thread), "--summary", "[mark:w1] done while the user worked", "--result-file", small)
-	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "a turn runs on the thread") })
+	in := r.waitBatch(thread, "the gate to hold the batch", func(in inspection) bool { return strings.Contains(in.Gate, "a turn runs on the thread") })
 	if in.Head != nil || r.model.Count(continuation) != 0 {
 		t.Fatalf("delivered into a running turn: head %+v, %d model calls", in.Head, r.model.Count(continuation))
 	}
@@ -301,7 +274,7 @@ func TestCLIDelivery_NewThreadWaitsForItsFirstTurn(t *testing.T) {
 	})
 	tm.waitText("Ask Codex", codextest.Guard)
 	r.complete(thread, "[mark:n1] done before the first turn")
-	in := r.waitBatch(thread, "the gate to hold the batch", func(in cliHead) bool { return strings.Contains(in.Gate, "awaiting_first_turn") })
+	in := r.waitBatch(thread, "the gate to hold the batch", func(in inspection) bool { return strings.Contains(in.Gate, "awaiting_first_turn") })
 	var head struct {
 		Gate string `json:"delivery_gate"`
 	}
@@ -342,7 +315,7 @@ func TestCLIDelivery_InterruptedTurnParks(t *testing.T) {
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[fake:hang] [mark:i1] a result whose turn will be interrupted")
-	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	in := r.waitBatch(thread, "the turn to be accepted", func(in inspection) bool { return in.Head != nil && in.Head.TurnID != "" })
 	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
 	// inspect-head shows every CLI field of the seed while the turn is
 	// observed.
@@ -385,7 +358,7 @@ func TestCLIDelivery_ObservationDeadlineExpires(t *testing.T) {
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[fake:hang] [mark:e1] a result whose turn never ends")
-	r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	r.waitBatch(thread, "the turn to be accepted", func(in inspection) bool { return in.Head != nil && in.Head.TurnID != "" })
 	// The foreground goes (killed: ^C would interrupt the turn); the
 	// observed turn alone keeps the daemon up past its idle timeout until
 	// the deadline. A daemon that had left would have parked the attempt
@@ -410,7 +383,7 @@ func TestCLIDelivery_AppServerKilledMidTurn(t *testing.T) {
 	defer r.model.Release()
 	thread, tm := r.foreground("[mark:earlier]")
 	r.complete(thread, "[fake:hang] [mark:k1] a result whose app-server dies")
-	in := r.waitBatch(thread, "the turn to be accepted", func(in cliHead) bool { return in.Head != nil && in.Head.TurnID != "" })
+	in := r.waitBatch(thread, "the turn to be accepted", func(in inspection) bool { return in.Head != nil && in.Head.TurnID != "" })
 	waitFor(t, "the continuation to reach the model", codextest.Guard, func() bool { return r.model.Count(in.Head.Marker) == 1 })
 	started := r.events("appserver.started")
 	if err := syscall.Kill(int(started[len(started)-1].Payload["pid"].(float64)), syscall.SIGKILL); err != nil {
@@ -458,7 +431,7 @@ func TestCLIDelivery_PermissionDriftGoesToTheOperator(t *testing.T) {
 	})
 
 	r.complete(thread, "[mark:p2] second result")
-	var second cliHead
+	var second inspection
 	waitFor(t, "the second batch to go to the operator", codextest.Guard, func() bool {
 		bs := r.batches(thread)
 		if len(bs) != 2 {
@@ -517,7 +490,7 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_response", Count: 1})
 	r.complete(thread, "[mark:f2] second result")
-	var second cliHead
+	var second inspection
 	waitFor(t, "the second batch to close delivered", codextest.Guard, func() bool {
 		bs := r.batches(thread)
 		if len(bs) != 2 {
@@ -534,7 +507,7 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 	// retried (a new request id and marker), without counting.
 	codextest.SetFaults(t, r.codex, codextest.Fault{Method: "turn/start", Action: "drop_request", Count: 1})
 	r.complete(thread, "[mark:f3] third result")
-	var third cliHead
+	var third inspection
 	waitFor(t, "the third batch to close delivered", codextest.Guard, func() bool {
 		bs := r.batches(thread)
 		if len(bs) != 3 {
@@ -593,9 +566,9 @@ func TestCLIDelivery_FaultsOnTheSocket(t *testing.T) {
 }
 
 // nthBatch waits until the thread's n-th batch satisfies cond.
-func (r *codexRig) nthBatch(thread string, n int, what string, cond func(cliHead) bool) cliHead {
+func (r *codexRig) nthBatch(thread string, n int, what string, cond func(inspection) bool) inspection {
 	r.t.Helper()
-	var in cliHead
+	var in inspection
 	waitFor(r.t, what, codextest.Guard, func() bool {
 		bs := r.batches(thread)
 		if len(bs) < n {

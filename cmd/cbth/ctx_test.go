@@ -21,12 +21,8 @@ import (
 func TestCtxTreeIsAProjection(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
 	root := filepath.Join(h.root, "ctx")
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ctxInit()
 	h.ok(nil, "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")
 	out, err := exec.Command(filepath.Join(root, "model", "main"), "hello").Output()
 	if err != nil || !strings.Contains(string(out), `"text":"hello"`) {
@@ -67,13 +63,10 @@ func TestCtxTreeIsAProjection(t *testing.T) {
 	h.verify()
 }
 
-// A session=socket model is served by the daemon at <model>.sock.
-func TestModelSocketServedByDaemon(t *testing.T) {
-	t.Parallel()
-	h := newHome(t)
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	os.Symlink(cbthBin, runner)
-	h.ok(nil, "ctx", "init", "--runner", runner)
+// servedModel registers a debug model served on its socket (the agent
+// socket protocol is the same) and waits for the socket.
+func servedModel(t *testing.T, h *homeDir) string {
+	h.ctxInit()
 	h.ok(nil, "model", "add", "local/chat", "--driver", "debug", "--id", "echo", "--session", "socket")
 	sock := filepath.Join(h.root, "ctx", "model", "local", "chat.sock")
 	waitFor(t, "the model socket", 10*time.Second, func() bool {
@@ -83,6 +76,35 @@ func TestModelSocketServedByDaemon(t *testing.T) {
 		}
 		return err == nil
 	})
+	return sock
+}
+
+// serveModel starts `cbth model serve model`, killed when the test ends,
+// and reads the first line of its stderr, which must say it serves sock;
+// the reader has the rest.
+func (h *homeDir) serveModel(model, sock string) (*exec.Cmd, *bufio.Reader) {
+	h.t.Helper()
+	serve := h.cmd("model", "serve", model)
+	stderr, err := serve.StderrPipe()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := serve.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { serve.Process.Kill() })
+	r := bufio.NewReader(stderr)
+	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "serving "+sock) {
+		h.t.Fatalf("model serve said %q, %v", line, err)
+	}
+	return serve, r
+}
+
+// A session=socket model is served by the daemon at <model>.sock.
+func TestModelSocketServedByDaemon(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	sock := servedModel(t, h)
 	if fi, err := os.Stat(sock); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
 	}
@@ -201,28 +223,14 @@ func TestCtxInitNeedsARunner(t *testing.T) {
 func TestModelServeThroughDaemon(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	os.Symlink(cbthBin, runner)
-	h.ok(nil, "ctx", "init", "--runner", runner)
+	h.ctxInit()
 	h.ok(nil, "model", "add", "local/chat", "--driver", "debug", "--id", "echo", "--session", "socket")
 	h.ok(nil, "model", "add", "local/plain", "--driver", "debug", "--id", "echo")
 	if r := h.run("model", "serve", "local/plain"); r.code != 2 || !strings.Contains(r.stderr, "EINVAL") {
 		t.Fatalf("serve a session=none model: %+v", r)
 	}
-	serve := h.cmd("model", "serve", "local/chat")
-	stderr, err := serve.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer serve.Process.Kill()
-	line, err := bufio.NewReader(stderr).ReadString('\n')
 	sock := filepath.Join(h.root, "ctx", "model", "local", "chat.sock")
-	if err != nil || !strings.Contains(line, "serving "+sock) {
-		t.Fatalf("model serve said %q, %v", line, err)
-	}
+	serve, _ := h.serveModel("local/chat", sock)
 	if st := h.status(); !strings.Contains(strings.Join(st.Busy, ";"), "integration clients") {
 		t.Fatalf("the foreground does not hold the daemon up: %v", st.Busy)
 	}
@@ -243,25 +251,13 @@ func TestModelServeThroughDaemon(t *testing.T) {
 
 	// A foreground whose daemon goes away under it says so and exits
 	// EHOSTDOWN (unavailable) instead of waiting to be interrupted.
-	held := h.cmd("model", "serve", "local/chat")
-	heldErr, err := held.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := held.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer held.Process.Kill()
-	r := bufio.NewReader(heldErr)
-	if line, err := r.ReadString('\n'); err != nil || !strings.Contains(line, "serving "+sock) {
-		t.Fatalf("model serve said %q, %v", line, err)
-	}
+	held, r := h.serveModel("local/chat", sock)
 	h.ok(nil, "daemon", "stop")
 	// One that keeps waiting is killed, so the test fails, not hangs.
 	stuck := time.AfterFunc(30*time.Second, func() { held.Process.Kill() })
 	defer stuck.Stop()
 	rest, _ := io.ReadAll(r)
-	err = held.Wait()
+	err := held.Wait()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != errs.ExitUnavailable || !strings.Contains(string(rest), "EHOSTDOWN") ||
 		!strings.Contains(string(rest), "went away") {

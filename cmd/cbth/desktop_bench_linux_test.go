@@ -14,7 +14,6 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/events"
-	"github.com/cbth-dev/cbth/internal/execfile"
 	"github.com/cbth-dev/cbth/projections"
 )
 
@@ -33,17 +32,9 @@ func BenchmarkClaimNextReadyInSandbox(b *testing.B) {
 	os.MkdirAll(filepath.Join(dir, "floorsrc"), 0o700)
 	os.WriteFile(filepath.Join(dir, "floorsrc", "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o600)
 	os.WriteFile(filepath.Join(dir, "floorsrc", "go.mod"), []byte("module floor\n\ngo 1.22\n"), 0o600)
-	for _, bld := range []struct{ out, pkg, dir string }{{static, ".", ""}, {runner, "./testdata/spawnbench", ""}, {floor, ".", filepath.Join(dir, "floorsrc")}} {
-		cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", bld.out, bld.pkg)
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		cmd.Dir = bld.dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("build %s: %v\n%s", bld.out, err, out)
-		}
-		if err := execfile.Rewrite(bld.out); err != nil {
-			b.Fatal(err)
-		}
-	}
+	buildStatic(b, "", static, ".", "-ldflags=-s -w")
+	buildStatic(b, "", runner, "./testdata/spawnbench", "-ldflags=-s -w")
+	buildStatic(b, filepath.Join(dir, "floorsrc"), floor, ".", "-ldflags=-s -w")
 	root := filepath.Join(dir, "home")
 	run := func(args ...string) {
 		cmd := exec.Command(static, append([]string{"--home", root}, args...)...)

@@ -312,7 +312,7 @@ func (r *desktopMCPRig) closeReason(thread string) string {
 	if len(bs) != 1 {
 		r.t.Fatalf("thread %s has %d batches", thread, len(bs))
 	}
-	var in cliHead
+	var in inspection
 	r.ok(&in, "batch", "inspect", "--batch-id", bs[0].ID)
 	return in.Batch.CloseReason
 }

@@ -185,18 +185,6 @@ func TestDoctorProvidersAndCredentials(t *testing.T) {
 	}
 }
 
-// ctxInit makes an object tree whose objects name a runner that is this
-// cbth under the runner's name, and returns the runner's path.
-func (h *homeDir) ctxInit() string {
-	h.t.Helper()
-	runner := filepath.Join(h.t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		h.t.Fatal(err)
-	}
-	h.ok(nil, "ctx", "init", "--runner", runner)
-	return runner
-}
-
 // The Codex CLI: missing is a warning (only the cli target needs it); a
 // codex_binary that is not there fails; a working one reports its version.
 func TestDoctorCodex(t *testing.T) {

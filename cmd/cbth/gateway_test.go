@@ -76,26 +76,6 @@ func (h *homeDir) gwSend(wantCode int, args ...string) []gwEnv {
 
 func last(es []gwEnv) gwEnv { return es[len(es)-1] }
 
-// servedModel registers a debug model served on its socket (the agent
-// socket protocol is the same) and waits for the socket.
-func servedModel(t *testing.T, h *homeDir) string {
-	runner := filepath.Join(t.TempDir(), "cortexfs-object-runner")
-	if err := os.Symlink(cbthBin, runner); err != nil {
-		t.Fatal(err)
-	}
-	h.ok(nil, "ctx", "init", "--runner", runner)
-	h.ok(nil, "model", "add", "local/chat", "--driver", "debug", "--id", "echo", "--session", "socket")
-	sock := filepath.Join(h.root, "ctx", "model", "local", "chat.sock")
-	waitFor(t, "the model socket", 10*time.Second, func() bool {
-		c, err := net.Dial("unix", sock)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return sock
-}
-
 func (h *homeDir) recorded(stream string) []logged {
 	h.t.Helper()
 	var out []logged

@@ -13,17 +13,26 @@ import (
 // What keeps the daemon alive, and what must not: through the real
 // binary, on the debug target.
 
+// headAttempt is the head attempt of `batch inspect`, with what the
+// codex_app_server targets record of the RPC and the turn.
 type headAttempt struct {
 	State               string  `json:"state"`
+	Marker              string  `json:"delivery_rpc_correlation_marker"`
+	RPCState            string  `json:"delivery_rpc_state"`
+	RPCKind             string  `json:"delivery_rpc_kind"`
+	Rejected            int     `json:"rejected_rpc_request_count"`
 	TurnID              string  `json:"delivery_turn_id"`
 	ManagedSessionID    string  `json:"managed_session_id"`
 	SessionEpoch        uint64  `json:"session_epoch"`
 	ObservationState    string  `json:"delivery_observation_state"`
 	ObservationDeadline *string `json:"delivery_observation_deadline"`
+	AcceptedAt          *string `json:"delivery_accepted_at"`
 	LastTurnEvent       *string `json:"last_observed_turn_event"`
+	LastTurnEventAt     *string `json:"last_observed_turn_event_at"`
 	EndReason           string  `json:"end_reason"`
 }
 
+// inspection is `batch inspect`'s reply as the delivery tests read it.
 type inspection struct {
 	Batch struct {
 		ID          string `json:"batch_id"`

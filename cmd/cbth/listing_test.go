@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,41 +50,24 @@ func bulkHome(t *testing.T, batches, failed int) *homeDir {
 	// and metadata of a few KiB, as a job carrying its CI environment's
 	// might have.
 	env := json.RawMessage(`{"env":"` + strings.Repeat("CI=1 ", 800) + `"}`)
-	const workers = 8
-	var wg sync.WaitGroup
-	errc := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := w; i < batches+failed; i += workers {
-				thread := fmt.Sprintf("t%05d", i)
-				if i >= batches {
-					thread = "W"
-				}
-				sub := command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
-					Summary: fmt.Sprintf("wait for CI on pull request %d", i), Policy: events.FailClosedPolicy}
-				if i >= batches {
-					sub.Metadata = env // 500 of these are more than a frame
-				}
-				id, _, err := engine.Exec[string](ctx, e, meta, sub)
-				if err == nil && i < batches {
-					_, err = e.Execute(ctx, meta, command.CompleteJob{Config: cfg, JobID: id, Summary: long})
-				} else if err == nil {
-					_, err = e.Execute(ctx, meta, command.FailJob{JobID: id, Reason: "runner lost"})
-				}
-				if err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
-		t.Fatal(err)
-	}
+	inParallel(t, batches+failed, func(i int) error {
+		thread := fmt.Sprintf("t%05d", i)
+		if i >= batches {
+			thread = "W"
+		}
+		sub := command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
+			Summary: fmt.Sprintf("wait for CI on pull request %d", i), Policy: events.FailClosedPolicy}
+		if i >= batches {
+			sub.Metadata = env // 500 of these are more than a frame
+		}
+		id, _, err := engine.Exec[string](ctx, e, meta, sub)
+		if err == nil && i < batches {
+			_, err = e.Execute(ctx, meta, command.CompleteJob{Config: cfg, JobID: id, Summary: long})
+		} else if err == nil {
+			_, err = e.Execute(ctx, meta, command.FailJob{JobID: id, Reason: "runner lost"})
+		}
+		return err
+	})
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}

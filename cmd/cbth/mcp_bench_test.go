@@ -23,15 +23,8 @@ import (
 func BenchmarkMCP(b *testing.B) {
 	home := filepath.Join(b.TempDir(), "home")
 	env := append(os.Environ(), "CBTH_HOME="+home)
-	run := func(args ...string) time.Duration {
-		c := exec.Command(cbthBin, args...)
-		c.Env = env
-		t0 := time.Now()
-		if out, err := c.CombinedOutput(); err != nil {
-			b.Fatalf("cbth %v: %v\n%s", args, err, out)
-		}
-		return time.Since(t0)
-	}
+	timedRun := timed(b, env)
+	run := func(args ...string) time.Duration { return timedRun(cbthBin, args...) }
 	run("job", "submit", "--target", "cli", "--thread-id", "warm", "--task-kind", "k", "--summary", "start the daemon")
 	defer run("daemon", "stop")
 	ctx := context.Background()

@@ -226,7 +226,7 @@ func TestPluginTarget_DeliveryOwned(t *testing.T) {
 	thread2 := r.execThread("[mark:earlier2]")
 	e2 := r.enqueue(thread2, "k3", "--codex-binary", r.codex)
 	r.ok(nil, "job", "complete", "--job-id", e2.JobID, "--summary", "[fake:hang] [mark:po2] a long answer")
-	in = r.waitBatch(thread2, "the turn to be accepted", func(in cliHead) bool {
+	in = r.waitBatch(thread2, "the turn to be accepted", func(in inspection) bool {
 		return in.Head != nil && in.Head.TurnID != "" && in.Head.ObservationState == "tracking"
 	})
 	turn := in.Head.TurnID
@@ -318,7 +318,7 @@ func TestPluginTarget_ExplicitLease(t *testing.T) {
 	// A turn accepted on the lease's app-server, which is then killed.
 	e2 := r.enqueue(thread, "e2", "--lease-id", l.LeaseID)
 	r.ok(nil, "job", "complete", "--job-id", e2.JobID, "--summary", "[fake:hang] [mark:pe2] a long answer")
-	in = r.nthBatch(thread, 2, "the turn to be accepted", func(in cliHead) bool {
+	in = r.nthBatch(thread, 2, "the turn to be accepted", func(in inspection) bool {
 		return in.Head != nil && in.Head.TurnID != "" && in.Head.ObservationState == "tracking"
 	})
 	if got := r.inspectDelivery("--job-id", e2.JobID); got.Reconcile.Outcome != "lease_required" {
@@ -367,7 +367,7 @@ func TestPluginTarget_AcquisitionFailureParks(t *testing.T) {
 		thread := "plugin-thread-" + string(rune('a'+i))
 		e := h.enqueue(thread, "key", "--codex-binary", bin)
 		h.ok(nil, "job", "complete", "--job-id", e.JobID, "--summary", "done")
-		var in cliHead
+		var in inspection
 		waitFor(t, "the batch to park", codextest.Guard, func() bool {
 			bs := h.batches(thread)
 			if len(bs) != 1 {

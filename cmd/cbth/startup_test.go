@@ -114,28 +114,37 @@ func buildLog(t *testing.T, path string, total, open int) {
 	filler := (total - 3*open) / 2
 	ctx := context.Background()
 	meta := engine.Meta{Actor: events.ActorCLI}
+	run := func(d engine.Decider) (engine.Result, error) { return e.Execute(ctx, meta, d) }
+	inParallel(t, open+filler, func(i int) error {
+		thread := fmt.Sprintf("t%07d", i)
+		id, _, err := engine.Exec[string](ctx, e, meta, command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
+			Summary: "wait for CI on pull request " + strconv.Itoa(i), Policy: events.FailClosedPolicy})
+		if err != nil {
+			return err
+		}
+		if i < open {
+			_, err = run(command.CompleteJob{Config: cfg, JobID: id, Summary: "CI is green"})
+		} else {
+			_, err = run(command.FailJob{JobID: id, Reason: "runner lost"})
+		}
+		return err
+	})
+}
+
+// inParallel calls do for each i below n on eight goroutines, writers
+// sharing one engine as a busy daemon's clients would, and fails t with
+// the first error.
+func inParallel(t *testing.T, n int, do func(i int) error) {
+	t.Helper()
 	const workers = 8
 	var wg sync.WaitGroup
 	errc := make(chan error, workers)
-	for w := 0; w < workers; w++ {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			run := func(d engine.Decider) (engine.Result, error) { return e.Execute(ctx, meta, d) }
-			for i := w; i < open+filler; i += workers {
-				thread := fmt.Sprintf("t%07d", i)
-				id, _, err := engine.Exec[string](ctx, e, meta, command.SubmitJob{Target: "cli", ThreadID: thread, TaskKind: "ci",
-					Summary: "wait for CI on pull request " + strconv.Itoa(i), Policy: events.FailClosedPolicy})
-				if err != nil {
-					errc <- err
-					return
-				}
-				if i < open {
-					_, err = run(command.CompleteJob{Config: cfg, JobID: id, Summary: "CI is green"})
-				} else {
-					_, err = run(command.FailJob{JobID: id, Reason: "runner lost"})
-				}
-				if err != nil {
+			for i := w; i < n; i += workers {
+				if err := do(i); err != nil {
 					errc <- err
 					return
 				}

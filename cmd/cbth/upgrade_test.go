@@ -162,6 +162,30 @@ func newUpgradeHome(t *testing.T, old string) *upgradeHome {
 	return &upgradeHome{homeDir: h, bin: bin}
 }
 
+// newOlderHome is an upgradeHome whose binary starts as a cbth built as
+// version 0.1.9, of this protocol.
+func newOlderHome(t *testing.T) *upgradeHome {
+	older := filepath.Join(t.TempDir(), "cbth")
+	build := exec.Command("go", "build", "-ldflags=-X=main.Version=0.1.9", "-o", older, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return newUpgradeHome(t, older)
+}
+
+// runningDaemon is which daemon `daemon status` found.
+type runningDaemon struct {
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+}
+
+func (u *upgradeHome) daemonStatus() runningDaemon {
+	u.t.Helper()
+	var st runningDaemon
+	u.okBin(&st, "daemon", "status")
+	return st
+}
+
 func (u *upgradeHome) runBin(args ...string) result {
 	c := exec.Command(u.bin, args...)
 	c.Env = append(os.Environ(), u.env...)
@@ -436,29 +460,16 @@ func TestRestartStopTasks(t *testing.T) {
 // a busy one is left running with a warning naming the command.
 func TestIdleOlderDaemonIsReplaced(t *testing.T) {
 	t.Parallel()
-	older := filepath.Join(t.TempDir(), "cbth")
-	build := exec.Command("go", "build", "-ldflags=-X=main.Version=0.1.9", "-o", older, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	u := newUpgradeHome(t, older)
+	u := newOlderHome(t)
 	var run taskView
 	u.okBin(&run, "task", "run", "--target", "cli", "--thread-id", "T", "--", "sleep", "60")
-	var st struct {
-		PID     int    `json:"pid"`
-		Version string `json:"version"`
-	}
-	u.okBin(&st, "daemon", "status")
+	st := u.daemonStatus()
 	install(t, cbthBin, u.bin)
 	r := u.runBin("job", "list")
 	if r.code != 0 || !strings.Contains(r.stderr, "cbth daemon restart") {
 		t.Fatalf("a busy older daemon: exit %d, stderr %q", r.code, r.stderr)
 	}
-	var again struct {
-		PID     int    `json:"pid"`
-		Version string `json:"version"`
-	}
-	u.okBin(&again, "daemon", "status")
+	again := u.daemonStatus()
 	if again.PID != st.PID {
 		t.Fatal("a busy older daemon was replaced")
 	}
@@ -476,7 +487,7 @@ func TestIdleOlderDaemonIsReplaced(t *testing.T) {
 		r = u.runBin("job", "list")
 		return r.code == 0 && strings.Contains(r.stderr, "replaced the idle daemon (cbth 0.1.9")
 	})
-	u.okBin(&again, "daemon", "status")
+	again = u.daemonStatus()
 	if again.PID == st.PID || again.Version == "0.1.9" {
 		t.Errorf("after the replacement the daemon is %+v", again)
 	}
@@ -488,17 +499,8 @@ func TestIdleOlderDaemonIsReplaced(t *testing.T) {
 // the idle older daemon.
 func TestUpgrade_SharedBinaryDoesNotReplace(t *testing.T) {
 	t.Parallel()
-	older := filepath.Join(t.TempDir(), "cbth")
-	build := exec.Command("go", "build", "-ldflags=-X=main.Version=0.1.9", "-o", older, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	u := newUpgradeHome(t, older)
-	var st struct {
-		PID     int    `json:"pid"`
-		Version string `json:"version"`
-	}
-	u.okBin(&st, "daemon", "status")
+	u := newOlderHome(t)
+	st := u.daemonStatus()
 	install(t, cbthBin, u.bin)
 	if err := os.Chmod(u.bin, 0o775); err != nil {
 		t.Fatal(err)
@@ -508,11 +510,7 @@ func TestUpgrade_SharedBinaryDoesNotReplace(t *testing.T) {
 		!strings.Contains(r.stderr, "mode 0775") {
 		t.Fatalf("a shared newer binary: exit %d, stderr %q", r.code, r.stderr)
 	}
-	var again struct {
-		PID     int    `json:"pid"`
-		Version string `json:"version"`
-	}
-	u.okBin(&again, "daemon", "status")
+	again := u.daemonStatus()
 	if again.PID != st.PID || again.Version != "0.1.9" {
 		t.Fatalf("replaced by a binary its group could rewrite: %+v, was %+v", again, st)
 	}

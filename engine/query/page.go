@@ -1,6 +1,14 @@
 package query
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"sort"
+
+	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
+	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
+)
 
 // PageBytes bounds the encoded items of one page of a listing, so that a
 // page and the reply around it always fit in one socket frame (1 MiB;
@@ -49,6 +57,34 @@ func pageOf[S, V any](list []S, limit int, view func(S) V, id func(S) string) ([
 		}
 	}
 	return p.items, ""
+}
+
+// listAfter lists the states of kind k that keep accepts in the order of
+// seq (the log sequence each one is ordered by), starting after the one
+// the cursor after names ("" for the first page). A cursor that names
+// nothing is ENOENT; what names the kind in that message.
+func listAfter[T aggregate.State](s engine.Snapshot, k events.Kind, what, after string, seq func(T) uint64, keep func(T) bool) ([]T, error) {
+	var from uint64
+	if after != "" {
+		st, err := s.State(k, after)
+		if err != nil {
+			return nil, err
+		}
+		t, ok := st.(T)
+		if !ok {
+			return nil, errs.New(errs.ENOENT, "no %s %s to list after", what, after)
+		}
+		from = seq(t)
+	}
+	var list []T
+	err := s.ForEach(k, func(st aggregate.State) error {
+		if t := st.(T); seq(t) > from && keep(t) {
+			list = append(list, t)
+		}
+		return nil
+	})
+	sort.Slice(list, func(i, j int) bool { return seq(list[i]) < seq(list[j]) })
+	return list, err
 }
 
 // budget shares PageBytes among the lists of one reply (a batch

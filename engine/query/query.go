@@ -290,28 +290,13 @@ type BatchPage struct {
 // (see PageBytes) at a time. The cursor after is the id of the last batch
 // of the page before: the batches listed are those opened after it.
 func Batches(s engine.Snapshot, f BatchFilter) (BatchPage, error) {
-	var after uint64
-	if f.After != "" {
-		b, err := state[*aggregate.Batch](s, events.KindBatch, f.After)
-		if err != nil {
-			return BatchPage{}, err
-		}
-		if b == nil {
-			return BatchPage{}, errs.New(errs.ENOENT, "no batch %s to list after", f.After)
-		}
-		after = b.OpenedSeq
-	}
-	var list []*aggregate.Batch
-	err := s.ForEach(events.KindBatch, func(st aggregate.State) error {
-		b := st.(*aggregate.Batch)
-		if b.OpenedSeq > after && (f.ThreadID == "" || b.SourceThreadID == f.ThreadID) &&
-			(f.State == "" || string(b.State) == f.State || (f.State == BatchesOpen && b.Open()) || (f.State == BatchesParked && b.Parked()) ||
-				(f.State == BatchesUndelivered && b.Undelivered && !b.Open())) {
-			list = append(list, b)
-		}
-		return nil
-	})
-	sort.Slice(list, func(i, j int) bool { return list[i].OpenedSeq < list[j].OpenedSeq })
+	list, err := listAfter(s, events.KindBatch, "batch", f.After,
+		func(b *aggregate.Batch) uint64 { return b.OpenedSeq },
+		func(b *aggregate.Batch) bool {
+			return (f.ThreadID == "" || b.SourceThreadID == f.ThreadID) &&
+				(f.State == "" || string(b.State) == f.State || (f.State == BatchesOpen && b.Open()) || (f.State == BatchesParked && b.Parked()) ||
+					(f.State == BatchesUndelivered && b.Undelivered && !b.Open()))
+		})
 	var page BatchPage
 	page.Batches, page.Next = pageOf(list, f.Limit, NewBatchView, func(b *aggregate.Batch) string { return b.ID })
 	return page, err

@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
@@ -169,8 +170,11 @@ func TestListingsPageByCountAndSize(t *testing.T) {
 				t.Fatalf("wait, limit %d: %v, want %v", limit, waited, ids)
 			}
 		}
-		if _, err := query.Batches(s, query.BatchFilter{After: "no-such-batch"}); err == nil {
-			t.Fatal("a batch cursor that names no batch was accepted")
+		if _, err := query.Batches(s, query.BatchFilter{After: "no-such-batch"}); errs.CodeOf(err) != errs.ENOENT {
+			t.Fatalf("a batch cursor that names no batch: %v, want ENOENT", err)
+		}
+		if _, err := query.Sessions(s, query.SessionFilter{After: "no-such-session"}); errs.CodeOf(err) != errs.ENOENT {
+			t.Fatalf("a session cursor that names no session: %v, want ENOENT", err)
 		}
 		return nil
 	})

@@ -1,7 +1,6 @@
 package query
 
 import (
-	"sort"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
@@ -163,26 +162,11 @@ type SessionPage struct {
 // page (see PageBytes) at a time: retired sessions stay, so there may be
 // thousands.
 func Sessions(s engine.Snapshot, f SessionFilter) (SessionPage, error) {
-	var after uint64
-	if f.After != "" {
-		ses, err := state[*aggregate.Session](s, events.KindSession, f.After)
-		if err != nil {
-			return SessionPage{}, err
-		}
-		if ses == nil {
-			return SessionPage{}, errs.New(errs.ENOENT, "no managed session %s to list after", f.After)
-		}
-		after = ses.FirstSeq
-	}
-	var list []*aggregate.Session
-	err := s.ForEach(events.KindSession, func(st aggregate.State) error {
-		ses := st.(*aggregate.Session)
-		if ses.FirstSeq > after && (f.ThreadID == "" || ses.BoundThreadID == f.ThreadID) && (f.State == "" || ses.State == f.State) {
-			list = append(list, ses)
-		}
-		return nil
-	})
-	sort.Slice(list, func(i, j int) bool { return list[i].FirstSeq < list[j].FirstSeq })
+	list, err := listAfter(s, events.KindSession, "managed session", f.After,
+		func(ses *aggregate.Session) uint64 { return ses.FirstSeq },
+		func(ses *aggregate.Session) bool {
+			return (f.ThreadID == "" || ses.BoundThreadID == f.ThreadID) && (f.State == "" || ses.State == f.State)
+		})
 	var page SessionPage
 	page.Sessions, page.Next = pageOf(list, f.Limit, NewSessionView, func(ses *aggregate.Session) string { return ses.ID })
 	return page, err

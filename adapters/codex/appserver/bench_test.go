@@ -6,7 +6,6 @@ package appserver_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -87,15 +86,6 @@ func BenchmarkResume(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer cc.Close()
-	bc, err := codextest.DialBare(r.Inst.Socket)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bc.Close()
-	if _, err := bc.Call("initialize", codextest.InitParams); err != nil {
-		b.Fatal(err)
-	}
-	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, thread)
 	codextest.Pair(b, [2]string{"cbth", "bare"}, [2]func() time.Duration{
 		func() time.Duration {
 			t0 := time.Now()
@@ -104,12 +94,6 @@ func BenchmarkResume(b *testing.B) {
 			}
 			return time.Since(t0)
 		},
-		func() time.Duration {
-			t0 := time.Now()
-			if _, err := bc.Call("thread/resume", params); err != nil {
-				b.Fatal(err)
-			}
-			return time.Since(t0)
-		},
+		codextest.BareResume(b, r.Inst.Socket, thread),
 	})
 }

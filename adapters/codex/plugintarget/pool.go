@@ -301,40 +301,21 @@ func (p *Pool) listen(inst *supervisor.Instance, ready chan struct{}) {
 	once := sync.OnceFunc(func() { close(ready) })
 	defer once()
 	nonce := inst.Identity.Nonce
-	for first := true; ; first = false {
-		c := inst.Client()
-		sub := c.Subscribe()
+	inst.Notifications(nil, p.log, func(first bool) {
 		once()
 		if w := p.watching(); w != nil && !first {
 			w.Reconnected(nonce)
 		}
-		for msg := range sub.C() {
-			if msg.Kind != appserver.KindNotification {
-				continue
-			}
-			if msg.Method == appserver.NoteThreadStatusChanged {
-				if n, ok := statusNote(msg); ok {
-					p.noteStatus(n.ThreadID, n.Status.Type)
-				}
-			}
-			if w := p.watching(); w != nil {
-				w.Notification(nonce, msg)
+	}, func(msg appserver.Message) {
+		if msg.Method == appserver.NoteThreadStatusChanged {
+			if n, ok := statusNote(msg); ok {
+				p.noteStatus(n.ThreadID, n.Status.Type)
 			}
 		}
-		select {
-		case <-c.Done():
-		default:
-			p.log.Warn("codex app-server notifications lost", "err", sub.Err())
-			continue
+		if w := p.watching(); w != nil {
+			w.Notification(nonce, msg)
 		}
-		for inst.Client() == c {
-			select {
-			case <-inst.Exited():
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
+	})
 }
 
 func (p *Pool) noteStatus(thread, status string) {

@@ -92,22 +92,11 @@ func TestProbeFailsClosedOnFakeCodex(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			env := append(os.Environ(), tc.env...)
-			sup, err := supervisor.New(supervisor.Config{
+			r := codextest.StartWith(t, supervisor.Config{
 				Codex: fake, CodexHome: dir, Dir: filepath.Join(dir, "run"), Env: env,
 				ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			inst, err := sup.Start(ctxFor(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				sup.Stop(ctxFor(t))
-				codextest.GroupGone(t, inst.Identity.PID)
-			}()
-			rep, err := runProbe(t, fake, sup, inst, append(sup.Env(), tc.schema...), tc.opts)
+			}, "")
+			rep, err := runProbe(t, fake, r.Sup, r.Inst, append(r.Sup.Env(), tc.schema...), tc.opts)
 			if tc.missing == "" {
 				if err != nil {
 					t.Fatalf("probe: %v", err)

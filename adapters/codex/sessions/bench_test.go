@@ -6,7 +6,6 @@ package sessions_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -73,15 +72,6 @@ func BenchmarkRefresh(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bc, err := codextest.DialBare(sock)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bc.Close()
-	if _, err := bc.Call("initialize", codextest.InitParams); err != nil {
-		b.Fatal(err)
-	}
-	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, thread)
 	codextest.Pair(b, [2]string{"daemon", "bare"}, [2]func() time.Duration{
 		func() time.Duration {
 			t0 := time.Now()
@@ -90,12 +80,6 @@ func BenchmarkRefresh(b *testing.B) {
 			}
 			return time.Since(t0)
 		},
-		func() time.Duration {
-			t0 := time.Now()
-			if _, err := bc.Call("thread/resume", params); err != nil {
-				b.Fatal(err)
-			}
-			return time.Since(t0)
-		},
+		codextest.BareResume(b, sock, thread),
 	})
 }

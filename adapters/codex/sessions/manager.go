@@ -355,39 +355,15 @@ func (m *Manager) listen(inst *supervisor.Instance, ready chan struct{}) {
 	once := sync.OnceFunc(func() { close(ready) })
 	defer once()
 	nonce := inst.Identity.Nonce
-	for first := true; ; first = false {
-		c := inst.Client()
-		sub := c.Subscribe()
+	inst.Notifications(m.stop, m.log, func(first bool) {
 		once()
-		if !first {
-			if w := m.watching(); w != nil {
-				w.Reconnected(nonce)
-			}
+		if w := m.watching(); w != nil && !first {
+			w.Reconnected(nonce)
 		}
-		for msg := range sub.C() {
-			if msg.Kind == appserver.KindNotification {
-				m.notice(inst, msg)
-				m.track(nonce, msg)
-			}
-		}
-		select {
-		case <-c.Done():
-		default:
-			// Fell behind (the connection is fine): what was dropped is
-			// lost, say so and go on listening.
-			m.log.Warn("codex app-server notifications lost", "err", sub.Err())
-			continue
-		}
-		for inst.Client() == c {
-			select {
-			case <-inst.Exited():
-				return
-			case <-m.stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
+	}, func(msg appserver.Message) {
+		m.notice(inst, msg)
+		m.track(nonce, msg)
+	})
 }
 
 // notice handles one broadcast: a foreground's new thread is bound on its

@@ -117,6 +117,42 @@ func (i *Instance) Client() *appserver.Client {
 // Exited is closed when the process has exited.
 func (i *Instance) Exited() <-chan struct{} { return i.exited }
 
+// Notifications hands each notification sent on the supervisor's
+// connection to the instance to each, and after a reconnection to the
+// same process goes on with the new connection (what was sent in between
+// is lost), until the instance exits or stop closes (nil: never).
+// subscribed runs once each subscription is in place, before its
+// notifications, with first true only the first time. A subscriber that
+// fell behind (the connection is fine) has lost what was dropped: that is
+// logged and it subscribes again.
+func (i *Instance) Notifications(stop <-chan struct{}, log *slog.Logger, subscribed func(first bool), each func(appserver.Message)) {
+	for first := true; ; first = false {
+		c := i.Client()
+		sub := c.Subscribe()
+		subscribed(first)
+		for msg := range sub.C() {
+			if msg.Kind == appserver.KindNotification {
+				each(msg)
+			}
+		}
+		select {
+		case <-c.Done():
+		default:
+			log.Warn("codex app-server notifications lost", "err", sub.Err())
+			continue
+		}
+		for i.Client() == c {
+			select {
+			case <-i.Exited():
+				return
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+}
+
 // ExitState is how the process ended, once Exited is closed.
 func (i *Instance) ExitState() *os.ProcessState {
 	i.mu.Lock()

@@ -2,6 +2,7 @@ package supervisor_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,52 @@ func TestReconnectKeepsIdentity(t *testing.T) {
 	inst, err := r.Sup.Instance(ctxFor(t))
 	if err != nil || inst != r.Inst || r.Sup.Starts() != 1 {
 		t.Errorf("after a reconnection: instance %v (err %v), %d starts; want the same instance, 1 start", inst, err, r.Sup.Starts())
+	}
+}
+
+// Notifications goes on after a reconnection: it subscribes again on the
+// new connection (first false) and hands on what comes there.
+func TestNotificationsFollowAReconnection(t *testing.T) {
+	r := codextest.StartRig(t)
+	subscribed := make(chan bool, 8)
+	notes := make(chan string, 64)
+	// The callbacks never block: the loop outlives the test until the
+	// rig's cleanup stops the instance.
+	go r.Inst.Notifications(nil, slog.New(slog.DiscardHandler), func(first bool) {
+		select {
+		case subscribed <- first:
+		default:
+		}
+	}, func(msg appserver.Message) {
+		select {
+		case notes <- msg.Method:
+		default:
+		}
+	})
+	if first := <-subscribed; !first {
+		t.Fatal("the first subscription was not told it is the first")
+	}
+	r.Inst.Client().Close()
+	select {
+	case first := <-subscribed:
+		if first {
+			t.Fatal("the subscription after a reconnection was told it is the first")
+		}
+	case <-ctxFor(t).Done():
+		t.Fatal("no subscription after the reconnection")
+	}
+	if _, err := r.Inst.Client().ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: r.Cwd, Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case m := <-notes:
+			if m == appserver.NoteThreadStarted {
+				return
+			}
+		case <-ctxFor(t).Done():
+			t.Fatal("no thread/started from the new connection")
+		}
 	}
 }
 
@@ -226,20 +273,9 @@ func TestStartFailsWhenCodexExits(t *testing.T) {
 // start (EBUSY) and leaves the first one alone.
 func TestStartRefusesBusySocket(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
-	defer model.Close()
-	cfg, _ := codextest.SupervisorConfig(t, model)
-	first, err := supervisor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := first.Start(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		first.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	t.Cleanup(model.Close)
+	cfg, logPath := codextest.SupervisorConfig(t, model)
+	inst := codextest.StartWith(t, cfg, logPath).Inst
 	second, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -257,8 +293,8 @@ func TestStartRefusesBusySocket(t *testing.T) {
 // it, and Codex takes it over.
 func TestStartRecoversStaleSocket(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
-	defer model.Close()
-	cfg, _ := codextest.SupervisorConfig(t, model)
+	t.Cleanup(model.Close)
+	cfg, logPath := codextest.SupervisorConfig(t, model)
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -285,18 +321,7 @@ func TestStartRecoversStaleSocket(t *testing.T) {
 		t.Fatalf("no stale socket to recover from: %v", err)
 	}
 
-	sup, err := supervisor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sup.Start(ctxFor(t))
-	if err != nil {
-		t.Fatalf("start over a stale socket: %v", err)
-	}
-	defer func() {
-		sup.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	inst := codextest.StartWith(t, cfg, logPath).Inst
 	if _, err := inst.Client().ThreadStart(ctxFor(t), appserver.ThreadStartParams{Cwd: cfg.Cwd, Ephemeral: true}); err != nil {
 		t.Errorf("thread/start after recovering the socket: %v", err)
 	}
@@ -329,22 +354,10 @@ func TestConfigChecked(t *testing.T) {
 // Dial's), and stops with nothing of its group left.
 func TestWrapperServingThroughAChild(t *testing.T) {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
-	defer model.Close()
+	t.Cleanup(model.Close)
 	cfg, logPath := codextest.SupervisorConfig(t, model)
 	cfg.Codex = codextest.ShellWrapper(t, cfg.Codex)
-	sup, err := supervisor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sup.Start(ctxFor(t))
-	if err != nil {
-		codextest.DumpLog(t, logPath)
-		t.Fatalf("start through a wrapper: %v", err)
-	}
-	defer func() {
-		sup.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	inst := codextest.StartWith(t, cfg, logPath).Inst
 	if inst.ServerPID == inst.Identity.PID || inst.ServerPID <= 0 {
 		t.Fatalf("served by pid %d, started %d: the wrapper did not serve through a child", inst.ServerPID, inst.Identity.PID)
 	}
@@ -407,21 +420,10 @@ func TestUnrelatedServerRefused(t *testing.T) {
 	// A running instance (a fake served through a wrapper's child) whose
 	// socket is then made to lead to the stranger.
 	home := filepath.Join(dir, "home2")
-	sup, err = supervisor.New(supervisor.Config{
+	inst := codextest.StartWith(t, supervisor.Config{
 		Codex: codextest.ShellWrapper(t, fake), CodexHome: home, Dir: filepath.Join(home, "run"),
 		ClientInfo: codextest.ClientInfo, Clock: engine.SystemClock{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sup.Start(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		sup.Stop(ctxFor(t))
-		codextest.GroupGone(t, inst.Identity.PID)
-	}()
+	}, "").Inst
 	if err := os.Remove(inst.Socket); err != nil {
 		t.Fatal(err)
 	}

@@ -278,12 +278,11 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 		return fail(stderr, err)
 	}
 	req := driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Messages: msgs, Defaults: obj.Defaults, Caps: obj.Caps}
-	ctx := env.Context
-	if _, local := drv.(driver.InProcess); !local && env.Interrupt != nil {
-		var stop context.CancelFunc
-		ctx, stop = env.Interrupt(ctx)
-		defer stop()
+	ctx, stop := env.Context, context.CancelFunc(func() {})
+	if _, local := drv.(driver.InProcess); !local {
+		ctx, stop = env.interruptible()
 	}
+	defer stop()
 	if _, local := drv.(driver.InProcess); local {
 		// An in-process answer is complete at once: write it in one go.
 		bw := bufio.NewWriterSize(stdout, 4096)
@@ -296,6 +295,15 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 	return Run(ctx, drv, req, out(stdout, stderr, opt.Text), env.newRunID())
 }
 
+// interruptible is the run's context, ended by an interrupt when Env
+// says how to catch one.
+func (e Env) interruptible() (context.Context, context.CancelFunc) {
+	if e.Interrupt == nil {
+		return e.Context, func() {}
+	}
+	return e.Interrupt(e.Context)
+}
+
 func (e Env) newRunID() string {
 	if e.NewRunID != nil {
 		return e.NewRunID()
@@ -306,21 +314,24 @@ func (e Env) newRunID() string {
 // Run frames one driver call on w and returns the exit status: 0 when done
 // is ok, the code's status after an error frame, 1 when cancelled.
 func Run(ctx context.Context, drv driver.Driver, req driver.Request, w io.Writer, run string) int {
+	return framed(ctx, w, run, req.Model, func(sw *stream.Writer) error { return drv.Stream(ctx, req, sw) })
+}
+
+// framed frames one run on w: the start frame (model, "" for none), what
+// body emits, and done, or an error frame and done when body fails. It
+// returns Run's exit status.
+func framed(ctx context.Context, w io.Writer, run, model string, body func(*stream.Writer) error) int {
 	sw := stream.NewWriter(w, run)
-	if err := sw.Start(req.Model); err != nil {
+	if err := sw.Start(model); err != nil {
 		return errs.ExitInternal
 	}
-	err := drv.Stream(ctx, req, sw)
+	err := body(sw)
 	cancelled := driver.Canceled(ctx, err)
 	code, werr := sw.Finish(err, cancelled)
-	switch {
-	case werr != nil:
+	if werr != nil || cancelled {
 		return errs.ExitGeneric
-	case cancelled:
-		return errs.ExitGeneric
-	default:
-		return code.ExitCode()
 	}
+	return code.ExitCode()
 }
 
 func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
@@ -357,24 +368,12 @@ func runAgent(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 		return fail(stderr, err)
 	}
 	defer closeRoot()
-	ctx := env.Context
-	if env.Interrupt != nil {
-		var stop context.CancelFunc
-		ctx, stop = env.Interrupt(ctx)
-		defer stop()
-	}
-	sw := stream.NewWriter(stdout, env.newRunID())
-	if err := sw.Start(loop.Request.Model); err != nil {
-		return errs.ExitInternal
-	}
-	_, err = loop.Task(ctx, task, sw.Emit)
-	cancelled := driver.Canceled(ctx, err)
-	code, werr := sw.Finish(err, cancelled)
-	switch {
-	case werr != nil, cancelled:
-		return errs.ExitGeneric
-	}
-	return code.ExitCode()
+	ctx, stop := env.interruptible()
+	defer stop()
+	return framed(ctx, stdout, env.newRunID(), loop.Request.Model, func(sw *stream.Writer) error {
+		_, err := loop.Task(ctx, task, sw.Emit)
+		return err
+	})
 }
 
 // LoadAgent builds an agent's loop from its object: the model object its
@@ -447,25 +446,13 @@ func runTool(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer,
 		return fail(stderr, errs.Wrap(errs.EACCES, err, "open %s", dir))
 	}
 	defer r.Close()
-	ctx := env.Context
-	if env.Interrupt != nil {
-		var stop context.CancelFunc
-		ctx, stop = env.Interrupt(ctx)
-		defer stop()
-	}
-	sw := stream.NewWriter(stdout, env.newRunID())
-	if err := sw.Start(""); err != nil {
-		return errs.ExitInternal
-	}
-	out, err := tool.Run(ctx, tool.Env{Root: r, RootDir: dir, Cwd: "/", Jobs: env.Jobs}, nm, raw)
-	if err == nil {
-		err = sw.Emit(stream.Event{Type: stream.TypeMessage, Role: driver.RoleTool, Name: nm, Content: []stream.Part{{Type: "text", Text: out}}})
-	}
-	cancelled := driver.Canceled(ctx, err)
-	code, werr := sw.Finish(err, cancelled)
-	switch {
-	case werr != nil, cancelled:
-		return errs.ExitGeneric
-	}
-	return code.ExitCode()
+	ctx, stop := env.interruptible()
+	defer stop()
+	return framed(ctx, stdout, env.newRunID(), "", func(sw *stream.Writer) error {
+		out, err := tool.Run(ctx, tool.Env{Root: r, RootDir: dir, Cwd: "/", Jobs: env.Jobs}, nm, raw)
+		if err != nil {
+			return err
+		}
+		return sw.Emit(stream.Event{Type: stream.TypeMessage, Role: driver.RoleTool, Name: nm, Content: []stream.Part{{Type: "text", Text: out}}})
+	})
 }

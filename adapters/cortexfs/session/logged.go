@@ -242,29 +242,15 @@ func (l *Logged) Events(sess string, after uint64, fn func(uint64, stream.Event)
 		return err
 	}
 	for _, f := range frames {
-		var e stream.Event
-		if err := json.Unmarshal(f, &e); err != nil {
-			return errs.Wrap(errs.ECORRUPT, err, "events of %s", sess)
-		}
-		seq, err := Seq(e.ID)
-		if err != nil {
-			return errs.Wrap(errs.ECORRUPT, err, "events of %s", sess)
-		}
-		if seq > after {
-			if err := fn(seq, e); err != nil {
-				return err
-			}
+		if err := eventAfter(sess, f, after, fn); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 // LastSeq implements Store.
-func (l *Logged) LastSeq(sess string) (uint64, error) {
-	var last uint64
-	err := l.Events(sess, 0, func(seq uint64, _ stream.Event) error { last = seq; return nil })
-	return last, err
-}
+func (l *Logged) LastSeq(sess string) (uint64, error) { return lastSeq(l, sess) }
 
 // AppendMessage implements Store. A user message with a client message
 // id is idempotent in the log too (command id session/message id).

@@ -72,11 +72,7 @@ func (m *Memory) Events(sess string, after uint64, fn func(uint64, stream.Event)
 }
 
 // LastSeq implements Store.
-func (m *Memory) LastSeq(sess string) (uint64, error) {
-	var last uint64
-	err := m.Events(sess, 0, func(seq uint64, _ stream.Event) error { last = seq; return nil })
-	return last, err
-}
+func (m *Memory) LastSeq(sess string) (uint64, error) { return lastSeq(m, sess) }
 
 // AppendMessage implements Store.
 func (m *Memory) AppendMessage(sess string, r Record) error {

@@ -229,18 +229,8 @@ func (f *Files) Events(sess string, after uint64, fn func(uint64, stream.Event) 
 	sc := bufio.NewScanner(fh)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
-		var e stream.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return errs.Wrap(errs.ECORRUPT, err, "events of %s", sess)
-		}
-		seq, err := Seq(e.ID)
-		if err != nil {
-			return errs.Wrap(errs.ECORRUPT, err, "events of %s", sess)
-		}
-		if seq > after {
-			if err := fn(seq, e); err != nil {
-				return err
-			}
+		if err := eventAfter(sess, sc.Bytes(), after, fn); err != nil {
+			return err
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -250,9 +240,29 @@ func (f *Files) Events(sess string, after uint64, fn func(uint64, stream.Event) 
 }
 
 // LastSeq implements Store.
-func (f *Files) LastSeq(sess string) (uint64, error) {
+func (f *Files) LastSeq(sess string) (uint64, error) { return lastSeq(f, sess) }
+
+// eventAfter decodes one stored event of sess and hands it to fn when its
+// sequence number is past after (Store.Events).
+func eventAfter(sess string, line []byte, after uint64, fn func(uint64, stream.Event) error) error {
+	var e stream.Event
+	if err := json.Unmarshal(line, &e); err != nil {
+		return errs.Wrap(errs.ECORRUPT, err, "events of %s", sess)
+	}
+	seq, err := Seq(e.ID)
+	if err != nil {
+		return errs.Wrap(errs.ECORRUPT, err, "events of %s", sess)
+	}
+	if seq <= after {
+		return nil
+	}
+	return fn(seq, e)
+}
+
+// lastSeq is Store.LastSeq read through Events.
+func lastSeq(s Store, sess string) (uint64, error) {
 	var last uint64
-	err := f.Events(sess, 0, func(seq uint64, _ stream.Event) error { last = seq; return nil })
+	err := s.Events(sess, 0, func(seq uint64, _ stream.Event) error { last = seq; return nil })
 	return last, err
 }
 

@@ -80,18 +80,26 @@ func StartRig(t testing.TB) *Rig {
 	model := fakeprovider.Start(fakeprovider.Codex, "")
 	t.Cleanup(model.Close)
 	cfg, logPath := SupervisorConfig(t, model)
+	r := StartWith(t, cfg, logPath)
+	r.Model = model
+	return r
+}
+
+// StartWith starts an app-server as cfg says, its output in logPath
+// ("" when cfg sends it elsewhere), with StartRig's cleanup; the rig has
+// no model of its own.
+func StartWith(t testing.TB, cfg supervisor.Config, logPath string) *Rig {
+	t.Helper()
 	sup, err := supervisor.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.StartTimeout)
-	defer cancel()
-	inst, err := sup.Start(ctx)
+	inst, err := sup.Start(Context(t))
 	if err != nil {
 		DumpLog(t, logPath)
 		t.Fatalf("start app-server: %v", err)
 	}
-	r := &Rig{Codex: cfg.Codex, Home: cfg.CodexHome, Cwd: cfg.Cwd, Model: model, Sup: sup, Inst: inst, Log: logPath}
+	r := &Rig{Codex: cfg.Codex, Home: cfg.CodexHome, Cwd: cfg.Cwd, Sup: sup, Inst: inst, Log: logPath}
 	t.Cleanup(func() { r.Stop(t) })
 	return r
 }

@@ -1,6 +1,7 @@
 package codextest
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,28 @@ func Pair(b *testing.B, names [2]string, do [2]func() time.Duration) {
 	b.ReportMetric(m0, names[0]+"-ms")
 	b.ReportMetric(m1, names[1]+"-ms")
 	b.ReportMetric(m0/m1, names[0]+"/"+names[1])
+}
+
+// BareResume dials and initializes a Bare client on sock, closed when b
+// ends, and returns one timed thread/resume of thread without its turns
+// on it: the bare side of a resume Pair.
+func BareResume(b *testing.B, sock, thread string) func() time.Duration {
+	bc, err := DialBare(sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bc.Close() })
+	if _, err := bc.Call("initialize", InitParams); err != nil {
+		b.Fatal(err)
+	}
+	params := fmt.Sprintf(`{"threadId":%q,"excludeTurns":true}`, thread)
+	return func() time.Duration {
+		t0 := time.Now()
+		if _, err := bc.Call("thread/resume", params); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
 }
 
 // SpawnBare starts `bin app-server` on a socket in dir with env, as a bare

@@ -174,22 +174,8 @@ func (m Messages) Stream(ctx context.Context, req driver.Request, out stream.Sin
 	if err := st.Err(); err != nil {
 		return mapErr(ctx, req.Provider, err, key)
 	}
-	var final []stream.Event
-	if thinking.Len() > 0 {
-		final = append(final, stream.ReasoningMessage(thinking.String()))
-	}
-	if text.Len() > 0 || ncalls == 0 {
-		final = append(final, stream.Message(text.String()))
-	}
-	if sawUsage {
-		final = append(final, stream.Usage(inTok, outTok))
-	}
-	for _, e := range final {
-		if err := out.Emit(e); err != nil {
-			return err
-		}
-	}
-	return nil
+	end := driver.Ending{Reasoning: thinking.String(), Called: ncalls > 0, Text: text.String(), Usage: sawUsage, In: inTok, Out: outTok}
+	return end.Emit(out)
 }
 
 func mapErr(ctx context.Context, provider string, err error, key string) error {

@@ -144,22 +144,11 @@ func (g Gemini) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 			}
 		}
 	}
-	var final []stream.Event
-	if thought.Len() > 0 {
-		final = append(final, stream.ReasoningMessage(thought.String()))
-	}
-	if text.Len() > 0 || ncalls == 0 {
-		final = append(final, stream.Message(text.String()))
-	}
+	end := driver.Ending{Reasoning: thought.String(), Called: ncalls > 0, Text: text.String()}
 	if usage != nil {
-		final = append(final, stream.Usage(int64(usage.PromptTokenCount), int64(usage.CandidatesTokenCount)))
+		end.Usage, end.In, end.Out = true, int64(usage.PromptTokenCount), int64(usage.CandidatesTokenCount)
 	}
-	for _, e := range final {
-		if err := out.Emit(e); err != nil {
-			return err
-		}
-	}
-	return nil
+	return end.Emit(out)
 }
 
 func mapErr(ctx context.Context, provider string, err error, key string) error {

@@ -199,10 +199,7 @@ func (c Chat) Stream(ctx context.Context, req driver.Request, out stream.Sink) e
 	if err := st.Err(); err != nil {
 		return mapErr(ctx, req.Provider, err, key)
 	}
-	var final []stream.Event
-	if reasoning.Len() > 0 {
-		final = append(final, stream.ReasoningMessage(reasoning.String()))
-	}
+	end := driver.Ending{Reasoning: reasoning.String(), Text: text.String()}
 	idx := make([]int64, 0, len(calls))
 	for i := range calls {
 		idx = append(idx, i)
@@ -210,18 +207,10 @@ func (c Chat) Stream(ctx context.Context, req driver.Request, out stream.Sink) e
 	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
 	for _, i := range idx {
 		pc := calls[i]
-		final = append(final, stream.ToolCall(pc.id, names.Canonical(pc.name), pc.args))
-	}
-	if text.Len() > 0 || len(calls) == 0 {
-		final = append(final, stream.Message(text.String()))
+		end.Calls = append(end.Calls, stream.ToolCall(pc.id, names.Canonical(pc.name), pc.args))
 	}
 	if usage != nil {
-		final = append(final, stream.Usage(usage.PromptTokens, usage.CompletionTokens))
+		end.Usage, end.In, end.Out = true, usage.PromptTokens, usage.CompletionTokens
 	}
-	for _, e := range final {
-		if err := out.Emit(e); err != nil {
-			return err
-		}
-	}
-	return nil
+	return end.Emit(out)
 }

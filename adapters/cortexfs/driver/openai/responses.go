@@ -133,20 +133,9 @@ func (r Responses) Stream(ctx context.Context, req driver.Request, out stream.Si
 	if err := st.Err(); err != nil {
 		return mapErr(ctx, req.Provider, err, key)
 	}
-	var final []stream.Event
-	if reasoning.Len() > 0 {
-		final = append(final, stream.ReasoningMessage(reasoning.String()))
-	}
-	if text.Len() > 0 || ncalls == 0 {
-		final = append(final, stream.Message(text.String()))
-	}
+	end := driver.Ending{Reasoning: reasoning.String(), Called: ncalls > 0, Text: text.String()}
 	if usage != nil {
-		final = append(final, stream.Usage(usage.InputTokens, usage.OutputTokens))
+		end.Usage, end.In, end.Out = true, usage.InputTokens, usage.OutputTokens
 	}
-	for _, e := range final {
-		if err := out.Emit(e); err != nil {
-			return err
-		}
-	}
-	return nil
+	return end.Emit(out)
 }
