@@ -366,3 +366,9 @@ func textOf(raw events.RawJSON) string {
 	}
 	return out
 }
+
+// Counter names used by the states below.
+const (
+	CountJobActive        = "job.active"               // running jobs
+	CountBatchUndelivered = "batch.closed_undelivered" // batches closed undelivered, ever
+)
