@@ -1,7 +1,12 @@
 package engine_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -255,5 +260,55 @@ func TestCommandProductsStandOnTheCore(t *testing.T) {
 	}
 	if products == 0 {
 		t.Fatal("no product package under engine/command")
+	}
+}
+
+// TestOneHomePerAggregate holds spec/engine.md ("Commands and their
+// names"): a file of engine/fsm that declares an aggregate's table has a
+// file of the same name in events/ (its events) and engine/aggregate/
+// (its state), so an aggregate is read, and changed, in three files of
+// one name.
+func TestOneHomePerAggregate(t *testing.T) {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("fsm/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	homes := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tables []string
+		for _, d := range af.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, s := range g.Specs {
+				for _, n := range s.(*ast.ValueSpec).Names {
+					if strings.HasSuffix(n.Name, "Table") {
+						tables = append(tables, n.Name)
+					}
+				}
+			}
+		}
+		if len(tables) == 0 {
+			continue
+		}
+		homes++
+		base := filepath.Base(f)
+		for _, dir := range []string{"../events", "aggregate"} {
+			if _, err := os.Stat(filepath.Join(dir, base)); err != nil {
+				t.Errorf("%v declared in engine/fsm/%s, but %s/%s does not exist", tables, base, strings.TrimPrefix(dir, "../"), base)
+			}
+		}
+	}
+	if homes < 10 {
+		t.Fatalf("found %d aggregate tables in engine/fsm: the test no longer finds them", homes)
 	}
 }
