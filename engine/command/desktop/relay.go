@@ -310,20 +310,8 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	if a == nil {
 		return no("unknown_marker", "the marker's attempt is gone")
 	}
-	m := a.Marker(c.Marker)
-	switch {
-	case m == nil:
-		return no("unknown_marker", "the marker was never issued")
-	case m.BridgeThreadID != c.BridgeThreadID:
-		return no("wrong_bridge", "the marker was issued for bridge thread "+m.BridgeThreadID+", not "+c.BridgeThreadID+", whose rollout holds it")
-	case m.Kind != c.Kind || a.SourceThreadID != c.ThreadID || a.ID != c.AttemptID || a.Generation != c.Generation || m.BridgeRequestID != c.RequestID:
-		return no("mismatch", "the envelope's kind or token is not the one the marker was issued for")
-	case m.ConsumedSHA256 == c.SHA256:
-		return no("already_consumed", "this envelope was consumed at "+m.ConsumedAt.Format(time.RFC3339))
-	case m.ConsumedSHA256 != "":
-		return no("conflict", "another envelope consumed this marker")
-	case !now.Before(m.ExpiresAt):
-		return no("expired", "the marker expired at "+m.ExpiresAt.Format(time.RFC3339))
+	if out, why := c.refuse(a.Marker(c.Marker), a.SourceThreadID, a.ID, a.Generation, now); out != "" {
+		return no(out, why)
 	}
 	tok := ArmToken{ThreadID: c.ThreadID, AttemptID: c.AttemptID, Generation: c.Generation, BridgeRequestID: c.RequestID}
 	var d engine.Decision
@@ -362,19 +350,11 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 	if bd != nil {
 		m = bd.Marker(c.Marker)
 	}
-	switch {
-	case m == nil:
+	if m == nil {
 		return no("unknown_marker", "the marker was never issued")
-	case m.BridgeThreadID != c.BridgeThreadID:
-		return no("wrong_bridge", "the marker was issued for bridge thread "+m.BridgeThreadID+", not "+c.BridgeThreadID+", whose rollout holds it")
-	case m.Kind != c.Kind || bd.SourceThreadID != c.ThreadID || m.AttemptID != c.AttemptID || m.Generation != c.Generation || m.BridgeRequestID != c.RequestID:
-		return no("mismatch", "the envelope's kind or token is not the one the marker was issued for")
-	case m.ConsumedSHA256 == c.SHA256:
-		return no("already_consumed", "this envelope was consumed at "+m.ConsumedAt.Format(time.RFC3339))
-	case m.ConsumedSHA256 != "":
-		return no("conflict", "another envelope consumed this marker")
-	case !now.Before(m.ExpiresAt):
-		return no("expired", "the marker expired at "+m.ExpiresAt.Format(time.RFC3339))
+	}
+	if out, why := c.refuse(m, bd.SourceThreadID, m.AttemptID, m.Generation, now); out != "" {
+		return no(out, why)
 	}
 	d, err := NotePaused{ThreadID: c.ThreadID, Generation: c.Generation, BridgeRequestID: c.RequestID}.Decide(v, now)
 	if err != nil {
@@ -398,4 +378,26 @@ func activeScanner(v engine.View, bridgeThreadID string, revision uint64) (aggre
 	}
 	cur, ok := inst.RelayScanners[bridgeThreadID]
 	return cur, ok && cur.Revision == revision && cur.DegradedReason == "", nil
+}
+
+// refuse says why the envelope may not consume marker m, issued for
+// thread, attempt and generation, or returns an empty outcome: only the
+// scanner of the marker's own bridge consumes it, with the kind and token
+// it was issued for, once, before it expires.
+func (c ConsumeRelay) refuse(m *aggregate.RelayMarker, thread, attempt string, generation uint64, now time.Time) (engine.Outcome, string) {
+	switch {
+	case m == nil:
+		return "unknown_marker", "the marker was never issued"
+	case m.BridgeThreadID != c.BridgeThreadID:
+		return "wrong_bridge", "the marker was issued for bridge thread " + m.BridgeThreadID + ", not " + c.BridgeThreadID + ", whose rollout holds it"
+	case m.Kind != c.Kind || thread != c.ThreadID || attempt != c.AttemptID || generation != c.Generation || m.BridgeRequestID != c.RequestID:
+		return "mismatch", "the envelope's kind or token is not the one the marker was issued for"
+	case m.ConsumedSHA256 == c.SHA256:
+		return "already_consumed", "this envelope was consumed at " + m.ConsumedAt.Format(time.RFC3339)
+	case m.ConsumedSHA256 != "":
+		return "conflict", "another envelope consumed this marker"
+	case !now.Before(m.ExpiresAt):
+		return "expired", "the marker expired at " + m.ExpiresAt.Format(time.RFC3339)
+	}
+	return "", ""
 }
