@@ -172,13 +172,15 @@ func Run(ctx context.Context, opt Options) error {
 		cancel()
 		d.sched.workers.Wait()
 		<-d.hooks.done
-		stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
 		for _, m := range opt.Modules[:started] {
+			// Each module has its own budget: one slow to stop
+			// leaves the next its whole time.
+			stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
 			if err := m.Stop(stopCtx); err != nil {
 				opt.Log.Error("stop "+m.Name(), "err", err)
 			}
+			stopCancel()
 		}
-		stopCancel()
 		d.eng.Close()
 	}()
 	for _, m := range opt.Modules {

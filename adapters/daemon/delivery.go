@@ -171,9 +171,6 @@ func (d *Daemon) schedulePass(ctx context.Context) (started int) {
 					wake = earliest(wake, el.Wake)
 					continue
 				}
-				if a := el.Attempt; spec.Kind == target.Pull && a != nil && a.State == fsm.AttemptPrepared && a.BatchID == el.Batch.ID {
-					continue // prepared already: its target moves it on
-				}
 				b := el.Batch
 				heads = append(heads, target.Head{ThreadID: th, BatchID: b.ID, Generation: b.Generation,
 					Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})

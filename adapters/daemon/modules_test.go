@@ -133,12 +133,12 @@ func (f *fakeModule) seen() []string {
 func TestHostDrivesItsModules(t *testing.T) {
 	f := &fakeModule{ticked: make(chan struct{}, 1)}
 	t.Cleanup(func() { // after the daemon stopped (cleanups run last first)
-		if c := f.seen(); c[len(c)-1] != "stop" {
+		if c := f.seen(); len(c) == 0 || c[len(c)-1] != "stop" {
 			t.Errorf("the last call is not Stop: %v", c)
 		}
 	})
 	r := startWith(t, filepath.Join(t.TempDir(), "home"), func(o *daemon.Options) { o.Modules = []daemon.Module{f} })
-	if c := f.seen(); !slices.Equal(c[:4], []string{"ops", "start", "reconcile", "catch-up"}) {
+	if c := f.seen(); len(c) < 4 || !slices.Equal(c[:4], []string{"ops", "start", "reconcile", "catch-up"}) {
 		t.Fatalf("start-up calls %v", c)
 	}
 	if f.h == nil || f.h.Eng == nil {
@@ -154,7 +154,11 @@ func TestHostDrivesItsModules(t *testing.T) {
 	if st := call(r, api.DaemonStatus, api.Empty{}); !slices.Contains(st.BusyReasons, "fake: busy") {
 		t.Fatalf("the module's keep-alive reason is not in %v", st.BusyReasons)
 	}
-	<-f.ticked
+	select {
+	case <-f.ticked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tick of the daemon's loop reached the module in 10 s")
+	}
 
 	call(r, api.DebugClock, api.AdvanceArgs{By: "1s"}) // a sweep, then a scheduling pass
 	if c := f.seen(); !slices.Contains(c, "scheduled") {
@@ -176,7 +180,10 @@ func TestHostDrivesItsModules(t *testing.T) {
 	if errs.CodeOf(err) != errs.ETIMEDOUT || !strings.Contains(err.Error(), "2 tasks still run") {
 		t.Fatalf("handover while the module has work left: %v", err)
 	}
-	if c := f.seen(); !slices.Contains(c, "drain") || !f.resumed {
+	f.mu.Lock()
+	resumed := f.resumed
+	f.mu.Unlock()
+	if c := f.seen(); !slices.Contains(c, "drain") || !resumed {
 		t.Fatalf("the module was not drained and resumed: %v", c)
 	}
 }

@@ -100,19 +100,12 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 		return "", err
 	}
 	meta := engine.Meta{Actor: events.ActorAdapter, CorrelationID: g.CorrelationID, CommandID: "job.submit/" + key}
-	val, res, err := engine.Exec[string](ctx, m.h.Eng, meta, command.SubmitJob{Target: command.Target(g.TargetKind), ThreadID: g.ThreadID, TaskKind: "gateway.message",
-		Summary: "dialog message " + key, DedupeKey: key, Policy: pol, Timeout: m.h.Config.JobTimeout.Duration})
+	j, _, err := m.h.Submitted(engine.Exec[string](ctx, m.h.Eng, meta, command.SubmitJob{Target: command.Target(g.TargetKind), ThreadID: g.ThreadID, TaskKind: "gateway.message",
+		Summary: "dialog message " + key, DedupeKey: key, Policy: pol, Timeout: m.h.Config.JobTimeout.Duration}))
 	if err != nil {
 		return "", err
 	}
-	id := val
-	if res.Replayed && len(res.Events) > 0 {
-		id = res.Events[0].Stream.ID
-	}
-	j, err := m.h.Job(id)
-	if err != nil {
-		return "", err
-	}
+	id := j.JobID
 	if j.State != fsm.JobRunning {
 		return id, nil // completed before: a re-route
 	}

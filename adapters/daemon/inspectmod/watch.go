@@ -20,15 +20,19 @@ const maxWatchItems = 100
 // subscription (never polling the log), until the log head passes
 // a.After or a.WaitMS runs out, then answers the live view.
 func (m *Module) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView, error) {
-	if m.h.Eng.Head() <= a.After && a.WaitMS > 0 {
+	if a.WaitMS > 0 {
+		// Subscribed before the head is read: a commit in between
+		// still wakes the wait.
 		sub := m.h.Eng.Subscribe()
-		t := time.NewTimer(time.Duration(min(a.WaitMS, 60_000)) * time.Millisecond)
-		select {
-		case <-sub.C():
-		case <-t.C:
-		case <-ctx.Done():
+		if m.h.Eng.Head() <= a.After {
+			t := time.NewTimer(time.Duration(min(a.WaitMS, 60_000)) * time.Millisecond)
+			select {
+			case <-sub.C():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
 		}
-		t.Stop()
 		sub.Close()
 	}
 	v := api.WatchView{Heads: []api.WatchHead{}, InFlight: []api.WatchAttempt{}, Parked: []api.WatchHead{}, Tasks: []api.WatchTask{}}
