@@ -60,9 +60,12 @@ func (e *Engine) ReadStreamUntil(sid events.StreamID, until uint64, fn func(even
 }
 
 // SeqAt returns the seq of the last event recorded at or before t, or 0
-// when the log holds none that early. Records are in time order (the
-// writer stamps them from one clock, in commit order), so it bisects the
-// log: O(log n) lookups.
+// when the log holds none that early. It bisects the log (O(log n)
+// lookups), which is exact only where records are in time order: they
+// nearly are, but an event is stamped with its command's decision time
+// (the sweep's, taken when it began) and the system clock can step back,
+// so around such a place the answer may be a few events off
+// (spec/engine.md, "Reading the past"). A seq is exact.
 func (e *Engine) SeqAt(t time.Time) (uint64, error) {
 	var at uint64
 	err := e.guard(func() error {

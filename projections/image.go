@@ -69,7 +69,7 @@ func ImageOf(states []aggregate.State, commands map[string]engine.CommandRange, 
 	}
 	for id, r := range commands {
 		v := make([]byte, 0, 16)
-		v = appendU64(appendU64(v, r.First), r.Last)
+		v = binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(v, r.First), r.Last)
 		img[string(bucketCommands)][id] = v
 	}
 	sm := img[string(bucketStreams)]
@@ -79,17 +79,13 @@ func ImageOf(states []aggregate.State, commands map[string]engine.CommandRange, 
 		}
 	}
 	for name, n := range total {
-		img[string(bucketMeta)][string(countKey(name))] = appendU64(nil, n)
+		img[string(bucketMeta)][string(countKey(name))] = binary.BigEndian.AppendUint64(nil, n)
 	}
 	if checkpoint > 0 {
-		img[string(bucketMeta)][string(keyCheckpoint)] = appendU64(nil, checkpoint)
+		img[string(bucketMeta)][string(keyCheckpoint)] = binary.BigEndian.AppendUint64(nil, checkpoint)
 	}
-	img[string(bucketMeta)][string(keyVersion)] = appendU64(nil, Version)
+	img[string(bucketMeta)][string(keyVersion)] = binary.BigEndian.AppendUint64(nil, Version)
 	return img, nil
-}
-
-func appendU64(b []byte, v uint64) []byte {
-	return append(b, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32), byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }
 
 // ReadImage copies the projection buckets out of tx.
@@ -103,7 +99,7 @@ func ReadImage(tx *bolt.Tx) (engine.Image, error) {
 			continue
 		}
 		if bytes.Equal(name, bucketMeta) && b.Sequence() != 0 {
-			m[string(keyCheckpoint)] = appendU64(nil, b.Sequence())
+			m[string(keyCheckpoint)] = binary.BigEndian.AppendUint64(nil, b.Sequence())
 		}
 		if err := b.ForEach(func(k, v []byte) error {
 			if len(v) == 0 {

@@ -22,6 +22,8 @@ type State interface {
 	Head() Head
 	// stamp is the part of the header the fold writes besides the state.
 	stamp() *record
+	// setHead sets the id and the state, named as the machines name it.
+	setHead(id, state string)
 	// mutate folds a payload already validated by the machine into the
 	// state's fields.
 	mutate(e *events.Envelope, p events.Payload)
@@ -59,43 +61,8 @@ func (h *Header[S]) Head() Head { return Head{ID: h.ID, State: string(h.State), 
 
 func (h *Header[S]) stamp() *record { return &h.record }
 
-// setHead sets the id and the state of an aggregate of any kind.
-func setHead(s State, id, status string) {
-	switch s := s.(type) {
-	case *Job:
-		s.ID, s.State = id, fsm.JobState(status)
-	case *Batch:
-		s.ID, s.State = id, fsm.BatchState(status)
-	case *Attempt:
-		s.ID, s.State = id, fsm.AttemptState(status)
-	case *Artifact:
-		s.ID, s.State = id, fsm.ArtifactState(status)
-	case *Binding:
-		s.ID, s.State = id, fsm.BindingState(status)
-	case *Installation:
-		s.ID, s.State = id, fsm.InstallationState(status)
-	case *Session:
-		s.ID, s.State = id, fsm.SessionState(status)
-	case *CtxSession:
-		s.ID, s.State = id, fsm.CtxSessionState(status)
-	case *Cursor:
-		s.ID, s.State = id, fsm.CursorState(status)
-	case *CtxTree:
-		s.ID, s.State = id, fsm.CtxTreeState(status)
-	case *AppServer:
-		s.ID, s.State = id, fsm.AppServerState(status)
-	case *Task:
-		s.ID, s.State = id, fsm.TaskState(status)
-	case *GatewayRoute:
-		s.ID, s.State = id, fsm.GatewayRouteState(status)
-	case *GatewayStream:
-		s.ID, s.State = id, fsm.GatewayStreamState(status)
-	case *MCPThread:
-		s.ID, s.State = id, fsm.MCPState(status)
-	default:
-		panic(fmt.Sprintf("aggregate: setHead of unknown state %T", s))
-	}
-}
+// setHead implements State.
+func (h *Header[S]) setHead(id, state string) { h.ID, h.State = id, S(state) }
 
 // Deadline is a moment at which the sweep must look at an aggregate.
 type Deadline struct {
@@ -163,7 +130,7 @@ func New(k events.Kind, id string) (State, error) {
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
-	setHead(s, id, fsm.None)
+	s.setHead(id, fsm.None)
 	return s, nil
 }
 
@@ -189,7 +156,7 @@ func Apply(ms *fsm.Machines, s State, e *events.Envelope, p events.Payload) (Sta
 		h.CreatedAt, h.FirstSeq = e.RecordedAt, e.Seq
 	}
 	s.mutate(e, p)
-	setHead(s, hd.ID, to)
+	s.setHead(hd.ID, to)
 	h.Version = e.Version
 	h.LastSeq = e.Seq
 	h.UpdatedAt = e.RecordedAt

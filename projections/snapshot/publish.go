@@ -96,12 +96,20 @@ type published struct {
 	version  uint64    // content.Version
 }
 
+// PublishOutcome is what a publication did.
+type PublishOutcome string
+
+// The outcomes of Publish.
+const (
+	Published   PublishOutcome = "published" // a new revision
+	Confirmed   PublishOutcome = "confirmed" // the manifest rewritten with a new published_at
+	Unchanged   PublishOutcome = "unchanged" // nothing written
+	NothingToDo PublishOutcome = "none"      // no installation or bridge yet
+)
+
 // Publication is the outcome of Publish.
 type Publication struct {
-	// Outcome is "published" (a new revision), "confirmed" (the manifest
-	// rewritten with a new published_at), "unchanged" (nothing written)
-	// or "none" (nothing to publish: no installation or bridge yet).
-	Outcome      string
+	Outcome      PublishOutcome
 	Manifest     inbox.Manifest
 	ManifestPath string
 }
@@ -224,7 +232,7 @@ func (p *Publisher) Publish(c Content, head uint64, now time.Time, confirm bool)
 	*cur = published{manifest: m, hash: hash, head: head, valid: c.ValidUntil, version: c.Version}
 	p.maxRev = rev
 	p.prune(now)
-	return p.result("published"), nil
+	return p.result(Published), nil
 }
 
 // same keeps the revision in force for content c equal to its own:
@@ -234,7 +242,7 @@ func (p *Publisher) same(c Content, head uint64, now time.Time, confirm bool, ha
 	cur := &p.cur
 	cur.head, cur.valid, cur.version, cur.hash = head, c.ValidUntil, c.Version, hash
 	if !confirm && now.Before(cur.manifest.PublishedAt.Add(p.Interval)) {
-		return p.result("unchanged"), nil
+		return p.result(Unchanged), nil
 	}
 	m := cur.manifest
 	m.PublishedAt, m.FreshUntil, m.LogSeq = now, now.Add(p.MaxAge), head
@@ -242,7 +250,7 @@ func (p *Publisher) same(c Content, head uint64, now time.Time, confirm bool, ha
 		return Publication{}, err
 	}
 	cur.manifest = m
-	return p.result("confirmed"), nil
+	return p.result(Confirmed), nil
 }
 
 func nonNil[T any](s []T) []T {
@@ -252,7 +260,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-func (p *Publisher) result(outcome string) Publication {
+func (p *Publisher) result(outcome PublishOutcome) Publication {
 	return Publication{Outcome: outcome, Manifest: p.cur.manifest, ManifestPath: p.Files.Path(inbox.ManifestName)}
 }
 

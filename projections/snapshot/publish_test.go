@@ -116,14 +116,14 @@ func TestPublisher_RevisionsAndPruning(t *testing.T) {
 		}
 		return res
 	}
-	if r := pub(c, false); r.Outcome != "published" || r.Manifest.SnapshotRevision != 1 || len(c.Ready) != 2 {
+	if r := pub(c, false); r.Outcome != snapshot.Published || r.Manifest.SnapshotRevision != 1 || len(c.Ready) != 2 {
 		t.Fatalf("first: %+v (%d ready)", r, len(c.Ready))
 	}
-	if r := pub(c, false); r.Outcome != "unchanged" || r.Manifest.SnapshotRevision != 1 {
+	if r := pub(c, false); r.Outcome != snapshot.Unchanged || r.Manifest.SnapshotRevision != 1 {
 		t.Fatalf("same content: %+v", r)
 	}
 	now = now.Add(10 * time.Second)
-	if r := pub(c, true); r.Outcome != "confirmed" || r.Manifest.SnapshotRevision != 1 || !r.Manifest.PublishedAt.Equal(now) ||
+	if r := pub(c, true); r.Outcome != snapshot.Confirmed || r.Manifest.SnapshotRevision != 1 || !r.Manifest.PublishedAt.Equal(now) ||
 		!r.Manifest.CreatedAt.Equal(t0) || !r.Manifest.FreshUntil.Equal(now.Add(2*time.Minute)) {
 		t.Fatalf("confirmed: %+v", r)
 	}
@@ -132,7 +132,7 @@ func TestPublisher_RevisionsAndPruning(t *testing.T) {
 	}
 	w.exec(desktopcmd.UnbindBinding{ThreadID: thread(0)})
 	c2 := w.build()
-	if r := pub(c2, false); r.Outcome != "published" || r.Manifest.SnapshotRevision != 2 || len(c2.Ready) != 1 {
+	if r := pub(c2, false); r.Outcome != snapshot.Published || r.Manifest.SnapshotRevision != 2 || len(c2.Ready) != 1 {
 		t.Fatalf("new content: %+v", r)
 	}
 	rev1 := filepath.Join(dir, "snapshots", "1")
@@ -146,7 +146,7 @@ func TestPublisher_RevisionsAndPruning(t *testing.T) {
 	}
 	p = newPublisher(dir)
 	now = now.Add(2 * time.Minute)
-	if r := pub(c, false); r.Outcome != "published" || r.Manifest.SnapshotRevision != 8 {
+	if r := pub(c, false); r.Outcome != snapshot.Published || r.Manifest.SnapshotRevision != 8 {
 		t.Fatalf("after a restart: %+v", r)
 	}
 	if _, err := os.Stat(rev1); err != nil {
@@ -225,7 +225,7 @@ func BenchmarkPublish_NewRevision(b *testing.B) {
 	for range b.N {
 		c := w.build()
 		snapshot.ForgetContent(p) // as if the content had changed
-		if r, err := p.Publish(c, w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != "published" || len(c.Ready) != 1000 {
+		if r, err := p.Publish(c, w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != snapshot.Published || len(c.Ready) != 1000 {
 			b.Fatalf("%+v %v (%d ready)", r, err, len(c.Ready))
 		}
 	}
@@ -242,7 +242,7 @@ func BenchmarkPublish_SameContent(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		w.exec(command.SubmitJob{Target: "debug", ThreadID: "elsewhere", TaskKind: "ci", Summary: "s"})
-		if r, err := p.Publish(mustBuild(w, bl), w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != "unchanged" {
+		if r, err := p.Publish(mustBuild(w, bl), w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != snapshot.Unchanged {
 			b.Fatalf("%+v %v", r, err)
 		}
 	}
@@ -259,7 +259,7 @@ func BenchmarkPublish_OneChange(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		w.exec(command.SkipHead{ThreadID: thread(i % 1000)})
-		if r, err := p.Publish(mustBuild(w, bl), w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != "published" {
+		if r, err := p.Publish(mustBuild(w, bl), w.e.Head(), w.clock.Now(), false); err != nil || r.Outcome != snapshot.Published {
 			b.Fatalf("%+v %v", r, err)
 		}
 	}

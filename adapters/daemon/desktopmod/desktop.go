@@ -154,7 +154,7 @@ func (m *Module) publishDesktop(ctx context.Context, confirm bool) (snapshot.Pub
 		c, ok, err = m.buildDesktop(now)
 	}
 	if err == nil && !ok {
-		return snapshot.Publication{Outcome: "none"}, nil
+		return snapshot.Publication{Outcome: snapshot.NothingToDo}, nil
 	}
 	var p snapshot.Publication
 	if err == nil {
@@ -164,7 +164,7 @@ func (m *Module) publishDesktop(ctx context.Context, confirm bool) (snapshot.Pub
 		m.h.Log.Error("publish the Desktop snapshot", "err", err)
 		return p, err
 	}
-	if p.Outcome == "published" {
+	if p.Outcome == snapshot.Published {
 		m.h.Log.Info("desktop snapshot published", "revision", p.Manifest.SnapshotRevision, "bridge", c.Bridge,
 			"ready", len(c.Ready), "arm_pending", len(c.ArmPending), "pause_due", len(c.PauseDue), "log_seq", head)
 	}
@@ -407,7 +407,7 @@ func (m *Module) preflight(ctx context.Context, a api.PreflightArgs) (api.Prefli
 	if err != nil {
 		return api.PreflightReply{}, err
 	}
-	rep := api.PreflightReply{Source: "daemon", Outcome: p.Outcome, BridgeThreadID: a.BridgeThreadID,
+	rep := api.PreflightReply{Source: "daemon", Outcome: string(p.Outcome), BridgeThreadID: a.BridgeThreadID,
 		SnapshotManifestPath: p.ManifestPath, SnapshotRevision: p.Manifest.SnapshotRevision,
 		PublishedAt: p.Manifest.PublishedAt, FreshUntil: p.Manifest.FreshUntil}
 	err = m.h.Eng.Read(func(s engine.Snapshot) error {
