@@ -119,7 +119,11 @@ func (e *Engine) ReadAsOf(until uint64, fn func(r *AsOf) error) error {
 	}
 	return e.guard(func() error {
 		return e.db.View(func(tx *bolt.Tx) error {
-			return fn(&AsOf{e: e, log: tx.Bucket(bucketLog), cur: e.proj.In(tx), until: until, states: map[events.StreamID]aggregate.State{}})
+			r := &AsOf{e: e, log: tx.Bucket(bucketLog), cur: e.proj.In(tx), until: until, states: map[events.StreamID]aggregate.State{}}
+			if err := fn(r); err != nil {
+				return err
+			}
+			return r.err
 		})
 	})
 }
@@ -136,6 +140,10 @@ type AsOf struct {
 	cur    ProjectionTx
 	until  uint64
 	states map[events.StreamID]aggregate.State
+	// err is the first fold that failed inside Lookup or Scan, which
+	// answer no error: ReadAsOf returns it, so an aggregate that cannot
+	// be folded is an error and not a silent absence.
+	err error
 	// Events counts the events folded, for the benchmark.
 	Events int
 }
@@ -226,6 +234,9 @@ func (r *AsOf) entries(idx string, match func(string) bool, refs []index.Ref) []
 		}
 		seen[sid] = true
 		s, err := r.State(ref.Kind, ref.ID)
+		if err != nil && r.err == nil {
+			r.err = err
+		}
 		ix, ok := s.(aggregate.Indexer)
 		if err != nil || s == nil || !ok {
 			continue
