@@ -211,7 +211,10 @@ func TestCLIDelivery_Delivered(t *testing.T) {
 	if r.model.Count(second.Head.Marker) != 1 || r.model.Count("[mark:d2]") != 1 {
 		t.Fatalf("second delivery: %+v; the model saw it %d times", second, r.model.Count(second.Head.Marker))
 	}
-	tm.waitText("Ask Codex", codextest.Guard)
+	// The prompt is drawn while the session still resumes, and a ^C then
+	// interrupts the resume (exit 130): quit once the delivered turn is
+	// on the screen.
+	tm.waitText("[mark:d2]", codextest.Guard)
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("cbth cli run exited %d", code)
 	}
