@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,12 +187,30 @@ func (u *upgradeHome) daemonStatus() runningDaemon {
 	return st
 }
 
+// startBin starts u.bin with args. The binary was just written by this
+// process, and a child another parallel test forks in the meantime
+// holds the write descriptor until its own exec:
+// exec then fails with ETXTBSY for a moment, so it is tried again.
+func (u *upgradeHome) startBin(stdout, stderr io.Writer, args ...string) *exec.Cmd {
+	u.t.Helper()
+	for try := 0; ; try++ {
+		c := exec.Command(u.bin, args...)
+		c.Env = append(os.Environ(), u.env...)
+		c.Stdout, c.Stderr = stdout, stderr
+		err := c.Start()
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, syscall.ETXTBSY) || try == 50 {
+			u.t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (u *upgradeHome) runBin(args ...string) result {
-	c := exec.Command(u.bin, args...)
-	c.Env = append(os.Environ(), u.env...)
 	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
+	err := u.startBin(&out, &errb, args...).Wait()
 	var ee *exec.ExitError
 	code := 0
 	if errors.As(err, &ee) {
@@ -358,13 +377,8 @@ func TestUpgradeWaitsForARunningTask(t *testing.T) {
 	u.okBin(&old, "daemon", "status")
 
 	install(t, cbthBin, u.bin)
-	restart := exec.Command(u.bin, "--json", "daemon", "restart")
-	restart.Env = append(os.Environ(), u.env...)
 	var out, errb bytes.Buffer
-	restart.Stdout, restart.Stderr = &out, &errb
-	if err := restart.Start(); err != nil {
-		t.Fatal(err)
-	}
+	restart := u.startBin(&out, &errb, "--json", "daemon", "restart")
 	waitFor(t, "the old daemon to be handing over", 30*time.Second, func() bool {
 		var st struct {
 			Handing bool `json:"handing_over"`
