@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/internal/execfile"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
@@ -503,7 +504,7 @@ func TestDesktopSim_WritebackLoop(t *testing.T) {
 			// nothing.
 			moved := filepath.Join(t.TempDir(), "elsewhere", "cbth")
 			os.MkdirAll(filepath.Dir(moved), 0o700)
-			if b, err := os.ReadFile(cbthBin); err != nil || os.WriteFile(moved, b, 0o700) != nil {
+			if b, err := os.ReadFile(cbthBin); err != nil || execfile.Put(moved, b, 0o700) != nil {
 				t.Fatalf("copy the binary: %v", err)
 			}
 			other := *s.sim

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/internal/execfile"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
@@ -369,7 +370,7 @@ func TestDesktop_FingerprintChangeUnvalidates(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(moved), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(cbthBin); err != nil || os.WriteFile(moved, b, 0o700) != nil {
+	if b, err := os.ReadFile(cbthBin); err != nil || execfile.Put(moved, b, 0o700) != nil {
 		t.Fatalf("copy the binary: %v", err)
 	}
 	other := func(out any, args ...string) {

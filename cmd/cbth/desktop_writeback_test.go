@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/internal/execfile"
 	"github.com/cbth-dev/cbth/internal/testkit/desktopsim"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
@@ -519,7 +520,7 @@ func TestDesktop_CrossingNeedsValidatedCapabilities(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(moved), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if b, err := os.ReadFile(cbthBin); err != nil || os.WriteFile(moved, b, 0o700) != nil {
+	if b, err := os.ReadFile(cbthBin); err != nil || execfile.Put(moved, b, 0o700) != nil {
 		t.Fatalf("copy the binary: %v", err)
 	}
 	head := h.head()

@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/internal/execfile"
 )
 
 // Upgrades through real binaries: an old cbth, built in the test from a
@@ -141,11 +141,7 @@ func install(t *testing.T, src, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := execfile.Put(path, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -187,25 +183,16 @@ func (u *upgradeHome) daemonStatus() runningDaemon {
 	return st
 }
 
-// startBin starts u.bin with args. The binary was just written by this
-// process, and a child another parallel test forks in the meantime
-// holds the write descriptor until its own exec:
-// exec then fails with ETXTBSY for a moment, so it is tried again.
+// startBin starts u.bin with args.
 func (u *upgradeHome) startBin(stdout, stderr io.Writer, args ...string) *exec.Cmd {
 	u.t.Helper()
-	for try := 0; ; try++ {
-		c := exec.Command(u.bin, args...)
-		c.Env = append(os.Environ(), u.env...)
-		c.Stdout, c.Stderr = stdout, stderr
-		err := c.Start()
-		if err == nil {
-			return c
-		}
-		if !errors.Is(err, syscall.ETXTBSY) || try == 50 {
-			u.t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	c := exec.Command(u.bin, args...)
+	c.Env = append(os.Environ(), u.env...)
+	c.Stdout, c.Stderr = stdout, stderr
+	if err := c.Start(); err != nil {
+		u.t.Fatal(err)
 	}
+	return c
 }
 
 func (u *upgradeHome) runBin(args ...string) result {

@@ -3,7 +3,9 @@
 package execfile
 
 import (
+	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/cbth-dev/cbth/internal/atomicfile"
 )
@@ -24,5 +26,17 @@ func Rewrite(path string) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, data, fi.Mode().Perm())
+	return Put(path, data, fi.Mode().Perm())
+}
+
+// Put writes an executable atomically with no process forked meanwhile:
+// a child forked while the file is open for writing holds that
+// descriptor until its own exec, and an exec of the new file fails with
+// ETXTBSY for as long. Holding syscall.ForkLock, which every fork of
+// this process takes, closes that window. A test that writes a binary
+// and runs it while parallel tests start processes needs this.
+func Put(path string, data []byte, perm fs.FileMode) error {
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
+	return atomicfile.Write(path, data, perm)
 }

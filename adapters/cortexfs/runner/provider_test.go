@@ -13,6 +13,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/internal/execfile"
 	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 	"github.com/cbth-dev/cbth/internal/testkit/proctest"
 )
@@ -26,7 +27,7 @@ func copyFile(t *testing.T, src, dst string) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
+	if err := execfile.Put(dst, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
