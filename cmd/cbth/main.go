@@ -129,30 +129,16 @@ func run(argv []string, stdout, stderr io.Writer) (code int) {
 // kong builds its model of every command reachable from the struct it is
 // given, by reflection, at every start: for the one command a run uses,
 // that is most of cbth's start-up. So when the command line names a
-// top-level command, the model holds the global flags and that command
-// alone; the whole tree is built only for the help, completion, and a
-// line that names no command (which kong then explains).
+// command, the model holds the global flags and that command's path
+// alone (oneCommand, narrowed); the whole tree is built only for the
+// help, completion, and a line that names no command (which kong then
+// explains).
 func runKong(argv []string, env *Env) (code int) {
-	stdout, stderr := env.Stdout, env.Stderr
+	stderr := env.Stderr
 	var cli CLI
 	var root struct{ Globals }
 	globals := &cli.Globals
-	opts := []kong.Option{
-		kong.Name("cbth"),
-		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitCode(code)) }),
-		cliVars(),
-		kong.ExplicitGroups(groups),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
-		kong.Bind(env),
-		// Only the CortexFS commands pay for deriving their environment,
-		// and only once --home and --json are known.
-		kong.BindToProvider(func() (*cortexcli.Env, error) {
-			c := cortexEnv(env)
-			return &c, nil
-		}),
-	}
+	opts := kongOptions(env)
 	model := any(&cli)
 	if cmd, ok := oneCommand(&cli, argv[1:], env.Getenv("COMP_LINE") != ""); ok {
 		model, globals = &root, &root.Globals
@@ -192,40 +178,37 @@ func runKong(argv []string, env *Env) (code int) {
 	return 0
 }
 
-// checkArgs refuses a command line with a word that is not valid UTF-8.
-// The parser would turn each stray byte into U+FFFD, as kong does, so
-// two different thread ids could become one; cbth takes text as given or
-// not at all.
 // oneCommand finds the top-level command args name, skipping the global
-// flags before it, and returns it as the only command of a smaller model:
-// a field of cli, so it is the very struct the full tree would parse
-// into. It declines for a completion request, a help request before any
-// command, and a line whose first word is no command.
+// flags before it, and returns it as the only command of a smaller model
+// (see narrowed). It declines for a completion request, a help request
+// before any command, and a line whose first word is no command.
 func oneCommand(cli *CLI, args []string, completing bool) (kong.Option, bool) {
 	if completing {
 		return nil, false
 	}
-	var word string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
 		case a == "--home":
 			i++
 			continue
+		case a == "-h" || a == "--help" || a == "--version":
+			return nil, false
 		case strings.HasPrefix(a, "-"):
-			if a == "-h" || a == "--help" || a == "--version" {
-				return nil, false
-			}
 			continue
 		}
-		word = a
-		break
+		f, ok := commandField(reflect.TypeOf(cli).Elem(), a)
+		if !ok {
+			return nil, false
+		}
+		model := reflect.New(narrowed(f.Type, args[i+1:])).Interface()
+		return kong.DynamicCommand(a, f.Tag.Get("help"), f.Tag.Get("group"), model), true
 	}
-	if word == "" {
-		return nil, false
-	}
-	v := reflect.ValueOf(cli).Elem()
-	t := v.Type()
+	return nil, false
+}
+
+// commandField is the command field of the struct t that word names.
+func commandField(t reflect.Type, word string) (reflect.StructField, bool) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if _, isCmd := f.Tag.Lookup("cmd"); !isCmd {
@@ -236,12 +219,72 @@ func oneCommand(cli *CLI, args []string, completing bool) (kong.Option, bool) {
 			name = strings.ToLower(f.Name)
 		}
 		if name == word {
-			return kong.DynamicCommand(name, f.Tag.Get("help"), f.Tag.Get("group"), v.Field(i).Addr().Interface()), true
+			return f, true
 		}
 	}
-	return nil, false
+	return reflect.StructField{}, false
 }
 
+// narrowed is the command group t cut down to the subcommand path the
+// words name: each group on the path keeps its own flags and the one
+// subcommand taken, so kong reflects over a handful of structs instead
+// of the group's every command. The leaf keeps its own type, with its
+// Run and Validate; it starts zero, as the field of the whole tree does.
+// A group is kept whole where the path stops (a flag or an unknown word
+// comes first, so kong's error lists the choices) and where cutting it
+// could change what kong sees: a group with methods (kong hooks), or
+// with an embedded or unexported field.
+func narrowed(t reflect.Type, words []string) reflect.Type {
+	if len(words) == 0 || strings.HasPrefix(words[0], "-") || t.Kind() != reflect.Struct || reflect.PointerTo(t).NumMethod() != 0 {
+		return t
+	}
+	sub, ok := commandField(t, words[0])
+	if !ok {
+		return t
+	}
+	var fields []reflect.StructField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if f.Anonymous || !f.IsExported() {
+			return t
+		}
+		if _, isCmd := f.Tag.Lookup("cmd"); isCmd {
+			if f.Name != sub.Name {
+				continue
+			}
+			f.Type = narrowed(f.Type, words[1:])
+		}
+		f.Index, f.Offset = nil, 0
+		fields = append(fields, f)
+	}
+	return reflect.StructOf(fields)
+}
+
+// kongOptions are the parser's options for a run with env: the same for
+// the whole tree and for the one command a line names.
+func kongOptions(env *Env) []kong.Option {
+	return []kong.Option{
+		kong.Name("cbth"),
+		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
+		kong.Writers(env.Stdout, env.Stderr),
+		kong.Exit(func(code int) { panic(exitCode(code)) }),
+		cliVars(),
+		kong.ExplicitGroups(groups),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
+		kong.Bind(env),
+		// Only the CortexFS commands pay for deriving their environment,
+		// and only once --home and --json are known.
+		kong.BindToProvider(func() (*cortexcli.Env, error) {
+			c := cortexEnv(env)
+			return &c, nil
+		}),
+	}
+}
+
+// checkArgs refuses a command line with a word that is not valid UTF-8.
+// The parser would turn each stray byte into U+FFFD, as kong does, so
+// two different thread ids could become one; cbth takes text as given or
+// not at all.
 func checkArgs(args []string) error {
 	for i, a := range args {
 		if !utf8.ValidString(a) {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/alecthomas/kong"
@@ -35,4 +38,84 @@ func TestEveryLeafRuns(t *testing.T) {
 	if leaves < 30 {
 		t.Fatalf("only %d leaf commands: the walk missed the tree", leaves)
 	}
+}
+
+// The model a command line gets (oneCommand, narrowed) is the whole
+// tree's, cut down: for every command path, `cbth PATH --help` prints
+// what the whole tree prints for it, and the words of a leaf's path
+// select a model that holds that leaf alone under each group.
+func TestNarrowedModelMatchesTheTree(t *testing.T) {
+	t.Parallel()
+	whole := func(args []string) string {
+		var out bytes.Buffer
+		env := &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
+		p, err := kong.New(&CLI{}, kongOptions(env)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer catchExit(new(int))
+			_, _ = p.Parse(args)
+		}()
+		return out.String()
+	}
+	p, err := kong.New(&CLI{}, cliVars())
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths, narrowedLeaves := 0, 0
+	var walk func(n *kong.Node, path []string)
+	walk = func(n *kong.Node, path []string) {
+		if len(path) > 0 {
+			paths++
+			args := append(slices.Clone(path), "--help")
+			var out bytes.Buffer
+			if code := run(append([]string{"cbth"}, args...), &out, &out); code != 0 {
+				t.Errorf("cbth %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
+			}
+			if want := whole(args); out.String() != want {
+				t.Errorf("cbth %s: the narrowed model's help differs from the tree's\n got: %s\nwant: %s", strings.Join(args, " "), out.String(), want)
+			}
+			if len(n.Children) == 0 && len(path) > 1 {
+				var cli CLI
+				opt, ok := oneCommand(&cli, path, false)
+				if !ok {
+					t.Fatalf("%s: no model for the path", strings.Join(path, " "))
+				}
+				np, err := kong.New(&struct{ Globals }{}, cliVars(), opt)
+				if err != nil {
+					t.Fatalf("%s: %v", strings.Join(path, " "), err)
+				}
+				if one := onlyChildren(np.Model.Node); one {
+					narrowedLeaves++
+				}
+			}
+		}
+		for _, c := range n.Children {
+			walk(c, append(slices.Clone(path), c.Name))
+		}
+	}
+	walk(p.Model.Node, nil)
+	if paths < 40 {
+		t.Fatalf("only %d command paths: the walk missed the tree", paths)
+	}
+	// Groups with kong hooks or embedded fields stay whole (narrowed
+	// says why); most nested leaves must get a model of their own path.
+	t.Logf("%d paths, %d narrowed leaves", paths, narrowedLeaves)
+	if narrowedLeaves < paths/2 {
+		t.Fatalf("%d of %d paths got a narrowed model: narrowing is not happening", narrowedLeaves, paths)
+	}
+}
+
+// onlyChildren reports whether every node under n has at most one child.
+func onlyChildren(n *kong.Node) bool {
+	if len(n.Children) > 1 {
+		return false
+	}
+	for _, c := range n.Children {
+		if !onlyChildren(c) {
+			return false
+		}
+	}
+	return true
 }
