@@ -68,6 +68,11 @@ type (
 	}
 	// Scheduled is called after each scheduling pass.
 	Scheduled interface{ Scheduled(ctx context.Context) }
+	// Swept is called after each overdue sweep (the start-up one
+	// included), once its side effects are under way and before
+	// JobWatcher hears of the jobs it timed out: what the sweep parked
+	// or closed is in the log.
+	Swept interface{ Swept(ctx context.Context) }
 	// JobWatcher is told of jobs that ended other than by their own
 	// report: cancelled (task.StopJobCancelled) or failed at their
 	// job_timeout (task.StopJobTimeout).
