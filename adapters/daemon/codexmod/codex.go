@@ -56,12 +56,7 @@ func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	h.RotateLog(appServerLog)
 	m.codex, m.codexErr = m.newCodex()
 	if !h.Replaced(string(command.TargetCodexCLI)) {
-		c := h.Config
-		m.target = clitarget.New(clitarget.Config{
-			AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
-			ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
-			TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: m.codexErr,
-		}, m.codex, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
+		m.target = clitarget.New(clitarget.ConfigOf(h.Config, m.codexErr), m.codex, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
 	}
 	return nil
 }
