@@ -458,7 +458,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 				d.opt.Log.Error("the log is damaged; exiting", "err", err)
 				return refuseLog(d.opt.Home, err)
 			}
-			d.keepSocket(ctx)
+			d.host.KeepSocket(ctx, d.opt.Home.Socket(), d.srv.Serve)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
 				if _, due := d.sweepDue(now); due {
