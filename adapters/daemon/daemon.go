@@ -472,7 +472,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			}
 			for _, m := range d.opt.Modules {
 				if t, ok := m.(Ticker); ok {
-					t.Tick(ctx, now)
+					t.Tick(ctx)
 				}
 			}
 			if d.idle(now) {
@@ -517,7 +517,7 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 		reasons = append(reasons, "park hooks running")
 	}
 	for _, m := range d.opt.Modules {
-		reasons = append(reasons, m.KeepAlive(now)...)
+		reasons = append(reasons, m.KeepAlive()...)
 	}
 	var tracked int
 	var latest time.Time

@@ -83,7 +83,7 @@ func (f *fakeModule) Start(_ context.Context, h *daemon.Host) error {
 func (f *fakeModule) Reconcile(context.Context) error { f.record("reconcile"); return nil }
 func (f *fakeModule) CatchUp(context.Context) error   { f.record("catch-up"); return nil }
 func (f *fakeModule) Stop(context.Context) error      { f.record("stop"); return nil }
-func (f *fakeModule) KeepAlive(time.Time) []string {
+func (f *fakeModule) KeepAlive() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.busy {
@@ -91,7 +91,7 @@ func (f *fakeModule) KeepAlive(time.Time) []string {
 	}
 	return nil
 }
-func (f *fakeModule) Tick(context.Context, time.Time) {
+func (f *fakeModule) Tick(context.Context) {
 	select {
 	case f.ticked <- struct{}{}:
 	default:

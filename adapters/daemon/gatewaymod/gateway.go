@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/gateway"
@@ -53,14 +52,14 @@ func (m *Module) CatchUp(ctx context.Context) error { return m.serveGateway(ctx)
 
 // Tick listens again when the gateway socket was removed: channel
 // clients find the gateway by its path only.
-func (m *Module) Tick(ctx context.Context, _ time.Time) {
+func (m *Module) Tick(ctx context.Context) {
 	if m.gw != nil {
 		m.h.KeepSocket(ctx, m.h.Home.GatewaySocket(), m.gw.Serve)
 	}
 }
 
 // KeepAlive: connected channel clients keep the daemon up.
-func (m *Module) KeepAlive(time.Time) []string {
+func (m *Module) KeepAlive() []string {
 	if m.gw != nil {
 		if n := m.gw.Conns(); n > 0 {
 			return []string{fmt.Sprintf("%d gateway clients", n)}
