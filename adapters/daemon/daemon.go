@@ -30,7 +30,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -278,11 +277,6 @@ func (d *Daemon) startup(ctx context.Context) error {
 			return err
 		}
 	}
-	// No foreground is attached to a daemon that has just started, and no
-	// app-server it runs is up yet, whatever the log says.
-	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, codex.RecoverSessions{}); err != nil {
-		return fmt.Errorf("recover sessions: %w", err)
-	}
 	if err := d.sweep(ctx, "startup"); err != nil {
 		return err
 	}
@@ -358,27 +352,13 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 			"closed", len(total.Closed), "parked", len(total.Parked), "collected", len(total.Collected), "timed_out", len(total.TimedOut))
 	}
 	d.kickParkHooks(ctx, now)
-	d.settleSessions(ctx)
+	for _, m := range d.opt.Modules {
+		if s, ok := m.(Swept); ok {
+			s.Swept(ctx)
+		}
+	}
 	d.jobsEnded(ctx, total.TimedOut, task.StopJobTimeout)
 	return nil
-}
-
-// settleSessions parks the managed sessions whose thread got a manual
-// batch and unparks those whose manual batches closed. It reads first,
-// so it costs the writer nothing when there is nothing to do.
-func (d *Daemon) settleSessions(ctx context.Context) {
-	var todo bool
-	_ = d.eng.Read(func(s engine.Snapshot) error {
-		var err error
-		todo, err = codex.SessionsUnsettled(s)
-		return err
-	})
-	if !todo {
-		return
-	}
-	if _, err := d.eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "settle-sessions"}, codex.SettleSessions{}); err != nil {
-		d.opt.Log.Error("settle sessions", "err", err)
-	}
 }
 
 // sweepDue reports whether a deadline fell due since the last sweep: one
@@ -478,7 +458,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 				d.opt.Log.Error("the log is damaged; exiting", "err", err)
 				return refuseLog(d.opt.Home, err)
 			}
-			d.keepSocket(ctx)
+			d.host.KeepSocket(ctx, d.opt.Home.Socket(), d.srv.Serve)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
 				if _, due := d.sweepDue(now); due {
@@ -492,7 +472,7 @@ func (d *Daemon) loop(ctx context.Context) error {
 			}
 			for _, m := range d.opt.Modules {
 				if t, ok := m.(Ticker); ok {
-					t.Tick(ctx, now)
+					t.Tick(ctx)
 				}
 			}
 			if d.idle(now) {
@@ -537,7 +517,7 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 		reasons = append(reasons, "park hooks running")
 	}
 	for _, m := range d.opt.Modules {
-		reasons = append(reasons, m.KeepAlive(now)...)
+		reasons = append(reasons, m.KeepAlive()...)
 	}
 	var tracked int
 	var latest time.Time

@@ -122,7 +122,6 @@ func earliest(a, b time.Time) time.Time {
 func (d *Daemon) schedule(ctx context.Context) {
 	d.sched.pass.Lock()
 	defer d.sched.pass.Unlock()
-	defer d.settleSessions(ctx)
 	defer func() {
 		for _, m := range d.opt.Modules {
 			if s, ok := m.(Scheduled); ok {

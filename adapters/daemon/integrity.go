@@ -8,8 +8,8 @@ import (
 	"os"
 
 	"github.com/cbth-dev/cbth/adapters/home"
-	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
 // refuseLog adds the way out to an error that keeps the daemon from
@@ -24,28 +24,29 @@ func refuseLog(h home.Home, err error) error {
 		err, h.DB(), h.Root)}
 }
 
-// keepSocket listens again when the socket file was removed under the
-// running daemon. Clients find the daemon by that path: without it every
-// command would start a daemon that cannot take the lock and wait for a
-// socket that never comes.
-func (d *Daemon) keepSocket(ctx context.Context) {
-	h := d.opt.Home
-	if _, err := os.Lstat(h.Socket()); !errors.Is(err, fs.ErrNotExist) {
+// KeepSocket listens on path again when its socket file was removed under
+// the running daemon, and serves the new listener with serve until ctx
+// ends. Clients find what serves there by that path alone: without the
+// daemon's own every command would start a daemon that cannot take the
+// lock and wait for a socket that never comes; without the gateway's,
+// channel clients lose the gateway.
+func (h *Host) KeepSocket(ctx context.Context, path string, serve func(context.Context, *sockfile.Listener) error) {
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	if err := h.Ensure(); err != nil {
-		d.opt.Log.Error("recreate the run directory", "err", err)
+	if err := h.Home.Ensure(); err != nil {
+		h.Log.Error("recreate the run directory", "err", err)
 		return
 	}
-	ln, err := ipc.Listen(h.Socket())
+	ln, err := sockfile.Listen(path)
 	if err != nil {
-		d.opt.Log.Error("listen again", "socket", h.Socket(), "err", err)
+		h.Log.Error("listen again", "socket", path, "err", err)
 		return
 	}
-	d.opt.Log.Warn("the socket was removed; listening again", "socket", h.Socket())
+	h.Log.Warn("the socket was removed; listening again", "socket", path)
 	go func() {
-		if err := d.srv.Serve(ctx, ln); err != nil {
-			d.opt.Log.Error("serve", "err", err)
+		if err := serve(ctx, ln); err != nil {
+			h.Log.Error("serve", "socket", path, "err", err)
 		}
 	}()
 }

@@ -40,7 +40,7 @@ type Module interface {
 	Reconcile(ctx context.Context) error
 	// KeepAlive names what of the module keeps the daemon from leaving
 	// on idle now (none: nothing).
-	KeepAlive(now time.Time) []string
+	KeepAlive() []string
 	// Status fills in the module's fields of daemon status.
 	Status(st *api.Status)
 	// Stop ends what the module runs. The host calls it once it stopped
@@ -64,10 +64,15 @@ type (
 	// Ticker is called at each tick of the daemon's loop, after the
 	// sweep and the scheduling it called for.
 	Ticker interface {
-		Tick(ctx context.Context, now time.Time)
+		Tick(ctx context.Context)
 	}
 	// Scheduled is called after each scheduling pass.
 	Scheduled interface{ Scheduled(ctx context.Context) }
+	// Swept is called after each overdue sweep (the start-up one
+	// included), once its side effects are under way and before
+	// JobWatcher hears of the jobs it timed out: what the sweep parked
+	// or closed is in the log.
+	Swept interface{ Swept(ctx context.Context) }
 	// JobWatcher is told of jobs that ended other than by their own
 	// report: cancelled (task.StopJobCancelled) or failed at their
 	// job_timeout (task.StopJobTimeout).
@@ -93,7 +98,7 @@ type (
 type Base struct{}
 
 func (Base) Reconcile(context.Context) error { return nil }
-func (Base) KeepAlive(time.Time) []string    { return nil }
+func (Base) KeepAlive() []string             { return nil }
 func (Base) Status(*api.Status)              {}
 func (Base) Stop(context.Context) error      { return nil }
 

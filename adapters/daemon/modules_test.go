@@ -83,7 +83,7 @@ func (f *fakeModule) Start(_ context.Context, h *daemon.Host) error {
 func (f *fakeModule) Reconcile(context.Context) error { f.record("reconcile"); return nil }
 func (f *fakeModule) CatchUp(context.Context) error   { f.record("catch-up"); return nil }
 func (f *fakeModule) Stop(context.Context) error      { f.record("stop"); return nil }
-func (f *fakeModule) KeepAlive(time.Time) []string {
+func (f *fakeModule) KeepAlive() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.busy {
@@ -91,13 +91,14 @@ func (f *fakeModule) KeepAlive(time.Time) []string {
 	}
 	return nil
 }
-func (f *fakeModule) Tick(context.Context, time.Time) {
+func (f *fakeModule) Tick(context.Context) {
 	select {
 	case f.ticked <- struct{}{}:
 	default:
 	}
 }
 func (f *fakeModule) Scheduled(context.Context) { f.record("scheduled") }
+func (f *fakeModule) Swept(context.Context)     { f.record("swept") }
 func (f *fakeModule) JobsEnded(_ context.Context, jobs []string, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -124,10 +125,11 @@ func (f *fakeModule) seen() []string {
 }
 
 // The host drives a module through daemon.Module and the capabilities it
-// has: its operations before the log opens, then Start, Reconcile and
-// CatchUp in that order before the first request is served; its
-// keep-alive reasons and status fields in daemon status; a tick of the
-// loop, a scheduling pass and a cancelled job reach it; a handover waits
+// has: its operations before the log opens, then Start, Reconcile, the
+// start-up sweep's Swept and CatchUp in that order before the first
+// request is served; its keep-alive reasons and status fields in daemon
+// status; a tick of the loop, a sweep, a scheduling pass and a cancelled
+// job reach it; a handover waits
 // for its work and gives it back when the wait runs out; Stop comes
 // last, once the daemon stops serving.
 func TestHostDrivesItsModules(t *testing.T) {
@@ -138,7 +140,7 @@ func TestHostDrivesItsModules(t *testing.T) {
 		}
 	})
 	r := startWith(t, filepath.Join(t.TempDir(), "home"), func(o *daemon.Options) { o.Modules = []daemon.Module{f} })
-	if c := f.seen(); len(c) < 4 || !slices.Equal(c[:4], []string{"ops", "start", "reconcile", "catch-up"}) {
+	if c := f.seen(); len(c) < 5 || !slices.Equal(c[:5], []string{"ops", "start", "reconcile", "swept", "catch-up"}) {
 		t.Fatalf("start-up calls %v", c)
 	}
 	if f.h == nil || f.h.Eng == nil {
@@ -160,9 +162,11 @@ func TestHostDrivesItsModules(t *testing.T) {
 		t.Fatal("no tick of the daemon's loop reached the module in 10 s")
 	}
 
+	before := len(f.seen())
 	call(r, api.DebugClock, api.AdvanceArgs{By: "1s"}) // a sweep, then a scheduling pass
-	if c := f.seen(); !slices.Contains(c, "scheduled") {
-		t.Fatalf("no scheduling pass reached the module: %v", c)
+	c := f.seen()[before:]
+	if i := slices.Index(c, "swept"); i < 0 || !slices.Contains(c[i:], "scheduled") {
+		t.Fatalf("the sweep and then the scheduling pass did not reach the module: %v", c)
 	}
 	j := call(r, api.JobSubmit, api.SubmitArgs{TargetKind: "debug", SourceThreadID: "T", TaskKind: "ci", TaskSummary: "work"})
 	call(r, api.JobCancel, api.JobArgs{JobID: j.JobID})

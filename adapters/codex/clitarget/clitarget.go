@@ -15,6 +15,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -36,6 +37,18 @@ type Config struct {
 	// Unavailable, when set, is why the Codex CLI cannot run at all (a
 	// configuration error): every head waits with it.
 	Unavailable error
+}
+
+// ConfigOf is the target's configuration from the home's: the [cli]
+// section and the inline payload limit of [delivery]. unavailable is
+// why Codex cannot run with it, if it cannot (Config.Unavailable). The
+// plugin target (plugintarget) runs on the same one.
+func ConfigOf(c home.Config, unavailable error) Config {
+	return Config{
+		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
+		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
+		TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: unavailable,
+	}
 }
 
 // Sessions is what the target needs of the sessions manager.

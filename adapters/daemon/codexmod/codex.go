@@ -6,6 +6,7 @@ package codexmod
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,8 +21,10 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -53,12 +56,7 @@ func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	h.RotateLog(appServerLog)
 	m.codex, m.codexErr = m.newCodex()
 	if !h.Replaced(string(command.TargetCodexCLI)) {
-		c := h.Config
-		m.target = clitarget.New(clitarget.Config{
-			AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
-			ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
-			TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: m.codexErr,
-		}, m.codex, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
+		m.target = clitarget.New(clitarget.ConfigOf(h.Config, m.codexErr), m.codex, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
 	}
 	return nil
 }
@@ -80,6 +78,42 @@ func (m *Module) Stop(ctx context.Context) error {
 		m.h.Log.Error("stop the codex app-server", "err", err)
 	}
 	return nil
+}
+
+// Reconcile records what a daemon that has just started knows of the
+// last one's Codex work, whatever the log says: no foreground is
+// attached and no app-server it runs is up yet.
+func (m *Module) Reconcile(ctx context.Context) error {
+	if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-sessions"}, codex.RecoverSessions{}); err != nil {
+		return fmt.Errorf("recover sessions: %w", err)
+	}
+	return nil
+}
+
+// Swept settles the managed sessions: the sweep may have parked or
+// closed a manual batch.
+func (m *Module) Swept(ctx context.Context) { m.settleSessions(ctx) }
+
+// Scheduled settles the managed sessions: a delivery may have parked a
+// batch.
+func (m *Module) Scheduled(ctx context.Context) { m.settleSessions(ctx) }
+
+// settleSessions parks the managed sessions whose thread got a manual
+// batch and unparks those whose manual batches closed. It reads first,
+// so it costs the writer nothing when there is nothing to do.
+func (m *Module) settleSessions(ctx context.Context) {
+	var todo bool
+	_ = m.h.Eng.Read(func(s engine.Snapshot) error {
+		var err error
+		todo, err = codex.SessionsUnsettled(s)
+		return err
+	})
+	if !todo {
+		return
+	}
+	if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "settle-sessions"}, codex.SettleSessions{}); err != nil {
+		m.h.Log.Error("settle sessions", "err", err)
+	}
 }
 
 // newCodex sets up the Codex CLI adapter. It starts nothing: the shared

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/agent"
 	cortexcli "github.com/cbth-dev/cbth/adapters/cortexfs/cli"
@@ -77,7 +76,7 @@ func (m *Module) CatchUp(ctx context.Context) error {
 }
 
 // KeepAlive: a session run on a socket keeps the daemon up.
-func (m *Module) KeepAlive(time.Time) []string {
+func (m *Module) KeepAlive() []string {
 	if n := m.sockets.Running(); n > 0 {
 		return []string{fmt.Sprintf("%d socket session runs", n)}
 	}

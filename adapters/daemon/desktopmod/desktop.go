@@ -94,7 +94,7 @@ func (m *Module) Scheduled(ctx context.Context) { m.publishDesktop(ctx, false) }
 
 // Tick publishes what changed (outside manual mode, where only requests
 // act) and scans the relay's rollouts when a scan is due.
-func (m *Module) Tick(ctx context.Context, _ time.Time) {
+func (m *Module) Tick(ctx context.Context) {
 	if !m.h.Manual {
 		m.publishDesktop(ctx, false)
 	}

@@ -6,12 +6,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/gateway"
@@ -53,11 +50,16 @@ func (m *Module) Ops(t api.Table) { m.gatewayOps(t) }
 // message ingests its text only once the orphan artifacts are gone.
 func (m *Module) CatchUp(ctx context.Context) error { return m.serveGateway(ctx) }
 
-// Tick listens again when the gateway socket was removed.
-func (m *Module) Tick(ctx context.Context, _ time.Time) { m.keepGatewaySocket(ctx) }
+// Tick listens again when the gateway socket was removed: channel
+// clients find the gateway by its path only.
+func (m *Module) Tick(ctx context.Context) {
+	if m.gw != nil {
+		m.h.KeepSocket(ctx, m.h.Home.GatewaySocket(), m.gw.Serve)
+	}
+}
 
 // KeepAlive: connected channel clients keep the daemon up.
-func (m *Module) KeepAlive(time.Time) []string {
+func (m *Module) KeepAlive() []string {
 	if m.gw != nil {
 		if n := m.gw.Conns(); n > 0 {
 			return []string{fmt.Sprintf("%d gateway clients", n)}
@@ -174,31 +176,4 @@ func (m *Module) gatewayOps(t api.Table) {
 		err = m.h.Eng.Read(func(s engine.Snapshot) error { p, err = query.GatewayRoutes(s); return err })
 		return p, err
 	})
-}
-
-// keepGatewaySocket does for run/gateway.sock what keepSocket does for
-// the daemon's own: channel clients find the gateway by that path only.
-func (m *Module) keepGatewaySocket(ctx context.Context) {
-	h := m.h.Home
-	if m.gw == nil {
-		return
-	}
-	if _, err := os.Lstat(h.GatewaySocket()); !errors.Is(err, fs.ErrNotExist) {
-		return
-	}
-	if err := h.Ensure(); err != nil {
-		m.h.Log.Error("recreate the run directory", "err", err)
-		return
-	}
-	ln, err := sockfile.Listen(h.GatewaySocket())
-	if err != nil {
-		m.h.Log.Error("listen again", "socket", h.GatewaySocket(), "err", err)
-		return
-	}
-	m.h.Log.Warn("the gateway socket was removed; listening again", "socket", h.GatewaySocket())
-	go func() {
-		if err := m.gw.Serve(ctx, ln); err != nil {
-			m.h.Log.Error("gateway", "err", err)
-		}
-	}()
 }

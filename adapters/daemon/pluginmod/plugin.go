@@ -67,11 +67,8 @@ func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	pool := plugintarget.NewPool(plugintarget.PoolConfig{CodexHome: codexHome, RunDir: filepath.Join(h.Home.RunDir(), "plugin"),
 		LogPath: filepath.Join(h.Home.LogDir(), appServerLog), Env: c.ChildEnv(os.LookupEnv), Version: h.Version,
 		Clock: h.Clock, Log: h.Log.With("component", "codex-plugin")})
-	m.plugin = plugintarget.New(clitarget.Config{
-		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
-		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
-		TrustedAll: c.CLI.TrustedAll, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: err,
-	}, pool, h.Eng, h.Clock.Now, h.Log.With("target", command.TargetCodexAppServer))
+	// plugintarget.New turns steer off whatever [cli] says.
+	m.plugin = plugintarget.New(clitarget.ConfigOf(c, err), pool, h.Eng, h.Clock.Now, h.Log.With("target", command.TargetCodexAppServer))
 	return nil
 }
 

@@ -101,7 +101,7 @@ func (m *Module) Ops(t api.Table) {
 }
 
 // KeepAlive: tasks running or waiting keep the daemon up.
-func (m *Module) KeepAlive(time.Time) []string {
+func (m *Module) KeepAlive() []string {
 	m.mu.Lock()
 	run, wait := len(m.running), len(m.queue)
 	m.mu.Unlock()
