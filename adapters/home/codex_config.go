@@ -1,6 +1,8 @@
 package home
 
 import (
+	"errors"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,6 +37,29 @@ func checkCodex(c *Config, getenv func(string) string) error {
 		c.CodexHome = filepath.Clean(p)
 	}
 	return nil
+}
+
+// LookCodex resolves a codex_binary (a name or an absolute path) to an
+// absolute path. A name is looked up on this process's PATH: in the
+// daemon, the PATH of the shell that started it, which may lack a Codex
+// the user's own shell has found since; the error says how to get past
+// that, since the daemon's PATH is not the one the user sees.
+func LookCodex(b string) (string, error) {
+	bin, err := exec.LookPath(b)
+	if err == nil {
+		bin, err = filepath.Abs(bin)
+	}
+	if err == nil {
+		return bin, nil
+	}
+	if errors.Is(err, exec.ErrNotFound) && !strings.ContainsRune(b, '/') {
+		// The PATH itself is left out: this message may be recorded in
+		// the log (a rejected plugin delivery's reason).
+		return "", errs.New(errs.ENOTCONF, "codex_binary %q is not on the daemon's PATH, which is the PATH of the shell that started the daemon: "+
+			"install Codex there (npm install -g @openai/codex), give its absolute path (codex_binary in config.toml, or --codex-binary), "+
+			"or run cbth daemon restart from a shell that finds %s", b, b)
+	}
+	return "", errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", b)
 }
 
 func expandHome(p string, getenv func(string) string) (string, error) {

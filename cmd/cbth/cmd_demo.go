@@ -155,7 +155,7 @@ func (c *DemoCmd) Run(env *Env) error {
 	say("8. The log holds %d events, each hash-chained to the one before:", len(evs.Events))
 	for _, e := range evs.Events {
 		rep.EventTypes[e.Type]++
-		say("   seq %-3d %-22s %-13s %s  hash %s…", e.Seq, e.Type, e.Actor, e.Stream, e.Hash.String()[:12])
+		say("   seq %-3d %-23s %-13s %s  hash %s…", e.Seq, e.Type, e.Actor, e.Stream, e.Hash.String()[:12])
 	}
 	vr, err := call(denv, api.EventsVerify, api.Empty{})
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
@@ -90,14 +91,14 @@ func (c *TaskRunCmd) Run(env *Env) error {
 	}
 	a.Path = name
 	if a.TaskSummary == "" {
-		a.TaskSummary = strings.Join(c.Command, " ")
+		a.TaskSummary = aggregate.CommandLine(c.Command)
 	}
 	v, err := call(env, api.TaskRun, a)
 	if err != nil {
 		return err
 	}
 	return env.emit(v, func(w io.Writer) {
-		fmt.Fprintf(w, "task %s (job %s) %s: %s\n", v.TaskID, v.JobID, v.State, strings.Join(v.Argv, " "))
+		fmt.Fprintf(w, "task %s (job %s) %s: %s\n", v.TaskID, v.JobID, v.State, aggregate.CommandLine(v.Argv))
 		fmt.Fprintf(env.Stderr, "follow it with: cbth task logs -f %s\n", v.TaskID)
 	})
 }

@@ -425,4 +425,14 @@ func TestCLIRun_ExitStatusAndMissingCodex(t *testing.T) {
 	if r.code != 69 || !strings.Contains(r.stdout, `"ENOTCONF"`) {
 		t.Fatalf("a missing codex: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A name the daemon's PATH lacks: the daemon keeps the PATH it was
+	// started with, so the error says so and names the ways through.
+	unfound := newHome(t)
+	unfound.codexConfig("no-such-codex-cbth", filepath.Join(t.TempDir(), "codex-home"), "")
+	r = unfound.run("cli", "run", "--new-thread")
+	for _, want := range []string{"not on the daemon's PATH", "absolute path", "cbth daemon restart", "(ENOTCONF)"} {
+		if r.code != 69 || !strings.Contains(r.stderr, want) {
+			t.Errorf("codex_binary not on PATH: exit %d, want 69 and %q in\n%s", r.code, want, r.stderr)
+		}
+	}
 }

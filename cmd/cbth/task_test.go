@@ -397,6 +397,34 @@ func TestTaskRunRefusesBadInput(t *testing.T) {
 	}
 }
 
+// task run shows the command it submitted as task list does, quoted
+// where a shell would split it, and the job's default summary is that
+// same line: "sh -c echo tests passed" would read as a different command.
+func TestTaskRunShowsTheCommandAsTaskListDoes(t *testing.T) {
+	t.Parallel()
+	h := taskHome(t, "")
+	const want = `sh -c "echo tests passed"`
+	r := h.run("task", "run", "--target", "debug", "--thread-id", "T", "--", "sh", "-c", "echo tests passed")
+	if r.code != 0 || !strings.HasSuffix(r.stdout, ": "+want+"\n") {
+		t.Fatalf("task run: exit %d %q, want the line to end with %q\n%s", r.code, r.stdout, want, r.stderr)
+	}
+	var list []struct {
+		JobID   string `json:"job_id"`
+		Command string `json:"command"`
+	}
+	h.ok(&list, "task", "list")
+	if len(list) != 1 || list[0].Command != want {
+		t.Fatalf("task list = %+v, want the command %q", list, want)
+	}
+	var job struct {
+		Summary string `json:"task_summary"`
+	}
+	h.ok(&job, "job", "query", list[0].JobID)
+	if job.Summary != want {
+		t.Errorf("the job's default summary is %q, want %q", job.Summary, want)
+	}
+}
+
 // Once a failed task's output artifact is collected (after
 // min_artifact_ttl), task logs prints the tail the task's record kept.
 func TestTaskLogsAfterTheArtifactIsCollected(t *testing.T) {

@@ -76,9 +76,13 @@ func (t *Task) Indexes() []IndexEntry {
 
 // CommandLine renders the task's argv on one line for people, quoting
 // the words a shell would split or expand, cut to 200 bytes.
-func (t *Task) CommandLine() string {
+func (t *Task) CommandLine() string { return CommandLine(t.Argv) }
+
+// CommandLine renders argv as Task.CommandLine does, for a command line
+// shown before its task is recorded.
+func CommandLine(argv []string) string {
 	var b strings.Builder
-	for i, a := range t.Argv {
+	for i, a := range argv {
 		if i > 0 {
 			b.WriteByte(' ')
 		}

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -120,12 +119,9 @@ func (p *Pool) OnLost(f func(instance string, leases []Lease)) {
 // start are returned with their code (ENOTCONF for an executable that
 // cannot be found).
 func (p *Pool) Ensure(ctx context.Context, l Lease) (Lease, error) {
-	bin, err := exec.LookPath(l.CodexBinary)
-	if err == nil {
-		bin, err = filepath.Abs(bin)
-	}
+	bin, err := home.LookCodex(l.CodexBinary)
 	if err != nil {
-		return Lease{}, errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", l.CodexBinary)
+		return Lease{}, err
 	}
 	if err := home.CheckUnshared("codex_binary", bin, true); err != nil {
 		return Lease{}, err

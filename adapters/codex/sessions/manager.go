@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -174,12 +173,9 @@ func (m *Manager) Ensure(ctx context.Context) (*instance, error) {
 // an app-server an earlier daemon of this home left running, and starts
 // the supervisor; the first instance is recorded before it returns.
 func (m *Manager) start(ctx context.Context) error {
-	bin, err := exec.LookPath(m.cfg.Codex)
+	bin, err := home.LookCodex(m.cfg.Codex)
 	if err != nil {
-		return errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", m.cfg.Codex)
-	}
-	if bin, err = filepath.Abs(bin); err != nil {
-		return errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", m.cfg.Codex)
+		return err
 	}
 	if err := home.CheckUnshared("codex_binary", bin, true); err != nil {
 		return err

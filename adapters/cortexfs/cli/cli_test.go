@@ -253,6 +253,10 @@ func TestInstall(t *testing.T) {
 		!strings.Contains(stderr.String(), "warning: cbth-providers not found next to "+src) {
 		t.Errorf("missing helper: %+v, stderr %q", res, stderr)
 	}
+	// ... and how to get it: built next to the running binary.
+	if build := "go build -o " + filepath.Join(filepath.Dir(src), "cbth-providers") + " ./cmd/cbth-providers"; !strings.Contains(stderr.String(), build) {
+		t.Errorf("the warning does not say how to build the helper (%q): %q", build, stderr)
+	}
 	if _, err := os.Stat(filepath.Join(prefix, "bin/cbth-providers")); err == nil {
 		t.Error("cbth-providers appeared from nowhere")
 	}

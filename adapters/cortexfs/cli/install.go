@@ -99,8 +99,9 @@ func (c *InstallCmd) Run(env *Env) error {
 		}
 		res.Providers = hdst
 	} else {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%s not found next to %s: not installed; network models (every driver but debug) will fail with ENOTCONF until it is at %s",
-			provider.HelperName, exe, filepath.Join(bin, provider.HelperName)))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s not found next to %s: not installed; network models (every driver but debug) will fail with ENOTCONF until it is at %s. "+
+			"To install it, build it next to %s (CGO_ENABLED=0 go build -o %s ./cmd/%s in cbth's source, or just build) and run install again",
+			provider.HelperName, exe, filepath.Join(bin, provider.HelperName), filepath.Base(exe), helper, provider.HelperName))
 	}
 	res.SDKHelpers = []string{}
 	for _, n := range slices.Sorted(maps.Keys(provider.SDKHelpers)) {
