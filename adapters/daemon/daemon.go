@@ -35,6 +35,7 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections"
 	"golang.org/x/sys/unix"
 )
@@ -502,16 +503,16 @@ func (d *Daemon) nextDue() (time.Time, bool) {
 // or deadlines already swept: the next start sweeps and delivers.
 func (d *Daemon) busy(now time.Time) (reasons []string) {
 	if n := d.activeJobs(); n > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d active jobs", n))
+		reasons = append(reasons, plural.Count(n, "active job", "active jobs"))
 	}
 	if n := d.srv.Attached(); n > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d integration clients", n))
+		reasons = append(reasons, plural.Count(n, "integration client", "integration clients"))
 	}
 	if n := d.inflight.Load(); n > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d requests in flight", n))
+		reasons = append(reasons, plural.Count(n, "request", "requests")+" in flight")
 	}
 	if n := d.sched.inFlight(); n > 0 {
-		reasons = append(reasons, fmt.Sprintf("%d deliveries in flight", n))
+		reasons = append(reasons, plural.Count(n, "delivery", "deliveries")+" in flight")
 	}
 	if d.parkHooksRunning() {
 		reasons = append(reasons, "park hooks running")
@@ -523,7 +524,7 @@ func (d *Daemon) busy(now time.Time) (reasons []string) {
 	var latest time.Time
 	_ = d.eng.Read(func(s engine.Snapshot) error { tracked, latest = query.Tracked(s, now); return nil })
 	if tracked > 0 {
-		reasons = append(reasons, fmt.Sprintf("observing %d accepted turns until %s", tracked, latest.Format(time.RFC3339)))
+		reasons = append(reasons, fmt.Sprintf("observing %s until %s", plural.Count(tracked, "accepted turn", "accepted turns"), latest.Format(time.RFC3339)))
 	}
 	horizon := now.Add(d.opt.Config.IdleTimeout.Duration)
 	if at, due := d.sweepDue(horizon); due {

@@ -8,6 +8,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // handover is daemon.handover: the modules refuse new work and let what
@@ -59,8 +60,8 @@ func (d *Daemon) handover(ctx context.Context, a api.HandoverArgs) (api.Handover
 			for _, dr := range drainers {
 				dr.Resume(ctx)
 			}
-			return api.HandoverReply{}, errs.New(errs.ETIMEDOUT, "after %s %d tasks still run and %d clients are attached (cbth cli run); the daemon goes on as before. Wait longer (--wait), stop the tasks (--stop-tasks: their jobs fail, none is run twice), or end the attached sessions",
-				time.Duration(a.WaitMS)*time.Millisecond, n, attached)
+			return api.HandoverReply{}, errs.New(errs.ETIMEDOUT, "after %s %s still running and %s attached (cbth cli run); the daemon goes on as before. Wait longer (--wait), stop the tasks (--stop-tasks: their jobs fail, none is run twice), or end the attached sessions",
+				time.Duration(a.WaitMS)*time.Millisecond, plural.Count(n, "task", "tasks"), plural.Count(attached, "client", "clients"))
 		case <-ctx.Done():
 			return api.HandoverReply{}, ctx.Err()
 		}

@@ -181,7 +181,7 @@ func TestHostDrivesItsModules(t *testing.T) {
 	f.left = 2
 	f.mu.Unlock()
 	_, err := api.DaemonHandover.Call(r.c, api.HandoverArgs{WaitMS: 50})
-	if errs.CodeOf(err) != errs.ETIMEDOUT || !strings.Contains(err.Error(), "2 tasks still run") {
+	if errs.CodeOf(err) != errs.ETIMEDOUT || !strings.Contains(err.Error(), "2 tasks still running") {
 		t.Fatalf("handover while the module has work left: %v", err)
 	}
 	f.mu.Lock()

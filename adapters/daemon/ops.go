@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // ops is the daemon's side of the operation table.
@@ -325,7 +326,7 @@ func (d *Daemon) wait(ctx context.Context, a api.WaitArgs) (query.WaitResult, er
 		select {
 		case <-sub.C():
 		case <-deadline:
-			return res, errs.New(errs.ETIMEDOUT, "timed out waiting for %d jobs", len(res.Jobs))
+			return res, errs.New(errs.ETIMEDOUT, "timed out waiting for %s", plural.Count(len(res.Jobs), "job", "jobs"))
 		case <-ctx.Done():
 			return res, ctx.Err()
 		}

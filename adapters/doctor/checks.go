@@ -29,6 +29,7 @@ import (
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections"
 )
 
@@ -108,15 +109,15 @@ func checkPermissions(ctx context.Context, e *Env) []Finding {
 	}
 	var out []Finding
 	if len(foreign) > 0 {
-		out = append(out, Finding{State: Fail, Detail: fmt.Sprintf("%d entries belong to another user: %s", len(foreign), list(foreign)),
+		out = append(out, Finding{State: Fail, Detail: fmt.Sprintf("%s belonging to another user: %s", plural.Count(len(foreign), "entry", "entries"), list(foreign)),
 			Fix: "chown -R $(id -u) " + quote(root) + " (as root), or remove them"})
 	}
 	if len(open) > 0 {
-		out = append(out, Finding{State: Fail, Detail: fmt.Sprintf("%d entries are open to group or others: %s", len(open), list(open)),
+		out = append(out, Finding{State: Fail, Detail: fmt.Sprintf("%s open to group or others: %s", plural.Count(len(open), "entry", "entries"), list(open)),
 			Fix: "chmod -R go-rwx " + quote(root)})
 	}
 	if out == nil {
-		out = one("", OK, fmt.Sprintf("%d entries, all yours and private", n-1), "")
+		out = one("", OK, plural.Count(n-1, "entry", "entries")+", all yours and private", "")
 	}
 	return out
 }
@@ -158,8 +159,8 @@ func checkDaemon(_ context.Context, e *Env) []Finding {
 		}
 		return one("", Fail, "the daemon does not answer its status: "+err.Error(), "cbth daemon restart")
 	}
-	detail := fmt.Sprintf("pid %d, cbth %s (protocol %d), up %s, log head seq %d, projections %d behind, %d tasks running",
-		st.PID, st.Version, st.Protocol, (time.Duration(st.UptimeSeconds) * time.Second).String(), st.LogHeadSeq, st.ProjectionLag, st.RunningTasks)
+	detail := fmt.Sprintf("pid %d, cbth %s (protocol %d), up %s, log head seq %d, projections %d behind, %s running",
+		st.PID, st.Version, st.Protocol, (time.Duration(st.UptimeSeconds) * time.Second).String(), st.LogHeadSeq, st.ProjectionLag, plural.Count(st.RunningTasks, "task", "tasks"))
 	if st.Protocol != e.Proto {
 		return one("", Fail, detail+"; this cbth speaks protocol "+fmt.Sprint(e.Proto), "cbth daemon restart")
 	}
@@ -196,10 +197,10 @@ func checkLog(ctx context.Context, e *Env) []Finding {
 	}
 	if !rep.OK() {
 		p := rep.Problems[0]
-		return one("", Fail, fmt.Sprintf("%d problems in %d events; the first: seq %d %s %s", len(rep.Problems), rep.Events, p.Seq, p.Code, p.Message),
+		return one("", Fail, fmt.Sprintf("%s in %s; the first: seq %d %s %s", plural.Count(len(rep.Problems), "problem", "problems"), plural.Count(rep.Events, "event", "events"), p.Seq, p.Code, p.Message),
 			"cbth events verify lists them all; spec/engine.md says what each means")
 	}
-	return one("", OK, fmt.Sprintf("%d events, head seq %d: hash chain, transitions and projections verify", rep.Events, rep.Head), "")
+	return one("", OK, fmt.Sprintf("%s, head seq %d: hash chain, transitions and projections verify", plural.Count(rep.Events, "event", "events"), rep.Head), "")
 }
 
 // checkRelay reports the Desktop transcript-relay scanners, asked of the
@@ -238,7 +239,7 @@ func checkRelay(_ context.Context, e *Env) []Finding {
 			Fix:    fmt.Sprintf("cbth desktop relay scanner bind --bridge-thread-id %s --rollout-path %s", quote(r.BridgeThreadID), fix)})
 	}
 	if reading > 0 {
-		out = append(out, Finding{State: OK, Detail: fmt.Sprintf("%d relay scanners reading", reading)})
+		out = append(out, Finding{State: OK, Detail: plural.Count(reading, "relay scanner", "relay scanners") + " reading"})
 	}
 	return out
 }
@@ -254,15 +255,15 @@ func checkRunner(ctx context.Context, e *Env) []Finding {
 		return one("", Fail, "cannot read the object tree "+e.CtxRoot+": "+err.Error(), "check "+quote(e.CtxRoot))
 	case len(bad) > 0:
 		paths := slices.Sorted(maps.Keys(bad))
-		return one("", Fail, fmt.Sprintf("%d of %d objects in %s name a runner in their #! line that is missing or not executable: %s",
-			sum(bad), objs, e.CtxRoot, strings.Join(paths, ", ")),
+		return one("", Fail, fmt.Sprintf("objects in %s whose #! line names a missing or non-executable runner: %d of %d; the runners: %s",
+			e.CtxRoot, sum(bad), objs, strings.Join(paths, ", ")),
 			install+"; or rewrite the objects' #! lines with cbth ctx init --runner PATH")
 	case objs == 0 && run == "":
 		return one("", Warn, "no "+runner.ProgramName+" beside cbth or on PATH, and no object tree yet", install)
 	case objs == 0:
 		return one("", OK, "runner "+run+"; no object tree yet (cbth ctx init creates it)", "")
 	}
-	return one("", OK, fmt.Sprintf("%d objects in %s, each naming an executable runner", objs, e.CtxRoot), "")
+	return one("", OK, fmt.Sprintf("%s in %s, each naming an executable runner", plural.Count(objs, "object", "objects"), e.CtxRoot), "")
 }
 
 // shebangs reads the #! line of every object file of a tree: how many
@@ -356,7 +357,7 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 	case len(models) == 0:
 		return one("", OK, provider.HelperName+" is not installed; only network models need it, and none is configured", "")
 	}
-	return one("", Fail, fmt.Sprintf("%d network models are configured but %v", len(models), err),
+	return one("", Fail, fmt.Sprintf("%s configured, but %v", plural.Count(len(models), "network model", "network models"), err),
 		"cbth install --prefix DIR puts it beside cbth; or go build -o \"$(dirname \"$(command -v cbth)\")/"+provider.HelperName+"\" ./cmd/"+provider.HelperName)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
@@ -128,14 +129,14 @@ func (t tools) claim(_ context.Context, c caller, args json.RawMessage) (string,
 func (t tools) listArmPending(_ context.Context, c caller, args json.RawMessage) (string, any, error) {
 	return t.read(c, args, func(s *inbox.Snapshot) (string, any, error) {
 		out, err := s.ArmPendingList()
-		return fmt.Sprintf("%d arms pending.", len(out.Entries)), out, err
+		return plural.Count(len(out.Entries), "arm", "arms") + " pending.", out, err
 	})
 }
 
 func (t tools) listPauseDue(_ context.Context, c caller, args json.RawMessage) (string, any, error) {
 	return t.read(c, args, func(s *inbox.Snapshot) (string, any, error) {
 		out, err := s.PauseDueList()
-		return fmt.Sprintf("%d caller heartbeats to pause.", len(out.Entries)), out, err
+		return plural.Count(len(out.Entries), "caller heartbeat", "caller heartbeats") + " to pause.", out, err
 	})
 }
 

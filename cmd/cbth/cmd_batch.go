@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // BatchCmd groups the operator's batch commands.
@@ -225,7 +226,7 @@ func (c *WaitCmd) Run(env *Env) error {
 
 func waitWhat(jobs []string, thread string) string {
 	if len(jobs) > 0 {
-		return fmt.Sprintf("%d jobs", len(jobs))
+		return plural.Count(len(jobs), "job", "jobs")
 	}
 	return "the jobs of thread " + thread
 }

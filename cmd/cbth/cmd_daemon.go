@@ -26,6 +26,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/internal/rotate"
 	"golang.org/x/sys/unix"
 )
@@ -188,7 +189,7 @@ func (c *DaemonStatusCmd) Run(env *Env) error {
 		fmt.Fprintf(w, "log head:        seq %d (projections at %d, lag %d)\n", st.LogHeadSeq, st.Checkpoint, st.ProjectionLag)
 		fmt.Fprintf(w, "active jobs:     %d\n", st.ActiveJobs)
 		fmt.Fprintf(w, "clients:         %d attached\n", st.AttachedClients)
-		fmt.Fprintf(w, "deliveries:      %d in flight, %d batches parked, %d closed undelivered\n", st.Deliveries, st.ParkedBatches, st.UndeliveredBatches)
+		fmt.Fprintf(w, "deliveries:      %d in flight, %s parked, %d closed undelivered\n", st.Deliveries, plural.Count(st.ParkedBatches, "batch", "batches"), st.UndeliveredBatches)
 		if len(st.BusyReasons) > 0 {
 			fmt.Fprintf(w, "kept alive by:   %s\n", strings.Join(st.BusyReasons, "; "))
 		}

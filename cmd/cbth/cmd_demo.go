@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // DemoCmd is `cbth demo`: the main job end to end in a private temporary
@@ -109,7 +110,7 @@ func (c *DemoCmd) Run(env *Env) error {
 	}
 	os.Remove(result)
 	say("4. Completed the ci job with a result file, then deleted that file: cbth holds its own copy,")
-	say("   artifact %s (%d bytes, sha256 %s…) at %s.", done.Artifact.ArtifactID, done.Artifact.SizeBytes, done.Artifact.SHA256[:12], done.Artifact.ManagedPath)
+	say("   artifact %s (%s, sha256 %s…) at %s.", done.Artifact.ArtifactID, plural.Count(done.Artifact.SizeBytes, "byte", "bytes"), done.Artifact.SHA256[:12], done.Artifact.ManagedPath)
 	if _, err := call(denv, api.JobComplete, api.CompleteArgs{JobID: review.JobID, ResultSummary: "approved with two comments"}); err != nil {
 		return err
 	}
@@ -152,7 +153,7 @@ func (c *DemoCmd) Run(env *Env) error {
 		return err
 	}
 	rep.Events = len(evs.Events)
-	say("8. The log holds %d events, each hash-chained to the one before:", len(evs.Events))
+	say("8. The log holds %s, each hash-chained to the one before:", plural.Count(len(evs.Events), "event", "events"))
 	for _, e := range evs.Events {
 		rep.EventTypes[e.Type]++
 		say("   seq %-3d %-23s %-13s %s  hash %s…", e.Seq, e.Type, e.Actor, e.Stream, e.Hash.String()[:12])

@@ -11,6 +11,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections/inbox"
 )
 
@@ -121,7 +122,7 @@ func (c *DesktopInstallationRepairCmd) Run(env *Env) error {
 	return env.emit(res, func(w io.Writer) {
 		printInstallation(w, res.Outcome, res.InstallationView)
 		if len(res.DegradedBindings) > 0 {
-			fmt.Fprintf(w, "%d bindings degraded (cbth desktop binding repair each)\n", len(res.DegradedBindings))
+			fmt.Fprintf(w, "%s degraded (cbth desktop binding repair each)\n", plural.Count(len(res.DegradedBindings), "binding", "bindings"))
 		}
 	})
 }

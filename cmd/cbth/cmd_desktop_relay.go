@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // DesktopRelayCmd groups the transcript relay's commands (spec/desktop.md,
@@ -85,7 +86,7 @@ func (c *DesktopRelayConsumeCmd) Run(env *Env) error {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) {
-		fmt.Fprintf(w, "%s: %s (%d envelopes)\n", res.Marker, res.Outcome, len(res.Results))
+		fmt.Fprintf(w, "%s: %s (%s)\n", res.Marker, res.Outcome, plural.Count(len(res.Results), "envelope", "envelopes"))
 		for _, r := range res.Results {
 			fmt.Fprintf(w, "  line %d %s: %s %s %s\n", r.Line, r.Kind, r.Outcome, r.Applied, r.Reason)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/doctor"
 	"github.com/cbth-dev/cbth/adapters/ipc"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // DoctorCmd is `cbth doctor`. It only looks: it starts no daemon and
@@ -39,7 +40,7 @@ func (DoctorCmd) Run(env *Env) error {
 	}
 	if n := rep.Failed(); n > 0 {
 		// The report is the output: no error object follows it.
-		fmt.Fprintf(env.Stderr, "cbth: doctor found %d problems\n", n)
+		fmt.Fprintf(env.Stderr, "cbth: doctor found %s\n", plural.Count(n, "problem", "problems"))
 		return exitStatus(1)
 	}
 	return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections"
 )
 
@@ -193,7 +194,7 @@ func (c *EventsVerifyCmd) Run(env *Env) error {
 		}
 	}
 	if err := env.emit(rep, func(w io.Writer) {
-		fmt.Fprintf(w, "%d events, head seq %d, head hash %s\n", rep.Events, rep.Head, rep.HeadHash)
+		fmt.Fprintf(w, "%s, head seq %d, head hash %s\n", plural.Count(rep.Events, "event", "events"), rep.Head, rep.HeadHash)
 		for _, p := range rep.Problems {
 			fmt.Fprintf(w, "  seq %d: %s: %s\n", p.Seq, p.Code, p.Message)
 		}
@@ -204,7 +205,7 @@ func (c *EventsVerifyCmd) Run(env *Env) error {
 		return err
 	}
 	if !rep.OK() {
-		return reported{errs.New(errs.ECORRUPT, "the log does not verify: %d problem(s) found", len(rep.Problems))}
+		return reported{errs.New(errs.ECORRUPT, "the log does not verify: %s found", plural.Count(len(rep.Problems), "problem", "problems"))}
 	}
 	return nil
 }
@@ -436,10 +437,10 @@ func fieldDeltas(a events.Envelope, okA bool, b events.Envelope, okB bool) []fie
 func printDiff(w io.Writer, res DiffResult) {
 	s := res.Aggregates
 	if res.Identical {
-		fmt.Fprintf(w, "identical: %d events, same hashes; %d aggregates the same\n", res.EventsA, s.Same)
+		fmt.Fprintf(w, "identical: %s, same hashes; %s the same\n", plural.Count(res.EventsA, "event", "events"), plural.Count(s.Same, "aggregate", "aggregates"))
 		return
 	}
-	fmt.Fprintf(w, "logs diverge at seq %d (A has %d events, B has %d)\n", res.FirstDivergent, res.EventsA, res.EventsB)
+	fmt.Fprintf(w, "logs diverge at seq %d (A has %s, B has %d)\n", res.FirstDivergent, plural.Count(res.EventsA, "event", "events"), res.EventsB)
 	if res.AtA != nil {
 		fmt.Fprintf(w, "  A: %s %s\n", res.AtA.Type, res.AtA.Stream)
 	} else {
@@ -520,7 +521,7 @@ func (c *EventsReplayCmd) Run(env *Env) error {
 		}
 	}
 	return env.emit(res, func(w io.Writer) {
-		fmt.Fprintf(w, "state after seq %d (%d events)\n", res.UntilSeq, res.Events)
+		fmt.Fprintf(w, "state after seq %d (%s)\n", res.UntilSeq, plural.Count(res.Events, "event", "events"))
 		kinds := make([]string, 0, len(res.Counts))
 		for k := range res.Counts {
 			kinds = append(kinds, string(k))

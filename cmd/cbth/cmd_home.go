@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections"
 )
 
@@ -93,7 +94,7 @@ func (c *HomeReinitCmd) Run(env *Env) error {
 	return env.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "%s moved to %s; a new home starts at %s\n", h.Root, aside, h.Root)
 		if c.Restore != "" {
-			fmt.Fprintf(w, "restored %d events from %s\n", res.Restored, c.Restore)
+			fmt.Fprintf(w, "restored %s from %s\n", plural.Count(res.Restored, "event", "events"), c.Restore)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // JobCmd groups the script protocol.
@@ -162,7 +163,7 @@ func transition[Req any](env *Env, op api.Op[Req, api.TransitionReply], args Req
 	return env.emit(res, func(w io.Writer) {
 		fmt.Fprintf(w, "job %s %s (%s)\n", res.JobID, res.State, res.Outcome)
 		if res.Artifact != nil {
-			fmt.Fprintf(w, "artifact %s: %d bytes, sha256 %s\n", res.Artifact.ArtifactID, res.Artifact.SizeBytes, res.Artifact.SHA256)
+			fmt.Fprintf(w, "artifact %s: %s, sha256 %s\n", res.Artifact.ArtifactID, plural.Count(res.Artifact.SizeBytes, "byte", "bytes"), res.Artifact.SHA256)
 		}
 	})
 }
@@ -209,7 +210,7 @@ func printJob(w io.Writer, v query.JobView) {
 		fmt.Fprintf(tw, "failed\t%s\n", v.FailReason)
 	}
 	if v.Artifact != nil {
-		fmt.Fprintf(tw, "artifact\t%s (%d bytes, %s)\n", v.Artifact.ArtifactID, v.Artifact.SizeBytes, v.Artifact.ContentType)
+		fmt.Fprintf(tw, "artifact\t%s (%s, %s)\n", v.Artifact.ArtifactID, plural.Count(v.Artifact.SizeBytes, "byte", "bytes"), v.Artifact.ContentType)
 		fmt.Fprintf(tw, "payload\t%s\n", v.Artifact.ManagedPath)
 	}
 	if b := v.Batch; b != nil {

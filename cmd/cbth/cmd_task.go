@@ -20,6 +20,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // TaskCmd groups the task runner: the daemon runs a command for a job
@@ -192,7 +193,7 @@ func printTask(w io.Writer, v query.TaskView) {
 			fmt.Fprintf(tw, "%s\t%s\n", l.k, l.v)
 		}
 	}
-	fmt.Fprintf(tw, "output\t%d bytes (%d spooled%s)\n", v.OutputBytes, v.SpoolBytes, map[bool]string{true: ", over the spool cap"}[v.SpoolTruncated])
+	fmt.Fprintf(tw, "output\t%s (%d spooled%s)\n", plural.Count(v.OutputBytes, "byte", "bytes"), v.SpoolBytes, map[bool]string{true: ", over the spool cap"}[v.SpoolTruncated])
 	if v.Artifact != nil {
 		fmt.Fprintf(tw, "artifact\t%s (%s)\n", v.Artifact.ArtifactID, v.Artifact.ManagedPath)
 	}
@@ -283,7 +284,7 @@ func (c *TaskLogsCmd) Run(env *Env) error {
 				// The output's artifact is gone (collected after its
 				// retention): the tail in the task's record is what is left.
 				if !env.JSON {
-					fmt.Fprintf(env.Stderr, "[cbth: the task's output artifact is gone; its last %d bytes follow]\n", len(v.OutputTail))
+					fmt.Fprintf(env.Stderr, "[cbth: the task's output artifact is gone; what follows is its last %s]\n", plural.Count(len(v.OutputTail), "byte", "bytes"))
 				}
 				if err := out([]byte(v.OutputTail), ""); err != nil {
 					return err
@@ -293,7 +294,7 @@ func (c *TaskLogsCmd) Run(env *Env) error {
 			// Past the spool cap only the tail was kept: print the part
 			// of it the spool does not hold.
 			if rest := tailBeyond(v, off); len(rest) > 0 {
-				note := fmt.Sprintf("\n[cbth: %d bytes of output over the spool cap were not kept; the last %d follow]\n", v.OutputBytes-off-int64(len(rest)), len(rest))
+				note := fmt.Sprintf("\n[cbth: output over the spool cap was not kept (%s); what follows is the last %s]\n", plural.Count(v.OutputBytes-off-int64(len(rest)), "byte", "bytes"), plural.Count(len(rest), "byte", "bytes"))
 				if !env.JSON {
 					fmt.Fprint(env.Stderr, note)
 				}

@@ -359,7 +359,7 @@ func TestCLIRun_KilledForegroundDetaches(t *testing.T) {
 		l := h.sessions()
 		return len(l) == 1 && l[0].State == "live"
 	})
-	if st := h.status(); !slices.Contains(st.Busy, "1 integration clients") {
+	if st := h.status(); !slices.Contains(st.Busy, "1 integration client") {
 		t.Fatalf("the daemon does not count cli run as attached: %v", st.Busy)
 	}
 	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)

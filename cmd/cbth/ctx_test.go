@@ -231,7 +231,7 @@ func TestModelServeThroughDaemon(t *testing.T) {
 	}
 	sock := filepath.Join(h.root, "ctx", "model", "local", "chat.sock")
 	serve, _ := h.serveModel("local/chat", sock)
-	if st := h.status(); !strings.Contains(strings.Join(st.Busy, ";"), "integration clients") {
+	if st := h.status(); !strings.Contains(strings.Join(st.Busy, ";"), "integration client") {
 		t.Fatalf("the foreground does not hold the daemon up: %v", st.Busy)
 	}
 	s := dialSock(t, sock)

@@ -163,7 +163,7 @@ func TestDoctorProvidersAndCredentials(t *testing.T) {
 	h.ctxInit()
 	h.ok(nil, "model", "add", "openai/gpt-4o", "--driver", "openai-chat", "--id", "gpt-4o")
 	rep, r := h.doctor()
-	if f := rep.get("providers"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Fix, "cbth-providers") {
+	if f := rep.get("providers"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Fix, "cbth-providers") || !strings.HasPrefix(f.Detail, "1 network model configured") {
 		t.Errorf("without the helper: exit %d, providers = %+v", r.code, f)
 	}
 	if f := rep.get("credentials"); f.State != "skip" {
@@ -197,8 +197,9 @@ func TestDoctorCodex(t *testing.T) {
 	os.MkdirAll(h.root, 0o700)
 	cfg := filepath.Join(h.root, "config.toml")
 	os.WriteFile(cfg, []byte("codex_binary = \"/nonexistent/codex\"\n"), 0o600)
-	if rep, r := h.doctor(); r.code != 1 || rep.get("codex").State != "fail" {
-		t.Errorf("a missing codex_binary: exit %d, %+v", r.code, rep.get("codex"))
+	// The one problem is counted in the singular.
+	if rep, r := h.doctor(); r.code != 1 || rep.get("codex").State != "fail" || !strings.Contains(r.stderr, "doctor found 1 problem\n") {
+		t.Errorf("a missing codex_binary: exit %d, %+v\n%s", r.code, rep.get("codex"), r.stderr)
 	}
 	fake := filepath.Join(t.TempDir(), "codex")
 	os.WriteFile(fake, []byte("#!/bin/sh\necho codex-cli 0.169.0\n"), 0o700)

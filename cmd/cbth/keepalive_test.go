@@ -269,7 +269,7 @@ func TestDelivery_HungThreadDoesNotDelayAnother(t *testing.T) {
 	if in.Head == nil || in.Head.State != "accept_pending" {
 		t.Fatalf("A's head: %+v, want its delivery still in flight", in.Head)
 	}
-	if st := h.status(); !hasReason(st.Busy, "1 deliveries in flight") {
+	if st := h.status(); !hasReason(st.Busy, "1 delivery in flight") {
 		t.Fatalf("busy reasons %v do not count the hung delivery", st.Busy)
 	}
 }
@@ -401,7 +401,7 @@ func TestKeepAlive_GatewayConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, "the gateway client named as a busy reason", 10*time.Second, func() bool { return hasReason(h.busy(), "1 gateway clients") })
+	waitFor(t, "the gateway client named as a busy reason", 10*time.Second, func() bool { return hasReason(h.busy(), "1 gateway client") })
 	// Past several idle timeouts, with only the connection open.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {

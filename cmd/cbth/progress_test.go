@@ -50,7 +50,7 @@ func TestProgress_OnATerminalOnly(t *testing.T) {
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	job := h.ready("T")
 	_, stderr := h.runTTYStderr("wait", "--job-id", job)
-	if !strings.Contains(stderr, "waiting for 1 jobs") {
+	if !strings.Contains(stderr, "waiting for 1 job") {
 		t.Errorf("wait on a terminal showed %q", stderr)
 	}
 	h.ok(nil, "daemon", "stop") // the audit commands then read the file

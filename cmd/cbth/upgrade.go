@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"golang.org/x/mod/semver"
 )
 
@@ -211,7 +212,7 @@ func (c *DaemonRestartCmd) Run(env *Env) error {
 		if old != nil {
 			fmt.Fprintf(w, "daemon %d (cbth %s, protocol %d) handed over", old.PID, old.Version, old.Protocol)
 			if old.TasksStopped > 0 {
-				fmt.Fprintf(w, " after stopping %d tasks", old.TasksStopped)
+				fmt.Fprintf(w, " after stopping %s", plural.Count(old.TasksStopped, "task", "tasks"))
 			}
 			fmt.Fprintln(w)
 		}

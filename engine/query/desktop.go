@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // InstallationView is the Desktop installation state as the commands
@@ -139,8 +140,8 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 		case r.SkippedRecords > 0:
 			// Reading on, but what it skipped may have held a line.
 			sv.State, sv.DegradedReason, sv.DegradedAt = ScannerDegraded, events.RelayScannerRecordTooLong, opt(r.SkippedAt)
-			sv.DegradedDetail = fmt.Sprintf("%d rollout records too long to read whole were skipped, the last at line %d (%d bytes): "+
-				"a relay line in them was not read; the scanner reads on", r.SkippedRecords, r.LastSkipped.Line, r.LastSkipped.Bytes)
+			sv.DegradedDetail = fmt.Sprintf("skipped %s too long to read whole, the last at line %d (%s): "+
+				"a relay line there was not read; the scanner reads on", plural.Count(r.SkippedRecords, "rollout record", "rollout records"), r.LastSkipped.Line, plural.Count(r.LastSkipped.Bytes, "byte", "bytes"))
 		}
 		v.RelayScanners = append(v.RelayScanners, sv)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // send carries out one delivery (Gate.Send of Prepare's answer): one
@@ -200,8 +201,8 @@ func carries(turn appserver.Turn, marker string) bool {
 // limit, named otherwise.
 func (t *Target) prompt(d command.Delivery) (string, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[%s] cbth: background job results for this conversation (batch %s, %d job(s)).\n\n%s\n",
-		d.Marker, d.BatchID, len(d.JobIDs), d.Summary)
+	fmt.Fprintf(&b, "[%s] cbth: background job results for this conversation (batch %s, %s).\n\n%s\n",
+		d.Marker, d.BatchID, plural.Count(len(d.JobIDs), "job", "jobs"), d.Summary)
 	if len(d.ArtifactIDs) == 0 {
 		return b.String(), nil
 	}
@@ -229,7 +230,7 @@ func (t *Target) prompt(d command.Delivery) (string, error) {
 		if a.SizeBytes <= t.cfg.InlineLimit {
 			data, err := artifact.ReadRegular(a.ManagedPath, "artifact "+id, t.cfg.InlineLimit)
 			if err == nil && utf8.Valid(data) {
-				fmt.Fprintf(&b, "\n--- result %s of job %s (%s, %d bytes) ---\n%s", id, a.SourceJobID, a.ContentType, a.SizeBytes, data)
+				fmt.Fprintf(&b, "\n--- result %s of job %s (%s, %s) ---\n%s", id, a.SourceJobID, a.ContentType, plural.Count(a.SizeBytes, "byte", "bytes"), data)
 				if len(data) > 0 && data[len(data)-1] != '\n' {
 					b.WriteByte('\n')
 				}
@@ -237,7 +238,7 @@ func (t *Target) prompt(d command.Delivery) (string, error) {
 				continue
 			}
 		}
-		fmt.Fprintf(&b, "\nResult %s of job %s (%s, %d bytes) is not pasted here; it is at %s\n", id, a.SourceJobID, a.ContentType, a.SizeBytes, a.ManagedPath)
+		fmt.Fprintf(&b, "\nResult %s of job %s (%s, %s) is not pasted here; it is at %s\n", id, a.SourceJobID, a.ContentType, plural.Count(a.SizeBytes, "byte", "bytes"), a.ManagedPath)
 	}
 	return b.String(), nil
 }

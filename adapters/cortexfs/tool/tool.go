@@ -21,6 +21,7 @@ import (
 
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // Built-in tool names.
@@ -276,7 +277,7 @@ func fsWrite(_ context.Context, env Env, args json.RawMessage) (string, error) {
 	if err := f.Close(); err != nil {
 		return "", fsErr(err, a.Path)
 	}
-	return fmt.Sprintf("wrote %d bytes to %s", len(*a.Content), p), nil
+	return fmt.Sprintf("wrote %s to %s", plural.Count(len(*a.Content), "byte", "bytes"), p), nil
 }
 
 func fsSearch(ctx context.Context, env Env, args json.RawMessage) (string, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections/ctxsession"
 )
 
@@ -78,7 +79,7 @@ func (m *Module) CatchUp(ctx context.Context) error {
 // KeepAlive: a session run on a socket keeps the daemon up.
 func (m *Module) KeepAlive() []string {
 	if n := m.sockets.Running(); n > 0 {
-		return []string{fmt.Sprintf("%d socket session runs", n)}
+		return []string{plural.Count(n, "socket session run", "socket session runs")}
 	}
 	return nil
 }

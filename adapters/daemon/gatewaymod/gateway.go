@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"os"
 	"strconv"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/internal/sockfile"
 )
 
@@ -62,7 +62,7 @@ func (m *Module) Tick(ctx context.Context) {
 func (m *Module) KeepAlive() []string {
 	if m.gw != nil {
 		if n := m.gw.Conns(); n > 0 {
-			return []string{fmt.Sprintf("%d gateway clients", n)}
+			return []string{plural.Count(n, "gateway client", "gateway clients")}
 		}
 	}
 	return nil

@@ -24,6 +24,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // Module is the task runner: the tasks waiting for a slot (with the
@@ -106,7 +107,7 @@ func (m *Module) KeepAlive() []string {
 	run, wait := len(m.running), len(m.queue)
 	m.mu.Unlock()
 	if run+wait > 0 {
-		return []string{fmt.Sprintf("%d tasks running, %d queued", run, wait)}
+		return []string{plural.Count(run, "task", "tasks") + fmt.Sprintf(" running, %d queued", wait)}
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/plural"
 )
 
 // How a task ended (task.exited's outcome; a lost task's is "lost").
@@ -366,7 +367,7 @@ func (c FinishTask) describe(t *aggregate.Task, outcome string) string {
 	var s string
 	switch outcome {
 	case TaskSucceeded:
-		s = fmt.Sprintf("%s exited 0 %s; %d bytes of output", cmd, took, c.Output.OutputBytes)
+		s = fmt.Sprintf("%s exited 0 %s; %s of output", cmd, took, plural.Count(c.Output.OutputBytes, "byte", "bytes"))
 	case TaskFailed:
 		if c.Exit.Signal != "" {
 			s = fmt.Sprintf("%s was ended by signal %s %s", cmd, c.Exit.Signal, took)
