@@ -9,6 +9,7 @@ package clitarget
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -37,6 +38,10 @@ type Config struct {
 	// Unavailable, when set, is why the Codex CLI cannot run at all (a
 	// configuration error): every head waits with it.
 	Unavailable error
+	// Label starts every reason this code gives (a head's delivery_gate,
+	// an attempt's rejection), so it names the target that gates: the
+	// plugin target runs this code as codex_app_server. Empty is "cli".
+	Label command.Target
 }
 
 // ConfigOf is the target's configuration from the home's: the [cli]
@@ -110,6 +115,15 @@ func New(cfg Config, m Sessions, eng *engine.Engine, now func() time.Time, log *
 	}
 	return &Target{cfg: cfg, m: m, eng: eng, log: log, now: now,
 		tracks: map[string]*track{}, queue: make(chan target.TurnEvent, 1024)}
+}
+
+// reason is a gate reason, labelled with the target that gives it.
+func (t *Target) reason(format string, a ...any) string {
+	label := t.cfg.Label
+	if label == "" {
+		label = command.TargetCodexCLI
+	}
+	return string(label) + ": " + fmt.Sprintf(format, a...)
 }
 
 // Spec implements target.Target.

@@ -29,7 +29,7 @@ import (
 // so it is Prepare's.
 func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	if t.cfg.Unavailable != nil {
-		return target.Gate{Reason: "cli: codex cannot run: " + t.cfg.Unavailable.Error()}
+		return target.Gate{Reason: t.reason("codex cannot run: %v", t.cfg.Unavailable)}
 	}
 	var s *aggregate.Session
 	if err := t.eng.Read(func(v engine.Snapshot) error {
@@ -37,27 +37,27 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 		s, err = codex.SessionOf(v, h.ThreadID)
 		return err
 	}); err != nil {
-		return target.Gate{Reason: "cli: read the thread's session: " + err.Error()}
+		return target.Gate{Reason: t.reason("read the thread's session: %v", err)}
 	}
 	if s == nil {
-		return target.Gate{Reason: "cli: no managed session is bound to this thread (cbth cli run --bind-thread-id or --new-thread)"}
+		return target.Gate{Reason: t.reason("no managed session is bound to this thread (cbth cli run --bind-thread-id or --new-thread)")}
 	}
 	if s.State != fsm.SessionLive {
-		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is %s; delivery waits for a foreground (cbth cli run --bind-thread-id %s)", s.ID, s.State, h.ThreadID)}
+		return target.Gate{Reason: t.reason("managed session %s is %s; delivery waits for a foreground (cbth cli run --bind-thread-id %s)", s.ID, s.State, h.ThreadID)}
 	}
 	inst, probed := t.m.Current()
 	switch {
 	case inst == "":
-		return target.Gate{Reason: "cli: the shared codex app-server is not running"}
+		return target.Gate{Reason: t.reason("the shared codex app-server is not running")}
 	case !probed:
-		return target.Gate{Reason: "cli: the codex app-server failed the capability probe"}
+		return target.Gate{Reason: t.reason("the codex app-server failed the capability probe")}
 	case s.AppServerInstance != inst:
-		return target.Gate{Reason: fmt.Sprintf("cli: managed session %s is at epoch %d of another app-server instance", s.ID, s.Epoch)}
+		return target.Gate{Reason: t.reason("managed session %s is at epoch %d of another app-server instance", s.ID, s.Epoch)}
 	}
 	if t.m.AwaitingFirstTurn(h.ThreadID) {
 		// The thread's first turn wakes the scheduler when it ends (the
 		// thread goes idle), so no retry time is needed.
-		return target.Gate{Reason: ReasonAwaitingFirstTurn}
+		return target.Gate{Reason: t.reason(awaitingFirstTurn)}
 	}
 	if st := t.m.ThreadStatus(h.ThreadID); st == appserver.ThreadActive {
 		if t.cfg.Steer && readOnlyBatch(h.Policy) {
@@ -65,20 +65,20 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 			return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnSteer, DeliveryMode: command.ModeCLISteer,
 				ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
 		}
-		return target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle"}
+		return target.Gate{Reason: t.reason("a turn runs on the thread; delivery waits until it is idle")}
 	}
 	return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
 		ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
 }
 
-// ReasonAwaitingFirstTurn is the gate's reason while the thread of a
+// awaitingFirstTurn is the gate's reason while the thread of a
 // `cbth cli run --new-thread` has not begun its first turn. Codex writes
 // a thread's rollout when that turn starts; before it, the daemon could
 // start a turn on the thread but cannot read its permissions (no
 // thread/resume, and nothing else reports them), and a turn/start that
 // pinned them would rewrite what the user's own turns get. So the result
 // waits, the session stays live, and it goes once the first turn ended.
-const ReasonAwaitingFirstTurn = "cli: awaiting_first_turn: Codex has no rollout of this new thread before its first turn, so its permissions cannot be read; delivery goes once the user's first turn has ended"
+const awaitingFirstTurn = "awaiting_first_turn: Codex has no rollout of this new thread before its first turn, so its permissions cannot be read; delivery goes once the user's first turn has ended"
 
 // readOnlyBatch reports whether a batch's policy lets it be steered into
 // a running turn: it only reads, and needs no approval, network or write.
@@ -130,13 +130,13 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	defer cancel()
 	ref, err := t.m.Read(rctx, g.Route.ManagedSessionID)
 	if errors.Is(err, sessions.ErrAwaitingFirstTurn) {
-		return target.Gate{Reason: ReasonAwaitingFirstTurn}
+		return target.Gate{Reason: t.reason(awaitingFirstTurn)}
 	}
 	if err != nil {
-		return target.Gate{Reason: "cli: read the thread before turn/start: " + err.Error(), Retry: t.now().Add(retryIn)}
+		return target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Retry: t.now().Add(retryIn)}
 	}
 	if ref.Epoch != g.Route.SessionEpoch {
-		return target.Gate{Reason: "cli: the session's epoch moved on", Retry: t.now()}
+		return target.Gate{Reason: t.reason("the session's epoch moved on"), Retry: t.now()}
 	}
 	// An interface holding a nil pointer is not nil: set the gate only
 	// when there is a reading.
@@ -147,7 +147,7 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	g.Route.Gate = reading
 	steer := ""
 	if ref.Thread.Thread.Status.Type == appserver.ThreadActive {
-		held := target.Gate{Reason: "cli: a turn runs on the thread; delivery waits until it is idle", Route: command.Route{Gate: reading}}
+		held := target.Gate{Reason: t.reason("a turn runs on the thread; delivery waits until it is idle"), Route: command.Route{Gate: reading}}
 		if !t.cfg.Steer || !readOnlyBatch(h.Policy) {
 			return held
 		}
@@ -219,11 +219,11 @@ func (t *Target) pin(ref sessions.Refreshed) (appserver.TurnStartParams, string)
 			WritableRoots []string `json:"writableRoots"`
 		}
 		if len(ts.Sandbox) == 0 || json.Unmarshal(ts.Sandbox, &sb) != nil {
-			return p, "cli (trusted-all): the thread's sandbox cannot be read, so the turn's permissions cannot be pinned"
+			return p, t.reason("trusted-all: the thread's sandbox cannot be read, so the turn's permissions cannot be pinned")
 		}
 		for _, r := range sb.WritableRoots {
 			if !filepath.IsAbs(r) || slices.Contains(strings.Split(r, string(filepath.Separator)), "..") {
-				return p, fmt.Sprintf("cli (trusted-all): writable root %q is not a clean absolute path", r)
+				return p, t.reason("trusted-all: writable root %q is not a clean absolute path", r)
 			}
 		}
 		p.SandboxPolicy = ts.Sandbox
@@ -231,12 +231,12 @@ func (t *Target) pin(ref sessions.Refreshed) (appserver.TurnStartParams, string)
 	}
 	for _, v := range ref.Effective.Values() {
 		if v != events.AllowFalse {
-			return p, fmt.Sprintf("cli permission gate: effective %s; strict-safe delivery needs all three false (or [cli] trusted_all)", permString(ref.Effective))
+			return p, t.reason("permission gate: effective %s; strict-safe delivery needs all three false (or [cli] trusted_all)", permString(ref.Effective))
 		}
 	}
 	for _, v := range ref.Current.Values() {
 		if v != events.AllowFalse {
-			return p, fmt.Sprintf("cli permission gate: the thread's current permissions (%s) are wider than the session's startup cap (%s); delivering would rewrite them",
+			return p, t.reason("permission gate: the thread's current permissions (%s) are wider than the session's startup cap (%s); delivering would rewrite them",
 				permString(ref.Current), permString(ref.Startup))
 		}
 	}

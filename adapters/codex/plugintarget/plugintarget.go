@@ -93,12 +93,14 @@ type Target struct {
 
 // New returns the target on pool. cfg is the [cli] configuration (the
 // same timeouts, windows and permission gate as the CLI target; steer is
-// never used here).
+// never used here). The CLI target's code gives its reasons under this
+// target's name.
 func New(cfg clitarget.Config, pool *Pool, eng *engine.Engine, now func() time.Time, log *slog.Logger) *Target {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Steer = false
+	cfg.Label = command.TargetCodexAppServer
 	t := &Target{cfg: cfg, pool: pool, eng: eng, log: log, inner: clitarget.New(cfg, pool, eng, now, log)}
 	pool.OnLost(t.lost)
 	return t
