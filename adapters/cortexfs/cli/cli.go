@@ -40,6 +40,16 @@ type Env struct {
 	// cbth plugs in its daemon, which records every change as an event and
 	// keeps the files as a projection of them.
 	Store Store
+	// LookupEnv reads the environment the command runs in (install
+	// reads PATH); nil reads an empty one.
+	LookupEnv func(string) (string, bool)
+}
+
+func (e *Env) lookupEnv(k string) (string, bool) {
+	if e.LookupEnv == nil {
+		return "", false
+	}
+	return e.LookupEnv(k)
 }
 
 // Store is where a tree's objects and aliases are registered.
@@ -71,7 +81,7 @@ func (fileStore) Save(root string, set tree.Set) error { return tree.Materialize
 // DefaultEnv derives the environment of a real process. lookup is usually
 // os.LookupEnv and home the user's home directory.
 func DefaultEnv(lookup func(string) (string, bool), home string) Env {
-	e := Env{Stdout: os.Stdout, Stderr: os.Stderr, UID: os.Getuid(), Now: time.Now}
+	e := Env{Stdout: os.Stdout, Stderr: os.Stderr, UID: os.Getuid(), Now: time.Now, LookupEnv: lookup}
 	if v, ok := lookup("CBTH_HOME"); ok && v != "" {
 		e.CBTHHome = v
 	} else {

@@ -225,6 +225,7 @@ func TestInstall(t *testing.T) {
 	}
 	env.Executable = src
 	prefix := t.TempDir()
+	env.LookupEnv = pathEnv(filepath.Join(prefix, "bin"))
 	out, err := run(t, env, "install", "--prefix", prefix, "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -317,6 +318,67 @@ func TestInstall(t *testing.T) {
 	}
 }
 
+// pathEnv is an environment whose PATH is dirs.
+func pathEnv(dirs ...string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		if k == "PATH" {
+			return strings.Join(dirs, string(filepath.ListSeparator)), true
+		}
+		return "", false
+	}
+}
+
+// PREFIX/bin not on PATH: installed all the same, with a warning (in the
+// result and on stderr) that cbth and ctx will not be found by name, and
+// how to fix it. The same directory reached through a symlink on PATH is
+// on PATH.
+func TestInstallWarnsWhenPrefixIsNotOnPath(t *testing.T) {
+	env := testEnv(t)
+	src := filepath.Join(t.TempDir(), "cbth")
+	if err := os.WriteFile(src, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(src), "cbth-providers"), []byte("#!/bin/sh\n"), 0o755)
+	env.Executable = src
+	prefix := t.TempDir()
+	bin := filepath.Join(prefix, "bin")
+	install := func() (InstallResult, string) {
+		t.Helper()
+		stderr := env.Stderr.(*bytes.Buffer)
+		stderr.Reset()
+		out, err := run(t, env, "install", "--prefix", prefix, "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res InstallResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res, stderr.String()
+	}
+	for _, path := range [][]string{nil, {"/usr/bin", "/bin"}, {"", prefix}} {
+		env.LookupEnv = pathEnv(path...)
+		res, stderr := install()
+		if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], bin+" is not on your PATH") ||
+			!strings.Contains(res.Warnings[0], `export PATH="`+bin+`:$PATH"`) || !strings.Contains(stderr, "warning: "+bin+" is not on your PATH") {
+			t.Errorf("PATH %q: warnings %q, stderr %q", path, res.Warnings, stderr)
+		}
+		if _, err := os.Stat(filepath.Join(bin, "cbth")); err != nil {
+			t.Errorf("PATH %q: not installed: %v", path, err)
+		}
+	}
+	link := filepath.Join(t.TempDir(), "bin")
+	if err := os.Symlink(bin, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range [][]string{{"/usr/bin", bin}, {link + "/"}} {
+		env.LookupEnv = pathEnv(path...)
+		if res, stderr := install(); len(res.Warnings) != 0 || stderr != "" {
+			t.Errorf("PATH %q: warnings %q, stderr %q", path, res.Warnings, stderr)
+		}
+	}
+}
+
 // minimalELF is an ELF64 little-endian header with one program header:
 // PT_INTERP naming interp, or PT_LOAD when interp is "".
 func minimalELF(interp string) []byte {
@@ -352,7 +414,9 @@ func TestInstallWarnsOfADynamicBinary(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(filepath.Dir(src), "cbth-providers"), []byte("#!/bin/sh\n"), 0o755)
 		env.Executable = src
-		out, err := run(t, env, "install", "--prefix", t.TempDir(), "--json")
+		prefix := t.TempDir()
+		env.LookupEnv = pathEnv(filepath.Join(prefix, "bin"))
+		out, err := run(t, env, "install", "--prefix", prefix, "--json")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -115,6 +115,11 @@ func (c *InstallCmd) Run(env *Env) error {
 		}
 		res.SDKHelpers = append(res.SDKHelpers, hdst)
 	}
+	if path, _ := env.lookupEnv("PATH"); !onPath(bin, path) {
+		// The commands after install (cbth, ctx) are run by name.
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is not on your PATH, so cbth and ctx are not found by name; "+
+			"add it in your shell's profile (export PATH=\"%s:$PATH\") and open a new shell, or run %s by its full path", bin, bin, dst))
+	}
 	for _, m := range res.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", m)
 	}
@@ -127,6 +132,25 @@ func (c *InstallCmd) Run(env *Env) error {
 			fmt.Fprintf(w, "installed %s\n", h)
 		}
 	})
+}
+
+// onPath reports whether dir is one of path's directories: the same
+// directory, however either is spelled (a symlinked prefix, a trailing
+// slash).
+func onPath(dir, path string) bool {
+	want, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" {
+			continue // the current directory, not dir wherever the shell goes
+		}
+		if st, err := os.Stat(d); err == nil && os.SameFile(want, st) {
+			return true
+		}
+	}
+	return false
 }
 
 // interpreter returns the program interpreter an ELF executable names (its
