@@ -105,7 +105,7 @@ func TestHandoverWaitsForAttachedClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = api.DaemonHandover.Call(r.c, api.HandoverArgs{WaitMS: 50})
-	if code := errs.CodeOf(err); code != errs.ETIMEDOUT || !strings.Contains(err.Error(), "1 clients are attached") {
+	if code := errs.CodeOf(err); code != errs.ETIMEDOUT || !strings.Contains(err.Error(), "1 client attached") {
 		t.Fatalf("handover with a foreground attached: %v", err)
 	}
 	if st := call(r, api.DaemonStatus, api.Empty{}); st.HandingOver || st.AttachedClients != 1 {
