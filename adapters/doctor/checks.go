@@ -512,32 +512,67 @@ func quote(s string) string {
 
 // checkCodex finds the Codex CLI the cli target runs (codex_binary, else
 // codex on PATH) and asks its version. Only the cli target needs it, so
-// its absence is a warning. The daemon proves the app-server's
-// capabilities itself when it starts it (adapters/codex/probe).
+// its absence is a warning. A running daemon looks codex_binary up on its
+// own PATH, the one it started with, which may lack a Codex this shell
+// finds: its view (daemon status) is the one that counts, and the one
+// reported; this shell's only when no daemon answers. The daemon proves
+// the app-server's capabilities itself when it starts it
+// (adapters/codex/probe).
 func checkCodex(ctx context.Context, e *Env) []Finding {
+	if e.status != nil && e.status.Codex != nil {
+		return daemonCodex(ctx, e, *e.status.Codex)
+	}
+	const where = " (as this shell finds it; no daemon to ask)"
 	bin := "codex"
-	if c, err := e.Home.LoadConfig(e.Getenv); err == nil && c.CodexBinary != "" {
-		bin = c.CodexBinary
+	if c, err := e.Home.LoadConfig(e.Getenv); err == nil {
+		bin = c.CodexBinaryName()
 	}
 	path := bin
 	if !strings.Contains(bin, "/") {
 		p, err := lookPath(e)(bin)
 		if err != nil {
-			return one("", Warn, bin+" is not on PATH: the cli target (cbth cli run, jobs with --target cli) needs the Codex CLI",
+			return one("", Warn, bin+" is not on PATH"+where+": the cli target (cbth cli run, jobs with --target cli) needs the Codex CLI",
 				"install it (npm install -g @openai/codex), or name it with codex_binary in "+quote(e.Home.Config()))
 		}
 		path = p
 	} else if !executable(bin) {
 		return one("", Fail, "codex_binary "+bin+" does not exist or is not executable", "fix codex_binary in "+quote(e.Home.Config()))
 	}
+	return codexVersion(ctx, path, where)
+}
+
+// daemonCodex reports codex_binary as the running daemon resolved it.
+// When the daemon cannot find it but this shell can, the cli target
+// fails although the user's Codex works: that is a failure, with the two
+// ways out.
+func daemonCodex(ctx context.Context, e *Env, d api.CodexLookup) []Finding {
+	const where = " (as the running daemon sees it)"
+	if d.Error == "" {
+		return codexVersion(ctx, d.Path, where)
+	}
+	if strings.Contains(d.Binary, "/") {
+		return one("", Fail, "codex_binary "+d.Binary+" cannot be run"+where+": "+d.Error,
+			"fix codex_binary in "+quote(e.Home.Config())+", then cbth daemon restart (the daemon reads its config when it starts)")
+	}
+	mine, err := lookPath(e)(d.Binary)
+	if err != nil {
+		return one("", Warn, d.Binary+" is not on the daemon's PATH nor on this shell's"+where+": the cli target (cbth cli run, jobs with --target cli) needs the Codex CLI",
+			"install it (npm install -g @openai/codex), or name it with codex_binary in "+quote(e.Home.Config())+", then cbth daemon restart")
+	}
+	return one("", Fail, fmt.Sprintf("%s is not on the daemon's PATH, the PATH of the shell that started it%s, so cbth cli run fails; this shell finds %s", d.Binary, where, mine),
+		fmt.Sprintf("cbth daemon restart from this shell; or codex_binary = %q in %s, then cbth daemon restart", mine, quote(e.Home.Config())))
+}
+
+// codexVersion asks the Codex at path for its version.
+func codexVersion(ctx context.Context, path, where string) []Finding {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(cctx, path, "--version").Output()
 	f := strings.Fields(string(out))
 	if err != nil || len(f) == 0 {
-		return one("", Fail, fmt.Sprintf("%s --version failed: %v", path, err), "reinstall the Codex CLI, or name a working one with codex_binary")
+		return one("", Fail, fmt.Sprintf("%s --version failed%s: %v", path, where, err), "reinstall the Codex CLI, or name a working one with codex_binary")
 	}
-	return one("", OK, "codex "+f[len(f)-1]+" at "+path, "")
+	return one("", OK, "codex "+f[len(f)-1]+" at "+path+where, "")
 }
 
 // checkMCP says whether Codex will load cbth's MCP server for the agent

@@ -209,6 +209,53 @@ func TestDoctorCodex(t *testing.T) {
 	}
 }
 
+// A running daemon looks codex up on its own PATH, the one it started
+// with, not on the shell's: doctor reports what the daemon sees, says so,
+// and says how to get past a Codex only this shell finds. Daemon status
+// carries the daemon's lookup, never its PATH.
+func TestDoctorCodexAsTheDaemonSeesIt(t *testing.T) {
+	t.Parallel()
+	const daemonPath = "/nonexistent-daemon-path"
+	h := newHome(t, "PATH="+daemonPath)
+	h.ok(nil, "daemon", "restart")
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "codex")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\necho codex-cli 0.169.0\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.env = append(h.env, "PATH="+dir)
+
+	rep, r := h.doctor()
+	if f := rep.get("codex"); r.code != 1 || f.State != "fail" || !strings.Contains(f.Detail, "(as the running daemon sees it)") ||
+		!strings.Contains(f.Detail, "this shell finds "+fake) || !strings.Contains(f.Fix, "cbth daemon restart from this shell") ||
+		!strings.Contains(f.Fix, `codex_binary = "`+fake+`"`) {
+		t.Fatalf("a codex only this shell finds: exit %d, %+v", r.code, f)
+	}
+	var st struct {
+		Codex *struct {
+			Binary, Path, Error string
+		} `json:"codex"`
+	}
+	sr := h.run("daemon", "status", "--json")
+	if err := json.Unmarshal([]byte(sr.stdout), &st); err != nil || st.Codex == nil || st.Codex.Binary != "codex" || st.Codex.Path != "" ||
+		!strings.Contains(st.Codex.Error, "not on the daemon's PATH") || strings.Contains(sr.stdout, daemonPath) {
+		t.Fatalf("daemon status: %v\n%s", err, sr.stdout)
+	}
+
+	// The fix: a daemon started from this shell finds it.
+	h.ok(nil, "daemon", "restart")
+	rep, r = h.doctor()
+	if f := rep.get("codex"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "codex 0.169.0 at "+fake+" (as the running daemon sees it)") {
+		t.Fatalf("after the restart: exit %d, %+v", r.code, f)
+	}
+	// No daemon: this shell's view, and it says so.
+	h.ok(nil, "daemon", "stop")
+	rep, _ = h.doctor()
+	if f := rep.get("codex"); f.State != "ok" || !strings.Contains(f.Detail, "at "+fake+" (as this shell finds it; no daemon to ask)") {
+		t.Fatalf("without a daemon: %+v", f)
+	}
+}
+
 // Whether Codex will load cbth's MCP server (spec/mcp.md): absent is a
 // warning (cbth cli run adds it to its own sessions); `cbth mcp install`
 // makes it ok, and a second install changes nothing; an approval taken

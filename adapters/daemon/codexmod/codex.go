@@ -14,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/target"
 
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
@@ -144,6 +145,20 @@ func mcpOverrides(root string, log *slog.Logger) []string {
 		return nil
 	}
 	return mcpconfig.Entry{Command: exe, Home: root, Approve: mcpconfig.ApprovalTools}.Overrides()
+}
+
+// Status reports codex_binary as this daemon resolves it, for doctor:
+// the daemon's PATH is the one it started with, and only it decides
+// whether cbth cli run finds Codex.
+func (m *Module) Status(st *api.Status) {
+	bin := m.h.Config.CodexBinaryName()
+	look := &api.CodexLookup{Binary: bin}
+	if p, err := home.LookCodex(bin); err != nil {
+		look.Error = err.Error()
+	} else {
+		look.Path = p
+	}
+	st.Codex = look
 }
 
 // Ops registers the Codex CLI operations.

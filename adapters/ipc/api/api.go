@@ -222,6 +222,18 @@ type Status struct {
 	BusyReasons  []string            `json:"busy_reasons"`
 	NextDue      *time.Time          `json:"next_due"`
 	LastSweep    command.SweepResult `json:"last_sweep"`
+	// Codex is the Codex CLI as this daemon finds it (the Codex module
+	// fills it in): the daemon looks codex_binary up on its own PATH,
+	// the one it started with, which need not be the client's.
+	Codex *CodexLookup `json:"codex,omitempty"`
+}
+
+// CodexLookup is codex_binary as a daemon resolves it: its absolute
+// path, or why it cannot run it. It never holds the PATH searched.
+type CodexLookup struct {
+	Binary string `json:"binary"`
+	Path   string `json:"path,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
 
 // SubmitArgs are job.submit's request.
