@@ -226,14 +226,7 @@ func TestInstall(t *testing.T) {
 	env.Executable = src
 	prefix := t.TempDir()
 	env.LookupEnv = pathEnv(filepath.Join(prefix, "bin"))
-	out, err := run(t, env, "install", "--prefix", prefix, "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res InstallResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
+	res := installJSON(t, env, prefix)
 	if res.Runner != filepath.Join(prefix, "bin/cortexfs-object-runner") {
 		t.Errorf("runner %s", res.Runner)
 	}
@@ -274,14 +267,7 @@ func TestInstall(t *testing.T) {
 	}
 	env.Executable = link
 	stderr.Reset()
-	out, err = run(t, env, "install", "--prefix", prefix, "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res = InstallResult{}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
+	res = installJSON(t, env, prefix)
 	dst := filepath.Join(prefix, "bin/cbth-providers")
 	if res.Providers != dst || len(res.Warnings) != 0 || stderr.Len() != 0 {
 		t.Errorf("with helper: %+v, stderr %q", res, stderr)
@@ -301,14 +287,7 @@ func TestInstall(t *testing.T) {
 	if err := os.WriteFile(gem, []byte("#!/bin/sh\necho gemini\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err = run(t, env, "install", "--prefix", prefix, "--json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res = InstallResult{}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatal(err)
-	}
+	res = installJSON(t, env, prefix)
 	gdst := filepath.Join(prefix, "bin", provider.HelperGemini)
 	if !slices.Equal(res.SDKHelpers, []string{gdst}) || res.Providers != dst {
 		t.Errorf("with the gemini helper: %+v", res)
@@ -316,6 +295,20 @@ func TestInstall(t *testing.T) {
 	if b, err := os.ReadFile(gdst); err != nil || string(b) != "#!/bin/sh\necho gemini\n" {
 		t.Errorf("installed gemini helper: %q %v", b, err)
 	}
+}
+
+// installJSON runs install --json into prefix and returns its answer.
+func installJSON(t *testing.T, env *Env, prefix string) InstallResult {
+	t.Helper()
+	out, err := run(t, env, "install", "--prefix", prefix, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res InstallResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
 }
 
 // pathEnv is an environment whose PATH is dirs.
@@ -346,14 +339,7 @@ func TestInstallWarnsWhenPrefixIsNotOnPath(t *testing.T) {
 		t.Helper()
 		stderr := env.Stderr.(*bytes.Buffer)
 		stderr.Reset()
-		out, err := run(t, env, "install", "--prefix", prefix, "--json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res InstallResult
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatal(err)
-		}
+		res := installJSON(t, env, prefix)
 		return res, stderr.String()
 	}
 	for _, path := range [][]string{nil, {"/usr/bin", "/bin"}, {"", prefix}} {
@@ -416,14 +402,7 @@ func TestInstallWarnsOfADynamicBinary(t *testing.T) {
 		env.Executable = src
 		prefix := t.TempDir()
 		env.LookupEnv = pathEnv(filepath.Join(prefix, "bin"))
-		out, err := run(t, env, "install", "--prefix", prefix, "--json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res InstallResult
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
-			t.Fatal(err)
-		}
+		res := installJSON(t, env, prefix)
 		stderr := env.Stderr.(*bytes.Buffer).String()
 		warned := len(res.Warnings) == 1 && strings.Contains(res.Warnings[0], "dynamically linked (interpreter "+c.interp+")") &&
 			strings.Contains(res.Warnings[0], "CGO_ENABLED=0") && strings.Contains(stderr, "warning: ")
