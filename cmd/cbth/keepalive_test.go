@@ -115,7 +115,7 @@ func TestAsyncTurn_TrackedPastCooldownClosesDelivered(t *testing.T) {
 	if in.Batch.State == "closed" {
 		t.Fatalf("closed %s while its turn was still tracked", in.Batch.CloseReason)
 	}
-	if !hasReason(h.busy(), "observing 1 accepted turns") {
+	if !hasReason(h.busy(), "observing 1 accepted turn") {
 		t.Fatalf("busy reasons %v do not name the tracked turn", h.busy())
 	}
 	var rep struct {
@@ -184,7 +184,7 @@ func TestKeepAlive_TrackingUntilTheDeadlineThenExpired(t *testing.T) {
 	h.ready("T")
 	bs := h.batches("T")
 	h.advance("20m") // twice the idle timeout
-	if !hasReason(h.busy(), "observing 1 accepted turns") {
+	if !hasReason(h.busy(), "observing 1 accepted turn") {
 		t.Fatalf("busy reasons %v: the tracked turn must keep the daemon up", h.busy())
 	}
 	if in := h.inspectBatch(bs[0].ID); in.Head == nil || in.Head.ObservationState != "tracking" {
