@@ -138,11 +138,11 @@ func runKong(argv []string, env *Env) (code int) {
 	var cli CLI
 	var root struct{ Globals }
 	globals := &cli.Globals
-	opts := kongOptions(env)
+	opts := kongOptions(env, cliVars())
 	model := any(&cli)
-	if cmd, ok := oneCommand(&cli, argv[1:], env.Getenv("COMP_LINE") != ""); ok {
+	if cmd, t, ok := oneCommand(&cli, argv[1:], env.Getenv("COMP_LINE") != ""); ok {
 		model, globals = &root, &root.Globals
-		opts = append(opts, cmd)
+		opts = append(kongOptions(env, usedVars(cliVars(), t)), cmd)
 	}
 	parser, err := kong.New(model, opts...)
 	if err != nil { // the command structs themselves are wrong
@@ -182,9 +182,9 @@ func runKong(argv []string, env *Env) (code int) {
 // flags before it, and returns it as the only command of a smaller model
 // (see narrowed). It declines for a completion request, a help request
 // before any command, and a line whose first word is no command.
-func oneCommand(cli *CLI, args []string, completing bool) (kong.Option, bool) {
+func oneCommand(cli *CLI, args []string, completing bool) (kong.Option, reflect.Type, bool) {
 	if completing {
-		return nil, false
+		return nil, nil, false
 	}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -193,18 +193,49 @@ func oneCommand(cli *CLI, args []string, completing bool) (kong.Option, bool) {
 			i++
 			continue
 		case a == "-h" || a == "--help" || a == "--version":
-			return nil, false
+			return nil, nil, false
 		case strings.HasPrefix(a, "-"):
 			continue
 		}
 		f, ok := commandField(reflect.TypeOf(cli).Elem(), a)
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
-		model := reflect.New(narrowed(f.Type, args[i+1:])).Interface()
-		return kong.DynamicCommand(a, f.Tag.Get("help"), f.Tag.Get("group"), model), true
+		t := narrowed(f.Type, args[i+1:])
+		return kong.DynamicCommand(a, f.Tag.Get("help"), f.Tag.Get("group"), reflect.New(t).Interface()), t, true
 	}
-	return nil, false
+	return nil, nil, false
+}
+
+// usedVars keeps of vars the version (--version prints it) and those a
+// tag of t, or of a struct t holds, names. kong interpolates every
+// variable's value again for every flag of the model, so a variable no
+// tag of the command uses is work for nothing at each start.
+func usedVars(vars kong.Vars, t reflect.Type) kong.Vars {
+	out := kong.Vars{"version": vars["version"]}
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			return
+		}
+		seen[t] = true
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			for name, v := range vars {
+				if strings.Contains(string(f.Tag), "${"+name) {
+					out[name] = v
+				}
+			}
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeOf(Globals{}))
+	walk(t)
+	return out
 }
 
 // commandField is the command field of the struct t that word names.
@@ -260,15 +291,16 @@ func narrowed(t reflect.Type, words []string) reflect.Type {
 	return reflect.StructOf(fields)
 }
 
-// kongOptions are the parser's options for a run with env: the same for
-// the whole tree and for the one command a line names.
-func kongOptions(env *Env) []kong.Option {
+// kongOptions are the parser's options for a run with env and the
+// variables its tags may name: the same for the whole tree and for the
+// one command a line names.
+func kongOptions(env *Env, vars kong.Vars) []kong.Option {
 	return []kong.Option{
 		kong.Name("cbth"),
 		kong.Description("cbth runs long jobs for AI coding agents and delivers each result back into the conversation thread that asked for it."),
 		kong.Writers(env.Stdout, env.Stderr),
 		kong.Exit(func(code int) { panic(exitCode(code)) }),
-		cliVars(),
+		vars,
 		kong.ExplicitGroups(groups),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
 		kong.Bind(env),

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestNarrowedModelMatchesTheTree(t *testing.T) {
 	whole := func(args []string) string {
 		var out bytes.Buffer
 		env := &Env{Stdout: &out, Stderr: &out, Getenv: func(string) string { return "" }}
-		p, err := kong.New(&CLI{}, kongOptions(env)...)
+		p, err := kong.New(&CLI{}, kongOptions(env, cliVars())...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +79,7 @@ func TestNarrowedModelMatchesTheTree(t *testing.T) {
 			}
 			if len(n.Children) == 0 && len(path) > 1 {
 				var cli CLI
-				opt, ok := oneCommand(&cli, path, false)
+				opt, _, ok := oneCommand(&cli, path, false)
 				if !ok {
 					t.Fatalf("%s: no model for the path", strings.Join(path, " "))
 				}
@@ -118,4 +119,23 @@ func onlyChildren(n *kong.Node) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkKongModel is what kong costs a `cbth job submit` line before
+// the command runs: the model oneCommand gives it, built and parsed.
+func BenchmarkKongModel(b *testing.B) {
+	env := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+	args := []string{"job", "submit", "--target", "cli", "--thread-id", "t", "--task-kind", "k", "--summary", "s", "--json"}
+	for b.Loop() {
+		var cli CLI
+		var root struct{ Globals }
+		opt, t, _ := oneCommand(&cli, args, false)
+		p, err := kong.New(&root, append(kongOptions(env, usedVars(cliVars(), t)), opt)...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := p.Parse(args); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
