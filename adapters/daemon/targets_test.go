@@ -195,7 +195,7 @@ func TestPushTarget_RouteSinkGateAndKeepAlive(t *testing.T) {
 		t.Fatalf("the target got %+v", push.delivered)
 	}
 	st := call(r, api.DaemonStatus, api.Empty{})
-	if !contains(st.BusyReasons, "cli: a foreground client is attached") || !contains(st.BusyReasons, "observing 1 accepted turn") {
+	if !contains(st.BusyReasons, "cli: a foreground client is attached") || !contains(st.BusyReasons, "observing 1 accepted turn until") {
 		t.Fatalf("busy reasons %v", st.BusyReasons)
 	}
 	ev := target.TurnEvent{AttemptID: a.AttemptID, TurnID: a.TurnID, Event: "turn_completed", ManagedSessionID: "s-P", SessionEpoch: 2}

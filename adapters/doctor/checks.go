@@ -522,7 +522,10 @@ func checkCodex(ctx context.Context, e *Env) []Finding {
 	if e.status != nil && e.status.Codex != nil {
 		return daemonCodex(ctx, e, *e.status.Codex)
 	}
-	const where = " (as this shell finds it; no daemon to ask)"
+	where := " (as this shell finds it; no daemon to ask)"
+	if e.status != nil { // a daemon of an older cbth answers without it
+		where = " (as this shell finds it; the running daemon does not report its own)"
+	}
 	bin := "codex"
 	if c, err := e.Home.LoadConfig(e.Getenv); err == nil {
 		bin = c.CodexBinaryName()
@@ -559,8 +562,8 @@ func daemonCodex(ctx context.Context, e *Env, d api.CodexLookup) []Finding {
 		return one("", Warn, d.Binary+" is not on the daemon's PATH nor on this shell's"+where+": the cli target (cbth cli run, jobs with --target cli) needs the Codex CLI",
 			"install it (npm install -g @openai/codex), or name it with codex_binary in "+quote(e.Home.Config())+", then cbth daemon restart")
 	}
-	return one("", Fail, fmt.Sprintf("%s is not on the daemon's PATH, the PATH of the shell that started it%s, so cbth cli run fails; this shell finds %s", d.Binary, where, mine),
-		fmt.Sprintf("cbth daemon restart from this shell; or codex_binary = %q in %s, then cbth daemon restart", mine, quote(e.Home.Config())))
+	return one("", Fail, fmt.Sprintf("%s is not on the daemon's PATH (the PATH of the shell or service manager that started it)%s, so cbth cli run fails; this shell finds %s", d.Binary, where, mine),
+		fmt.Sprintf("codex_binary = %q in %s, then cbth daemon restart; or, for a daemon no service runs, cbth daemon restart from this shell", mine, quote(e.Home.Config())))
 }
 
 // codexVersion asks the Codex at path for its version.

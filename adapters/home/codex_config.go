@@ -55,8 +55,8 @@ func LookCodex(b string) (string, error) {
 	if errors.Is(err, exec.ErrNotFound) && !strings.ContainsRune(b, '/') {
 		// The PATH itself is left out: this message may be recorded in
 		// the log (a rejected plugin delivery's reason).
-		return "", errs.New(errs.ENOTCONF, "codex_binary %q is not on the daemon's PATH, which is the PATH of the shell that started the daemon: "+
-			"install Codex there (npm install -g @openai/codex), give its absolute path (codex_binary in config.toml, or --codex-binary), "+
+		return "", errs.New(errs.ENOTCONF, "codex_binary %q is not on the daemon's PATH, which is the PATH of the shell that started the daemon (or, for cbth service, the service manager's): "+
+			"give its absolute path (codex_binary in config.toml, or --codex-binary), install Codex there (npm install -g @openai/codex), "+
 			"or run cbth daemon restart from a shell that finds %s", b, b)
 	}
 	return "", errs.Wrap(errs.ENOTCONF, err, "codex_binary %q", b)

@@ -31,6 +31,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -366,7 +367,7 @@ func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (str
 		return "", nil, err
 	}
 	return fmt.Sprintf("Task %s (job %s) is %s in the background: %s. When it exits, %s. Nothing more to do now: end your turn; do not wait or poll.",
-		rep.TaskID, rep.JobID, rep.State, strings.Join(rep.Argv, " "), rep.Delivery.Hint), rep, nil
+		rep.TaskID, rep.JobID, rep.State, aggregate.CommandLine(rep.Argv), rep.Delivery.Hint), rep, nil
 }
 
 // resolve finds the command as the agent's shell would: on PATH, or

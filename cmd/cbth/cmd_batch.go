@@ -16,11 +16,11 @@ import (
 
 // BatchCmd groups the operator's batch commands.
 type BatchCmd struct {
-	CloseHead   BatchCloseHeadCmd   `cmd:"" help:"Close a thread's head batch (it will not be delivered automatically again)."`
-	InspectHead BatchInspectHeadCmd `cmd:"" help:"Show a thread's head batch, its attempts and why it is or is not being delivered."`
+	CloseHead   BatchCloseHeadCmd   `cmd:"" name:"close-head" help:"Close a thread's head batch (it will not be delivered automatically again)."`
+	InspectHead BatchInspectHeadCmd `cmd:"" name:"inspect-head" help:"Show a thread's head batch, its attempts and why it is or is not being delivered."`
 	Inspect     BatchInspectCmd     `cmd:"" help:"Show any batch by id, closed ones included, with its recovery envelope."`
 	List        BatchListCmd        `cmd:"" help:"List batches."`
-	SkipHead    BatchSkipHeadCmd    `cmd:"" help:"Move a thread's head behind every other ready head in the fair order (the batch stays open)."`
+	SkipHead    BatchSkipHeadCmd    `cmd:"" name:"skip-head" help:"Move a thread's head behind every other ready head in the fair order (the batch stays open)."`
 	Supersede   BatchSupersedeCmd   `cmd:"" help:"Close a thread's head as superseded by the next batch of the thread, which takes its jobs."`
 }
 

@@ -172,7 +172,7 @@ func printTask(w io.Writer, v query.TaskView) {
 	fmt.Fprintf(tw, "task\t%s\n", v.TaskID)
 	fmt.Fprintf(tw, "job\t%s (%s)\n", v.JobID, v.Job.State)
 	fmt.Fprintf(tw, "state\t%s\n", v.State)
-	fmt.Fprintf(tw, "command\t%s\n", strings.Join(v.Argv, " "))
+	fmt.Fprintf(tw, "command\t%s\n", aggregate.CommandLine(v.Argv))
 	fmt.Fprintf(tw, "cwd\t%s\n", v.Cwd)
 	if v.PID > 0 {
 		fmt.Fprintf(tw, "pid\t%d\n", v.PID)

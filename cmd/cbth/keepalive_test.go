@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,7 +116,7 @@ func TestAsyncTurn_TrackedPastCooldownClosesDelivered(t *testing.T) {
 	if in.Batch.State == "closed" {
 		t.Fatalf("closed %s while its turn was still tracked", in.Batch.CloseReason)
 	}
-	if !hasReason(h.busy(), "observing 1 accepted turn") {
+	if !hasReason(h.busy(), "observing 1 accepted turn until") {
 		t.Fatalf("busy reasons %v do not name the tracked turn", h.busy())
 	}
 	var rep struct {
@@ -184,7 +185,7 @@ func TestKeepAlive_TrackingUntilTheDeadlineThenExpired(t *testing.T) {
 	h.ready("T")
 	bs := h.batches("T")
 	h.advance("20m") // twice the idle timeout
-	if !hasReason(h.busy(), "observing 1 accepted turn") {
+	if !hasReason(h.busy(), "observing 1 accepted turn until") {
 		t.Fatalf("busy reasons %v: the tracked turn must keep the daemon up", h.busy())
 	}
 	if in := h.inspectBatch(bs[0].ID); in.Head == nil || in.Head.ObservationState != "tracking" {
@@ -401,7 +402,7 @@ func TestKeepAlive_GatewayConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, "the gateway client named as a busy reason", 10*time.Second, func() bool { return hasReason(h.busy(), "1 gateway client") })
+	waitFor(t, "the gateway client named as a busy reason", 10*time.Second, func() bool { return slices.Contains(h.busy(), "1 gateway client") })
 	// Past several idle timeouts, with only the connection open.
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {

@@ -138,11 +138,12 @@ func runKong(argv []string, env *Env) (code int) {
 	var cli CLI
 	var root struct{ Globals }
 	globals := &cli.Globals
-	opts := kongOptions(env, cliVars())
-	model := any(&cli)
+	model, opts := any(&cli), []kong.Option(nil)
 	if cmd, t, ok := oneCommand(&cli, argv[1:], env.Getenv("COMP_LINE") != ""); ok {
 		model, globals = &root, &root.Globals
 		opts = append(kongOptions(env, usedVars(cliVars(), t)), cmd)
+	} else {
+		opts = kongOptions(env, cliVars())
 	}
 	parser, err := kong.New(model, opts...)
 	if err != nil { // the command structs themselves are wrong

@@ -169,7 +169,9 @@ func TestMCPServe_JobsForTheCallingThread(t *testing.T) {
 		t.Fatalf("task_run: %s", run.Text)
 	}
 	taskJob, _ := run.Data["job_id"].(string)
-	if run.Data["task_id"] == "" || taskJob == "" || !strings.Contains(run.Text, "end your turn") {
+	// The reply quotes the command as task list does: "sh -c pwd; echo
+	// all green" would read as two commands.
+	if run.Data["task_id"] == "" || taskJob == "" || !strings.Contains(run.Text, "end your turn") || !strings.Contains(run.Text, `: sh -c "pwd; echo all green".`) {
 		t.Fatalf("task_run answered %s %v", run.Text, run.Data)
 	}
 	var job struct {

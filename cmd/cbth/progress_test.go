@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func TestProgress_OnATerminalOnly(t *testing.T) {
 	h := deliveryHome(t, "max_wait_window = \"0s\"")
 	job := h.ready("T")
 	_, stderr := h.runTTYStderr("wait", "--job-id", job)
-	if !strings.Contains(stderr, "waiting for 1 job") {
+	if !regexp.MustCompile(`waiting for 1 job\b`).MatchString(stderr) {
 		t.Errorf("wait on a terminal showed %q", stderr)
 	}
 	h.ok(nil, "daemon", "stop") // the audit commands then read the file

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -409,12 +410,16 @@ func TestTaskRunShowsTheCommandAsTaskListDoes(t *testing.T) {
 		t.Fatalf("task run: exit %d %q, want the line to end with %q\n%s", r.code, r.stdout, want, r.stderr)
 	}
 	var list []struct {
+		TaskID  string `json:"task_id"`
 		JobID   string `json:"job_id"`
 		Command string `json:"command"`
 	}
 	h.ok(&list, "task", "list")
 	if len(list) != 1 || list[0].Command != want {
 		t.Fatalf("task list = %+v, want the command %q", list, want)
+	}
+	if r := h.run("task", "inspect", list[0].TaskID); r.code != 0 || !regexp.MustCompile(`(?m)^command +`+regexp.QuoteMeta(want)+`$`).MatchString(r.stdout) {
+		t.Fatalf("task inspect: exit %d, want a line command %s\n%s", r.code, want, r.stdout)
 	}
 	var job struct {
 		Summary string `json:"task_summary"`

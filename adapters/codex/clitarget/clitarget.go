@@ -38,9 +38,10 @@ type Config struct {
 	// Unavailable, when set, is why the Codex CLI cannot run at all (a
 	// configuration error): every head waits with it.
 	Unavailable error
-	// Label starts every reason this code gives (a head's delivery_gate,
-	// an attempt's rejection), so it names the target that gates: the
-	// plugin target runs this code as codex_app_server. Empty is "cli".
+	// Label starts the reasons the gate gives (a head's delivery_gate, a
+	// refusal before turn/start is prepared), so they name the target
+	// that gates: the plugin target runs this code as codex_app_server.
+	// Empty is "cli". The send's own reasons name what failed instead.
 	Label command.Target
 }
 

@@ -5,12 +5,12 @@ package mcpmod
 import (
 	"context"
 	"os"
-	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/mcp"
 	"github.com/cbth-dev/cbth/engine/command/task"
@@ -165,7 +165,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	}
 	summary := a.Summary
 	if summary == "" {
-		summary = strings.Join(a.Argv, " ")
+		summary = aggregate.CommandLine(a.Argv)
 	}
 	// Malformed input is refused before the policy, and recorded by
 	// neither: only a well-formed command can be judged.
