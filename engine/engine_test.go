@@ -43,6 +43,10 @@ func open(t testing.TB, dir string, opt engine.Options) *engine.Engine {
 func image(t testing.TB, e *engine.Engine) engine.Image {
 	t.Helper()
 	var img engine.Image
+	// The stored buckets, read directly: the changes held in memory first.
+	if err := e.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	err := e.DB().View(func(tx *bolt.Tx) error {
 		var err error
 		img, err = projections.ReadImage(tx)

@@ -186,6 +186,9 @@ func TestDeliveryProperties(t *testing.T) {
 	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered; %d closed undelivered",
 		side.marked, side.delivered, side.undelivered)
 	var live engine.Image
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var err error
 	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
 	replayed, st, err := e.ReplayImage(ctx, 0)

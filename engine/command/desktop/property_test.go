@@ -265,6 +265,9 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 		t.Fatalf("seed %d: the run exercised too little: %d arms, %d crossings", seed, arms, crossings)
 	}
 	var live engine.Image
+	if err := e.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	var err error
 	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
 	replayed, _, err := e.ReplayImage(ctx, 0)
