@@ -81,8 +81,8 @@ type Engine struct {
 	once   sync.Once
 	// pub is the read-model changes not stored yet (see delta): replaced
 	// by the writer, never changed once stored here.
-	pub        atomic.Pointer[delta]
-	flushEach  bool
+	pub       atomic.Pointer[delta]
+	flushEach bool
 
 	// The queue of requests and its leader. There is no writer goroutine:
 	// the first submitter to find no leader becomes it and commits what is
