@@ -24,12 +24,14 @@ import (
 // delta; Open folds the log after the stored checkpoint in again.
 
 // flushStreams and flushEvents bound the delta: past either, the writer
-// flushes before its next batch. flushAfter bounds how long a change
-// waits in the delta when the daemon goes quiet.
+// flushes before its next batch. Nothing else starts a flush but Close
+// and the requests that need the stored read models whole: no timer, so
+// which transaction is a home's newest follows from what was asked of it
+// alone (the rolled-back-commit tests depend on that), and a quiet
+// daemon's delta costs only its memory, at most the bounds.
 const (
 	flushStreams = 256
 	flushEvents  = 2048
-	flushAfter   = 50 * time.Millisecond
 )
 
 // delta is the read-model changes of committed groups that the stored
@@ -43,7 +45,6 @@ type delta struct {
 	seqs     map[events.StreamID][]uint64
 	commands map[string]CommandRange
 	events   int
-	since    time.Time // when its first change joined
 }
 
 // deltaState is one aggregate in the delta: its latest state, the state
@@ -63,7 +64,7 @@ func (d *delta) empty() bool { return d.events == 0 }
 
 // due reports whether the writer should flush d before its next batch.
 func (d *delta) due() bool {
-	return !d.empty() && (len(d.states) >= flushStreams || d.events >= flushEvents || time.Since(d.since) >= flushAfter)
+	return !d.empty() && (len(d.states) >= flushStreams || d.events >= flushEvents)
 }
 
 // clone is a copy the writer may change. Slices and states are shared:
@@ -103,9 +104,6 @@ func (d *delta) put(old, cur aggregate.State) {
 func (d *delta) putFolded(cur aggregate.State) { d.put(nil, cur) }
 
 func (d *delta) putSeq(sid events.StreamID, seq uint64) {
-	if d.events == 0 {
-		d.since = time.Now()
-	}
 	d.seqs[sid] = append(slices.Clip(d.seqs[sid]), seq)
 	d.head = seq
 	d.events++
@@ -482,17 +480,6 @@ func (e *Engine) flush() error {
 // themselves (tests, tools), and before anything that needs them whole.
 func (e *Engine) Flush(ctx context.Context) error {
 	return e.exclusiveDB(ctx, func(*bolt.DB) error { return nil })
-}
-
-// flushLater makes sure a delta that just became non-empty is flushed
-// within about flushAfter even if nothing else is appended: a quiet
-// daemon's read models are not left behind for long.
-func (e *Engine) flushLater() {
-	time.AfterFunc(flushAfter, func() {
-		if d := e.pub.Load(); !d.empty() {
-			_ = e.Flush(context.Background()) // a closed engine flushed at Close
-		}
-	})
 }
 
 // catchUp folds the events after the stored checkpoint into the delta

@@ -742,8 +742,6 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 			e.pub.Store(w.d)
 			if e.flushEach {
 				_ = e.flush()
-			} else if pub.empty() {
-				e.flushLater()
 			}
 		}
 	} else {
