@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -445,12 +446,7 @@ func (e *Engine) flush() error {
 					}
 				}
 			}
-			ids := make([]string, 0, len(d.commands))
-			for id := range d.commands {
-				ids = append(ids, id)
-			}
-			sort.Strings(ids)
-			for _, id := range ids {
+			for _, id := range slices.Sorted(maps.Keys(d.commands)) {
 				// PutCommand extends a stored range: First then Last
 				// leaves exactly the delta's range.
 				r := d.commands[id]

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -103,12 +104,7 @@ func transcript(t *testing.T, e *engine.Engine, sn *seen) string {
 				}
 			}
 		}
-		idxs := make([]string, 0, len(sn.indexes))
-		for idx := range sn.indexes {
-			idxs = append(idxs, idx)
-		}
-		slices.Sort(idxs)
-		for _, idx := range idxs {
+		for _, idx := range slices.Sorted(maps.Keys(sn.indexes)) {
 			fmt.Fprintf(&b, "scan %s %v\n", idx, v.Scan(idx, ""))
 			for key := range sn.indexes[idx] {
 				fmt.Fprintf(&b, "lookup %s %q %v\n", idx, key, v.Lookup(idx, key))
