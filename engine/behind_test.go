@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -143,8 +144,10 @@ func transcript(t *testing.T, e *engine.Engine, sn *seen) string {
 // writes them behind, flushing at random points: every Snapshot method
 // answers the same after each step, and once flushed the stored read
 // models are byte-identical.
+var behindSeeds = flag.Int("behind.seeds", 3, "random scripts in TestWriteBehindMatchesWriteThrough")
+
 func TestWriteBehindMatchesWriteThrough(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
+	for seed := uint64(1); seed <= uint64(*behindSeeds); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			dir := t.TempDir()
 			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
