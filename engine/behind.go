@@ -124,8 +124,8 @@ func (d *delta) putCommand(id string, seq uint64, stored func(string) (CommandRa
 	d.commands[id] = r
 }
 
-// indexKeys are a state's index entries as the stored index sorts them:
-// index \0 key \0 kind \0 id, each once.
+// indexKeys are a state's index entries as stored (index.EntryKey),
+// in the order the stored index sorts them, each once.
 func indexKeys(sid events.StreamID, s aggregate.State) []string {
 	ix, ok := s.(aggregate.Indexer)
 	if !ok {
@@ -133,14 +133,14 @@ func indexKeys(sid events.StreamID, s aggregate.State) []string {
 	}
 	var out []string
 	for _, e := range ix.Indexes() {
-		out = append(out, e.Index+"\x00"+e.Key+"\x00"+string(sid.Kind)+"\x00"+sid.ID)
+		out = append(out, index.EntryKey(e.Index, index.Ref{Key: e.Key, Kind: sid.Kind, ID: sid.ID}))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }
 
-// deadlineKeys are a state's deadlines as the stored deadline index
-// sorts them: due (8 bytes, big-endian unix nanos), kind \0 id \0 name.
+// deadlineKeys are a state's deadlines as stored (index.DueKey), in the
+// order the stored deadline index sorts them, each once.
 func deadlineKeys(sid events.StreamID, s aggregate.State) []string {
 	dl, ok := s.(aggregate.Deadliner)
 	if !ok {
@@ -149,37 +149,16 @@ func deadlineKeys(sid events.StreamID, s aggregate.State) []string {
 	var out []string
 	for _, d := range dl.Deadlines() {
 		if !d.At.IsZero() {
-			out = append(out, dueKey(index.Due{At: d.At, Kind: sid.Kind, ID: sid.ID, Name: d.Name}))
+			out = append(out, index.DueKey(index.Due{At: d.At, Kind: sid.Kind, ID: sid.ID, Name: d.Name}))
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
 }
 
-func dueKey(d index.Due) string {
-	return string(binary.BigEndian.AppendUint64(nil, uint64(d.At.UnixNano()))) + string(d.Kind) + "\x00" + d.ID + "\x00" + d.Name
-}
-
-func parseDueKey(k string) index.Due {
-	parts := strings.SplitN(k[8:], "\x00", 3)
-	return index.Due{At: time.Unix(0, int64(binary.BigEndian.Uint64([]byte(k[:8])))).UTC(), Kind: events.Kind(parts[0]), ID: parts[1], Name: parts[2]}
-}
-
-// refKey is the stored key of an index entry.
-func refKey(idx string, r index.Ref) string {
-	return idx + "\x00" + r.Key + "\x00" + string(r.Kind) + "\x00" + r.ID
-}
-
-// parseRefKey reads an index key back as the stored index does: the key
-// may itself hold NULs.
-func parseRefKey(k string) (index.Ref, bool) {
-	parts := strings.Split(k, "\x00")
-	n := len(parts)
-	if n < 4 {
-		return index.Ref{}, false
-	}
-	return index.Ref{Key: strings.Join(parts[1:n-2], "\x00"), Kind: events.Kind(parts[n-2]), ID: parts[n-1]}, true
-}
+// dueAt is the due time of a stored deadline key, as the nanoseconds its
+// first 8 bytes hold.
+func dueAt(k string) uint64 { return binary.BigEndian.Uint64([]byte(k[:8])) }
 
 // overlay is the stored read models with a delta over them: what every
 // reader and the writer see. It answers exactly what the stored read
@@ -221,11 +200,11 @@ func (o overlay) State(k events.Kind, id string) (aggregate.State, error) {
 }
 
 func (o overlay) Lookup(idx, key string) []index.Ref {
-	return o.refs(idx, idx+"\x00"+key+"\x00", o.ProjectionTx.Lookup(idx, key))
+	return o.refs(idx, index.EntryPrefix(idx, key+"\x00"), o.ProjectionTx.Lookup(idx, key))
 }
 
 func (o overlay) Scan(idx, prefix string) []index.Ref {
-	return o.refs(idx, idx+"\x00"+prefix, o.ProjectionTx.Scan(idx, prefix))
+	return o.refs(idx, index.EntryPrefix(idx, prefix), o.ProjectionTx.Scan(idx, prefix))
 }
 
 // refs merges the stored entries under prefix, less those of aggregates
@@ -234,7 +213,7 @@ func (o overlay) refs(idx, prefix string, stored []index.Ref) []index.Ref {
 	var keys []string
 	for _, r := range stored {
 		if !o.in(r.Kind, r.ID) {
-			keys = append(keys, refKey(idx, r))
+			keys = append(keys, index.EntryKey(idx, r))
 		}
 	}
 	for _, ds := range o.d.states {
@@ -247,7 +226,7 @@ func (o overlay) refs(idx, prefix string, stored []index.Ref) []index.Ref {
 	slices.Sort(keys)
 	var out []index.Ref
 	for _, k := range keys {
-		if r, ok := parseRefKey(k); ok {
+		if r, ok := index.ParseEntryKey(k); ok {
 			out = append(out, r)
 		}
 	}
@@ -259,12 +238,12 @@ func (o overlay) DueBy(now time.Time) []index.Due {
 	var keys []string
 	for _, d := range o.ProjectionTx.DueBy(now) {
 		if !o.in(d.Kind, d.ID) {
-			keys = append(keys, dueKey(d))
+			keys = append(keys, index.DueKey(d))
 		}
 	}
 	for _, ds := range o.d.states {
 		for _, k := range ds.dl {
-			if binary.BigEndian.Uint64([]byte(k[:8])) <= limit {
+			if dueAt(k) <= limit {
 				keys = append(keys, k)
 			}
 		}
@@ -272,7 +251,9 @@ func (o overlay) DueBy(now time.Time) []index.Due {
 	slices.Sort(keys)
 	out := make([]index.Due, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, parseDueKey(k))
+		if d, ok := index.ParseDueKey(k); ok {
+			out = append(out, d)
+		}
 	}
 	if len(out) == 0 {
 		return nil
@@ -300,7 +281,7 @@ func (o overlay) nextDue(d index.Due, ok bool, from uint64, after bool) (index.D
 		at := uint64(d.At.UnixNano())
 		for _, c := range o.ProjectionTx.DueBy(d.At) {
 			if uint64(c.At.UnixNano()) == at && !o.in(c.Kind, c.ID) && (!after || at >= from) {
-				best = dueKey(c)
+				best = index.DueKey(c)
 				break
 			}
 		}
@@ -310,7 +291,7 @@ func (o overlay) nextDue(d index.Due, ok bool, from uint64, after bool) (index.D
 	}
 	for _, ds := range o.d.states {
 		for _, k := range ds.dl {
-			if after && binary.BigEndian.Uint64([]byte(k[:8])) < from {
+			if after && dueAt(k) < from {
 				continue
 			}
 			if best == "" || k < best {
@@ -322,7 +303,7 @@ func (o overlay) nextDue(d index.Due, ok bool, from uint64, after bool) (index.D
 	if best == "" {
 		return index.Due{}, false
 	}
-	return parseDueKey(best), true
+	return index.ParseDueKey(best)
 }
 
 func (o overlay) Count(name string) uint64 {

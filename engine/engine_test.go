@@ -40,23 +40,7 @@ func open(t testing.TB, dir string, opt engine.Options) *engine.Engine {
 	return enginetest.Open(t, filepath.Join(dir, "cbth.db"), opt)
 }
 
-func image(t testing.TB, e *engine.Engine) engine.Image {
-	t.Helper()
-	var img engine.Image
-	// The stored buckets, read directly: the changes held in memory first.
-	if err := e.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	err := e.DB().View(func(tx *bolt.Tx) error {
-		var err error
-		img, err = projections.ReadImage(tx)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return img
-}
+func image(t testing.TB, e *engine.Engine) engine.Image { return enginetest.StoredImage(t, e) }
 
 func mustVerify(t testing.TB, e *engine.Engine) engine.Report {
 	t.Helper()

@@ -328,7 +328,7 @@ func (t *Tx) diffPut(name []byte, old, new [][]byte) error {
 	return nil
 }
 
-// indexKeys renders a state's index entries as index\0key\0kind\0id.
+// indexKeys are a state's index entries as stored (index.EntryKey).
 func indexKeys(k events.Kind, id string, s aggregate.State) [][]byte {
 	ix, ok := s.(aggregate.Indexer)
 	if !ok || s == nil {
@@ -336,13 +336,13 @@ func indexKeys(k events.Kind, id string, s aggregate.State) [][]byte {
 	}
 	var out [][]byte
 	for _, e := range ix.Indexes() {
-		out = append(out, []byte(e.Index+"\x00"+e.Key+"\x00"+string(k)+"\x00"+id))
+		out = append(out, []byte(index.EntryKey(e.Index, index.Ref{Key: e.Key, Kind: k, ID: id})))
 	}
 	return out
 }
 
-// deadlineKeys renders a state's deadlines as due(8, big-endian unix nanos)
-// then kind\0id\0name, so a cursor walks them in due order.
+// deadlineKeys are a state's deadlines as stored (index.DueKey), so a
+// cursor walks them in due order.
 func deadlineKeys(k events.Kind, id string, s aggregate.State) [][]byte {
 	dl, ok := s.(aggregate.Deadliner)
 	if !ok || s == nil {
@@ -353,22 +353,20 @@ func deadlineKeys(k events.Kind, id string, s aggregate.State) [][]byte {
 		if d.At.IsZero() {
 			continue
 		}
-		key := binary.BigEndian.AppendUint64(nil, uint64(d.At.UnixNano()))
-		key = append(key, string(k)+"\x00"+id+"\x00"+d.Name...)
-		out = append(out, key)
+		out = append(out, []byte(index.DueKey(index.Due{At: d.At, Kind: k, ID: id, Name: d.Name})))
 	}
 	return out
 }
 
-// Lookup returns the aggregates whose index entries equal key exactly.
-func (t *Tx) Lookup(index, key string) []index.Ref {
-	return t.scan(index + "\x00" + key + "\x00")
+// Lookup returns the aggregates whose entries in idx have exactly key.
+func (t *Tx) Lookup(idx, key string) []index.Ref {
+	return t.scan(index.EntryPrefix(idx, key+"\x00"))
 }
 
-// Scan returns the index entries of index whose key starts with prefix, in
-// key order.
-func (t *Tx) Scan(index, prefix string) []index.Ref {
-	return t.scan(index + "\x00" + prefix)
+// Scan returns the entries of idx whose key starts with prefix, in key
+// order.
+func (t *Tx) Scan(idx, prefix string) []index.Ref {
+	return t.scan(index.EntryPrefix(idx, prefix))
 }
 
 func (t *Tx) scan(prefix string) []index.Ref {
@@ -376,14 +374,9 @@ func (t *Tx) scan(prefix string) []index.Ref {
 	c := t.tx.Bucket(bucketIndex).Cursor()
 	p := []byte(prefix)
 	for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-		parts := bytes.Split(k, []byte{0})
-		n := len(parts)
-		if n < 4 {
-			continue
+		if r, ok := index.ParseEntryKey(string(k)); ok {
+			out = append(out, r)
 		}
-		// index \0 key... \0 kind \0 id: the key may itself contain NULs.
-		key := bytes.Join(parts[1:n-2], []byte{0})
-		out = append(out, index.Ref{Key: string(key), Kind: events.Kind(parts[n-2]), ID: string(parts[n-1])})
 	}
 	return out
 }
@@ -420,16 +413,7 @@ func (t *Tx) NextDueAfter(at time.Time) (index.Due, bool) {
 	return parseDue(k)
 }
 
-func parseDue(k []byte) (index.Due, bool) {
-	if len(k) < 8 {
-		return index.Due{}, false
-	}
-	parts := bytes.SplitN(k[8:], []byte{0}, 3)
-	if len(parts) != 3 {
-		return index.Due{}, false
-	}
-	return index.Due{At: time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC(), Kind: events.Kind(parts[0]), ID: string(parts[1]), Name: string(parts[2])}, true
-}
+func parseDue(k []byte) (index.Due, bool) { return index.ParseDueKey(string(k)) }
 
 // Command returns the log range an idempotency key produced, if any.
 func (t *Tx) Command(id string) (engine.CommandRange, bool) {

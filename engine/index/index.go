@@ -171,3 +171,44 @@ func TrackingKey(deadline time.Time) string { return Time(deadline) }
 func CtxSessionKey(root, object, scope string, uid int, name string) string {
 	return root + "\x00" + object + "\x00" + scope + "\x00" + strconv.Itoa(uid) + "\x00" + name
 }
+
+// EntryKey is how an index entry is stored: index \0 key \0 kind \0 id.
+// Entries sort by index, then key, then aggregate, which is the order
+// Lookup and Scan answer in.
+func EntryKey(idx string, r Ref) string {
+	return idx + "\x00" + r.Key + "\x00" + string(r.Kind) + "\x00" + r.ID
+}
+
+// EntryPrefix is what the stored keys of idx's entries whose key starts
+// with keyPrefix begin with: a Scan's range; keyPrefix + "\x00" is a
+// Lookup's (the key exactly).
+func EntryPrefix(idx, keyPrefix string) string { return idx + "\x00" + keyPrefix }
+
+// ParseEntryKey reads a stored index entry back. The key may itself
+// hold NULs; the kind and id never do.
+func ParseEntryKey(k string) (Ref, bool) {
+	parts := strings.Split(k, "\x00")
+	n := len(parts)
+	if n < 4 {
+		return Ref{}, false
+	}
+	return Ref{Key: strings.Join(parts[1:n-2], "\x00"), Kind: events.Kind(parts[n-2]), ID: parts[n-1]}, true
+}
+
+// DueKey is how a deadline is stored: when (8 bytes, big-endian unix
+// nanoseconds), then kind \0 id \0 name, so deadlines sort in due order.
+func DueKey(d Due) string {
+	return string(binary.BigEndian.AppendUint64(nil, uint64(d.At.UnixNano()))) + string(d.Kind) + "\x00" + d.ID + "\x00" + d.Name
+}
+
+// ParseDueKey reads a stored deadline back.
+func ParseDueKey(k string) (Due, bool) {
+	if len(k) < 8 {
+		return Due{}, false
+	}
+	parts := strings.SplitN(k[8:], "\x00", 3)
+	if len(parts) != 3 {
+		return Due{}, false
+	}
+	return Due{At: time.Unix(0, int64(binary.BigEndian.Uint64([]byte(k[:8])))).UTC(), Kind: events.Kind(parts[0]), ID: parts[1], Name: parts[2]}, true
+}
