@@ -62,7 +62,6 @@ soak:
     go test -count=1 -timeout 30m -v -run 'TestSoak' ./cmd/cbth/ -args -soak.rounds=30 -soak.procs=8 -soak.jobs=25 -soak.duration=15m
     go test -run 'CrashRecovery' ./engine/ -args -crash.runs=500
     go test -run 'ReplayEquality' ./engine/ -args -steps=1000000
-    go test -run 'TestWriteBehindMatchesWriteThrough' ./engine/ -args -behind.seeds=100
     go test -run '^$' -fuzz FuzzDecode -fuzztime 2m ./events/
     go test -run '^$' -fuzz FuzzReadFrame -fuzztime 30s ./adapters/ipc/
     go test -run '^$' -fuzz FuzzParseRequest -fuzztime 30s ./adapters/cortexfs/socket/

@@ -15,9 +15,12 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// readStreamIn calls fn for every event of sid with seq <= until (0:
-// all), in order, found through the per-stream index: one seek, then one
+// readStream calls fn for every event of sid with seq <= until (0: all),
+// in order, found through the per-stream index: one seek, then one
 // lookup per event, however long the log.
+func (e *Engine) readStream(tx *bolt.Tx, sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
+	return readStreamIn(tx.Bucket(bucketLog), e.proj.In(tx), sid, until, fn)
+}
 
 func readStreamIn(log *bolt.Bucket, v ProjectionTx, sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
 	var err error
@@ -52,9 +55,7 @@ func readStreamIn(log *bolt.Bucket, v ProjectionTx, sid events.StreamID, until u
 // cleanly.
 func (e *Engine) ReadStreamUntil(sid events.StreamID, until uint64, fn func(events.Envelope) error) error {
 	return e.guard(func() error {
-		return e.readTx(func(tx *bolt.Tx, v ProjectionTx) error {
-			return readStreamIn(tx.Bucket(bucketLog), v, sid, until, fn)
-		})
+		return e.db.View(func(tx *bolt.Tx) error { return e.readStream(tx, sid, until, fn) })
 	})
 }
 
@@ -117,8 +118,8 @@ func (e *Engine) ReadAsOf(until uint64, fn func(r *AsOf) error) error {
 		return errs.New(errs.EINVAL, "seq %d is not in the log (1..%d)", until, e.Head())
 	}
 	return e.guard(func() error {
-		return e.readTx(func(tx *bolt.Tx, v ProjectionTx) error {
-			r := &AsOf{e: e, log: tx.Bucket(bucketLog), cur: v, until: until, states: map[events.StreamID]aggregate.State{}}
+		return e.db.View(func(tx *bolt.Tx) error {
+			r := &AsOf{e: e, log: tx.Bucket(bucketLog), cur: e.proj.In(tx), until: until, states: map[events.StreamID]aggregate.State{}}
 			if err := fn(r); err != nil {
 				return err
 			}

@@ -113,10 +113,6 @@ func BenchmarkAsOf(b *testing.B) {
 		}
 		return folded, nil
 	}
-	// The bare scan below reads the stored stream index itself.
-	if err := e.Flush(context.Background()); err != nil {
-		b.Fatal(err)
-	}
 	// The streams each inspection folds.
 	streams := make([][]events.StreamID, stories)
 	for i, p := range plans {

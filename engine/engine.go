@@ -1,9 +1,8 @@
 // Package engine is cbth's event-sourced core: the append-only log on bbolt,
 // its hash chain, a single writer at a time that group-commits whatever is
 // queued, pure command handling (decide, then apply through the state
-// machines) and the projections, written behind the appends: a group's
-// changes to them are read from memory until a transaction of their own
-// stores them (behind.go).
+// machines) and the projections updated in the same transaction as each
+// append.
 //
 // Append and Execute return only after the bbolt commit that holds their
 // events has been fsynced.
@@ -62,9 +61,6 @@ type Options struct {
 	// NoSync disables fsync. Only benchmarks that measure the engine's own
 	// overhead set it; it voids durability.
 	NoSync bool
-	// FlushEachCommit writes the read models after every commit instead
-	// of behind the appends: for tests that compare the two.
-	FlushEachCommit bool
 }
 
 // Engine owns one bbolt log file. It is safe for concurrent use.
@@ -79,10 +75,6 @@ type Engine struct {
 	ms     *fsm.Machines
 	proj   Projections
 	once   sync.Once
-	// pub is the read-model changes not stored yet (see delta): replaced
-	// by the writer, never changed once stored here.
-	pub       atomic.Pointer[delta]
-	flushEach bool
 
 	// The queue of requests and its leader. There is no writer goroutine:
 	// the first submitter to find no leader becomes it and commits what is
@@ -155,18 +147,10 @@ func Open(path string, opt Options) (*Engine, error) {
 	e := &Engine{
 		db: db, path: path, clock: opt.Clock, log: opt.Logger, ms: fsm.New(), proj: opt.Projections,
 		subs: make(map[*Subscription]struct{}), cache: make(map[events.StreamID]aggregate.State),
-		flushEach: opt.FlushEachCommit,
 	}
 	if err := e.open(ack, slot, hasAck); err != nil {
 		db.Close()
 		return nil, err
-	}
-	e.pub.Store(emptyDelta(e.lastSeq))
-	if err := e.catchUp(); err != nil {
-		// The stored read models stay behind: ProjectionsCurrent says so,
-		// and Rebuild derives them again (and reports what fails).
-		e.log.Error("catch the read models up with the log", "path", path, "err", err)
-		e.pub.Store(emptyDelta(e.lastSeq))
 	}
 	e.head.Store(e.lastSeq)
 	return e, nil
@@ -302,7 +286,6 @@ func (e *Engine) Close() error {
 		e.isClosed = true
 		e.qmu.Unlock()
 		e.leaders.Wait() // a leader finishes what was queued before Close
-		ferr := e.flush()
 		e.subMu.Lock()
 		for s := range e.subs {
 			close(s.c)
@@ -312,9 +295,6 @@ func (e *Engine) Close() error {
 		err = e.db.Close()
 		if aerr := e.ack.close(); err == nil {
 			err = aerr
-		}
-		if err == nil && ferr != nil && e.Damaged() == nil {
-			err = ferr
 		}
 	})
 	return err
@@ -627,9 +607,6 @@ func (e *Engine) lead(own *request) {
 		batch := e.queue[:n:n]
 		e.queue = append([]*request(nil), e.queue[n:]...)
 		e.qmu.Unlock()
-		if e.pub.Load().due() {
-			_ = e.flush() // logged; the delta stays and is tried again
-		}
 		e.commit(batch)
 	}
 }
@@ -643,12 +620,7 @@ func (e *Engine) commit(batch []*request) {
 			continue
 		}
 		e.commitGroup(batch[start:i], false)
-		// An exclusive request may read or replace the stored read
-		// models: they hold everything first.
 		if r.err = e.Damaged(); r.err == nil {
-			r.err = e.flush()
-		}
-		if r.err == nil {
 			r.err = e.guard(func() error { return r.exclusive(e.db) })
 		}
 		if r.err == nil {
@@ -695,11 +667,10 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 		return
 	}
 	seq0, hash0 := e.lastSeq, e.lastHash
-	pub := e.pub.Load()
-	w := &txWriter{e: e, pending: map[events.StreamID]aggregate.State{}, d: pub.clone()}
+	w := &txWriter{e: e, pending: map[events.StreamID]aggregate.State{}}
 	err := e.guard(func() error {
 		return e.db.Update(func(tx *bolt.Tx) error {
-			w.tx, w.ptx = tx, overlay{ProjectionTx: w.e.proj.In(tx), d: w.d}
+			w.tx, w.ptx = tx, w.e.proj.In(tx)
 			defer func() { w.tx, w.ptx = nil, nil }()
 			for i := 0; i < len(batch); i++ {
 				r := batch[i]
@@ -718,6 +689,9 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 				}
 			}
 			if e.lastSeq != seq0 {
+				if err := w.ptx.SetCheckpoint(e.lastSeq); err != nil {
+					return err
+				}
 				if err := e.tendReserve(tx); err != nil {
 					return err
 				}
@@ -735,14 +709,6 @@ func (e *Engine) commitGroup(batch []*request, late bool) {
 		}
 		for sid, st := range w.pending {
 			e.cache[sid] = st
-		}
-		if e.lastSeq != seq0 {
-			// Published after the commit: a reader that sees this delta
-			// begins its transaction after the log records it names.
-			e.pub.Store(w.d)
-			if e.flushEach {
-				_ = e.flush()
-			}
 		}
 	} else {
 		e.lastSeq, e.lastHash = seq0, hash0
@@ -784,10 +750,7 @@ func (s *storageError) Error() string { return s.err.Error() }
 type txWriter struct {
 	e   *Engine
 	tx  *bolt.Tx
-	ptx ProjectionTx // the stored read models with d over them
-	// d is the published delta with this group's changes: published
-	// when the group commits, dropped when it fails.
-	d *delta
+	ptx ProjectionTx
 	// pending holds the states written by this group's earlier requests;
 	// they reach the cache only once the commit succeeds.
 	pending map[events.StreamID]aggregate.State
@@ -802,11 +765,7 @@ func (w *txWriter) committed(sid events.StreamID) (aggregate.State, error) {
 	if s, ok := w.e.cache[sid]; ok {
 		return s, nil
 	}
-	if ds, ok := w.d.states[sid]; ok {
-		w.e.cache[sid] = ds.cur
-		return ds.cur, nil
-	}
-	s, err := w.e.proj.In(w.tx).State(sid.Kind, sid.ID)
+	s, err := w.ptx.State(sid.Kind, sid.ID)
 	if err == nil && s != nil {
 		// Not written in this transaction, so the stored value is committed.
 		w.e.cache[sid] = s
@@ -928,7 +887,9 @@ func (w *txWriter) process(r *request) (Result, error) {
 	}
 	for _, sid := range order {
 		st := streams[sid]
-		w.d.put(st.old, st.cur)
+		if err := w.ptx.Put(st.old, st.cur); err != nil {
+			return Result{}, &storageError{err}
+		}
 		w.pending[sid] = st.cur
 	}
 	return Result{Events: envs, Outcome: dec.Outcome, value: dec.value}, nil
@@ -951,9 +912,11 @@ func (w *txWriter) put(env *events.Envelope, rec []byte) error {
 	if err := w.putRecord(env, rec); err != nil {
 		return err
 	}
-	w.d.putSeq(env.Stream, env.Seq)
+	if err := w.ptx.PutStreamSeq(env.Stream, env.Seq); err != nil {
+		return err
+	}
 	if env.CommandID != "" {
-		w.d.putCommand(env.CommandID, env.Seq, w.ptx.(overlay).ProjectionTx.Command)
+		return w.ptx.PutCommand(env.CommandID, env.Seq)
 	}
 	return nil
 }

@@ -40,7 +40,19 @@ func open(t testing.TB, dir string, opt engine.Options) *engine.Engine {
 	return enginetest.Open(t, filepath.Join(dir, "cbth.db"), opt)
 }
 
-func image(t testing.TB, e *engine.Engine) engine.Image { return enginetest.StoredImage(t, e) }
+func image(t testing.TB, e *engine.Engine) engine.Image {
+	t.Helper()
+	var img engine.Image
+	err := e.DB().View(func(tx *bolt.Tx) error {
+		var err error
+		img, err = projections.ReadImage(tx)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
 
 func mustVerify(t testing.TB, e *engine.Engine) engine.Report {
 	t.Helper()

@@ -26,10 +26,7 @@ var benchParts = flag.Bool("bench.parts", false, "run BenchmarkAppendParts (not 
 // of the wait over the same round's bare group of 8) with its page writes
 // per commit, and x_log_only, the wait over the same round's log-only
 // engine's. The cut-down engines are measurements only: their read
-// models do not match their logs. Run with -bench.parts. It was written
-// when the read models were kept in the append's transaction, and its
-// figures (spec/engine.md) are why they no longer are: now the parts
-// differ only in what the flushes behind the appends write.
+// models do not match their logs. Run with -bench.parts.
 func BenchmarkAppendParts(b *testing.B) {
 	if !*benchParts {
 		b.Skip("run with -args -bench.parts")

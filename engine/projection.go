@@ -13,8 +13,8 @@ import (
 // Projections are the read models kept in the log's bbolt file beside
 // it: every aggregate's current state, the indexes and the deadline
 // index its state derives, the idempotency keys, the per-stream index
-// and a checkpoint. The engine stores what committed appends changed in
-// them in transactions of its own (behind.go), drops them and writes a replay's image in Rebuild, and
+// and a checkpoint. The engine updates them in the transaction of each
+// append, drops them and writes a replay's image in Rebuild, and
 // compares them with a replay in Verify; what they hold, and in which
 // buckets, is theirs to decide.
 //

@@ -52,7 +52,7 @@ func (e *Engine) ReadStream(sid events.StreamID, fn func(events.Envelope) error)
 
 // View runs fn against a consistent read-only view of the projections.
 func (e *Engine) View(fn func(v ProjectionTx) error) error {
-	return e.guard(func() error { return e.readTx(func(_ *bolt.Tx, v ProjectionTx) error { return fn(v) }) })
+	return e.guard(func() error { return e.db.View(func(tx *bolt.Tx) error { return fn(e.proj.In(tx)) }) })
 }
 
 // Subscription signals that the log head moved. Signals coalesce: a slow
@@ -125,7 +125,7 @@ func (e *Engine) ProjectionsCurrent() (bool, error) {
 
 // Read runs fn against a consistent snapshot of the projections.
 func (e *Engine) Read(fn func(s Snapshot) error) error {
-	return e.readTx(func(_ *bolt.Tx, v ProjectionTx) error { return fn(v) })
+	return e.db.View(func(tx *bolt.Tx) error { return fn(e.proj.In(tx)) })
 }
 
 // ReadLogFile walks the log of a bbolt file that no daemon holds, opened

@@ -299,12 +299,7 @@ func (r *Report) add(seq uint64, code errs.Code, format string, args ...any) {
 // wait for the check (not for the log walk before it).
 func (e *Engine) Verify(ctx context.Context) (Report, error) {
 	var rep Report
-	// The stored read models are checked as of their checkpoint: flushed
-	// first, that is about the head.
-	err := e.Flush(ctx)
-	if err != nil && e.Damaged() == nil {
-		return rep, err
-	}
+	var err error
 	if p := catch(func() {
 		err = e.db.View(func(tx *bolt.Tx) error {
 			var err error
@@ -424,28 +419,6 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, proj Projectio
 	var rep Report
 	add := rep.add
 	m := newMemory(ms)
-	// The read models are written behind the log, each flush up to the
-	// seq it records as the checkpoint: they must equal a replay up to
-	// that seq, taken as the walk passes it.
-	checkpoint := ^uint64(0)
-	complete := true
-	for _, b := range proj.Buckets() {
-		complete = complete && tx.Bucket(b) != nil
-	}
-	if complete {
-		checkpoint = proj.In(tx).Checkpoint()
-	}
-	var want Image
-	take := func() error {
-		var err error
-		want, err = m.image(proj)
-		return err
-	}
-	if checkpoint == 0 {
-		if err := take(); err != nil {
-			return rep, err
-		}
-	}
 	var prev events.Hash
 	var prevSeq uint64
 	broken := false
@@ -482,8 +455,6 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, proj Projectio
 		if err := m.apply(d); err != nil {
 			add(d.key, errs.CodeOf(err), "seq %d: %v", d.key, err)
 			broken = true
-		} else if d.key == checkpoint {
-			return take()
 		}
 		return nil
 	})
@@ -492,11 +463,9 @@ func verifyTx(ctx context.Context, tx *bolt.Tx, ms *fsm.Machines, proj Projectio
 	}
 	rep.Head, rep.HeadHash = prevSeq, prev.String()
 	if !broken {
-		if want == nil {
-			// A checkpoint past the head, or none: against the whole log.
-			if err := take(); err != nil {
-				return rep, err
-			}
+		want, err := m.image(proj)
+		if err != nil {
+			return rep, err
 		}
 		got, err := proj.ReadImage(tx)
 		if err != nil {

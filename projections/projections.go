@@ -4,9 +4,8 @@
 // This package is the read models in bbolt, beside the log: the current
 // state of every aggregate, secondary indexes, the deadline index and
 // the command (idempotency) index, the per-stream index, plus a
-// checkpoint (Store, the engine's Projections). The engine writes them
-// behind the appends (a flush stores what committed groups changed, up to
-// the checkpoint: spec/engine.md); Rebuild drops them and derives
+// checkpoint (Store, the engine's Projections). The engine updates them
+// in the same transaction as each append; Rebuild drops them and derives
 // them again from the log alone. The file projections are its
 // subpackages: desktop (the Desktop inbox: snapshot manifests and their
 // per-revision files) and ctxsession (CortexFS session directories and

@@ -86,22 +86,6 @@ func (h *homeDir) stop() {
 
 func (h *homeDir) db() string { return filepath.Join(h.root, "cbth.db") }
 
-// crash kills the daemon (SIGKILL) and waits for it to go. Unlike stop,
-// it leaves the newest transaction of the log file an append: a clean
-// stop ends with the flush of the read models written behind the
-// appends (spec/engine.md, "Read models written behind the log"), and
-// nothing else but a full delta or a request for the whole stored read
-// models flushes.
-func (h *homeDir) crash() {
-	h.t.Helper()
-	pid := h.pid()
-	if pid == 0 {
-		h.t.Fatal("no daemon to kill")
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
-	waitFor(h.t, "the killed daemon to go", 10*time.Second, func() bool { return h.pid() == 0 })
-}
-
 // verifyReport runs events verify --json with no daemon and checks that
 // stdout is exactly one JSON document, a report.
 func (h *homeDir) verifyReport() (problems []string, exit int) {
@@ -223,7 +207,7 @@ func TestRolledBackCommitIsRefused(t *testing.T) {
 	h := newHome(t)
 	h.submit("t")
 	h.submit("t")
-	h.crash() // the newest transaction is the second submit's append
+	h.stop()
 	h.damaged = true
 	corruptNewestMeta(t, h.db())
 	h.fails(20*time.Second, "job", "list").want(t, "ECORRUPT", 70, "acknowledged", "cbth.db.ack")

@@ -17,6 +17,8 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -183,7 +185,9 @@ func TestDeliveryProperties(t *testing.T) {
 	}
 	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered; %d closed undelivered",
 		side.marked, side.delivered, side.undelivered)
-	live := enginetest.StoredImage(t, e)
+	var live engine.Image
+	var err error
+	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
 	replayed, st, err := e.ReplayImage(ctx, 0)
 	if err != nil {
 		t.Fatal(err)

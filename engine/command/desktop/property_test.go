@@ -16,6 +16,8 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
+	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -262,7 +264,9 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	if steps >= 1000 && (arms == 0 || crossings == 0) {
 		t.Fatalf("seed %d: the run exercised too little: %d arms, %d crossings", seed, arms, crossings)
 	}
-	live := enginetest.StoredImage(t, e)
+	var live engine.Image
+	var err error
+	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
 	replayed, _, err := e.ReplayImage(ctx, 0)
 	if err != nil {
 		t.Fatal(err)

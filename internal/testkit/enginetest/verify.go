@@ -7,7 +7,6 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/projections"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Open opens an engine for a test and, when the test ends, closes it and
@@ -80,23 +79,4 @@ func Answer[V any, C engine.Answerer[V]](tb testing.TB, e *engine.Engine, m engi
 		tb.Fatalf("%T: %v", c, err)
 	}
 	return v, res
-}
-
-// StoredImage is e's stored read-model buckets, read directly once the
-// changes e holds in memory are flushed to them.
-func StoredImage(tb testing.TB, e *engine.Engine) engine.Image {
-	tb.Helper()
-	if err := e.Flush(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	var img engine.Image
-	err := e.DB().View(func(tx *bolt.Tx) error {
-		var err error
-		img, err = projections.ReadImage(tx)
-		return err
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return img
 }
