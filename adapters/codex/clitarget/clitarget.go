@@ -2,8 +2,8 @@
 // head batch into the Codex thread a managed session is bound to, through
 // turn/start on the daemon's shared app-server, and reports the accepted
 // turn's end. The delivery core (engine/command) decides when and records
-// what happened; the sessions manager (adapters/codex/sessions) owns the
-// app-server and the sessions. spec/codex-cli.md section 16 describes it.
+// what happened; adapters/codex/sessions follows the app-server and reads
+// the sessions' threads. spec/codex-cli.md section 16 describes it.
 package clitarget
 
 import (
@@ -57,12 +57,13 @@ func ConfigOf(c home.Config, unavailable error) Config {
 	}
 }
 
-// Sessions is what the target needs of the sessions manager.
+// Sessions is what the target needs of an app-server it delivers
+// through (sessions.Shared, or a host plugin's pool).
 type Sessions interface {
 	Current() (instance string, probed bool)
 	ThreadStatus(thread string) string
 	AwaitingFirstTurn(thread string) bool
-	Read(ctx context.Context, sessionID string) (sessions.Refreshed, error)
+	Read(ctx context.Context, sessionID string) (sessions.ThreadReading, error)
 	Client(instance string) (*appserver.Client, error)
 	Alive(instance string) bool
 	Watch(w sessions.Watcher)

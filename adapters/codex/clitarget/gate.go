@@ -103,7 +103,7 @@ type RiskView struct {
 // thread with no approval, no network and a read-only sandbox can do
 // none of them), and a turn waiting on an approval or on the user's input
 // is not low-risk whatever they say. Anything unknown is "unknown".
-func riskView(ref sessions.Refreshed, turnID string) RiskView {
+func riskView(ref sessions.ThreadReading, turnID string) RiskView {
 	cur := ref.Current.Values()
 	v := RiskView{ActiveTurnID: turnID, ActiveTurnKind: "user_turn",
 		ActiveTurnRequiresApproval: cur[0] != events.AllowFalse, ActiveTurnRequiresNetwork: cur[1] != events.AllowFalse,
@@ -131,6 +131,13 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	ref, err := t.m.Read(rctx, g.Route.ManagedSessionID)
 	if errors.Is(err, sessions.ErrAwaitingFirstTurn) {
 		return target.Gate{Reason: t.reason(awaitingFirstTurn)}
+	}
+	var gone *sessions.Unreachable
+	if errors.As(err, &gone) {
+		// Codex's answer proves the thread out of reach: the scheduler
+		// records the session stale, and the head waits for a foreground
+		// to attach it again.
+		return target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Route: command.Route{Gate: &codex.StaleProof{MarkSessionStale: gone.Stale}}}
 	}
 	if err != nil {
 		return target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Retry: t.now().Add(retryIn)}
@@ -206,7 +213,7 @@ func permString(p events.Permissions) string {
 // Trusted-all: the gate is bypassed and the thread's current settings,
 // as read, are pinned; a writable root with a ".." component fails
 // closed.
-func (t *Target) pin(ref sessions.Refreshed) (appserver.TurnStartParams, string) {
+func (t *Target) pin(ref sessions.ThreadReading) (appserver.TurnStartParams, string) {
 	ts := ref.Thread
 	var p appserver.TurnStartParams
 	if t.cfg.TrustedAll {

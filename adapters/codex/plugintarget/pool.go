@@ -408,7 +408,7 @@ func (p *Pool) Watch(w sessions.Watcher) {
 // A host-plugin target has no startup cap of its own: the reading is
 // the cap, so strict-safe delivery needs all three false in it. A lease
 // is no session aggregate: there is no reading to record (Record nil).
-func (p *Pool) Read(ctx context.Context, sessionID string) (sessions.Refreshed, error) {
+func (p *Pool) Read(ctx context.Context, sessionID string) (sessions.ThreadReading, error) {
 	p.mu.Lock()
 	l := p.bySession(sessionID)
 	var lease Lease
@@ -417,18 +417,18 @@ func (p *Pool) Read(ctx context.Context, sessionID string) (sessions.Refreshed, 
 	}
 	p.mu.Unlock()
 	if l == nil {
-		return sessions.Refreshed{}, errs.New(errs.ENOENT, "no app-server lease holds managed session %s", sessionID)
+		return sessions.ThreadReading{}, errs.New(errs.ENOENT, "no app-server lease holds managed session %s", sessionID)
 	}
 	c, err := p.Client(lease.Instance)
 	if err != nil {
-		return sessions.Refreshed{}, err
+		return sessions.ThreadReading{}, err
 	}
 	ts, err := c.ThreadResume(ctx, appserver.ThreadResumeParams{ThreadID: lease.Thread, ExcludeTurns: true})
 	if err != nil {
-		return sessions.Refreshed{}, errs.Wrap(errs.CodeOf(err), err, "resume thread %s", lease.Thread)
+		return sessions.ThreadReading{}, errs.Wrap(errs.CodeOf(err), err, "resume thread %s", lease.Thread)
 	}
 	p.noteStatus(lease.Thread, ts.Thread.Status.Type)
 	r := sessions.ReadingOf(ts)
-	return sessions.Refreshed{Observation: codex.Observation{SessionID: sessionID, Epoch: lease.Epoch,
+	return sessions.ThreadReading{Observation: codex.Observation{SessionID: sessionID, Epoch: lease.Epoch,
 		Startup: r.Current, Current: r.Current, Effective: r.Current}, Thread: ts, Instance: lease.Instance}, nil
 }

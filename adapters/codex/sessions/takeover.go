@@ -9,10 +9,6 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/supervisor"
-	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
-	"github.com/cbth-dev/cbth/engine/command/codex"
-	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -30,7 +26,7 @@ const takeOverGrace = 5 * time.Second
 // is gone: that pid itself, or a process of its group or tree (a codex
 // wrapper serves through a child; supervisor.ServesFor). Anything else
 // answering there is refused (EBUSY).
-func (m *Manager) takeOver(ctx context.Context, socket string) error {
+func (s *Shared) takeOver(ctx context.Context, socket string) error {
 	if _, err := os.Lstat(socket); err != nil {
 		return nil
 	}
@@ -44,15 +40,7 @@ func (m *Manager) takeOver(ctx context.Context, socket string) error {
 		return nil // nobody answers: Codex replaces a stale socket itself
 	}
 	t.Close()
-	orphans := map[int]bool{}
-	err = m.eng.Read(func(r engine.Snapshot) error {
-		return r.ForEach(events.KindAppServer, func(st aggregate.State) error {
-			if a := st.(*aggregate.AppServer); a.ExitReason == codex.ExitDaemonRestart {
-				orphans[a.PID] = true
-			}
-			return nil
-		})
-	})
+	orphans, err := s.book.Orphans()
 	if err != nil {
 		return err
 	}
@@ -65,7 +53,7 @@ func (m *Manager) takeOver(ctx context.Context, socket string) error {
 		return errs.New(errs.EBUSY, "a codex app-server (pid %d) this home's log does not know listens at %s", peer.PID, socket)
 	}
 	started := owners[i]
-	m.log.Warn("stopping the codex app-server an earlier daemon left running", "pid", started, "served_by_pid", peer.PID)
+	s.log.Warn("stopping the codex app-server an earlier daemon left running", "pid", started, "served_by_pid", peer.PID)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		_ = syscall.Kill(-started, sig)
 		if pg, err := syscall.Getpgid(peer.PID); err == nil && pg != started {

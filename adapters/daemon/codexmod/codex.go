@@ -37,9 +37,10 @@ const appServerLog = "codex-app-server.log"
 type Module struct {
 	daemon.Base
 	h *daemon.Host
-	// codex is the Codex CLI adapter: the shared app-server, started when
-	// a CLI session first needs it, and the attached foregrounds.
-	codex    *sessions.Manager
+	// shared is the daemon's shared app-server, started when a CLI
+	// session first needs it; fgs the foregrounds attached to it.
+	shared   *sessions.Shared
+	fgs      *foregrounds
 	codexErr error // a configuration that cannot run Codex
 	target   target.Target
 }
@@ -55,9 +56,10 @@ func (m *Module) Name() string { return "codex" }
 func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	m.h = h
 	h.RotateLog(appServerLog)
-	m.codex, m.codexErr = m.newCodex()
+	m.shared, m.codexErr = m.newShared()
+	m.fgs = newForegrounds(m.shared, h.Eng, h.Log.With("component", "codex"))
 	if !h.Replaced(string(command.TargetCodexCLI)) {
-		m.target = clitarget.New(clitarget.ConfigOf(h.Config, m.codexErr), m.codex, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
+		m.target = clitarget.New(clitarget.ConfigOf(h.Config, m.codexErr), m.shared, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
 	}
 	return nil
 }
@@ -72,12 +74,13 @@ func (m *Module) Targets() []target.Target {
 
 // Stop stops the shared app-server.
 func (m *Module) Stop(ctx context.Context) error {
-	if m.codex == nil {
+	if m.shared == nil {
 		return nil
 	}
-	if err := m.codex.Stop(ctx); err != nil {
+	if err := m.shared.Stop(ctx); err != nil {
 		m.h.Log.Error("stop the codex app-server", "err", err)
 	}
+	m.fgs.close()
 	return nil
 }
 
@@ -117,20 +120,20 @@ func (m *Module) settleSessions(ctx context.Context) {
 	}
 }
 
-// newCodex sets up the Codex CLI adapter. It starts nothing: the shared
+// newShared sets up the shared app-server. It starts nothing: the shared
 // app-server starts when a `cbth cli run` first needs it, so a home that
 // never uses the CLI target never runs Codex. A configuration that cannot
 // run Codex is kept as an error for the CLI operations to return, not a
 // reason to refuse to start.
-func (m *Module) newCodex() (*sessions.Manager, error) {
+func (m *Module) newShared() (*sessions.Shared, error) {
 	h, c := m.h.Home, m.h.Config
 	codexHome, err := c.CodexHomeDir(os.Getenv)
-	sm := sessions.New(sessions.Config{
+	sm := sessions.NewShared(sessions.Config{
 		Codex: c.CodexBinaryName(), CodexHome: codexHome, RunDir: filepath.Join(h.RunDir(), "codex"),
 		Args:    mcpOverrides(h.Root, m.h.Log),
 		TempDir: h.TempDir(), LogPath: filepath.Join(h.LogDir(), appServerLog), Env: c.ChildEnv(os.LookupEnv),
 		Version: m.h.Version, Clock: m.h.Clock, Log: m.h.Log.With("component", "codex"), Steer: c.CLI.Steer,
-	}, m.h.Eng)
+	}, book{m.h.Eng})
 	return sm, err
 }
 
@@ -169,10 +172,10 @@ func (m *Module) Ops(t api.Table) {
 		}
 		// A live session may let a batch that waited for it go.
 		defer m.h.Poke(ctx)
-		return m.codex.Attach(ctx, ipc.ConnOf(ctx), a)
+		return m.fgs.Attach(ctx, ipc.ConnOf(ctx), a)
 	})
 	api.Handle(t, api.CLIDetach, func(ctx context.Context, _ api.Empty) (api.CLIDetachReply, error) {
-		return m.codex.Detach(ctx, ipc.ConnOf(ctx))
+		return m.fgs.Detach(ctx, ipc.ConnOf(ctx))
 	})
 	api.Handle(t, api.CLISessionList, func(_ context.Context, a api.SessionListArgs) (page query.SessionPage, err error) {
 		err = m.h.Eng.Read(func(s engine.Snapshot) error {

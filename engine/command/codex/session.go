@@ -555,6 +555,20 @@ type MarkSessionStale struct {
 	Reason    string
 }
 
+// StaleProof is Codex's answer proving a session's thread unreachable,
+// as the CLI target's gate hands it forward with a head that does not
+// go: the scheduler records it (Record), and no delivery starts on it.
+type StaleProof struct{ MarkSessionStale }
+
+// Barrier implements command.BarrierGate: a thread proven unreachable
+// takes no delivery.
+func (p *StaleProof) Barrier(engine.Reader) ([]engine.Emit, string, error) {
+	return nil, "the session's thread is unreachable: " + p.Reason, nil
+}
+
+// Record implements command.BarrierGate.
+func (p *StaleProof) Record() engine.Decider { return p.MarkSessionStale }
+
 // Decide implements engine.Decider.
 func (c MarkSessionStale) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	s, err := sessionByID(v, c.SessionID)
