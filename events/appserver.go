@@ -13,10 +13,16 @@ func appServerEvents() []declaration {
 	}
 }
 
-// AppServerStarted records one instance of the daemon-owned shared
-// app-server, once it answered initialize, with what the capability probe
-// proved of it. The stream id is the instance's nonce.
+// AppServerStarted records one instance of an app-server cbth delivers
+// through, once it answered initialize, with what the capability probe
+// proved of it: the daemon-owned shared app-server, or (Transport
+// codex_daemon) the Codex daemon a plain `codex` runs, found by its
+// socket. The stream id is the instance's nonce, one per process and
+// daemon: cbth's restart makes a new one even for the same process.
 type AppServerStarted struct {
+	// Transport is "" for the shared app-server (every record before the
+	// Codex daemon transport existed) and "codex_daemon" for the user's.
+	Transport    string    `json:"transport,omitempty"`
 	PID          int       `json:"pid"`
 	StartedAt    time.Time `json:"started_at"`
 	Nonce        string    `json:"nonce"`

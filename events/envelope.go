@@ -26,7 +26,7 @@ type Kind string
 // Kinds lists every aggregate kind in a fixed order. Each kind is
 // declared beside its events (job.go, batch.go, ...).
 var Kinds = []Kind{KindJob, KindBatch, KindAttempt, KindArtifact, KindBinding, KindInstallation, KindSession, KindCtxSession, KindCursor, KindCtxTree, KindAppServer,
-	KindTask, KindGatewayRoute, KindGatewayStream, KindMCP}
+	KindTask, KindGatewayRoute, KindGatewayStream, KindMCP, KindThread}
 
 // StreamID identifies one aggregate instance.
 type StreamID struct {

@@ -48,7 +48,7 @@ var types = sync.OnceValue(func() map[string]typeInfo {
 func declarations() []declaration {
 	return slices.Concat(jobEvents(), batchEvents(), attemptEvents(), artifactEvents(), bindingEvents(),
 		installationEvents(), sessionEvents(), appServerEvents(), ctxSessionEvents(), cursorEvents(),
-		ctxTreeEvents(), taskEvents(), gatewayEvents(), mcpEvents())
+		ctxTreeEvents(), taskEvents(), gatewayEvents(), mcpEvents(), threadEvents())
 }
 
 type declaration struct {

@@ -137,18 +137,24 @@ type SessionProfile struct {
 	WriteAccess string `json:"write_access"`
 }
 
-// SessionCreated opens a managed CLI session in state live at epoch 1,
-// bound to one Codex thread and to the app-server instance whose event
-// stream epoch 1 is. Startup holds the explicit dimensions of Profile
+// SessionCreated opens a managed CLI session at epoch 1, bound to one
+// Codex thread and to the app-server instance whose event stream epoch 1
+// is: live (a `cbth cli run` foreground attached), or detached for mode
+// codex_daemon (bound through the user's Codex daemon, no foreground). Startup holds the explicit dimensions of Profile
 // (the others unknown until the first trusted snapshot pins them).
 type SessionCreated struct {
 	BoundThreadID     string         `json:"bound_thread_id"`
-	Mode              string         `json:"mode"` // bind_thread or new_thread
+	Mode              string         `json:"mode"` // bind_thread, new_thread or codex_daemon
 	Profile           SessionProfile `json:"session_profile"`
 	Startup           Permissions    `json:"startup"`
 	AppServerInstance string         `json:"app_server_instance"`
 	// Replaces names the retired session this one replaces, if any.
 	Replaces string `json:"replaces,omitempty"`
+	// ThreadSource is where Codex says the thread came from ("cli",
+	// "exec", "vscode", ...), as read when a session is bound through
+	// the Codex daemon: a thread `codex exec` started never takes a
+	// queued hand-off.
+	ThreadSource string `json:"thread_source,omitempty"`
 }
 
 const TypeSessionCreated = "session.created"

@@ -127,6 +127,8 @@ func New(k events.Kind, id string) (State, error) {
 		s = &GatewayStream{}
 	case events.KindMCP:
 		s = &MCPThread{}
+	case events.KindThread:
+		s = &Thread{}
 	default:
 		return nil, errs.New(errs.EINTERNAL, "unknown aggregate kind %q", k)
 	}
@@ -244,6 +246,9 @@ func Clone(s State) State {
 	case *MCPThread:
 		c := *s
 		return &c
+	case *Thread:
+		c := *s
+		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
 }
@@ -281,6 +286,8 @@ func KindOf(s State) events.Kind {
 		return events.KindGatewayStream
 	case *MCPThread:
 		return events.KindMCP
+	case *Thread:
+		return events.KindThread
 	}
 	return ""
 }

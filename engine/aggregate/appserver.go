@@ -23,10 +23,11 @@ func (a *AppServer) mutate(e *events.Envelope, p events.Payload) {
 	}
 }
 
-// Indexes implements Indexer: the running instance, at most one.
+// Indexes implements Indexer: the running instance of each transport, at
+// most one ("" the shared app-server, codex_daemon the user's daemon).
 func (a *AppServer) Indexes() []IndexEntry {
 	if a.State == fsm.AppServerRunning {
-		return []IndexEntry{{index.AppServerRunning, ""}}
+		return []IndexEntry{{index.AppServerRunning, a.Transport}}
 	}
 	return nil
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // Session is a CLI managed session: one Codex thread delivered into
-// through the shared app-server (spec/codex-cli.md, "Managed sessions").
+// through the shared app-server or the user's Codex daemon
+// (spec/codex-cli.md, "Managed sessions").
 type Session struct {
 	Header[fsm.SessionState]
 	BoundThreadID string                `json:"bound_thread_id"`
@@ -31,6 +32,7 @@ type Session struct {
 	DriftDirection   string             `json:"drift_direction,omitempty"`
 	DriftDimensions  []string           `json:"drift_dimensions,omitempty"`
 	Replaces         string             `json:"replaces,omitempty"`
+	ThreadSource     string             `json:"thread_source,omitempty"`
 	ParkedBatchID    string             `json:"parked_batch_id,omitempty"`
 	DetachReason     string             `json:"detach_reason,omitempty"`
 	StaleReason      string             `json:"stale_reason,omitempty"`
@@ -41,7 +43,7 @@ func (s *Session) mutate(e *events.Envelope, p events.Payload) {
 	switch p := p.(type) {
 	case *events.SessionCreated:
 		s.BoundThreadID, s.Mode, s.Profile, s.Epoch = p.BoundThreadID, p.Mode, p.Profile, 1
-		s.AppServerInstance, s.Startup, s.Replaces = p.AppServerInstance, p.Startup, p.Replaces
+		s.AppServerInstance, s.Startup, s.Replaces, s.ThreadSource = p.AppServerInstance, p.Startup, p.Replaces, p.ThreadSource
 	case *events.SessionDetached:
 		s.DetachReason = p.Reason
 	case *events.SessionAttached:

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/cbth-dev/cbth/events"
@@ -96,7 +97,7 @@ func stateChanged(s CtxSessionState) string {
 // Tables returns every aggregate's table, in events.Kinds order.
 func Tables() []Table {
 	return []Table{jobTable, batchTable, attemptTable, artifactTable, bindingTable, installationTable, sessionTable, ctxSessionTable, cursorTable, ctxTreeTable, appServerTable,
-		taskTable, gatewayRouteTable, gatewayStreamTable, mcpTable}
+		taskTable, gatewayRouteTable, gatewayStreamTable, mcpTable, threadTable}
 }
 
 // EventName returns the machine event for a payload: its type, or for a
@@ -108,7 +109,27 @@ func EventName(p events.Payload) string {
 	if c, ok := p.(*events.CtxSessionStateChanged); ok {
 		return c.EventType() + "/" + c.State
 	}
+	if c, ok := p.(*events.SessionCreated); ok && c.Mode == SessionModeCodexDaemon {
+		return sessionCreatedDetached
+	}
 	return p.EventType()
+}
+
+// Fit makes p, a payload of event's type, carry the data its machine
+// event names (the inverse of EventName): the target state of a
+// ctxsession.state_changed, the mode of a session created detached. For
+// generators of legal events; p keeps every other field.
+func Fit(event string, p events.Payload) {
+	switch c := p.(type) {
+	case *events.CtxSessionStateChanged:
+		_, c.State, _ = strings.Cut(event, "/")
+	case *events.SessionCreated:
+		if event == sessionCreatedDetached {
+			c.Mode = SessionModeCodexDaemon
+		} else if c.Mode == SessionModeCodexDaemon {
+			c.Mode = ""
+		}
+	}
 }
 
 // Machines validates events against every table. It is safe for concurrent

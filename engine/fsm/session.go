@@ -16,8 +16,16 @@ const (
 	SessionRetired  SessionState = "retired"
 )
 
+// SessionModeCodexDaemon is the mode of a session bound through the
+// user's Codex daemon: it has no foreground, so it starts detached.
+const SessionModeCodexDaemon = "codex_daemon"
+
+// sessionCreatedDetached is the machine event of a session.created of
+// mode codex_daemon: the state it starts in is data (EventName).
+const sessionCreatedDetached = events.TypeSessionCreated + "/" + string(SessionDetached)
+
 // A CLI managed session: live while a foreground `cbth cli run` is
-// attached, detached once it left, parked while a manual batch of its
+// attached (or, bound through the user's Codex daemon, created detached), detached once it left, parked while a manual batch of its
 // thread is unresolved, stale when the thread can no longer be reached,
 // retired for good. Its epoch advances in place while it is live,
 // detached or parked; a stale session's epoch advances only when a
@@ -30,6 +38,7 @@ var sessionTable = table[SessionState]{
 	States: []SessionState{SessionLive, SessionDetached, SessionParked, SessionStale, SessionRetired},
 	Moves: []move[SessionState]{
 		{events.TypeSessionCreated, []SessionState{None}, SessionLive},
+		{sessionCreatedDetached, []SessionState{None}, SessionDetached},
 		{events.TypeSessionDetached, []SessionState{SessionLive}, SessionDetached},
 		{events.TypeSessionAttached, []SessionState{SessionDetached, SessionStale}, SessionLive},
 		{events.TypeSessionParked, []SessionState{SessionLive, SessionDetached, SessionStale}, SessionParked},

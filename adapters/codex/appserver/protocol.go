@@ -140,6 +140,13 @@ type ActivePermissionProfile struct {
 	Extends *string `json:"extends"`
 }
 
+// The approval policies of 0.169 as strings (besides the granular object).
+const (
+	ApprovalNever     = "never"
+	ApprovalOnRequest = "on-request"
+	ApprovalUntrusted = "untrusted"
+)
+
 // ThreadSession is the answer to thread/start and thread/resume: the thread
 // and the settings it now runs with. ApprovalPolicy is a string ("never",
 // "on-request", "untrusted") or {"granular":{...}}; Sandbox is a tagged

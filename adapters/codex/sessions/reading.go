@@ -52,9 +52,9 @@ func approvalAllows(raw json.RawMessage) events.Allow {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
-		case "never":
+		case appserver.ApprovalNever:
 			return events.AllowFalse
-		case "on-request", "untrusted":
+		case appserver.ApprovalOnRequest, appserver.ApprovalUntrusted:
 			return events.AllowTrue
 		}
 		return events.AllowUnknown

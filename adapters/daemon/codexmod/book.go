@@ -33,7 +33,9 @@ func (b book) Orphans() (map[int]bool, error) {
 	orphans := map[int]bool{}
 	err := b.eng.Read(func(v engine.Snapshot) error {
 		return v.ForEach(events.KindAppServer, func(st aggregate.State) error {
-			if a, ok := st.(*aggregate.AppServer); ok && a.ExitReason == codex.ExitDaemonRestart {
+			// The user's Codex daemon is never an orphan of cbth's: it is
+			// theirs, and outlives every cbth daemon by design.
+			if a, ok := st.(*aggregate.AppServer); ok && a.ExitReason == codex.ExitDaemonRestart && a.Transport == codex.TransportShared {
 				orphans[a.PID] = true
 			}
 			return nil

@@ -217,9 +217,17 @@ func SessionOf(v engine.Reader, thread string) (*aggregate.Session, error) {
 	return command.Unique[*aggregate.Session](v, index.SessionByThread, thread, events.KindSession, "non-retired sessions")
 }
 
-// RunningAppServer returns the instance recorded running, or nil.
-func RunningAppServer(v engine.Reader) (*aggregate.AppServer, error) {
-	refs := v.Lookup(index.AppServerRunning, "")
+// The transports of the cli target: the daemon's shared app-server
+// ("" in the log) and the Codex daemon a plain `codex` runs.
+const (
+	TransportShared      = ""
+	TransportCodexDaemon = fsm.SessionModeCodexDaemon
+)
+
+// RunningAppServer returns the instance of transport recorded running, or
+// nil.
+func RunningAppServer(v engine.Reader, transport string) (*aggregate.AppServer, error) {
+	refs := v.Lookup(index.AppServerRunning, transport)
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -230,8 +238,8 @@ func RunningAppServer(v engine.Reader) (*aggregate.AppServer, error) {
 	return s.(*aggregate.AppServer), nil
 }
 
-func runningInstance(v engine.Reader, nonce string) error {
-	a, err := RunningAppServer(v)
+func runningInstance(v engine.Reader, transport, nonce string) error {
+	a, err := RunningAppServer(v, transport)
 	if err != nil {
 		return err
 	}
@@ -302,7 +310,7 @@ func (c AttachSession) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if err := runningInstance(v, c.Instance); err != nil {
+	if err := runningInstance(v, TransportShared, c.Instance); err != nil {
 		return engine.Decision{}, err
 	}
 	s, err := SessionOf(v, c.ThreadID)
@@ -664,9 +672,11 @@ func (RecoverSessions) Decide(v engine.View, now time.Time) (engine.Decision, er
 	return engine.Decision{Outcome: engine.Outcome(fmt.Sprintf("recovered %d", len(emits))), Emits: emits}, nil
 }
 
-// AppServerStarted records a new instance of the shared app-server and
-// advances the epoch of every non-retired session bound to another: a new
-// instance is a new event stream. Whatever an old epoch had in flight on
+// AppServerStarted records a new instance of an app-server and advances
+// the epoch of every non-retired session bound to another instance of the
+// same transport: a new instance is a new event stream. Sessions on the
+// other transport keep theirs (the shared app-server restarting says
+// nothing of the user's Codex daemon, and the other way round). Whatever an old epoch had in flight on
 // its session (a turn/start without an answer, an accepted turn being
 // observed) lost its stream: the attempt is abandoned and its batch
 // parked, in the same append, never resent.
@@ -685,8 +695,12 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 	} else if st != nil {
 		return engine.Decision{Outcome: command.OutcomeAlreadyRecorded}, nil
 	}
+	transport := c.Started.Transport
+	if transport != TransportShared && transport != TransportCodexDaemon {
+		return engine.Decision{}, errs.New(errs.EINVAL, "app-server transport %q is not %q or %q", transport, TransportShared, TransportCodexDaemon)
+	}
 	var emits []engine.Emit
-	for _, r := range v.Lookup(index.AppServerRunning, "") {
+	for _, r := range v.Lookup(index.AppServerRunning, transport) {
 		emits = append(emits, engine.Emit{Stream: appServerStream(r.ID), Payload: &events.AppServerExited{Reason: ExitReplaced}})
 	}
 	started := c.Started
@@ -702,9 +716,15 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 			continue
 		}
 		reason := epochAppRestarted
-		if old, err := v.State(events.KindAppServer, s.AppServerInstance); err != nil {
+		old, err := v.State(events.KindAppServer, s.AppServerInstance)
+		if err != nil {
 			return engine.Decision{}, err
-		} else if a, ok := old.(*aggregate.AppServer); ok && (a.ExitReason == ExitDaemonRestart || a.ExitReason == ExitStopped) {
+		}
+		a, ok := old.(*aggregate.AppServer)
+		if (ok && a.Transport != transport) || (!ok && transport != TransportShared) {
+			continue
+		}
+		if ok && (a.ExitReason == ExitDaemonRestart || a.ExitReason == ExitStopped) {
 			// Stopped with its daemon, or left by a daemon that died.
 			reason = epochDaemonRestart
 		}

@@ -110,15 +110,13 @@ func sortPairs(p [][2]string) {
 
 // payload builds a random payload for a machine event name.
 func (g *Generator) payload(event string) events.Payload {
-	typ, target, _ := strings.Cut(event, "/")
+	typ, _, _ := strings.Cut(event, "/")
 	p, err := events.New(typ)
 	if err != nil {
 		panic(err)
 	}
 	g.fill(reflect.ValueOf(p).Elem(), 0)
-	if target != "" {
-		reflect.ValueOf(p).Elem().FieldByName("State").SetString(target)
-	}
+	fsm.Fit(event, p)
 	return p
 }
 
