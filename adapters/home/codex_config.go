@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -118,10 +119,22 @@ type CLI struct {
 	// proven not accepted.
 	ReconcileWindow Duration `toml:"reconcile_window"`
 	SettleDelay     Duration `toml:"settle_delay"`
-	// TrustedAll lets deliveries go whatever the session's permissions
-	// (the seed's trusted-all mode); the snapshots and drift records go
-	// on. Off: strict-safe only.
+	// Trust is how far every thread's deliveries are trusted unless the
+	// user trusted the thread itself (cbth thread trust): "strict" (the
+	// default: a turn without a foreground only while every effective
+	// permission is false) or "own_permissions" (a turn with the thread's
+	// own permissions, repeated exactly). The snapshots and drift records
+	// go on either way.
+	Trust string `toml:"trust"`
+	// TrustedAll is the older spelling of trust = "own_permissions".
 	TrustedAll bool `toml:"trusted_all"`
+	// CodexDaemon delivers into threads the user's own Codex daemon
+	// serves (a plain `codex`), without `cbth cli run` (on by default).
+	CodexDaemon bool `toml:"codex_daemon"`
+	// QueueHandoff hands a result to Codex's own queue (`codex queue`)
+	// when the Codex daemon does not run, for threads trusted with their
+	// own permissions only (off by default).
+	QueueHandoff bool `toml:"queue_handoff"`
 	// Steer turns the turn/steer optimization on (off by default).
 	Steer bool `toml:"steer"`
 	// PassEnv names variables of the daemon's environment that the Codex
@@ -159,14 +172,34 @@ func CLIDefaults() CLI {
 		ObservationWindow: Duration{6 * time.Hour},
 		ReconcileWindow:   Duration{30 * time.Second},
 		SettleDelay:       Duration{2 * time.Second},
+		CodexDaemon:       true,
 	}
 }
+
+// HomeTrust is the trust every thread gets unless the user trusted it
+// itself: [cli] trust, or own_permissions for trusted_all.
+func (cl CLI) HomeTrust() string {
+	if cl.Trust != "" {
+		return cl.Trust
+	}
+	if cl.TrustedAll {
+		return events.TrustOwnPermissions
+	}
+	return events.TrustStrict
+}
+
 
 // checkCLI refuses [cli] settings the daemon cannot honour.
 func checkCLI(c Config) error {
 	cl := c.CLI
 	if cl.AcceptanceTimeout.Duration <= 0 || cl.ReconcileWindow.Duration <= 0 || cl.SettleDelay.Duration < 0 {
 		return errs.New(errs.EINVAL, "[cli] acceptance_timeout and reconcile_window must be positive, settle_delay not negative")
+	}
+	if cl.Trust != "" && cl.Trust != events.TrustStrict && cl.Trust != events.TrustOwnPermissions {
+		return errs.New(errs.EINVAL, "[cli] trust %q is not %q or %q", cl.Trust, events.TrustStrict, events.TrustOwnPermissions)
+	}
+	if cl.Trust == events.TrustStrict && cl.TrustedAll {
+		return errs.New(errs.EINVAL, "[cli] trust = \"strict\" and trusted_all = true contradict each other; trusted_all is the older spelling of trust = \"own_permissions\"")
 	}
 	if cl.SettleDelay.Duration >= cl.ReconcileWindow.Duration {
 		return errs.New(errs.EINVAL, "[cli] settle_delay (%s) must be shorter than reconcile_window (%s)", cl.SettleDelay.Duration, cl.ReconcileWindow.Duration)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -87,6 +88,56 @@ func short(v json.RawMessage) string {
 // ThreadCmd groups the commands about one conversation thread.
 type ThreadCmd struct {
 	History ThreadHistoryCmd `cmd:"" help:"A thread's batches over time, in FIFO order, with how each closed."`
+	Trust   ThreadTrustCmd   `cmd:"" help:"Trust a Codex thread's deliveries that go without your terminal: --strict or --own-permissions."`
+	Untrust ThreadUntrustCmd `cmd:"" help:"Take a thread's own trust back: the home's [cli] trust applies to it again."`
+}
+
+// ThreadTrustCmd is `cbth thread trust`: the user's decision, recorded as
+// an event (spec/codex-cli.md, "Trust"). No MCP tool offers it.
+type ThreadTrustCmd struct {
+	ThreadID       string `help:"The Codex thread." required:"" name:"thread-id"`
+	Strict         bool   `help:"Deliver without your terminal only while the thread's effective approval, network and write access are all false (the default, pinned for this thread)." xor:"trust" required:""`
+	OwnPermissions bool   `help:"Deliver with the thread's own permissions, whatever they are: a result then runs as a turn you typed would, approvals, network and writes included." name:"own-permissions" xor:"trust" required:""`
+}
+
+// Run records the trust.
+func (c *ThreadTrustCmd) Run(env *Env) error {
+	trust := events.TrustStrict
+	if c.OwnPermissions {
+		trust = events.TrustOwnPermissions
+	}
+	rep, err := call(env, api.ThreadTrust, api.ThreadTrustArgs{ThreadID: c.ThreadID, Trust: trust})
+	if err != nil {
+		return err
+	}
+	return env.emit(rep, func(w io.Writer) { printTrust(w, rep) })
+}
+
+// ThreadUntrustCmd is `cbth thread untrust`.
+type ThreadUntrustCmd struct {
+	ThreadID string `help:"The Codex thread." required:"" name:"thread-id"`
+}
+
+// Run takes the thread's own trust back.
+func (c *ThreadUntrustCmd) Run(env *Env) error {
+	rep, err := call(env, api.ThreadUntrust, api.ThreadTrustArgs{ThreadID: c.ThreadID})
+	if err != nil {
+		return err
+	}
+	return env.emit(rep, func(w io.Writer) { printTrust(w, rep) })
+}
+
+func printTrust(w io.Writer, rep api.ThreadTrustReply) {
+	whose := "its own"
+	if rep.Source == "home" {
+		whose = "the home's [cli] trust"
+	}
+	fmt.Fprintf(w, "thread %s: %s; trust %s (%s)\n", rep.ThreadID, rep.Outcome, rep.Trust, whose)
+	if rep.Trust == events.TrustOwnPermissions {
+		fmt.Fprintln(w, "Its results are delivered without your terminal with the thread's own permissions: the turn may ask approvals, reach the network and write where the thread can.")
+	} else {
+		fmt.Fprintln(w, "Its results are delivered without your terminal only while its approval, network and write access are all off; otherwise they wait for you.")
+	}
 }
 
 // ThreadHistoryCmd is `cbth thread history`.

@@ -58,7 +58,7 @@ type CLI struct {
 	Install cortexcli.InstallCmd `cmd:"" group:"cortexfs" help:"Install cbth with its ctx and runner names."`
 
 	Batch    BatchCmd    `cmd:"" group:"operators" help:"Inspect and repair delivery batches (operator recovery)."`
-	Thread   ThreadCmd   `cmd:"" group:"operators" help:"A conversation thread's history of batches."`
+	Thread   ThreadCmd   `cmd:"" group:"operators" help:"A conversation thread: its batches over time, and the trust its deliveries get."`
 	Watch    WatchCmd    `cmd:"" group:"operators" help:"A live view of heads, deliveries, parked batches and tasks."`
 	Artifact ArtifactCmd `cmd:"" group:"operators" help:"Keep an artifact longer than its retention (operator pin)."`
 	Debug    DebugCmd    `cmd:"" group:"operators" help:"Drive the built-in debug target and clock (testing and demos)."`

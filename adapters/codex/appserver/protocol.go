@@ -16,6 +16,7 @@ const (
 	MethodThreadStart     = "thread/start"
 	MethodThreadResume    = "thread/resume"
 	MethodThreadRead      = "thread/read"
+	MethodThreadLoaded    = "thread/loaded/list"
 	MethodThreadTurnsList = "thread/turns/list"
 	MethodTurnStart       = "turn/start"
 	MethodTurnSteer       = "turn/steer"
@@ -107,7 +108,30 @@ type Thread struct {
 	Path         *string `json:"path"`
 	CLIVersion   string  `json:"cliVersion"`
 	Turns        []Turn  `json:"turns"`
+	// Source is where the thread came from: "cli", "vscode", "exec",
+	// "appServer", "unknown", or an object ({"custom":...},
+	// {"subAgent":...}).
+	Source json.RawMessage `json:"source,omitempty"`
 }
+
+// SourceName is t's source as one word: the string Codex sent, or the
+// object's one key ("custom", "subAgent"); "" when it sent none.
+func (t Thread) SourceName() string {
+	var s string
+	if json.Unmarshal(t.Source, &s) == nil {
+		return s
+	}
+	var o map[string]json.RawMessage
+	if json.Unmarshal(t.Source, &o) == nil && len(o) == 1 {
+		for k := range o {
+			return k
+		}
+	}
+	return ""
+}
+
+// SourceExec is the source of a thread `codex exec` started.
+const SourceExec = "exec"
 
 // ThreadStatus is a thread's load and activity state.
 type ThreadStatus struct {
@@ -308,6 +332,36 @@ func (c *Client) ThreadResume(ctx context.Context, p ThreadResumeParams) (Thread
 func (c *Client) ThreadRead(ctx context.Context, p ThreadReadParams) (Thread, error) {
 	var r ThreadReadResult
 	return r.Thread, c.Call(ctx, MethodThreadRead, p, &r)
+}
+
+// ThreadLoadedListResult is one page of the ids of the threads loaded
+// in the server.
+type ThreadLoadedListResult struct {
+	Data       []string `json:"data"`
+	NextCursor *string  `json:"nextCursor"`
+}
+
+// ThreadLoaded lists every thread loaded in the server, page by page: a
+// read that loads nothing (a thread/resume would load the thread).
+func (c *Client) ThreadLoaded(ctx context.Context) ([]string, error) {
+	var out []string
+	cursor := ""
+	for page := 0; page < 1000; page++ {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		var r ThreadLoadedListResult
+		if err := c.Call(ctx, MethodThreadLoaded, params, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r.Data...)
+		if r.NextCursor == nil || *r.NextCursor == "" {
+			return out, nil
+		}
+		cursor = *r.NextCursor
+	}
+	return out, nil
 }
 
 // TurnsList lists a loaded thread's turns.

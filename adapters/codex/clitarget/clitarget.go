@@ -28,7 +28,10 @@ type Config struct {
 	ObservationWindow time.Duration
 	ReconcileWindow   time.Duration
 	SettleDelay       time.Duration
-	TrustedAll        bool
+	// Trust is the home's trust, for threads the user did not trust
+	// themselves: events.TrustStrict (the default) or
+	// events.TrustOwnPermissions.
+	Trust string
 	// Steer lets a read-only batch go into a running turn classified
 	// read_only_low_risk through turn/steer (off by default).
 	Steer bool
@@ -43,6 +46,15 @@ type Config struct {
 	// that gates: the plugin target runs this code as codex_app_server.
 	// Empty is "cli". The send's own reasons name what failed instead.
 	Label command.Target
+	// CodexDaemon is the user's Codex daemon, the transport for threads
+	// no `cbth cli run` foreground holds; nil turns it off.
+	CodexDaemon Daemon
+	// QueueHandoff hands a result to Codex's own queue when the Codex
+	// daemon does not run, for threads trusted with their own
+	// permissions; Codex and CodexEnv run `codex queue`.
+	QueueHandoff bool
+	Codex        string
+	CodexEnv     []string
 }
 
 // ConfigOf is the target's configuration from the home's: the [cli]
@@ -53,7 +65,8 @@ func ConfigOf(c home.Config, unavailable error) Config {
 	return Config{
 		AcceptTimeout: c.CLI.AcceptanceTimeout.Duration, ObservationWindow: c.CLI.ObservationWindow.Duration,
 		ReconcileWindow: c.CLI.ReconcileWindow.Duration, SettleDelay: c.CLI.SettleDelay.Duration,
-		TrustedAll: c.CLI.TrustedAll, Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: unavailable,
+		Trust: c.CLI.HomeTrust(), Steer: c.CLI.Steer, InlineLimit: c.Delivery.InlinePayloadLimit, Unavailable: unavailable,
+		QueueHandoff: c.CLI.QueueHandoff, Codex: c.CodexBinaryName(),
 	}
 }
 
@@ -67,6 +80,16 @@ type Sessions interface {
 	Client(instance string) (*appserver.Client, error)
 	Alive(instance string) bool
 	Watch(w sessions.Watcher)
+}
+
+// Daemon is what the target needs of the user's Codex daemon
+// (sessions.Daemon): an app-server it finds rather than runs.
+type Daemon interface {
+	Sessions
+	Ensure(ctx context.Context) (sessions.Found, error)
+	Loaded(ctx context.Context, instance, thread string) (bool, error)
+	Resume(ctx context.Context, instance, thread string) (appserver.ThreadSession, error)
+	CodexHome() string
 }
 
 // Target is the "cli" delivery target.
@@ -86,6 +109,7 @@ type Target struct {
 
 // prep is what Prepare read for the delivery that follows it (its Send).
 type prep struct {
+	ep                Sessions // the app-server the reading was taken on
 	instance, session string
 	epoch             uint64
 	params            appserver.TurnStartParams // threadId and the pinned permissions
@@ -98,6 +122,7 @@ type prep struct {
 // turn/start is sent (events of a turn whose id is not known yet are kept
 // by thread) to the turn's end.
 type track struct {
+	ep                                         Sessions
 	attempt, thread, instance, session, marker string
 	epoch                                      uint64
 	turnID                                     string
@@ -146,6 +171,9 @@ func (t *Target) Start(ctx context.Context, h target.Host) error {
 	t.mu.Unlock()
 	if t.m != nil {
 		t.m.Watch(t)
+	}
+	if t.cfg.CodexDaemon != nil {
+		t.cfg.CodexDaemon.Watch(t)
 	}
 	go func() {
 		for {
@@ -301,7 +329,7 @@ func (t *Target) Reconnected(instance string) {
 func (t *Target) lookup(tr *track) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := t.m.Client(tr.instance)
+	c, err := tr.ep.Client(tr.instance)
 	if err != nil {
 		return // another instance: the epoch advanced and the attempt parked
 	}
@@ -332,7 +360,7 @@ func (t *Target) Follows(attemptID string) bool {
 	defer t.mu.Unlock()
 	for _, tr := range t.tracks {
 		if tr.attempt == attemptID && tr.turnID != "" && !tr.ended {
-			return t.m.Alive(tr.instance)
+			return tr.ep.Alive(tr.instance)
 		}
 	}
 	return false

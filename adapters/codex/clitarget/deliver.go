@@ -31,7 +31,7 @@ func (t *Target) send(ctx context.Context, d command.Delivery, p prep) target.Re
 		// reading this send was prepared on.
 		return target.Result{Outcome: command.RejectedBefore, Reason: errNotPrepared.Error()}
 	}
-	c, err := t.m.Client(p.instance)
+	c, err := p.ep.Client(p.instance)
 	if err != nil {
 		return target.Result{Outcome: command.RejectedBefore, Reason: "turn/start not sent: " + err.Error()}
 	}
@@ -41,7 +41,7 @@ func (t *Target) send(ctx context.Context, d command.Delivery, p prep) target.Re
 	}
 	params := p.params
 	params.Input = []appserver.Input{appserver.TextInput(prompt)}
-	tr := &track{attempt: d.AttemptID, thread: d.ThreadID, instance: p.instance, session: d.ManagedSessionID,
+	tr := &track{ep: p.ep, attempt: d.AttemptID, thread: d.ThreadID, instance: p.instance, session: d.ManagedSessionID,
 		epoch: d.SessionEpoch, marker: d.Marker}
 	t.mu.Lock()
 	t.tracks[d.ThreadID] = tr
@@ -119,7 +119,7 @@ func (t *Target) reconcile(ctx context.Context, tr *track, cause error) target.R
 		return target.Result{Outcome: command.AcceptanceUnknown, Reason: fmt.Sprintf("turn/start got no answer (%v) and %s", cause, why)}
 	}
 	for {
-		c, err := t.m.Client(tr.instance)
+		c, err := tr.ep.Client(tr.instance)
 		if err != nil {
 			return unknown("the app-server instance is gone: continuity lost")
 		}

@@ -2,11 +2,8 @@ package clitarget
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,22 +19,23 @@ import (
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
-// Gate implements target.Target from what is known without asking Codex:
-// the thread's managed session is live (a foreground attached) on the
-// running instance, whose capability probe passed, and the thread is not
-// running a turn of its own. The permission gate needs a fresh reading,
-// so it is Prepare's.
+// Gate implements target.Target from what is known without asking Codex.
+// A thread whose managed session is live (a `cbth cli run` foreground is
+// attached) goes through the shared app-server: it runs, passed the
+// probe, is the instance the session's epoch numbers, and the thread is
+// not running a turn of its own. Any other thread goes through the
+// user's Codex daemon when that transport is on (daemonGate). The
+// permission gate needs a fresh reading, so it is Prepare's.
 func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	if t.cfg.Unavailable != nil {
 		return target.Gate{Reason: t.reason("codex cannot run: %v", t.cfg.Unavailable)}
 	}
-	var s *aggregate.Session
-	if err := t.eng.Read(func(v engine.Snapshot) error {
-		var err error
-		s, err = codex.SessionOf(v, h.ThreadID)
-		return err
-	}); err != nil {
+	s, err := t.session(h.ThreadID)
+	if err != nil {
 		return target.Gate{Reason: t.reason("read the thread's session: %v", err)}
+	}
+	if (s == nil || s.State != fsm.SessionLive) && t.cfg.CodexDaemon != nil {
+		return t.daemonGate(h, s)
 	}
 	if s == nil {
 		return target.Gate{Reason: t.reason("no managed session is bound to this thread (cbth cli run --bind-thread-id or --new-thread)")}
@@ -69,6 +67,35 @@ func (t *Target) Gate(ctx context.Context, h target.Head) target.Gate {
 	}
 	return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCTurnStart, DeliveryMode: command.ModeCLIStart,
 		ManagedSessionID: s.ID, SessionEpoch: s.Epoch}}
+}
+
+// session is the thread's non-retired managed session, or nil.
+func (t *Target) session(thread string) (*aggregate.Session, error) {
+	var s *aggregate.Session
+	err := t.eng.Read(func(v engine.Snapshot) error {
+		var err error
+		s, err = codex.SessionOf(v, thread)
+		return err
+	})
+	return s, err
+}
+
+// trustOf is the thread's trust: the user's for that thread, else the
+// home's.
+func (t *Target) trustOf(thread string) (string, error) {
+	var tr string
+	err := t.eng.Read(func(v engine.Snapshot) error {
+		var err error
+		tr, err = codex.TrustOf(v, thread)
+		return err
+	})
+	if tr == "" {
+		tr = t.cfg.Trust
+	}
+	if tr == "" {
+		tr = events.TrustStrict
+	}
+	return tr, err
 }
 
 // awaitingFirstTurn is the gate's reason while the thread of a
@@ -128,23 +155,57 @@ const retryIn = 5 * time.Second
 func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) target.Gate {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	ref, err := t.m.Read(rctx, g.Route.ManagedSessionID)
-	if errors.Is(err, sessions.ErrAwaitingFirstTurn) {
-		return target.Gate{Reason: t.reason(awaitingFirstTurn)}
+	if t.cfg.CodexDaemon != nil {
+		s, err := t.session(h.ThreadID)
+		if err != nil {
+			return target.Gate{Reason: t.reason("read the thread's session: %v", err), Retry: t.now().Add(retryIn)}
+		}
+		if s == nil || s.State != fsm.SessionLive {
+			return t.daemonPrepare(rctx, h, g, s)
+		}
 	}
-	var gone *sessions.Unreachable
-	if errors.As(err, &gone) {
-		// Codex's answer proves the thread out of reach: the scheduler
-		// records the session stale, and the head waits for a foreground
-		// to attach it again.
-		return target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Route: command.Route{Gate: &codex.StaleProof{MarkSessionStale: gone.Stale}}}
-	}
-	if err != nil {
-		return target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Retry: t.now().Add(retryIn)}
+	ref, held := t.read(rctx, t.m, g.Route.ManagedSessionID)
+	if held != nil {
+		return *held
 	}
 	if ref.Epoch != g.Route.SessionEpoch {
 		return target.Gate{Reason: t.reason("the session's epoch moved on"), Retry: t.now()}
 	}
+	return t.gateReading(rctx, h, g, t.m, ref, true)
+}
+
+// read takes a fresh reading of a session's thread on ep, or says why the
+// head is held: awaiting the thread's first turn, the thread proven out
+// of reach (its proof goes to the scheduler to record), or a failed read
+// (tried again).
+func (t *Target) read(ctx context.Context, ep Sessions, sessionID string) (sessions.ThreadReading, *target.Gate) {
+	ref, err := ep.Read(ctx, sessionID)
+	if errors.Is(err, sessions.ErrAwaitingFirstTurn) {
+		return ref, &target.Gate{Reason: t.reason(awaitingFirstTurn)}
+	}
+	var gone *sessions.Unreachable
+	if errors.As(err, &gone) {
+		// Codex's answer proves the thread out of reach: the scheduler
+		// records the session stale.
+		return ref, &target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Route: command.Route{Gate: &codex.StaleProof{MarkSessionStale: gone.Stale}}}
+	}
+	if err != nil {
+		return ref, &target.Gate{Reason: t.reason("read the thread before turn/start: %v", err), Retry: t.now().Add(retryIn)}
+	}
+	return ref, nil
+}
+
+// gateReading lets a delivery through on a fresh reading taken on ep:
+// the thread must be idle (or, with steer, run a read_only_low_risk
+// turn), and its permissions must pass the thread's trust (pin). It
+// answers with the send, which carries exactly those permissions.
+//
+// On the shared app-server (shared set) a thread the trust does not let
+// through goes to the operator: the batch parks, as the seed's managed
+// sessions want. Through the user's Codex daemon it is held instead, the
+// reason naming the command that trusts the thread: the user started
+// that thread as they liked, and trusting it lets the same result go.
+func (t *Target) gateReading(ctx context.Context, h target.Head, g target.Gate, ep Sessions, ref sessions.ThreadReading, shared bool) target.Gate {
 	// An interface holding a nil pointer is not nil: set the gate only
 	// when there is a reading.
 	var reading command.BarrierGate
@@ -155,12 +216,12 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	steer := ""
 	if ref.Thread.Thread.Status.Type == appserver.ThreadActive {
 		held := target.Gate{Reason: t.reason("a turn runs on the thread; delivery waits until it is idle"), Route: command.Route{Gate: reading}}
-		if !t.cfg.Steer || !readOnlyBatch(h.Policy) {
+		if !shared || !t.cfg.Steer || !readOnlyBatch(h.Policy) {
 			return held
 		}
 		turnID := ""
-		if c, err := t.m.Client(ref.Instance); err == nil {
-			if turns, err := listTurns(rctx, c, h.ThreadID); err == nil {
+		if c, err := ep.Client(ref.Instance); err == nil {
+			if turns, err := listTurns(ctx, c, h.ThreadID); err == nil {
 				for _, tu := range turns {
 					if tu.Status == appserver.TurnInProgress {
 						turnID = tu.ID
@@ -180,12 +241,21 @@ func (t *Target) Prepare(ctx context.Context, h target.Head, g target.Gate) targ
 	} else {
 		g.Route.RPCKind, g.Route.DeliveryMode = command.RPCTurnStart, command.ModeCLIStart
 	}
-	params, why := t.pin(ref)
-	if why != "" {
-		return target.Gate{Park: true, Reason: why, Route: command.Route{Gate: reading}}
+	trust, err := t.trustOf(h.ThreadID)
+	if err != nil {
+		return target.Gate{Reason: t.reason("read the thread's trust: %v", err), Route: command.Route{Gate: reading}, Retry: t.now().Add(retryIn)}
+	}
+	params, verdict := t.pin(ref, trust, h.ThreadID)
+	switch {
+	case verdict.park != "":
+		return target.Gate{Park: true, Reason: verdict.park, Route: command.Route{Gate: reading}}
+	case verdict.hold != "" && shared:
+		return target.Gate{Park: true, Reason: verdict.hold, Route: command.Route{Gate: reading}}
+	case verdict.hold != "":
+		return target.Gate{Reason: verdict.hold, Route: command.Route{Gate: reading}}
 	}
 	params.ThreadID = h.ThreadID
-	p := prep{instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params, steer: steer}
+	p := prep{ep: ep, instance: ref.Instance, session: ref.SessionID, epoch: ref.Epoch, params: params, steer: steer}
 	g.Send = func(ctx context.Context, d command.Delivery) target.Result { return t.send(ctx, d, p) }
 	return g
 }
@@ -198,62 +268,47 @@ func permString(p events.Permissions) string {
 	return strings.Join(parts, " ")
 }
 
-// pin decides the permissions the turn/start carries, or why the head
-// goes to the operator path instead.
+// verdict is why a reading does not let a delivery through: held until
+// something changes (the user trusts the thread, or tightens it), or
+// parked for the operator.
+type verdict struct{ hold, park string }
+
+// pin decides the permissions the turn carries: always exactly the
+// thread's own, as read, since a turn/start's settings stay with the
+// thread for the user's later turns (spec/codex-cli.md section 5).
 //
-// Strict-safe (the default): every effective dimension must be false,
-// and so must the current reading: a current reading looser than the
-// startup cap is widening drift, and pinning the cap would then rewrite
-// settings the user gave the thread (turn/start settings persist for the
-// turns after it), so such a head is left to the operator. The pin
-// repeats the thread's own settings: the :read-only profile when the
-// thread runs under it, else the legacy read-only sandbox without
-// network, and the approval policy "never".
+// Strict trust (the default): every effective dimension must be false,
+// and so must the current reading (a current reading looser than the
+// startup cap is widening drift; repeating the cap would narrow the
+// thread behind the user's back). Otherwise the head is held, and the
+// reason names the command that trusts the thread.
 //
-// Trusted-all: the gate is bypassed and the thread's current settings,
-// as read, are pinned; a writable root with a ".." component fails
-// closed.
-func (t *Target) pin(ref sessions.ThreadReading) (appserver.TurnStartParams, string) {
-	ts := ref.Thread
-	var p appserver.TurnStartParams
-	if t.cfg.TrustedAll {
-		p.ApprovalPolicy = ts.ApprovalPolicy
-		if ap := ts.ActivePermissionProfile; ap != nil && strings.HasPrefix(ap.ID, ":") && ap.Extends == nil {
-			p.Permissions = ap.ID
-			return p, ""
-		}
-		var sb struct {
-			WritableRoots []string `json:"writableRoots"`
-		}
-		if len(ts.Sandbox) == 0 || json.Unmarshal(ts.Sandbox, &sb) != nil {
-			return p, t.reason("trusted-all: the thread's sandbox cannot be read, so the turn's permissions cannot be pinned")
-		}
-		for _, r := range sb.WritableRoots {
-			if !filepath.IsAbs(r) || slices.Contains(strings.Split(r, string(filepath.Separator)), "..") {
-				return p, t.reason("trusted-all: writable root %q is not a clean absolute path", r)
+// Own-permissions trust: any permissions go, as the thread has them
+// (the snapshots and drift records go on).
+//
+// Either way, settings that turn/start cannot repeat without changing
+// them (a profile of the user's, or one that extends another; a writable
+// root with a ".." component; a sandbox it cannot read) park the head.
+func (t *Target) pin(ref sessions.ThreadReading, trust, thread string) (appserver.TurnStartParams, verdict) {
+	if trust != events.TrustOwnPermissions {
+		for _, v := range ref.Effective.Values() {
+			if v != events.AllowFalse {
+				return appserver.TurnStartParams{}, verdict{hold: t.reason("permission gate: effective %s; a delivery without your terminal needs all three false, or the thread trusted with its own permissions (cbth thread trust --thread-id %s --own-permissions)",
+					permString(ref.Effective), thread)}
 			}
 		}
-		p.SandboxPolicy = ts.Sandbox
-		return p, ""
-	}
-	for _, v := range ref.Effective.Values() {
-		if v != events.AllowFalse {
-			return p, t.reason("permission gate: effective %s; strict-safe delivery needs all three false (or [cli] trusted_all)", permString(ref.Effective))
+		for _, v := range ref.Current.Values() {
+			if v != events.AllowFalse {
+				return appserver.TurnStartParams{}, verdict{hold: t.reason("permission gate: the thread's current permissions (%s) are wider than the session's startup cap (%s); delivering would rewrite them (cbth thread trust --thread-id %s --own-permissions delivers with them)",
+					permString(ref.Current), permString(ref.Startup), thread)}
+			}
 		}
 	}
-	for _, v := range ref.Current.Values() {
-		if v != events.AllowFalse {
-			return p, t.reason("permission gate: the thread's current permissions (%s) are wider than the session's startup cap (%s); delivering would rewrite them",
-				permString(ref.Current), permString(ref.Startup))
-		}
+	p, why := repeatOwn(ref.Thread)
+	if why != "" {
+		return p, verdict{park: t.reason("%s", why)}
 	}
-	p.ApprovalPolicy = json.RawMessage(`"never"`)
-	if ap := ts.ActivePermissionProfile; ap != nil && ap.ID == ":read-only" && ap.Extends == nil {
-		p.Permissions = ":read-only"
-	} else {
-		p.SandboxPolicy = json.RawMessage(`{"type":"readOnly","networkAccess":false}`)
-	}
-	return p, ""
+	return p, verdict{}
 }
 
 // errNotPrepared is send's proven reject when Prepare's reading is not

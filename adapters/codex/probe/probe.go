@@ -136,6 +136,9 @@ type Options struct {
 	ClientInfo appserver.ClientInfo
 	// Steer requires turn/steer too: the steer feature is switched on.
 	Steer bool
+	// Require are more methods the caller needs (the Codex daemon
+	// transport: thread/loaded/list).
+	Require []string
 }
 
 // Report is what a probe proved. Missing is empty exactly when the probe
@@ -177,7 +180,7 @@ func Probe(ctx context.Context, c *appserver.Client, s *Schema, opts Options) (*
 		}
 		return dispatches(ctx, c, method)
 	}
-	for _, m := range requiredMethods {
+	for _, m := range slices.Concat(requiredMethods, opts.Require) {
 		ok, err := has(m)
 		if err != nil {
 			return nil, err

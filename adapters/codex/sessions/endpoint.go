@@ -28,6 +28,9 @@ type instance struct {
 	nonce  string
 	report *probe.Report
 	probe  error // nil when the probe passed
+	// recorded is set once the instance's start is in the log (the Codex
+	// daemon transport records its end only then).
+	recorded bool
 }
 
 // Watcher receives, in arrival order, every notification of an instance

@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -22,3 +23,21 @@ func exited(pid int) bool {
 	}
 	return k.Proc.P_pid != int32(pid) || k.Proc.P_stat == szomb
 }
+
+// processStart names when pid started (p_starttime of the kernel's
+// process table): with the pid, it tells one process from another that
+// reuses the pid later.
+func processStart(pid int) (string, error) {
+	k, err := unix.SysctlKinfoProc("kern.proc.pid", pid)
+	if err != nil {
+		return "", err
+	}
+	if k.Proc.P_pid != int32(pid) {
+		return "", errors.New("no such process")
+	}
+	return fmt.Sprintf("%d.%06d", k.Proc.P_starttime.Sec, k.Proc.P_starttime.Usec), nil
+}
+
+// serverExecutable is the executable pid runs: macOS has no cgo-free
+// way to read it, so "" (the caller looks elsewhere).
+func serverExecutable(int) string { return "" }

@@ -39,8 +39,11 @@ type Module struct {
 	h *daemon.Host
 	// shared is the daemon's shared app-server, started when a CLI
 	// session first needs it; fgs the foregrounds attached to it.
-	shared   *sessions.Shared
-	fgs      *foregrounds
+	shared *sessions.Shared
+	fgs    *foregrounds
+	// daemon is the user's Codex daemon (the codex_daemon transport);
+	// nil when [cli] codex_daemon is off or Codex cannot run.
+	daemon   *sessions.Daemon
 	codexErr error // a configuration that cannot run Codex
 	target   target.Target
 }
@@ -58,8 +61,16 @@ func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	h.RotateLog(appServerLog)
 	m.shared, m.codexErr = m.newShared()
 	m.fgs = newForegrounds(m.shared, h.Eng, h.Log.With("component", "codex"))
+	if m.codexErr == nil && h.Config.CLI.CodexDaemon {
+		m.daemon = m.newDaemon()
+	}
 	if !h.Replaced(string(command.TargetCodexCLI)) {
-		m.target = clitarget.New(clitarget.ConfigOf(h.Config, m.codexErr), m.shared, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
+		cfg := clitarget.ConfigOf(h.Config, m.codexErr)
+		cfg.CodexEnv = h.Config.ChildEnv(os.LookupEnv)
+		if m.daemon != nil {
+			cfg.CodexDaemon = m.daemon
+		}
+		m.target = clitarget.New(cfg, m.shared, h.Eng, h.Clock.Now, h.Log.With("target", string(command.TargetCodexCLI)))
 	}
 	return nil
 }
@@ -76,6 +87,9 @@ func (m *Module) Targets() []target.Target {
 func (m *Module) Stop(ctx context.Context) error {
 	if m.shared == nil {
 		return nil
+	}
+	if m.daemon != nil {
+		m.daemon.Stop()
 	}
 	if err := m.shared.Stop(ctx); err != nil {
 		m.h.Log.Error("stop the codex app-server", "err", err)
@@ -137,6 +151,16 @@ func (m *Module) newShared() (*sessions.Shared, error) {
 	return sm, err
 }
 
+// newDaemon sets up the codex_daemon transport: the Codex daemon a plain
+// `codex` runs for the same Codex home. It connects to nothing yet.
+func (m *Module) newDaemon() *sessions.Daemon {
+	h, c := m.h.Home, m.h.Config
+	codexHome, _ := c.CodexHomeDir(os.Getenv) // checked by newShared
+	return sessions.NewDaemon(sessions.DaemonConfig{CodexHome: codexHome, Codex: c.CodexBinaryName(), Env: c.ChildEnv(os.LookupEnv),
+		TempDir: h.TempDir(), Version: m.h.Version, Home: h.Root, Clock: m.h.Clock, Log: m.h.Log.With("component", "codex-daemon"),
+		Steer: c.CLI.Steer}, book{m.h.Eng})
+}
+
 // mcpOverrides make every session of the shared app-server load cbth's
 // MCP server for this home (spec/mcp.md), whether or not the user ran
 // `cbth mcp install`: the agent in a managed session can always hand its
@@ -162,6 +186,39 @@ func (m *Module) Status(st *api.Status) {
 		look.Path = p
 	}
 	st.Codex = look
+	if m.daemon != nil {
+		st.CodexDaemon = m.daemonStatus()
+	}
+}
+
+// daemonStatus is the user's Codex daemon as this daemon follows it, or,
+// when it follows none, what its socket says. It connects to nothing and
+// records nothing: a status is a read.
+func (m *Module) daemonStatus() *api.CodexDaemonStatus {
+	ds := &api.CodexDaemonStatus{CodexHome: m.daemon.CodexHome(), Socket: m.daemon.Socket()}
+	f, connected := m.daemon.Connected()
+	var err error
+	if !connected {
+		if _, err = sessions.CheckDaemonSocket(ds.Socket, os.Getuid()); err == nil {
+			ds.State = "found" // safe to use; connected on the first delivery
+			return ds
+		}
+	}
+	switch code := errs.CodeOf(err); {
+	case err == nil:
+		ds.State, ds.PID, ds.UserAgent, ds.Instance = "running", f.PID, f.UserAgent, f.Nonce
+		if f.Probe != nil {
+			ds.State, ds.Code, ds.Error = "refused", string(errs.CodeOf(f.Probe)), f.Probe.Error()
+		}
+		ds.Deliveries = f.Probe == nil
+	case code == errs.EHOSTDOWN:
+		ds.State, ds.Code, ds.Error = "not_running", string(code), err.Error()
+	case code == errs.EACCES || code == errs.EBUSY:
+		ds.State, ds.Code, ds.Error = "refused", string(code), err.Error()
+	default:
+		ds.State, ds.Code, ds.Error = "error", string(code), err.Error()
+	}
+	return ds
 }
 
 // Ops registers the Codex CLI operations.
@@ -176,6 +233,12 @@ func (m *Module) Ops(t api.Table) {
 	})
 	api.Handle(t, api.CLIDetach, func(ctx context.Context, _ api.Empty) (api.CLIDetachReply, error) {
 		return m.fgs.Detach(ctx, ipc.ConnOf(ctx))
+	})
+	api.Handle(t, api.ThreadTrust, func(ctx context.Context, a api.ThreadTrustArgs) (api.ThreadTrustReply, error) {
+		return m.trust(ctx, codex.TrustThread{ThreadID: a.ThreadID, Trust: a.Trust})
+	})
+	api.Handle(t, api.ThreadUntrust, func(ctx context.Context, a api.ThreadTrustArgs) (api.ThreadTrustReply, error) {
+		return m.trust(ctx, codex.UntrustThread{ThreadID: a.ThreadID})
 	})
 	api.Handle(t, api.CLISessionList, func(_ context.Context, a api.SessionListArgs) (page query.SessionPage, err error) {
 		err = m.h.Eng.Read(func(s engine.Snapshot) error {
@@ -194,4 +257,30 @@ func (m *Module) Ops(t api.Table) {
 		})
 		return in, err
 	})
+}
+
+// trust records the user's trust in a thread (or takes it back) and
+// lets a result that waited for it go.
+func (m *Module) trust(ctx context.Context, d engine.Decider) (api.ThreadTrustReply, error) {
+	res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "thread-trust"}, d)
+	if err != nil {
+		return api.ThreadTrustReply{}, err
+	}
+	defer m.h.Poke(ctx)
+	var thread string
+	switch c := d.(type) {
+	case codex.TrustThread:
+		thread = c.ThreadID
+	case codex.UntrustThread:
+		thread = c.ThreadID
+	}
+	rep := api.ThreadTrustReply{Outcome: res.Outcome, ThreadID: thread, Trust: m.h.Config.CLI.HomeTrust(), Source: "home"}
+	err = m.h.Eng.Read(func(v engine.Snapshot) error {
+		tr, err := codex.TrustOf(v, thread)
+		if tr != "" {
+			rep.Trust, rep.Source = tr, "thread"
+		}
+		return err
+	})
+	return rep, err
 }

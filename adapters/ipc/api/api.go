@@ -127,6 +127,11 @@ var (
 	CLISessionList    = Op[SessionListArgs, query.SessionPage]{Name: "cli.session.list"}
 	CLISessionInspect = Op[SessionInspectArgs, query.SessionInspection]{Name: "cli.session.inspect"}
 
+	// The user's trust in a thread's deliveries (spec/codex-cli.md,
+	// "Trust"): operator commands, offered to no agent.
+	ThreadTrust   = Op[ThreadTrustArgs, ThreadTrustReply]{Name: "thread.trust"}
+	ThreadUntrust = Op[ThreadTrustArgs, ThreadTrustReply]{Name: "thread.untrust"}
+
 	TaskRun     = Op[TaskRunArgs, query.TaskView]{Name: "task.run"}
 	TaskInspect = Op[TaskArgs, query.TaskView]{Name: "task.inspect"}
 	TaskList    = Op[TaskListArgs, query.TaskPage]{Name: "task.list"}
@@ -166,7 +171,7 @@ var All = []string{
 	ArtifactPin.Name, EventsVerify.Name, EventsRead.Name, History.Name, ThreadHistory.Name, WatchNext.Name,
 	DebugTargetSet.Name, DebugTurn.Name, DebugClock.Name,
 	CtxTreeLoad.Name, CtxTreeSave.Name, CtxServe.Name,
-	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name,
+	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name, ThreadTrust.Name, ThreadUntrust.Name,
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
 	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
 	DesktopNoteArmPending.Name, DesktopNoteArm.Name, DesktopNotePaused.Name, DesktopNoteBoundaryCrossed.Name,
@@ -226,6 +231,9 @@ type Status struct {
 	// fills it in): the daemon looks codex_binary up on its own PATH,
 	// the one it started with, which need not be the client's.
 	Codex *CodexLookup `json:"codex,omitempty"`
+	// CodexDaemon is the user's Codex daemon as this daemon finds it,
+	// when the codex_daemon transport is on.
+	CodexDaemon *CodexDaemonStatus `json:"codex_daemon,omitempty"`
 }
 
 // CodexLookup is codex_binary as a daemon resolves it: its absolute
@@ -234,6 +242,41 @@ type CodexLookup struct {
 	Binary string `json:"binary"`
 	Path   string `json:"path,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// CodexDaemonStatus is the user's Codex daemon as cbth finds it: its
+// socket, whether it passed the checks and the probe, and so whether
+// deliveries can go through it.
+type CodexDaemonStatus struct {
+	CodexHome string `json:"codex_home"`
+	Socket    string `json:"socket"`
+	// State is "running" (found, safe, probed), "not_running", "refused"
+	// (unsafe socket, another cbth home, or a failed probe) or "error".
+	State     string `json:"state"`
+	PID       int    `json:"pid,omitempty"`
+	UserAgent string `json:"user_agent,omitempty"`
+	Instance  string `json:"instance,omitempty"`
+	Code      string `json:"code,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Deliveries says whether a delivery can go through it now.
+	Deliveries bool `json:"deliveries"`
+}
+
+// ThreadTrustArgs name a thread and, to trust it, the trust.
+type ThreadTrustArgs struct {
+	ThreadID string `json:"thread_id"`
+	Trust    string `json:"trust,omitempty"`
+}
+
+// ThreadTrustReply says what thread.trust and thread.untrust did, and
+// the trust the thread's deliveries now get.
+type ThreadTrustReply struct {
+	Outcome  engine.Outcome `json:"outcome"`
+	ThreadID string         `json:"thread_id"`
+	// Trust is the thread's effective trust; Source says whose: "thread"
+	// (the user trusted it itself) or "home" ([cli] trust).
+	Trust  string `json:"trust"`
+	Source string `json:"source"`
 }
 
 // SubmitArgs are job.submit's request.
