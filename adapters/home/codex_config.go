@@ -188,7 +188,6 @@ func (cl CLI) HomeTrust() string {
 	return events.TrustStrict
 }
 
-
 // checkCLI refuses [cli] settings the daemon cannot honour.
 func checkCLI(c Config) error {
 	cl := c.CLI
