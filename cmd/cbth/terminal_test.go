@@ -34,12 +34,19 @@ func (h *homeDir) startTerminal(dir string, args ...string) *terminal {
 	h.t.Helper()
 	c := h.cmd(args...)
 	c.Dir = dir
+	return startOnPty(h.t, c)
+}
+
+// startOnPty runs c on a 120x40 terminal, as startTerminal does.
+func startOnPty(t *testing.T, c *exec.Cmd) *terminal {
+	t.Helper()
+	args := c.Args
 	c.Env = append(c.Env, "TERM=xterm-256color")
 	f, err := pty.StartWithSize(c, &pty.Winsize{Rows: 40, Cols: 120})
 	if err != nil {
-		h.t.Fatalf("start %v on a pty: %v", args, err)
+		t.Fatalf("start %v on a pty: %v", args, err)
 	}
-	tm := &terminal{t: h.t, cmd: c, pty: f, done: make(chan struct{})}
+	tm := &terminal{t: t, cmd: c, pty: f, done: make(chan struct{})}
 	go func() {
 		buf := make([]byte, 32<<10)
 		for {
@@ -56,7 +63,7 @@ func (h *homeDir) startTerminal(dir string, args ...string) *terminal {
 		tm.err = c.Wait()
 		close(tm.done)
 	}()
-	h.t.Cleanup(func() {
+	t.Cleanup(func() {
 		select {
 		case <-tm.done:
 		default:
@@ -66,8 +73,8 @@ func (h *homeDir) startTerminal(dir string, args ...string) *terminal {
 			<-tm.done
 		}
 		f.Close()
-		if h.t.Failed() {
-			h.t.Logf("terminal of %v:\n%s", args, tail(tm.screen(), 3000))
+		if t.Failed() {
+			t.Logf("terminal of %v:\n%s", args, tail(tm.screen(), 3000))
 		}
 	})
 	return tm

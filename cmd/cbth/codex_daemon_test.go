@@ -1,0 +1,240 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
+)
+
+// The Codex the user already runs (spec/codex-cli.md section 17): plain
+// `codex`, the npm wrapper first on PATH, its TUI on a terminal and its
+// own managed daemon; cbth's MCP server put in by `cbth mcp install`; no
+// `cbth cli run` anywhere. Results come back through the daemon's socket.
+
+// userCodex is that setup on a private Codex home and cbth home.
+type userCodex struct {
+	*codexRig
+	wrapper string
+}
+
+// newUserCodex makes the homes: codexTop goes at the head of the Codex
+// home's config.toml (its default permissions), cbth is cbth's config
+// after the delivery rigs' own. The cleanup stops the managed daemon the
+// TUI starts (both its processes, by pid) and removes its copy of Codex
+// (about 400 MB) from the Codex home.
+func newUserCodex(t *testing.T, codexTop, cbth string) *userCodex {
+	t.Helper()
+	r := newCodexRig(t, deliveryConfig+cbth)
+	r.codexTop(codexTop)
+	u := &userCodex{codexRig: r, wrapper: codextest.Wrapper(t)}
+	u.env = append(u.env, "PATH="+filepath.Dir(u.wrapper)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	u.writeCodexConfig("codex", r.codexHome, deliveryConfig+cbth)
+	u.ok(nil, "mcp", "install", "--codex-home", r.codexHome)
+	t.Cleanup(func() { stopManagedDaemon(t, r.codexHome) })
+	return u
+}
+
+// stopManagedDaemon stops the managed app-server daemon of a Codex home
+// and its pid-update loop, by the pids Codex recorded, and removes the
+// daemon's packages.
+func stopManagedDaemon(t *testing.T, codexHome string) {
+	t.Helper()
+	for _, f := range []string{"daemon.pid", "daemon-updater.pid"} {
+		b, err := os.ReadFile(filepath.Join(codexHome, "app-server-daemon", f))
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			PID int `json:"pid"`
+		}
+		if json.Unmarshal(b, &rec) != nil || rec.PID <= 1 {
+			continue
+		}
+		_ = syscall.Kill(rec.PID, syscall.SIGTERM)
+		deadline := time.Now().Add(5 * time.Second)
+		for syscall.Kill(rec.PID, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = syscall.Kill(rec.PID, syscall.SIGKILL)
+	}
+	if err := os.RemoveAll(filepath.Join(codexHome, "packages")); err != nil {
+		t.Errorf("remove the managed daemon's packages: %v", err)
+	}
+}
+
+// codexEnv is the environment of the user's own codex: the Codex home,
+// the same HOME and PATH as cbth's.
+func (u *userCodex) codexEnv() []string {
+	env := codextest.Env(u.t, u.codexHome)
+	for _, kv := range u.env {
+		if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "PATH=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// tui starts plain `codex` in the project, with args, as the user does.
+func (u *userCodex) tui(args ...string) *terminal {
+	u.t.Helper()
+	c := exec.Command(u.wrapper, args...)
+	c.Args[0] = "codex"
+	c.Dir = u.project
+	c.Env = u.codexEnv()
+	tm := startOnPty(u.t, c)
+	tm.waitText("Ask Codex", codextest.Guard)
+	return tm
+}
+
+// daemonPID is the pid of the Codex home's managed daemon, from its pid
+// file (0 when none runs).
+func (u *userCodex) daemonPID() int {
+	b, err := os.ReadFile(filepath.Join(u.codexHome, "app-server-daemon", "daemon.pid"))
+	if err != nil {
+		return 0
+	}
+	var rec struct {
+		PID int `json:"pid"`
+	}
+	if json.Unmarshal(b, &rec) != nil || syscall.Kill(rec.PID, 0) != nil {
+		return 0
+	}
+	return rec.PID
+}
+
+// turnContexts reads the permissions every turn of thread ran with from
+// its rollout (turn_context records), in order.
+func (u *userCodex) turnContexts(thread string) []string {
+	u.t.Helper()
+	var path string
+	_ = filepath.WalkDir(filepath.Join(u.codexHome, "sessions"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(filepath.Base(p), thread) {
+			path = p
+		}
+		return nil
+	})
+	if path == "" {
+		u.t.Fatalf("no rollout of thread %s", thread)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var rec struct {
+			Type    string `json:"type"`
+			Payload struct {
+				ApprovalPolicy json.RawMessage `json:"approval_policy"`
+				SandboxPolicy  json.RawMessage `json:"sandbox_policy"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Type == "turn_context" {
+			out = append(out, string(rec.Payload.ApprovalPolicy)+" "+string(rec.Payload.SandboxPolicy))
+		}
+	}
+	return out
+}
+
+// A read-only session that never asks for approval, in plain `codex`:
+// the agent hands its command to cbth through MCP and its turn ends; no
+// model request is made while the command runs; the result comes back as
+// a new turn of the same thread in the same TUI, once, with the output
+// the command printed, not again after cbth's daemon restarts; and the
+// user's next typed turn runs with the permissions the thread had.
+func TestCodexDaemon_ReadOnlySessionGetsItsResult(t *testing.T) {
+	t.Parallel()
+	u := newUserCodex(t, "approval_policy = \"never\"\nsandbox_mode = \"read-only\"\n", "[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	u.model.Script("run the tests in the background",
+		fakeprovider.Step{Query: "run a command in the background"},
+		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","sleep 2; echo all $((40+2))"],"summary":"the tests"}`})
+
+	tm := u.tui()
+	u.userTurn(tm, "run the tests in the background", "run the tests in the background")
+	var answer string
+	waitFor(t, "task_run's answer to reach the model", codextest.Guard, func() bool {
+		for _, o := range u.toolOutputs() {
+			if strings.Contains(o, "job_id") {
+				answer = o
+				return true
+			}
+		}
+		return false
+	})
+	thread := u.threadOfMarker("run the tests in the background")
+	waiting := len(u.model.Requests())
+	if pid := u.daemonPID(); pid == 0 {
+		t.Fatal("plain codex started no managed daemon")
+	}
+
+	var jobs []struct {
+		Status string `json:"status"`
+		Batch  *struct {
+			CloseReason string `json:"close_reason"`
+		} `json:"batch"`
+	}
+	waitFor(t, "the result to be delivered", codextest.Guard, func() bool {
+		u.ok(&jobs, "job", "list", "--thread-id", thread)
+		return len(jobs) == 1 && jobs[0].Batch != nil && jobs[0].Batch.CloseReason == "delivered"
+	})
+	if n := u.model.Count("all 42"); n != 1 || u.threadOfMarker("all 42") != thread {
+		t.Fatalf("the result reached the model %d times (thread %s), want once in %s; the tool answered %s", n, u.threadOfMarker("all 42"), thread, answer)
+	}
+	// Zero tokens spent waiting: the first request after the tool's
+	// answer is the delivered turn's.
+	if reqs := u.model.Requests(); len(reqs) <= waiting || !strings.Contains(reqs[waiting].UserText, "all 42") {
+		t.Fatalf("a model request was made while the command ran: %+v", reqs[waiting:])
+	}
+	waitFor(t, "the TUI to show the result", codextest.Guard, func() bool {
+		// The capture loses the spaces the TUI moves the cursor over.
+		sc := tm.screen()
+		return strings.Contains(sc, "last output: all 42") || strings.Contains(sc, "lastoutput:all42")
+	})
+	var sessions []sessionView
+	u.ok(&sessions, "cli", "session", "list")
+	if len(sessions) != 1 || sessions[0].Thread != thread || sessions[0].Mode != "codex_daemon" || sessions[0].State != "detached" {
+		t.Fatalf("the thread's session: %+v", sessions)
+	}
+
+	// Not again after cbth's daemon restarts: a later result of the same
+	// thread goes through the new daemon (at the next epoch), and the
+	// first one does not go with it.
+	u.ok(nil, "daemon", "stop")
+	u.complete(thread, "[mark:second] the second result")
+	waitFor(t, "the second result to be delivered", codextest.Guard, func() bool { return u.model.Count("[mark:second]") == 1 })
+	if n := u.model.Count("all 42"); n != 1 {
+		t.Fatalf("the result went again after a restart: %d times", n)
+	}
+	u.ok(&sessions, "cli", "session", "list")
+	if len(sessions) != 1 || sessions[0].Epoch != 2 {
+		t.Fatalf("after cbth restarted, the session is %+v; want epoch 2", sessions)
+	}
+
+	// The user's next typed turn runs as the thread did before.
+	u.userTurn(tm, "[mark:after] and now my own turn", "[mark:after]")
+	waitFor(t, "the user's turn to end", codextest.Guard, func() bool { return len(u.turnContexts(thread)) >= 4 })
+	ctxs := u.turnContexts(thread)
+	for i, c := range ctxs {
+		if c != ctxs[0] {
+			t.Fatalf("turn %d ran with %s, the first with %s: the delivery changed the thread's permissions", i, c, ctxs[0])
+		}
+	}
+	if !strings.Contains(ctxs[0], `"never"`) || !strings.Contains(ctxs[0], "read-only") {
+		t.Fatalf("the thread's first turn ran with %s", ctxs[0])
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("codex exited %d", code)
+	}
+}
