@@ -19,6 +19,7 @@ func batchEvents() []declaration {
 		decl[BatchSuperseded](KindBatch),
 		decl[BatchClosed](KindBatch),
 		decl[BatchHandoffRecorded](KindBatch),
+		decl[BatchQueuedToCodex](KindBatch),
 		decl[BatchRecoveryPinned](KindBatch),
 		decl[BatchRecoveryCollected](KindBatch),
 	}
@@ -200,6 +201,22 @@ type BatchHandoffRecorded struct {
 const TypeBatchHandoffRecorded = "batch.handoff_recorded"
 
 func (BatchHandoffRecorded) EventType() string { return TypeBatchHandoffRecorded }
+
+// BatchQueuedToCodex closes a batch with close_reason handoff_recorded:
+// its result is an item of Codex's own durable queue for the thread
+// (`codex queue`), named here, which Codex runs as a turn with the
+// thread's own permissions when it drains the queue. cbth never edits
+// the queue after.
+type BatchQueuedToCodex struct {
+	AttemptID    string `json:"attempt_id"`
+	Generation   uint64 `json:"generation"`
+	QueuedItemID string `json:"queued_item_id"`
+	CodexHome    string `json:"codex_home"`
+}
+
+const TypeBatchQueuedToCodex = "batch.queued_to_codex"
+
+func (BatchQueuedToCodex) EventType() string { return TypeBatchQueuedToCodex }
 
 // BatchRecoveryPinned sets an operator pin on a batch's recovery envelope.
 type BatchRecoveryPinned struct {

@@ -58,6 +58,43 @@ type scheduler struct {
 	wake    time.Time
 	halted  bool // a handover: no delivery starts any more
 	workers sync.WaitGroup
+	// held is, per thread, why its head's target held it back when it
+	// last prepared a delivery: a reason only the target's fresh read
+	// gives (the Codex CLI's permission gate), shown by delivery_gate
+	// until the head goes or changes.
+	held map[string]heldHead
+}
+
+// heldHead is a head a Preparer held back, and why.
+type heldHead struct {
+	batch      string
+	generation uint64
+	reason     string
+	at         time.Time
+}
+
+// hold remembers why thread's head was held back (reason ""
+// forgets it).
+func (s *scheduler) hold(thread string, h target.Head, reason string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[string]heldHead{}
+	}
+	if reason == "" {
+		delete(s.held, thread)
+		return
+	}
+	s.held[thread] = heldHead{batch: h.BatchID, generation: h.Generation, reason: reason, at: at}
+}
+
+// heldReason is why the head (batch, generation) of thread was held back
+// when last prepared, if it was.
+func (s *scheduler) heldReason(thread, batch string, generation uint64) (heldHead, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.held[thread]
+	return h, ok && h.batch == batch && h.generation == generation
 }
 
 // halt stops new deliveries from starting; those in flight go on.
@@ -241,8 +278,10 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 		if !g.OK {
 			d.recordGate(ctx, meta, g.Route.Gate)
 			if g.Park {
+				d.sched.hold(thread, h, "", time.Time{})
 				d.parkHead(ctx, spec.Name, h, g.Reason)
 			} else {
+				d.sched.hold(thread, h, g.Reason, d.opt.Clock.Now())
 				d.opt.Log.Info("delivery held back", "target", spec.Name, "thread", thread, "reason", g.Reason)
 			}
 			if !g.Retry.IsZero() {
@@ -252,6 +291,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 			}
 			return
 		}
+		d.sched.hold(thread, h, "", time.Time{})
 		send = g.Send
 	case target.Pusher:
 		send = tt.Deliver
@@ -294,7 +334,7 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 	meta.CorrelationID = "deliver:" + del.AttemptID
 	rec, err := d.eng.Execute(rctx, meta, command.RecordOutcome{Config: cfg, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID,
 		ManagedSessionID: del.ManagedSessionID, SessionEpoch: del.SessionEpoch,
-		Outcome: out.Outcome, TurnID: out.TurnID, Reason: out.Reason, Tracks: out.Tracks})
+		Outcome: out.Outcome, TurnID: out.TurnID, Reason: out.Reason, Tracks: out.Tracks, Handoff: out.Handoff, CodexHome: out.CodexHome})
 	if err != nil {
 		d.opt.Log.Error("record delivery outcome", "thread", thread, "attempt", del.AttemptID, "err", err)
 		if ack, ok := t.(target.Acknowledger); ok {
@@ -486,6 +526,9 @@ func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string 
 	}
 	if prepared {
 		return "prepared: offered to its target (" + b.TargetKind + ") to move on"
+	}
+	if hh, ok := d.sched.heldReason(thread, b.ID, b.Generation); ok {
+		return hh.reason + " (when last prepared, at " + hh.at.Format(time.RFC3339) + ")"
 	}
 	return "eligible"
 }

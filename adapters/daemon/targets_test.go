@@ -104,8 +104,8 @@ func config() home.Config {
 // modules are the daemon's features as cmd/cbth composes them
 // (daemonModules there).
 func modules() []daemon.Module {
-	tasks := tasksmod.New()
-	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks), inspectmod.New()}
+	tasks, codex := tasksmod.New(), codexmod.New()
+	return []daemon.Module{tasks, codex, pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks, codex), inspectmod.New()}
 }
 
 // start runs a daemon on root until the test ends.

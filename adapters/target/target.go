@@ -144,6 +144,11 @@ type Result struct {
 	// Turn lists turn events already seen by the time Deliver returned,
 	// in order (command.TurnEvents). Later ones go to the Sink.
 	Turn []string
+	// Handoff, with Accepted, names the item of Codex's own queue in
+	// CodexHome that the result became: the batch closes
+	// handoff_recorded, nothing more to observe.
+	Handoff   string
+	CodexHome string
 }
 
 // TurnEvent is an event of an accepted turn that a target reports after

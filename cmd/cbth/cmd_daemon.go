@@ -162,7 +162,8 @@ func (c *DaemonRunCmd) run(env *Env, h home.Home, log *slog.Logger, sink *logSin
 // runner.
 func daemonModules() []daemon.Module {
 	tasks := tasksmod.New()
-	return []daemon.Module{tasks, codexmod.New(), pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks), inspectmod.New()}
+	codex := codexmod.New()
+	return []daemon.Module{tasks, codex, pluginmod.New(), cortexmod.New(), desktopmod.New(), gatewaymod.New(), mcpmod.New(tasks, codex), inspectmod.New()}
 }
 
 // redirectStdio points descriptors 1 and 2 at f.

@@ -175,6 +175,9 @@ func TestCodexDaemon_ReadOnlySessionGetsItsResult(t *testing.T) {
 	})
 	thread := u.threadOfMarker("run the tests in the background")
 	waiting := len(u.model.Requests())
+	if !strings.Contains(answer, `"when":"when_idle"`) || !strings.Contains(answer, "as a new turn") {
+		t.Fatalf("task_run's answer does not say the result comes as a new turn: %s", answer)
+	}
 	if pid := u.daemonPID(); pid == 0 {
 		t.Fatal("plain codex started no managed daemon")
 	}
@@ -236,5 +239,96 @@ func TestCodexDaemon_ReadOnlySessionGetsItsResult(t *testing.T) {
 	}
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("codex exited %d", code)
+	}
+}
+
+// gateOf is the delivery gate of the thread's head batch, as `batch
+// inspect-head` shows it.
+func (u *userCodex) gateOf(thread string) string {
+	u.t.Helper()
+	var in inspection
+	u.ok(&in, "batch", "inspect-head", "--source-thread-id", thread)
+	return in.Gate
+}
+
+// The session plain `codex` opens by default (workspace-write, approvals
+// on request) is not strict-safe: its result is held, and the reason
+// names the command that trusts the thread. The user quits the TUI (the
+// managed daemon keeps the thread), trusts the thread from a shell, and
+// the result goes with the thread's own permissions, once; `codex resume`
+// shows it.
+func TestCodexDaemon_TrustedThreadGetsItsResultAfterTheTUIQuit(t *testing.T) {
+	t.Parallel()
+	u := newUserCodex(t, "approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n", "[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	u.model.Script("check the build",
+		fakeprovider.Step{Query: "run a command in the background"},
+		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","echo build $((6*7)) ok"],"summary":"the build"}`})
+
+	tm := u.tui()
+	u.userTurn(tm, "check the build", "check the build")
+	thread := u.threadOfMarker("check the build")
+	waitFor(t, "task_run's answer to reach the model", codextest.Guard, func() bool {
+		for _, o := range u.toolOutputs() {
+			if strings.Contains(o, "job_id") {
+				if !strings.Contains(o, `"when":"held_until_trusted"`) || !strings.Contains(o, "cbth thread trust --thread-id "+thread+" --own-permissions") {
+					t.Fatalf("task_run's answer does not say the result waits for the user's trust: %s", o)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	var gate string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last delivery gate: %s", gate)
+		}
+	})
+	waitFor(t, "the result to be held for trust", codextest.Guard, func() bool {
+		if len(u.batches(thread)) != 1 {
+			return false
+		}
+		gate = u.gateOf(thread)
+		return strings.Contains(gate, "cbth thread trust --thread-id "+thread+" --own-permissions")
+	})
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("codex exited %d", code)
+	}
+	if u.daemonPID() == 0 || u.model.Count("build 42 ok") != 0 {
+		t.Fatalf("after the TUI quit: daemon pid %d, the result seen %d times", u.daemonPID(), u.model.Count("build 42 ok"))
+	}
+
+	var tr struct {
+		Outcome string `json:"outcome"`
+		Trust   string `json:"trust"`
+		Source  string `json:"source"`
+	}
+	u.ok(&tr, "thread", "trust", "--thread-id", thread, "--own-permissions")
+	if tr.Outcome != "trusted" || tr.Trust != "own_permissions" || tr.Source != "thread" {
+		t.Fatalf("thread trust: %+v", tr)
+	}
+	waitFor(t, "the trusted thread's result to be delivered", codextest.Guard, func() bool { return u.model.Count("build 42 ok") == 1 })
+	in := u.waitBatch(thread, "the batch to close delivered", closedDelivered)
+	if in.Batch.CloseReason != "delivered" {
+		t.Fatalf("batch: %+v", in.Batch)
+	}
+	ctxs := u.turnContexts(thread)
+	if len(ctxs) != 2 || ctxs[0] != ctxs[1] || !strings.Contains(ctxs[1], "on-request") || !strings.Contains(ctxs[1], "workspace-write") {
+		t.Fatalf("the turns ran with %q; the delivered one must repeat the thread's own", ctxs)
+	}
+	if u.events("thread.trusted")[0].Stream.ID != thread {
+		t.Fatal("the trust is not an event of the thread")
+	}
+	// The user comes back: the delivered turn is in the thread.
+	tm = u.tui("resume", thread)
+	waitFor(t, "codex resume to show the result", codextest.Guard, func() bool {
+		sc := tm.screen()
+		return strings.Contains(sc, "build 42 ok") || strings.Contains(sc, "build42ok")
+	})
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("codex resume exited %d", code)
+	}
+	if n := u.model.Count("build 42 ok"); n != 1 {
+		t.Fatalf("the result reached the model %d times", n)
 	}
 }

@@ -139,6 +139,11 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.ReplayPolicy = ReplayManual
 		b.ClosedAt, b.CloseReason = e.RecordedAt, "handoff_recorded"
 		b.IsHead = false
+	case *events.BatchQueuedToCodex:
+		b.ClosedAt, b.CloseReason = e.RecordedAt, "handoff_recorded"
+		b.CloseDetail = "queued as item " + p.QueuedItemID + " of Codex's queue for the thread (" + p.CodexHome +
+			"); Codex runs it as a turn with the thread's own permissions when it drains the queue"
+		b.IsHead = false
 	case *events.BatchRecoveryPinned:
 		b.BoundaryRecoveryOperatorPin, b.BoundaryRecoveryRetention = p.PinUntil, p.RetentionUntil
 	case *events.BatchRecoveryCollected:

@@ -224,11 +224,21 @@ func (c DeliveryConfig) CloseWith(v engine.View, now time.Time, b *aggregate.Bat
 			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch closed: " + reason}})
 		}
 	}
-	rel, err := c.release(v, now, b)
+	tail, err := c.closeTail(v, now, b, reason)
 	if err != nil {
 		return nil, err
 	}
-	emits = append(emits, rel...)
+	return append(emits, tail...), nil
+}
+
+// closeTail is what closing b brings with it besides its own event and
+// its attempt's: its artifacts released, the next batch of its thread
+// promoted, its target's cursor moved on.
+func (c DeliveryConfig) closeTail(v engine.View, now time.Time, b *aggregate.Batch, reason string) ([]engine.Emit, error) {
+	emits, err := c.release(v, now, b)
+	if err != nil {
+		return nil, err
+	}
 	if b.IsHead {
 		open, err := OpenBatches(v, b.SourceThreadID)
 		if err != nil {
@@ -369,11 +379,15 @@ func (c DeliveryConfig) BatchHold(b *aggregate.Batch, now time.Time) (reason str
 const (
 	RPCTurnStart = "turn_start"
 	RPCTurnSteer = "turn_steer"
+	// RPCQueueAdd: the result is added to Codex's own queue for the
+	// thread (`codex queue`), a hand-off.
+	RPCQueueAdd = "queue_add"
 	DebugDeliver = "debug_deliver" // the debug target's kind and mode
 	CtxTurn      = "ctx_turn"      // the ctx target's: a turn in an agent session
 	ModeDesktop  = "desktop_heartbeat"
 	ModeCLIStart = "cli_turn_start"
 	ModeCLISteer = "cli_turn_steer"
+	ModeCLIQueue = "cli_queue_handoff"
 	// ModePluginStart is a host-plugin delivery: turn/start on a
 	// daemon-owned app-server acquired for the batch's resolved target.
 	ModePluginStart = "codex_app_server_turn_start"
@@ -381,8 +395,8 @@ const (
 
 // RPCKinds and DeliveryModes list the enums.
 var (
-	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, DebugDeliver, CtxTurn}
-	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, DebugDeliver, CtxTurn, ModePluginStart}
+	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, RPCQueueAdd, DebugDeliver, CtxTurn}
+	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, ModeCLIQueue, DebugDeliver, CtxTurn, ModePluginStart}
 )
 
 // Route says how a push delivery goes, as its target decided when it let
@@ -593,6 +607,11 @@ type RecordOutcome struct {
 	TurnID           string
 	Reason           string
 	Tracks           bool // the target reports turn events (observation window applies)
+	// Handoff, with Accepted, names the item of Codex's own queue the
+	// result became: the batch closes handoff_recorded in the same
+	// append (events.BatchQueuedToCodex), in CodexHome's queue.
+	Handoff   string
+	CodexHome string
 }
 
 // Decide implements engine.Decider.
@@ -621,13 +640,26 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		if c.Tracks {
 			acc.ObservationDeadline = now.Add(c.Config.ObservationWindow)
 		}
-		return engine.Decision{Outcome: Accepted, Emits: []engine.Emit{
+		emits := []engine.Emit{
 			{Stream: as, Payload: acc},
 			{Stream: BatchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval),
 				ObservationDeadline: acc.ObservationDeadline}},
 			{Stream: CursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
-		}}, nil
+		}
+		if c.Handoff == "" {
+			return engine.Decision{Outcome: Accepted, Emits: emits}, nil
+		}
+		// Handed off: nothing more to observe; the batch closes now, its
+		// attempt with it.
+		tail, err := c.Config.closeTail(v, now, b, CloseHandoffRecorded)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		emits = append(emits, engine.Emit{Stream: BatchStream(b.ID), Payload: &events.BatchQueuedToCodex{AttemptID: a.ID, Generation: a.Generation,
+			QueuedItemID: c.Handoff, CodexHome: c.CodexHome}},
+			engine.Emit{Stream: as, Payload: &events.AttemptClosed{Reason: CloseHandoffRecorded}})
+		return engine.Decision{Outcome: Accepted, Emits: append(emits, tail...)}, nil
 	case RejectedBefore:
 		// The attempt is retried in place, so its rejects so far are the
 		// ones this channel gave this batch since it last took one.

@@ -30,6 +30,8 @@ var batchTable = table[BatchState]{
 		{events.TypeBatchDeliveryAccepted, []BatchState{BatchMaterialized}, BatchCooldown},
 		{events.TypeBatchClosed, batchOpen, BatchClosed},
 		{events.TypeBatchHandoffRecorded, []BatchState{BatchCooldown}, BatchClosed},
+		// A Codex CLI result handed to Codex's own queue (spec/codex-cli.md).
+		{events.TypeBatchQueuedToCodex, []BatchState{BatchCooldown}, BatchClosed},
 		// An operator's supersede of the head: close_reason superseded.
 		{events.TypeBatchSuperseded, batchOpen, BatchClosed},
 	},

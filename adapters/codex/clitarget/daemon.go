@@ -18,10 +18,16 @@ import (
 )
 
 // daemonRetry is how soon a head waiting for the user's Codex daemon (not
-// running, not usable, or the thread not open in it) is asked about
-// again: the daemon is someone else's, and nothing tells cbth when it
-// comes back.
-const daemonRetry = 30 * time.Second
+// running, or the thread not open in it) is asked about again: the daemon
+// is someone else's, and nothing tells cbth when the user opens Codex, so
+// cbth looks (one stat of the socket while it does not run) as often as
+// a user waiting for the result would notice; probeRetry, after a daemon
+// failed the probe or its socket was refused, less often: only a Codex
+// update or the user's repair changes that.
+const (
+	daemonRetry = 2 * time.Second
+	probeRetry  = 30 * time.Second
+)
 
 // daemonGate is Gate for a thread no `cbth cli run` foreground holds: it
 // goes through the user's Codex daemon. What is known without asking: a
@@ -35,6 +41,9 @@ func (t *Target) daemonGate(h target.Head, s *aggregate.Session) target.Gate {
 		return target.Gate{Reason: t.reason("managed session %s is parked: a batch of the thread waits for manual resolution (cbth batch inspect-head --source-thread-id %s)", s.ID, h.ThreadID)}
 	}
 	if _, err := os.Lstat(sessions.DaemonSocket(d.CodexHome())); err != nil {
+		if trust, err := t.trustOf(h.ThreadID); err == nil && t.queueable(s, trust) == "" {
+			return t.queueGate(h, s) // Prepare checks again
+		}
 		why := fmt.Sprintf("the Codex daemon of %s does not run (no %s); the result goes when the thread is open in Codex again (codex resume %s)",
 			d.CodexHome(), sessions.DaemonSocket(d.CodexHome()), h.ThreadID)
 		if s != nil && s.Mode != codex.ModeCodexDaemon {
@@ -67,12 +76,15 @@ func (t *Target) daemonPrepare(ctx context.Context, h target.Head, g target.Gate
 	found, err := d.Ensure(ctx)
 	if err != nil {
 		if errs.CodeOf(err) == errs.EHOSTDOWN {
+			if trust, terr := t.trustOf(h.ThreadID); terr == nil && t.queueable(s, trust) == "" {
+				return t.queueGate(h, s)
+			}
 			return wait("%v; the result goes when the thread is open in Codex again (codex resume %s)", err, h.ThreadID)
 		}
-		return wait("the Codex daemon of %s cannot be used: %v", d.CodexHome(), err)
+		return target.Gate{Reason: t.reason("the Codex daemon of %s cannot be used: %v", d.CodexHome(), err), Retry: t.now().Add(probeRetry)}
 	}
 	if found.Probe != nil {
-		return wait("the Codex daemon (%s) failed the capability probe: %v", found.UserAgent, found.Probe)
+		return target.Gate{Reason: t.reason("the Codex daemon (%s) failed the capability probe: %v", found.UserAgent, found.Probe), Retry: t.now().Add(probeRetry)}
 	}
 	trust, err := t.trustOf(h.ThreadID)
 	if err != nil {

@@ -32,15 +32,23 @@ type Tasks interface {
 	StartTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs, wrap func(task.SubmitTask) engine.Decider) (query.TaskView, error)
 }
 
+// CodexThreads says where a result for a Codex CLI thread will arrive
+// (the Codex module).
+type CodexThreads interface {
+	Where(ctx context.Context, thread string) (api.MCPDelivery, error)
+}
+
 // Module is the agent's MCP tools.
 type Module struct {
 	daemon.Base
 	h     *daemon.Host
 	tasks Tasks
+	codex CodexThreads
 }
 
-// New returns the MCP tools' module; tasks runs task_run's tasks.
-func New(tasks Tasks) *Module { return &Module{tasks: tasks} }
+// New returns the MCP tools' module; tasks runs task_run's tasks, codex
+// answers where a Codex CLI thread's result goes.
+func New(tasks Tasks, codex CodexThreads) *Module { return &Module{tasks: tasks, codex: codex} }
 
 // Name names the module.
 func (m *Module) Name() string { return "mcp" }
@@ -95,27 +103,13 @@ func (m *Module) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPTool
 }
 
 // deliveryOf says when a result for thread through target will arrive.
-func (m *Module) deliveryOf(target command.Target, thread string) (api.MCPDelivery, error) {
+func (m *Module) deliveryOf(ctx context.Context, target command.Target, thread string) (api.MCPDelivery, error) {
 	switch target {
 	case command.TargetDesktop:
 		return api.MCPDelivery{When: api.DeliverNextHeartbeat,
 			Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}, nil
 	case command.TargetCodexCLI:
-		var live bool
-		err := m.h.Eng.Read(func(s engine.Snapshot) error {
-			page, err := query.Sessions(s, query.SessionFilter{ThreadID: thread, State: fsm.SessionLive})
-			live = len(page.Sessions) > 0
-			return err
-		})
-		if err != nil {
-			return api.MCPDelivery{}, err
-		}
-		if live {
-			return api.MCPDelivery{When: api.DeliverWhenIdle,
-				Hint: "the result comes back into this thread as a new turn once the job is done and the thread is idle"}, nil
-		}
-		return api.MCPDelivery{When: api.DeliverWhenOpened,
-			Hint: "the result comes back into this thread once it is open under cbth: cbth cli run --bind-thread-id " + thread}, nil
+		return m.codex.Where(ctx, thread)
 	}
 	return api.MCPDelivery{When: string(target), Hint: "the result goes to the " + string(target) + " target"}, nil
 }
@@ -150,7 +144,7 @@ func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	del, err := m.deliveryOf(command.Target(j.TargetKind), c.ThreadID)
+	del, err := m.deliveryOf(ctx, command.Target(j.TargetKind), c.ThreadID)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -210,7 +204,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	del, err := m.deliveryOf(command.Target(j.TargetKind), c.ThreadID)
+	del, err := m.deliveryOf(ctx, command.Target(j.TargetKind), c.ThreadID)
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}

@@ -66,9 +66,11 @@ type MCPSubmitArgs struct {
 
 // MCPDelivery says when a result for the calling thread will arrive.
 type MCPDelivery struct {
-	// When is "when_idle" (a managed session of the thread is live: the
-	// result is a new turn as soon as the thread is idle),
-	// "when_opened" (once the user opens the thread with `cbth cli run
+	// When is "when_idle" (the thread can take it: a new turn as soon as
+	// the work is done and the thread idle), "held_until_trusted" (the
+	// thread's permissions are more than cbth starts a turn with unasked:
+	// the user's `cbth thread trust` lets it go), "when_opened" (once the
+	// thread is open in Codex again, or under `cbth cli run
 	// --bind-thread-id`) or "next_heartbeat" (a Desktop thread: through
 	// its bound heartbeats).
 	When string `json:"when"`
@@ -80,6 +82,7 @@ type MCPDelivery struct {
 // The values of MCPDelivery.When.
 const (
 	DeliverWhenIdle      = "when_idle"
+	DeliverHeldForTrust  = "held_until_trusted"
 	DeliverWhenOpened    = "when_opened"
 	DeliverNextHeartbeat = "next_heartbeat"
 )

@@ -2,9 +2,11 @@ package codex_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/fsm"
@@ -231,4 +233,36 @@ func count(list []string, v string) int {
 		}
 	}
 	return n
+}
+
+// A result handed to Codex's own queue is accepted and closed in one
+// append: handoff_recorded, naming the queued item, its attempt closed,
+// the thread's next batch promoted.
+func TestDaemonSession_QueueHandoffClosesTheBatch(t *testing.T) {
+	s := newSessions(t)
+	s.daemonStarted("d1")
+	id := s.bind("T", "d1", strict, codex.SessionCreatedOutcome).SessionID
+	del := s.deliver("T", id)
+	next, _ := sessAnswer[string](s, command.SubmitJob{Target: "debug", ThreadID: "T", TaskKind: "k", Summary: "s", Policy: events.FailClosedPolicy})
+	s.exec(command.CompleteJob{Config: immediate, JobID: next, Summary: "later"})
+	res := s.exec(command.RecordOutcome{Config: immediate, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID,
+		ManagedSessionID: id, SessionEpoch: 1, Outcome: command.Accepted, Handoff: "q-1", CodexHome: "/home/u/.codex"})
+	got := types(res)
+	for _, want := range []string{events.TypeAttemptAccepted, events.TypeBatchDeliveryAccepted, events.TypeBatchQueuedToCodex, events.TypeAttemptClosed, events.TypeBatchPromoted} {
+		if count(got, want) != 1 {
+			t.Fatalf("the hand-off appended %v; want one %s", got, want)
+		}
+	}
+	var b *aggregate.Batch
+	_ = s.e.Read(func(v engine.Snapshot) error {
+		st, _ := v.State(events.KindBatch, del.BatchID)
+		b, _ = st.(*aggregate.Batch)
+		if a, _ := command.LiveAttempt(v, "T"); a != nil {
+			t.Errorf("the handed-off attempt is still live: %s", a.State)
+		}
+		return nil
+	})
+	if b.State != fsm.BatchClosed || b.CloseReason != command.CloseHandoffRecorded || !strings.Contains(b.CloseDetail, "q-1") || !strings.Contains(b.CloseDetail, "own permissions") {
+		t.Fatalf("the handed-off batch: %s %s %q", b.State, b.CloseReason, b.CloseDetail)
+	}
 }
