@@ -381,7 +381,7 @@ const (
 	RPCTurnSteer = "turn_steer"
 	// RPCQueueAdd: the result is added to Codex's own queue for the
 	// thread (`codex queue`), a hand-off.
-	RPCQueueAdd = "queue_add"
+	RPCQueueAdd  = "queue_add"
 	DebugDeliver = "debug_deliver" // the debug target's kind and mode
 	CtxTurn      = "ctx_turn"      // the ctx target's: a turn in an agent session
 	ModeDesktop  = "desktop_heartbeat"
