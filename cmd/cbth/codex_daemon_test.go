@@ -44,10 +44,19 @@ func newUserCodex(t *testing.T, codexTop, cbth string) *userCodex {
 }
 
 // stopManagedDaemon stops the managed app-server daemon of a Codex home
-// and its pid-update loop, by the pids Codex recorded, and removes the
-// daemon's packages.
+// and its pid-update loop (killDaemon), and removes the daemon's
+// packages.
 func stopManagedDaemon(t *testing.T, codexHome string) {
 	t.Helper()
+	killDaemon(codexHome)
+	if err := os.RemoveAll(filepath.Join(codexHome, "packages")); err != nil {
+		t.Errorf("remove the managed daemon's packages: %v", err)
+	}
+}
+
+// killDaemon stops the managed app-server daemon of a Codex home and its
+// pid-update loop, by the pids Codex recorded.
+func killDaemon(codexHome string) {
 	for _, f := range []string{"daemon.pid", "daemon-updater.pid"} {
 		b, err := os.ReadFile(filepath.Join(codexHome, "app-server-daemon", f))
 		if err != nil {
@@ -65,9 +74,6 @@ func stopManagedDaemon(t *testing.T, codexHome string) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		_ = syscall.Kill(rec.PID, syscall.SIGKILL)
-	}
-	if err := os.RemoveAll(filepath.Join(codexHome, "packages")); err != nil {
-		t.Errorf("remove the managed daemon's packages: %v", err)
 	}
 }
 
@@ -330,5 +336,89 @@ func TestCodexDaemon_TrustedThreadGetsItsResultAfterTheTUIQuit(t *testing.T) {
 	}
 	if n := u.model.Count("build 42 ok"); n != 1 {
 		t.Fatalf("the result reached the model %d times", n)
+	}
+}
+
+// handOver makes a thread in a new TUI whose agent hands cbth a job that
+// something outside will complete (MCP job_submit), quits the TUI, and
+// returns the thread and the job.
+func (u *userCodex) handOver(prompt string) (thread, job string) {
+	u.t.Helper()
+	u.model.Script(prompt,
+		fakeprovider.Step{Query: "submit a background job"},
+		fakeprovider.Step{Namespace: "mcp__cbth", Name: "job_submit", Args: `{"task_kind":"ci","summary":"the CI run"}`})
+	tm := u.tui()
+	before := len(u.toolOutputs())
+	u.userTurn(tm, prompt, prompt)
+	waitFor(u.t, "job_submit's answer", codextest.Guard, func() bool { return len(u.toolOutputs()) > before })
+	var ans struct {
+		JobID string `json:"job_id"`
+	}
+	out := u.toolOutputs()[before]
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &ans); err != nil || ans.JobID == "" {
+		u.t.Fatalf("job_submit answered %q (%v)", u.toolOutputs()[before], err)
+	}
+	thread = u.threadOfMarker(prompt)
+	// Quit once the turn has ended: a ^C during it interrupts it, and
+	// Codex holds a thread's queue after an interrupted turn until the
+	// user's next one.
+	tm.waitText("Worked for", codextest.Guard)
+	if code := tm.quit(); code != 0 {
+		u.t.Fatalf("codex exited %d", code)
+	}
+	return thread, ans.JobID
+}
+
+// With Codex's daemon stopped, a result waits and says why, naming
+// `codex resume`; a thread the user trusted with its own permissions is
+// handed to Codex's own queue instead (queue_handoff on), its batch
+// closed handoff_recorded, naming the queued item. When the user opens
+// Codex again, Codex drains the queued item as a turn, once, and cbth
+// delivers the other result itself, once. No model request is made while
+// the results wait.
+func TestCodexDaemon_DaemonStoppedWaitsOrHandsOffToTheQueue(t *testing.T) {
+	t.Parallel()
+	u := newUserCodex(t, "approval_policy = \"never\"\nsandbox_mode = \"read-only\"\n", "queue_handoff = true\n")
+	waiting, waitJob := u.handOver("[mark:wait] hand over a job")
+	queued, queueJob := u.handOver("[mark:queue] hand over another job")
+	u.ok(nil, "thread", "trust", "--thread-id", queued, "--own-permissions")
+	killDaemon(u.codexHome)
+	requests := len(u.model.Requests())
+
+	u.ok(nil, "job", "complete", "--job-id", waitJob, "--summary", "waited: alpha 2")
+	u.ok(nil, "job", "complete", "--job-id", queueJob, "--summary", "queued: beta 4")
+	var gate string
+	waitFor(t, "the strict thread's result to wait for the daemon", codextest.Guard, func() bool {
+		gate = u.gateOf(waiting)
+		return strings.Contains(gate, "does not run") && strings.Contains(gate, "codex resume "+waiting)
+	})
+	in := u.waitBatch(queued, "the trusted thread's result to be handed to Codex's queue", func(in inspection) bool { return in.Batch.CloseReason == "handoff_recorded" })
+	var detail struct {
+		Batch struct {
+			Detail string `json:"close_detail"`
+		} `json:"batch"`
+	}
+	u.ok(&detail, "batch", "inspect", "--batch-id", in.Batch.ID)
+	if !strings.Contains(detail.Batch.Detail, "Codex's queue") || !strings.Contains(detail.Batch.Detail, "own permissions") {
+		t.Fatalf("the hand-off does not say what it is: %q", detail.Batch.Detail)
+	}
+	if n := len(u.model.Requests()); n != requests {
+		t.Fatalf("%d model requests while the results waited", n-requests)
+	}
+
+	// The user opens the queued thread: Codex drains its queue, and cbth
+	// delivers the other thread's result once the daemon is back.
+	tm := u.tui("resume", queued)
+	waitFor(t, "Codex to drain the queued result", codextest.Guard, func() bool { return u.model.Count("queued: beta 4") == 1 })
+	waitFor(t, "cbth to deliver the waiting result", codextest.Guard, func() bool { return u.model.Count("waited: alpha 2") == 1 })
+	if u.threadOfMarker("queued: beta 4") != queued || u.threadOfMarker("waited: alpha 2") != waiting {
+		t.Fatal("a result reached another thread")
+	}
+	u.waitBatch(waiting, "the waiting result's batch to close delivered", closedDelivered)
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("codex resume exited %d", code)
+	}
+	if u.model.Count("queued: beta 4") != 1 || u.model.Count("waited: alpha 2") != 1 {
+		t.Fatalf("a result went twice: queued %d, waited %d", u.model.Count("queued: beta 4"), u.model.Count("waited: alpha 2"))
 	}
 }
