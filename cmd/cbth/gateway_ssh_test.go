@@ -403,6 +403,11 @@ func TestGatewaySSHRemoteRoundTrip(t *testing.T) {
 	r.h.ok(nil, "gateway", "route", "add", "--workspace", "w", "--agent", "a", "--to", "ctx:model/local/chat", "--target", "ctx")
 	h := newHome(t)
 	h.config(remoteTable("dev", "remote", s, r.command()))
+	// A route to a remote no table describes is refused at once.
+	if r := h.run("gateway", "route", "add", "--workspace", "w", "--agent", "a", "--to", "ssh:nowhere", "--target", "ssh", "--json"); r.code != 1 ||
+		!strings.Contains(r.stdout, `"code":"ENOENT"`) || !strings.Contains(r.stdout, "[gateway.remotes.nowhere]") {
+		t.Fatalf("route to an unknown remote: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	var rt struct {
 		Outcome string `json:"outcome"`
 	}
@@ -752,8 +757,20 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 	if err := execfile.Put(other, []byte("#!/bin/sh\nprintf '%s\\n' 'hello {\"protocol\":\"cbth-gateway-stdio\",\"version\":99,\"max_frame\":4194304,\"cbth\":\"9.9.9\"}'\ncat >/dev/null\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// A cbth from before `gateway serve`, and a remote whose login
+	// prints a greeting where the protocol is due.
+	old := filepath.Join(t.TempDir(), "cbth-old")
+	if err := execfile.Put(old, []byte("#!/bin/sh\necho 'cbth: error: unexpected argument serve' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chatty := filepath.Join(t.TempDir(), "cbth-chatty")
+	if err := execfile.Put(chatty, []byte("#!/bin/sh\necho 'Welcome to the build box'\ncat >/dev/null\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	h := newHome(t)
 	h.config(remoteTable("dev", "remote", s, r.command()) +
+		remoteTable("old", "remote", s, old) +
+		remoteTable("chatty", "remote", s, chatty) +
 		remoteTable("refused", "closed", s, r.command()) +
 		remoteTable("stranger", "stranger", s, r.command()) +
 		remoteTable("nossh", "never-reached", s, r.command(), `ssh = "cbth-test-no-such-ssh"`) +
@@ -806,6 +823,8 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 		{"nossh", "never-reached", r.command(), "ENOENT", "ssh_not_found", `cannot run the ssh client "cbth-test-no-such-ssh"`, 1},
 		{"nocbth", "remote", "/nonexistent/cbth", "ENOENT", "remote_cbth_missing", `the remote shell found no "/nonexistent/cbth"`, 1},
 		{"v99", "remote", other, "EVERSION", "protocol_version", "speaks cbth-gateway-stdio version 99, this one version 1", 69},
+		{"old", "remote", old, "ENOTSUP", "remote_serve", "unexpected argument serve", 69},
+		{"chatty", "remote", chatty, "ENOTSUP", "remote_protocol", "Welcome to the build box", 69},
 	} {
 		t.Run(c.remote, func(t *testing.T) {
 			route(c.remote)
@@ -818,7 +837,7 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 			if a.ResumeCursor != "0" {
 				t.Fatalf("the cursor moved past a failed envelope: %+v", a)
 			}
-			noProcessLeft(t, s, r, c.host, c.cbth, other)
+			noProcessLeft(t, s, r, c.host, c.cbth, other, chatty)
 			recovers(stream, 1, line)
 		})
 	}
