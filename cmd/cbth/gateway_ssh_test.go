@@ -59,7 +59,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func needSSH(t *testing.T) string {
+func needSSH(t testing.TB) string {
 	t.Helper()
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
@@ -81,7 +81,7 @@ func needSSH(t *testing.T) string {
 	return sshd
 }
 
-func freeLoopbackPort(t *testing.T) int {
+func freeLoopbackPort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,7 +91,7 @@ func freeLoopbackPort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-func startSSHD(t *testing.T) *testSSHD {
+func startSSHD(t testing.TB) *testSSHD {
 	t.Helper()
 	sshd := needSSH(t)
 	dir := t.TempDir()
@@ -1024,4 +1024,105 @@ func TestGatewayServeStdio(t *testing.T) {
 			t.Fatalf("%s: exit %v, want %d", c.hello, err, c.exit)
 		}
 	}
+}
+
+// BenchmarkGatewaySSHRoundTrip measures one ssh_remote envelope's round
+// trip through an ssh route: written to the local gateway socket,
+// recorded there and forwarded over the open ssh link to the remote's
+// gateway, recorded there (both logs fsync), and its acknowledgement
+// back. The floor, interleaved in the same run: the same bytes through a
+// bare `ssh HOST cat` session to the same sshd, one line out and back.
+// Reported: the p50 of each and their ratio.
+func BenchmarkGatewaySSHRoundTrip(b *testing.B) {
+	s := startSSHD(b)
+	dir := b.TempDir()
+	local, rem := filepath.Join(dir, "local"), filepath.Join(dir, "remote")
+	runL := timed(b, append(os.Environ(), "CBTH_HOME="+local))
+	runR := timed(b, append(os.Environ(), "CBTH_HOME="+rem))
+	if err := os.MkdirAll(local, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(local, "config.toml"), []byte(remoteTable("dev", "remote", s, fmt.Sprintf("CBTH_HOME='%s' '%s'", rem, cbthBin))), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	runR(cbthBin, "daemon", "status")
+	defer runR(cbthBin, "daemon", "stop")
+	runL(cbthBin, "gateway", "route", "add", "--workspace", "w", "--agent", "a", "--to", "ssh:dev", "--target", "ssh")
+	defer runL(cbthBin, "daemon", "stop")
+	gc, err := net.Dial("unix", filepath.Join(local, "run", "gateway.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gc.Close()
+	gr := bufio.NewReader(gc)
+	echo := exec.Command("ssh", "-F", s.config, "-T", "-x", "-a", "-o", "BatchMode=yes", "remote", "cat")
+	ein, _ := echo.StdinPipe()
+	eout, _ := echo.StdoutPipe()
+	if err := echo.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { ein.Close(); echo.Wait() }()
+	er := bufio.NewReader(eout)
+	rc, err := net.Dial("unix", filepath.Join(rem, "run", "gateway.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	rr := bufio.NewReader(rc)
+	roundTrip := func(c net.Conn, r *bufio.Reader, line []byte, want string) time.Duration {
+		t0 := time.Now()
+		if _, err := c.Write(append(line, '\n')); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			l, err := r.ReadBytes('\n')
+			if err != nil {
+				b.Fatal(err)
+			}
+			var a gwEnv
+			if json.Unmarshal(l, &a) != nil || a.Target != "gateway" {
+				continue
+			}
+			if a.StatusCode != want {
+				b.Fatalf("answer %s", l)
+			}
+			return time.Since(t0)
+		}
+	}
+	viaGateway := func(line []byte) time.Duration { return roundTrip(gc, gr, line, "routed") }
+	viaCat := func(line []byte) time.Duration {
+		t0 := time.Now()
+		if _, err := ein.Write(append(line, '\n')); err != nil {
+			b.Fatal(err)
+		}
+		if l, err := er.ReadBytes('\n'); err != nil || len(l) != len(line)+1 {
+			b.Fatalf("echo: %d bytes, %v", len(l), err)
+		}
+		return time.Since(t0)
+	}
+	// The link and the session are up before the clock runs.
+	viaGateway(sshEnvelope("bench", 1, "status", nil, nil))
+	viaCat(sshEnvelope("bench", 1, "status", nil, nil))
+	// Where the time goes, in the same run: the same envelope recorded
+	// by the local gateway alone (a key with no route) and sent to the
+	// remote's gateway socket straight.
+	other := func(line []byte) []byte {
+		return bytes.Replace(bytes.Replace(line, []byte(`"workspace_id":"w"`), []byte(`"workspace_id":"nowhere"`), 1), []byte(`"bench"`), []byte(`"bench-alone"`), 1)
+	}
+	var gw, cat, localOnly, remoteOnly []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		line := sshEnvelope("bench", i+2, "status", nil, nil)
+		gw = append(gw, viaGateway(line))
+		cat = append(cat, viaCat(line))
+		localOnly = append(localOnly, roundTrip(gc, gr, other(line), "recorded"))
+		remoteOnly = append(remoteOnly, roundTrip(rc, rr, other(line), "recorded"))
+	}
+	b.StopTimer()
+	g, c := median(gw), median(cat)
+	b.ReportMetric(float64(g.Microseconds())/1000, "gateway_p50_ms")
+	b.ReportMetric(float64(c.Microseconds())/1000, "ssh_cat_p50_ms")
+	b.ReportMetric(float64(g)/float64(c), "x_ssh_cat")
+	b.ReportMetric(float64(median(localOnly).Microseconds())/1000, "local_record_p50_ms")
+	b.ReportMetric(float64(median(remoteOnly).Microseconds())/1000, "remote_record_p50_ms")
 }
