@@ -36,8 +36,9 @@ type testSSHD struct {
 	port int
 	// config is an ssh_config (given with -F) naming the host aliases
 	// "remote" and "stall" (its key in known_hosts), "stranger" (the
-	// same server, an empty known_hosts) and "closed" (a loopback port
-	// nobody listens on).
+	// same server, an empty known_hosts), "nokey" (the same server, a
+	// key it does not know), "closed" (a loopback port nobody listens
+	// on) and "silent" (one that takes connections and never answers).
 	config string
 	log    *syncBuffer
 }
@@ -95,7 +96,7 @@ func startSSHD(t testing.TB) *testSSHD {
 	t.Helper()
 	sshd := needSSH(t)
 	dir := t.TempDir()
-	for _, k := range []string{"host_key", "client_key"} {
+	for _, k := range []string{"host_key", "client_key", "stray_key"} {
 		if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cbth-test", "-f", filepath.Join(dir, k)).CombinedOutput(); err != nil {
 			t.Fatalf("ssh-keygen: %v\n%s", err, out)
 		}
@@ -193,7 +194,6 @@ func startSSHD(t testing.TB) *testSSHD {
 	common := strings.Join([]string{
 		"  HostName 127.0.0.1",
 		"  User " + u.Username,
-		"  IdentityFile " + filepath.Join(dir, "client_key"),
 		"  IdentitiesOnly yes",
 		"  IdentityAgent none",
 		"  GlobalKnownHostsFile /dev/null",
@@ -203,21 +203,66 @@ func startSSHD(t testing.TB) *testSSHD {
 	}, "\n")
 	if err := os.WriteFile(s.config, []byte(strings.Join([]string{
 		"Host remote stall",
+		"  IdentityFile " + filepath.Join(dir, "client_key"),
 		fmt.Sprintf("  Port %d", s.port),
 		"  UserKnownHostsFile " + filepath.Join(dir, "known_hosts"),
 		common,
 		"Host stranger",
+		"  IdentityFile " + filepath.Join(dir, "client_key"),
 		fmt.Sprintf("  Port %d", s.port),
 		"  UserKnownHostsFile " + filepath.Join(dir, "known_hosts_empty"),
 		common,
 		"Host closed",
+		"  IdentityFile " + filepath.Join(dir, "client_key"),
 		fmt.Sprintf("  Port %d", freeLoopbackPort(t)),
 		"  UserKnownHostsFile " + filepath.Join(dir, "known_hosts"),
+		common,
+		"Host silent",
+		"  IdentityFile " + filepath.Join(dir, "client_key"),
+		fmt.Sprintf("  Port %d", silentPort(t)),
+		"  UserKnownHostsFile " + filepath.Join(dir, "known_hosts"),
+		common,
+		"Host nokey",
+		fmt.Sprintf("  Port %d", s.port),
+		"  UserKnownHostsFile " + filepath.Join(dir, "known_hosts"),
+		"  IdentityFile " + filepath.Join(dir, "stray_key"),
 		common,
 	}, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// silentPort is a loopback port that takes connections and never says a
+// word: a host that is down behind a live address.
+func silentPort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // sshPids are the local ssh processes of this test's links: their
@@ -776,12 +821,14 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 		remoteTable("nossh", "never-reached", s, r.command(), `ssh = "cbth-test-no-such-ssh"`) +
 		remoteTable("nocbth", "remote", s, "/nonexistent/cbth") +
 		remoteTable("v99", "remote", s, other) +
-		remoteTable("stall", "stall", s, r.command(), `stall_timeout = "1s"`))
-	route := func(to string) {
+		remoteTable("stall", "stall", s, r.command(), `stall_timeout = "1s"`) +
+		remoteTable("silent", "silent", s, r.command(), `connect_timeout = "1s"`) +
+		remoteTable("nokey", "nokey", s, r.command()))
+	route := func(t *testing.T, to string) {
 		t.Helper()
 		h.ok(nil, "gateway", "route", "add", "--workspace", "w", "--agent", "a", "--to", "ssh:"+to, "--target", "ssh")
 	}
-	send := func(code int, line []byte) gwEnv {
+	send := func(t *testing.T, code int, line []byte) gwEnv {
 		t.Helper()
 		cmd := h.cmd("gateway", "send")
 		cmd.Stdin = bytes.NewReader(append(line, '\n'))
@@ -801,10 +848,10 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 	}
 	// recovers: the same envelope, once the route works, is routed and
 	// recorded once on each side.
-	recovers := func(stream string, seq int, line []byte) {
+	recovers := func(t *testing.T, stream string, seq int, line []byte) {
 		t.Helper()
-		route("dev")
-		if a := send(0, line); a.StatusCode != "routed" || a.Payload.AckSeq != uint64(seq) {
+		route(t, "dev")
+		if a := send(t, 0, line); a.StatusCode != "routed" || a.Payload.AckSeq != uint64(seq) {
 			t.Fatalf("%s seq %d sent again: %+v", stream, seq, a)
 		}
 		for _, side := range []*homeDir{h, r.h} {
@@ -819,7 +866,9 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 		exit                                   int
 	}{
 		{"refused", "closed", r.command(), "EHOSTDOWN", "ssh_connect", "Connection refused", 69},
+		{"silent", "silent", r.command(), "EHOSTDOWN", "connect_timeout", "within connect_timeout 1s", 69},
 		{"stranger", "stranger", r.command(), "EACCES", "host_key", "Host key verification failed", 13},
+		{"nokey", "nokey", r.command(), "EACCES", "ssh_auth", "Permission denied", 13},
 		{"nossh", "never-reached", r.command(), "ENOENT", "ssh_not_found", `cannot run the ssh client "cbth-test-no-such-ssh"`, 1},
 		{"nocbth", "remote", "/nonexistent/cbth", "ENOENT", "remote_cbth_missing", `the remote shell found no "/nonexistent/cbth"`, 1},
 		{"v99", "remote", other, "EVERSION", "protocol_version", "speaks cbth-gateway-stdio version 99, this one version 1", 69},
@@ -827,10 +876,10 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 		{"chatty", "remote", chatty, "ENOTSUP", "remote_protocol", "Welcome to the build box", 69},
 	} {
 		t.Run(c.remote, func(t *testing.T) {
-			route(c.remote)
+			route(t, c.remote)
 			stream := "st-" + c.remote
 			line := sshEnvelope(stream, 1, "status", nil, nil)
-			a := send(c.exit, line)
+			a := send(t, c.exit, line)
 			if a.EventType != "error" || a.ErrorCode != c.code || a.ReasonCode != c.reason || a.Payload.Outcome != "failed" || !strings.Contains(a.Payload.Message, c.says) {
 				t.Fatalf("answer %+v, want %s/%s saying %q", a, c.code, c.reason, c.says)
 			}
@@ -838,7 +887,7 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 				t.Fatalf("the cursor moved past a failed envelope: %+v", a)
 			}
 			noProcessLeft(t, s, r, c.host, c.cbth, other, chatty)
-			recovers(stream, 1, line)
+			recovers(t, stream, 1, line)
 		})
 	}
 
@@ -848,9 +897,9 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 		// heartbeat comes. Each gives up after stall_timeout.
 		seq := 0
 		for i, payload := range []map[string]any{{"text": strings.Repeat("x", 900<<10)}, nil} {
-			route("stall")
+			route(t, "stall")
 			seq++
-			if a := send(0, sshEnvelope("st-stall", seq, "status", nil, nil)); a.StatusCode != "routed" {
+			if a := send(t, 0, sshEnvelope("st-stall", seq, "status", nil, nil)); a.StatusCode != "routed" {
 				t.Fatalf("before the stall: %+v", a)
 			}
 			pid := s.linkPids(t, "stall", r.command())
@@ -860,24 +909,52 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 			syscall.Kill(pid[0], syscall.SIGSTOP)
 			seq++
 			line := sshEnvelope("st-stall", seq, "status", payload, nil)
-			a := send(1, line)
+			a := send(t, 1, line)
 			if a.ErrorCode != "ETIMEDOUT" || a.ReasonCode != "stalled" || a.Payload.Outcome != "failed" {
 				t.Fatalf("stall %d: %+v", i, a)
 			}
 			noProcessLeft(t, s, r, "stall", r.command())
-			recovers("st-stall", seq, line)
+			recovers(t, "st-stall", seq, line)
 		}
 	})
 
+	// The table taken away after the route was made, and a config.toml
+	// that does not load: the envelope fails with the reason, and goes
+	// once the file is right again.
+	t.Run("config", func(t *testing.T) {
+		good, err := os.ReadFile(filepath.Join(h.root, "config.toml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.config(string(good) + remoteTable("gone", "remote", s, r.command()))
+		route(t, "gone")
+		for i, c := range []struct {
+			file, code, reason, says string
+			exit                     int
+		}{
+			{string(good), "ENOENT", "no_remote", "no [gateway.remotes.gone]", 1},
+			{string(good) + "\n[gateway.remotes.gone]\nhots = \"typo\"\n", "EINVAL", "config", "hots", 2},
+		} {
+			h.config(c.file)
+			line := sshEnvelope("st-config", 1, "status", nil, nil)
+			a := send(t, c.exit, line)
+			if a.ErrorCode != c.code || a.ReasonCode != c.reason || !strings.Contains(a.Payload.Message, c.says) {
+				t.Fatalf("case %d: %+v, want %s/%s saying %q", i, a, c.code, c.reason, c.says)
+			}
+		}
+		h.config(string(good))
+		recovers(t, "st-config", 1, sshEnvelope("st-config", 1, "status", nil, nil))
+	})
+
 	t.Run("frame_limit", func(t *testing.T) {
-		route("dev")
-		if a := send(0, sshEnvelope("st-big", 1, "status", nil, nil)); a.StatusCode != "routed" {
+		route(t, "dev")
+		if a := send(t, 0, sshEnvelope("st-big", 1, "status", nil, nil)); a.StatusCode != "routed" {
 			t.Fatalf("before: %+v", a)
 		}
 		link := s.sshPids(t)
 		head := r.h.status().LogHeadSeq
 		big := sshEnvelope("st-big", 2, "status", map[string]any{"text": strings.Repeat("y", 1<<20)}, nil)
-		if a := send(2, big); a.ErrorCode != "EMSGSIZE" || a.ReasonCode != "frame_size" {
+		if a := send(t, 2, big); a.ErrorCode != "EMSGSIZE" || a.ReasonCode != "frame_size" {
 			t.Fatalf("over the limit: %+v", a)
 		}
 		if now := r.h.status().LogHeadSeq; now != head {
@@ -891,7 +968,7 @@ func TestGatewaySSHRemoteFaults(t *testing.T) {
 		if len(max) != 1<<20 {
 			t.Fatalf("the largest envelope is %d bytes", len(max))
 		}
-		if a := send(0, max); a.StatusCode != "routed" || a.Payload.RemoteOutcome != "recorded" {
+		if a := send(t, 0, max); a.StatusCode != "routed" || a.Payload.RemoteOutcome != "recorded" {
 			t.Fatalf("the largest envelope: %+v", a)
 		}
 		if now := s.sshPids(t); fmt.Sprint(now) != fmt.Sprint(link) {
