@@ -696,7 +696,7 @@ func TestGatewaySSHRemoteResumesAfterTheLinkDrops(t *testing.T) {
 	// 1. Killed between envelopes.
 	first := oneSSH()
 	syscall.Kill(first, syscall.SIGKILL)
-	waitFor(t, "the killed ssh to be reaped", 30*time.Second, func() bool { return len(s.sshPids(t)) == 0 })
+	waitFor(t, "the killed link's ssh and relay to end", 30*time.Second, func() bool { return len(s.sshPids(t)) == 0 && len(r.relayPids(t)) == 0 })
 	check(4, c.send(msg(4)), "routed")
 
 	// 2. Killed while the remote's agent works on seq 5.

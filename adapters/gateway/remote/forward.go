@@ -39,7 +39,6 @@ type Forwarder struct {
 	mu      sync.Mutex
 	idle    map[string][]*Link
 	stopped bool
-	closing sync.WaitGroup
 }
 
 var _ gateway.Remotes = (*Forwarder)(nil)
@@ -192,14 +191,10 @@ func (f *Forwarder) discard(l *Link) {
 	f.closeLater(l)
 }
 
-// closeLater closes a link without holding up the caller. f.mu is held.
-func (f *Forwarder) closeLater(l *Link) {
-	f.closing.Add(1)
-	go func() {
-		defer f.closing.Done()
-		l.Close()
-	}()
-}
+// closeLater closes a link without holding up the caller. Should the
+// daemon exit first, the kernel closes ssh's stdin with it, which ends
+// the link the same way.
+func (f *Forwarder) closeLater(l *Link) { go l.Close() }
 
 // Sweep closes the links idle past their remote's idle_timeout.
 func (f *Forwarder) Sweep() {
@@ -230,20 +225,23 @@ func (f *Forwarder) Links() int {
 	return n
 }
 
-// Stop closes every idle link and refuses new ones; it returns once the
-// links closed so far are gone. A link in use is closed when its
-// envelope is done.
+// Stop closes every idle link and refuses new ones; it returns once
+// they are gone. A link in use is closed when its envelope is done (the
+// daemon's stop ends its wait).
 func (f *Forwarder) Stop() {
 	f.mu.Lock()
 	f.stopped = true
+	var idle []*Link
 	for _, ls := range f.idle {
-		for _, l := range ls {
-			f.closeLater(l)
-		}
+		idle = append(idle, ls...)
 	}
 	f.idle = nil
 	f.mu.Unlock()
-	f.closing.Wait()
+	var wg sync.WaitGroup
+	for _, l := range idle {
+		wg.Go(l.Close)
+	}
+	wg.Wait()
 }
 
 func (f *Forwarder) now() time.Time {
