@@ -544,7 +544,7 @@ func (g *Gateway) forward(ctx context.Context, a *answer, rt *query.RouteView, r
 			reason = r.Reason()
 		}
 		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(errs.CodeOf(err)), reason
-		a.msg = rt.To + ": " + err.Error()
+		a.msg = err.Error()
 		if g.Log != nil {
 			g.Log.Warn("gateway: forward to a remote failed", "route", rt.To, "stream", in.StreamID, "seq", in.Seq, "code", rec.OutcomeCode, "reason", reason, "err", err)
 		}

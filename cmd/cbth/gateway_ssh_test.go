@@ -502,6 +502,14 @@ func TestGatewaySSHRemoteRoundTrip(t *testing.T) {
 	if last(got).StatusCode != "routed" || len(got) < 2 {
 		t.Fatalf("dialog over ssh: %+v", got)
 	}
+	// The remote refuses what its own routes do not take: the refusal
+	// comes back with its code and reason, and the seq stays unused here.
+	h.ok(nil, "gateway", "route", "add", "--workspace", "w", "--agent", "b", "--to", "ssh:dev", "--target", "ssh")
+	a = last(c.send(sshEnvelope("st-3", 1, "message", map[string]any{"text": "for nobody there"}, map[string]any{"agent_id": "b"})))
+	if a.EventType != "error" || a.ErrorCode != "ENOENT" || a.ReasonCode != "no_route" || a.Payload.RemoteOutcome != "refused" ||
+		a.Payload.Outcome != "failed" || a.ResumeCursor != "0" || !strings.Contains(a.Payload.Message, "the remote gateway answered") {
+		t.Fatalf("the remote's refusal: %+v", a)
+	}
 	// A resend is this gateway's duplicate: the remote does not see it.
 	remoteHead := r.h.status().LogHeadSeq
 	if a := last(c.send(sshEnvelope("st-1", 1, "message", map[string]any{"text": secret}, nil))); a.StatusCode != "duplicate" {
