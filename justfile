@@ -41,6 +41,7 @@ bench:
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/sessions/
     go test -run '^$' -bench . -benchtime 20x ./adapters/desktop/relay/
     go test -run '^$' -bench . -benchtime 200x ./adapters/gateway/
+    go test -run '^$' -bench GatewaySSHRoundTrip -benchtime 200x ./cmd/cbth/   # through a real sshd, against ssh HOST cat
     go test -run '^$' -bench StartSessions -benchtime 10x ./adapters/daemon/cortexmod/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
     go test -run TestDesktopWakeMCPAgainstRelay -v ./cmd/cbth/ -args -desktop.bench=5

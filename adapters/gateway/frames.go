@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
@@ -120,4 +121,12 @@ func (g *Gateway) rejection(line []byte, r *envelope.Rejection) envelope.Envelop
 		e.Seq = uint64(f)
 	}
 	return e
+}
+
+// Refusal is the refusal of a line the gateway never read whole, such as
+// one over the frame limit: what a relay in front of the gateway (cbth
+// gateway serve --stdio) answers for a frame it does not pass on. It has
+// no identifiers to echo.
+func Refusal(now time.Time, r *envelope.Rejection) envelope.Envelope {
+	return (&Gateway{Now: func() time.Time { return now }}).rejection(nil, r)
 }

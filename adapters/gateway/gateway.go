@@ -96,12 +96,36 @@ type Threads interface {
 	Deliver(ctx context.Context, d Delivery) (jobID string, err error)
 }
 
+// RemoteAck is another machine's gateway's last word on an envelope
+// forwarded to it: its acknowledgement or its refusal.
+type RemoteAck struct {
+	// Outcome is the remote's: routed, recorded or duplicate; or refused
+	// or failed, with Code, Reason and Message.
+	Outcome string
+	Code    errs.Code
+	Reason  string
+	Message string
+}
+
+// Remotes forwards envelopes to the gateways of other machines, by the
+// name an ssh:NAME route gives (adapters/gateway/remote runs the user's
+// OpenSSH client). line is the envelope as its client sent it; reply
+// gets each envelope the remote's destination sends back, before the
+// acknowledgement. A failure to reach the remote is an error with a
+// stable code, and a reason code through Reason() string.
+type Remotes interface {
+	Forward(ctx context.Context, remote string, line []byte, in envelope.Envelope, reply func(envelope.Envelope) error) (RemoteAck, error)
+}
+
 // Gateway serves the gateway socket.
 type Gateway struct {
 	Eng     *engine.Engine
 	CtxRoot string
 	Agents  Agents
 	Threads Threads
+	// Remotes takes the envelopes of ssh:NAME routes (nil: such routes
+	// fail with ENOTCONF).
+	Remotes Remotes
 	Now     func() time.Time
 	Log     *slog.Logger
 	// UID is the only peer user allowed to connect.
@@ -260,7 +284,7 @@ func (g *Gateway) handle(ctx context.Context, line []byte, w *writer) error {
 	}
 	sl := g.lock(env.StreamID)
 	defer g.unlock(env.StreamID, sl)
-	return g.route(ctx, env, sl, w)
+	return g.route(ctx, env, line, sl, w)
 }
 
 func (g *Gateway) lock(id string) *streamLock {
@@ -285,9 +309,14 @@ func (g *Gateway) unlock(_ string, sl *streamLock) { sl.mu.Unlock() }
 
 // answer collects what goes back on a stream for one inbound envelope.
 type answer struct {
-	g     *Gateway
-	w     *writer
-	in    envelope.Envelope
+	g    *Gateway
+	w    *writer
+	in   envelope.Envelope
+	line []byte // in as its client wrote it: what an ssh route forwards
+	// remote is the forwarded envelope's outcome at the remote gateway.
+	remote string
+	// msg says, for people, why a forward failed (never content).
+	msg   string
 	sl    *streamLock
 	first uint64
 	bytes int
@@ -320,7 +349,7 @@ func (g *Gateway) now() time.Time {
 	return g.Now()
 }
 
-func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLock, w *writer) error {
+func (g *Gateway) route(ctx context.Context, in envelope.Envelope, line []byte, sl *streamLock, w *writer) error {
 	var st *aggregate.GatewayStream
 	var rt *query.RouteView
 	err := g.Eng.Read(func(s engine.Snapshot) error {
@@ -339,7 +368,7 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 	if !sl.loaded || sl.out < st.OutSeq {
 		sl.out, sl.loaded = st.OutSeq, true
 	}
-	a := &answer{g: g, w: w, in: in, sl: sl, h: sha256.New()}
+	a := &answer{g: g, w: w, in: in, line: line, sl: sl, h: sha256.New()}
 	if err != nil {
 		return a.send(failure(in, errs.CodeOf(err), "", err.Error()))
 	}
@@ -357,7 +386,13 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.EINVAL), ReasonMode
 	}
 	text := ""
-	if rec.Outcome != events.GatewayRefused && in.ChannelType == envelope.ChannelDialog && in.EventType == envelope.EventMessage {
+	switch {
+	case rec.Outcome == events.GatewayRefused:
+	case rt != nil && strings.HasPrefix(rt.To, gatewaycmd.RouteSSHPrefix):
+		// Another machine's gateway takes every envelope of the key,
+		// whatever its channel and event type, and decides for itself.
+		rec.Route, rec.RouteKind = rt.To, rt.Target
+	case in.EventType == envelope.EventMessage:
 		switch {
 		case in.WorkspaceID == "" || in.AgentID == "":
 			rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayRefused, string(errs.EINVAL), ReasonRoutingKey
@@ -405,11 +440,20 @@ func (g *Gateway) route(ctx context.Context, in envelope.Envelope, sl *streamLoc
 	})
 	if rec.Outcome == events.GatewayRefused || rec.Outcome == events.GatewayFailed {
 		f := failure(in, errs.Code(rec.OutcomeCode), rec.OutcomeReason, rec.Outcome)
-		f.ResumeCursor, f.Payload = strconv.FormatUint(st.Cursor(), 10), ackPayload(in, rec.Outcome, rec.JobID, st, map[string]any{
-			"code": rec.OutcomeCode, "reason": rec.OutcomeReason})
+		extra := map[string]any{"code": rec.OutcomeCode, "reason": rec.OutcomeReason}
+		if a.remote != "" {
+			extra["remote_outcome"] = a.remote
+		}
+		if a.msg != "" {
+			extra["message"] = a.msg
+		}
+		f.ResumeCursor, f.Payload = strconv.FormatUint(st.Cursor(), 10), ackPayload(in, rec.Outcome, rec.JobID, st, extra)
 		return a.send(f)
 	}
 	out := ack(in, rec.Outcome, rec.JobID, st)
+	if a.remote != "" {
+		out.Payload = ackPayload(in, rec.Outcome, rec.JobID, st, map[string]any{"remote_outcome": a.remote})
+	}
 	if rec.Seq > 0 && len(res.Events) > 1 {
 		for _, e := range res.Events[1:] {
 			if e.Type == (events.GatewayModeChanged{}).EventType() {
@@ -457,6 +501,8 @@ func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, t
 		default:
 			rec.Outcome = events.GatewayRouted
 		}
+	case strings.HasPrefix(rt.To, gatewaycmd.RouteSSHPrefix):
+		g.forward(ctx, a, rt, rec)
 	case strings.HasPrefix(rt.To, gatewaycmd.RouteThreadPrefix):
 		id, err := g.Threads.Deliver(ctx, Delivery{ThreadID: strings.TrimPrefix(rt.To, gatewaycmd.RouteThreadPrefix), TargetKind: rt.Target,
 			StreamID: in.StreamID, Seq: in.Seq, CorrelationID: in.CorrelationID, Text: text})
@@ -465,6 +511,48 @@ func (g *Gateway) deliver(ctx context.Context, a *answer, rt *query.RouteView, t
 			return
 		}
 		rec.Outcome, rec.JobID = events.GatewayRouted, id
+	}
+}
+
+// forward hands an envelope to another machine's gateway and writes
+// back what its destination answers. The remote's refusal or failure is
+// this envelope's failure, with the remote's code and reason, so its seq
+// stays unused here too and the client can send it again.
+func (g *Gateway) forward(ctx context.Context, a *answer, rt *query.RouteView, rec *events.GatewayEnvelopeRecorded) {
+	in := a.in
+	if g.Remotes == nil {
+		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(errs.ENOTCONF), ReasonDestination
+		a.msg = rt.To + ": this gateway forwards to no remote"
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, g.turnTimeout())
+	defer cancel()
+	var werr error
+	res, err := g.Remotes.Forward(tctx, strings.TrimPrefix(rt.To, gatewaycmd.RouteSSHPrefix), a.line, in, func(e envelope.Envelope) error {
+		if werr == nil {
+			werr = a.send(e)
+		}
+		return werr
+	})
+	switch {
+	case werr != nil:
+		a.w = nil // the client is gone; what it missed it resends
+	case err != nil:
+		reason := ReasonDestination
+		var r interface{ Reason() string }
+		if errors.As(err, &r) && r.Reason() != "" {
+			reason = r.Reason()
+		}
+		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(errs.CodeOf(err)), reason
+		a.msg = err.Error()
+		if g.Log != nil {
+			g.Log.Warn("gateway: forward to a remote failed", "route", rt.To, "stream", in.StreamID, "seq", in.Seq, "code", rec.OutcomeCode, "reason", reason, "err", err)
+		}
+	case res.Outcome == events.GatewayRefused || res.Outcome == events.GatewayFailed:
+		rec.Outcome, rec.OutcomeCode, rec.OutcomeReason = events.GatewayFailed, string(res.Code), res.Reason
+		a.remote, a.msg = res.Outcome, rt.To+": the remote gateway answered: "+res.Message
+	default:
+		rec.Outcome, a.remote = events.GatewayRouted, res.Outcome
 	}
 }
 

@@ -262,3 +262,42 @@ func TestCtxSharedConfig(t *testing.T) {
 		}
 	}
 }
+
+// [gateway.remotes.NAME]: a table gets its defaults; a missing host, a
+// host ssh would read as an option, a bad name or timeout is EINVAL
+// naming the table.
+func TestGatewayRemotesConfig(t *testing.T) {
+	load := func(toml string) (home.Config, error) {
+		h := home.Home{Root: t.TempDir()}
+		if err := os.WriteFile(h.Config(), []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return h.LoadConfig(func(string) string { return "" })
+	}
+	c, err := load("[gateway.remotes.dev]\nhost = \"devbox\"\n[gateway.remotes.ci]\nhost = \"me@ci.example\"\nssh = \"/usr/bin/ssh\"\nssh_options = [\"-p\", \"2222\"]\ncbth = \"CBTH_HOME=/srv/cbth /opt/cbth\"\nstall_timeout = \"5s\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := home.GatewayRemote{Host: "devbox", SSH: "ssh", CBTH: "cbth", ConnectTimeout: home.Duration{Duration: 30 * time.Second},
+		StallTimeout: home.Duration{Duration: 30 * time.Second}, IdleTimeout: home.Duration{Duration: time.Minute}}
+	if got := c.Gateway.Remotes["dev"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("dev: %+v, want the defaults %+v", got, want)
+	}
+	if ci := c.Gateway.Remotes["ci"]; ci.SSH != "/usr/bin/ssh" || len(ci.SSHOptions) != 2 || ci.CBTH != "CBTH_HOME=/srv/cbth /opt/cbth" || ci.StallTimeout.Duration != 5*time.Second {
+		t.Errorf("ci: %+v", ci)
+	}
+	for _, tc := range []struct{ toml, says string }{
+		{"[gateway.remotes.dev]\nssh = \"ssh\"\n", "[gateway.remotes.dev]: host is required"},
+		{"[gateway.remotes.dev]\nhost = \"-oProxyCommand=x\"\n", "is not a host name"},
+		{"[gateway.remotes.dev]\nhost = \"a b\"\n", "is not a host name"},
+		{"[gateway.remotes.\"-x\"]\nhost = \"h\"\n", "[gateway.remotes.-x]"},
+		{"[gateway.remotes.dev]\nhost = \"h\"\nstall_timeout = \"2h\"\n", "stall_timeout must be positive"},
+		{"[gateway.remotes.dev]\nhost = \"h\"\ncbth = \"a\\nb\"\n", "cbth must be one line"},
+		{"[gateway.remotes.dev]\nhost = \"h\"\nport = 22\n", "port"},
+	} {
+		_, err := load(tc.toml)
+		if errs.CodeOf(err) != errs.EINVAL || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%q: %v, want EINVAL saying %q", tc.toml, err, tc.says)
+		}
+	}
+}

@@ -12,6 +12,9 @@ type Gateway struct {
 	// reading has its connection closed then, instead of holding the
 	// stream and a goroutine for good.
 	WriteTimeout Duration `toml:"write_timeout"`
+	// Remotes are the other machines' gateways routes reach over ssh,
+	// by name ([gateway.remotes.NAME]).
+	Remotes map[string]GatewayRemote `toml:"remotes"`
 }
 
 // Log holds the rotation of what the daemon writes outside the log
@@ -39,5 +42,5 @@ func (h Home) checkLog(c *Config) error {
 	case c.Log.Keep < 0 || c.Log.Keep > 100:
 		return errs.New(errs.EINVAL, "%s: [log] keep must be between 0 and 100, not %d", h.Config(), c.Log.Keep)
 	}
-	return nil
+	return h.checkGateway(c)
 }

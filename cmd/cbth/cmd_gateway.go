@@ -13,6 +13,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/gateway"
 	"github.com/cbth-dev/cbth/adapters/gateway/envelope"
+	"github.com/cbth-dev/cbth/adapters/gateway/remote"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -24,7 +25,31 @@ import (
 type GatewayCmd struct {
 	Send  GatewaySendCmd  `cmd:"" help:"Send envelopes to the gateway (JSON lines on stdin, or one built from flags) and print its answers."`
 	Tail  GatewayTailCmd  `cmd:"" help:"Print the gateway's routed metadata as it is recorded."`
-	Route GatewayRouteCmd `cmd:"" help:"Manage the routes from workspace_id + agent_id to an agent or a thread."`
+	Route GatewayRouteCmd `cmd:"" help:"Manage the routes from workspace_id + agent_id to an agent, a thread or another machine's gateway."`
+	Serve GatewayServeCmd `cmd:"" help:"Serve this machine's gateway to another cbth on stdin and stdout (what an ssh:NAME route runs over ssh)."`
+}
+
+// GatewayServeCmd is `cbth gateway serve --stdio`: the remote end of an
+// ssh:NAME route, run by sshd for the local gateway
+// (adapters/gateway/remote).
+type GatewayServeCmd struct {
+	Stdio bool `help:"Speak the gateway's stdio protocol on stdin and stdout (the only way it serves)." required:""`
+}
+
+// Run relays the link into this home's gateway, starting the daemon if
+// needed. When the gateway cannot be reached the local end gets the
+// reason as a frame, not only as the exit status ssh passes on. Stdout is
+// the protocol's: an error goes to stderr only, even under --json.
+func (c *GatewayServeCmd) Run(env *Env) error {
+	conn, err := dialGateway(env)
+	if err != nil {
+		_ = remote.WriteFault(env.Stdout, err)
+		return reported{err}
+	}
+	if err := remote.Serve(os.Stdin, env.Stdout, conn, remote.ServeOptions{Version: Version}); err != nil {
+		return reported{err}
+	}
+	return nil
 }
 
 // GatewaySendCmd is `cbth gateway send`.
@@ -262,7 +287,7 @@ func (c *GatewayTailCmd) Run(env *Env) error {
 
 // GatewayRouteCmd groups the route commands.
 type GatewayRouteCmd struct {
-	Add  GatewayRouteAddCmd  `cmd:"" help:"Route a workspace_id + agent_id to ctx:agent/NAME or thread:THREAD_ID."`
+	Add  GatewayRouteAddCmd  `cmd:"" help:"Route a workspace_id + agent_id to ctx:agent/NAME, thread:THREAD_ID or ssh:REMOTE."`
 	List GatewayRouteListCmd `cmd:"" help:"List the routes."`
 	Rm   GatewayRouteRmCmd   `cmd:"" help:"Remove a route."`
 }
@@ -271,8 +296,8 @@ type GatewayRouteCmd struct {
 type GatewayRouteAddCmd struct {
 	Workspace string `help:"workspace_id of the routing key." required:""`
 	Agent     string `help:"agent_id of the routing key." required:""`
-	To        string `help:"ctx:agent/NAME (a CortexFS agent's socket session; ctx:model/P/M for a model socket) or thread:THREAD_ID." required:""`
-	Target    string `help:"ctx for a ctx route; ${thread_route_list} for a thread route." required:"" placeholder:"ctx|${thread_route_placeholder}"`
+	To        string `help:"ctx:agent/NAME (a CortexFS agent's socket session; ctx:model/P/M for a model socket), thread:THREAD_ID, or ssh:REMOTE (another machine's gateway, a [gateway.remotes.REMOTE] of config.toml)." required:""`
+	Target    string `help:"ctx for a ctx route; ${thread_route_list} for a thread route; ssh for an ssh route." required:"" placeholder:"ctx|${thread_route_placeholder}|ssh"`
 }
 
 // Run adds the route.

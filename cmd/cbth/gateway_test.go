@@ -31,17 +31,21 @@ type gwEnv struct {
 	RemoteMode    string `json:"remote_mode"`
 	ResumeCursor  string `json:"resume_cursor"`
 	Payload       struct {
-		Text     string `json:"text"`
-		Delta    bool   `json:"delta"`
-		Outcome  string `json:"outcome"`
-		AckSeq   uint64 `json:"ack_seq"`
-		JobID    string `json:"job_id"`
-		Rule     string `json:"rule"`
-		Field    string `json:"field"`
-		Code     string `json:"code"`
-		HighSeq  uint64 `json:"high_seq"`
-		Resume   string `json:"resume_cursor"`
-		MissingR []struct {
+		Text    string `json:"text"`
+		Delta   bool   `json:"delta"`
+		Outcome string `json:"outcome"`
+		AckSeq  uint64 `json:"ack_seq"`
+		JobID   string `json:"job_id"`
+		Rule    string `json:"rule"`
+		Field   string `json:"field"`
+		Code    string `json:"code"`
+		HighSeq uint64 `json:"high_seq"`
+		Resume  string `json:"resume_cursor"`
+		// RemoteOutcome is the remote gateway's outcome of an envelope
+		// an ssh route forwarded; Message says why a forward failed.
+		RemoteOutcome string `json:"remote_outcome"`
+		Message       string `json:"message"`
+		MissingR      []struct {
 			From uint64 `json:"from"`
 			To   uint64 `json:"to"`
 		} `json:"missing"`

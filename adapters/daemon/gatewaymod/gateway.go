@@ -8,9 +8,12 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/cbth-dev/cbth/adapters/daemon"
 	"github.com/cbth-dev/cbth/adapters/gateway"
+	"github.com/cbth-dev/cbth/adapters/gateway/remote"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -28,6 +31,9 @@ type Module struct {
 	daemon.Base
 	h  *daemon.Host
 	gw *gateway.Gateway
+	// remotes are the links to other machines' gateways (ssh:NAME
+	// routes).
+	remotes *remote.Forwarder
 }
 
 // New returns the gateway module.
@@ -40,7 +46,29 @@ func (m *Module) Name() string { return "gateway" }
 // caught up (CatchUp).
 func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	m.h = h
+	m.remotes = &remote.Forwarder{Remote: m.remote, Version: h.Version, Log: h.Log, Now: h.Clock.Now}
 	return nil
+}
+
+// Stop ends the links to remote gateways: their ssh processes go with
+// the daemon.
+func (m *Module) Stop(context.Context) error {
+	m.remotes.Stop()
+	return nil
+}
+
+// remote reads [gateway.remotes.NAME] from config.toml as it is now.
+func (m *Module) remote(name string) (home.GatewayRemote, error) {
+	cfg, err := m.h.Home.LoadConfig(os.Getenv)
+	if err != nil {
+		return home.GatewayRemote{}, &remote.Fault{Code: errs.CodeOf(err), ReasonCode: remote.ReasonConfig, Message: "ssh:" + name + ": " + err.Error()}
+	}
+	r, ok := cfg.Gateway.Remotes[name]
+	if !ok {
+		return home.GatewayRemote{}, &remote.Fault{Code: errs.ENOENT, ReasonCode: remote.ReasonNoRemote,
+			Message: "ssh:" + name + ": no [gateway.remotes." + name + "] in " + m.h.Home.Config()}
+	}
+	return r, nil
 }
 
 // Ops registers the route operations.
@@ -56,6 +84,7 @@ func (m *Module) Tick(ctx context.Context) {
 	if m.gw != nil {
 		m.h.KeepSocket(ctx, m.h.Home.GatewaySocket(), m.gw.Serve)
 	}
+	m.remotes.Sweep()
 }
 
 // KeepAlive: connected channel clients keep the daemon up.
@@ -76,7 +105,7 @@ func (m *Module) serveGateway(ctx context.Context) error {
 	if err != nil {
 		return errs.Wrap(errs.EINTERNAL, err, "gateway socket")
 	}
-	m.gw = &gateway.Gateway{Eng: m.h.Eng, CtxRoot: h.CtxRoot(), Agents: gateway.SocketAgents{}, Threads: gatewayThreads{m},
+	m.gw = &gateway.Gateway{Eng: m.h.Eng, CtxRoot: h.CtxRoot(), Agents: gateway.SocketAgents{}, Threads: gatewayThreads{m}, Remotes: m.remotes,
 		Now: m.h.Clock.Now, Log: m.h.Log, UID: os.Getuid(), WriteTimeout: m.h.Config.Gateway.WriteTimeout.Duration}
 	go func() {
 		if err := m.gw.Serve(ctx, ln); err != nil {
@@ -143,6 +172,13 @@ func (t gatewayThreads) Deliver(ctx context.Context, g gateway.Delivery) (string
 
 func (m *Module) gatewayOps(t api.Table) {
 	api.Handle(t, api.GatewayRouteAdd, func(ctx context.Context, a api.RouteArgs) (api.RouteReply, error) {
+		if name, ok := strings.CutPrefix(a.To, gatewaycmd.RouteSSHPrefix); ok && gatewaycmd.CheckRoute(a.To, a.Target) == nil {
+			// A route to a remote no table describes would fail every
+			// envelope: say so now.
+			if _, err := m.remote(name); err != nil {
+				return api.RouteReply{}, err
+			}
+		}
 		res, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorOperator, CorrelationID: "gateway-route"},
 			gatewaycmd.AddRoute{WorkspaceID: a.WorkspaceID, AgentID: a.AgentID, To: a.To, Target: a.Target})
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/name"
 )
 
 // The remote modes of ssh_remote and its error event type
@@ -35,11 +36,17 @@ func GatewayRouteID(workspaceID, agentID string) string {
 const (
 	RouteCtxPrefix    = "ctx:"
 	RouteThreadPrefix = "thread:"
+	// RouteSSHPrefix names another machine's gateway, reached over ssh:
+	// ssh:NAME, NAME a [gateway.remotes.NAME] table of config.toml.
+	RouteSSHPrefix = "ssh:"
 )
+
+// RouteTargetSSH is the target of an ssh:NAME route.
+const RouteTargetSSH = "ssh"
 
 // CheckRoute says whether a destination and target kind go together: a
 // ctx:<object> route has target ctx, a thread:<id> route a delivery
-// target (cli, desktop or debug).
+// target (cli, desktop or debug), an ssh:<remote> route target ssh.
 func CheckRoute(to, target string) error {
 	switch {
 	case strings.HasPrefix(to, RouteCtxPrefix):
@@ -66,8 +73,15 @@ func CheckRoute(to, target string) error {
 		if !slices.Contains(command.ThreadRouteTargets(), target) {
 			return errs.New(errs.EINVAL, "route %q is a delivery into a thread: its target is %s, not %q", to, strings.Join(command.ThreadRouteTargets(), ", "), target)
 		}
+	case strings.HasPrefix(to, RouteSSHPrefix):
+		if err := name.Valid(strings.TrimPrefix(to, RouteSSHPrefix)); err != nil {
+			return errs.Wrap(errs.EINVAL, err, "route %q: ssh:NAME names a [gateway.remotes.NAME] of config.toml", to)
+		}
+		if target != RouteTargetSSH {
+			return errs.New(errs.EINVAL, "route %q goes to another machine's gateway: its target is ssh, not %q", to, target)
+		}
 	default:
-		return errs.New(errs.EINVAL, "route %q: give ctx:agent/NAME (or ctx:model/P/M) or thread:THREAD_ID", to)
+		return errs.New(errs.EINVAL, "route %q: give ctx:agent/NAME (or ctx:model/P/M), thread:THREAD_ID or ssh:REMOTE", to)
 	}
 	return nil
 }

@@ -112,6 +112,8 @@ func TestGatewayRoutes(t *testing.T) {
 	for _, b := range [][4]string{
 		{"w", "a", "ctx:agent/x", "cli"}, {"w", "a", "thread:T", "ctx"}, {"w", "a", "ctx:agent/../x", "ctx"},
 		{"w", "a", "ctx:tool/x", "ctx"}, {"w", "a", "mail:x", "ctx"}, {"", "a", "thread:T", "debug"}, {"w", "a", "thread:", "debug"},
+		{"w", "a", "ssh:dev", "ctx"}, {"w", "a", "ssh:", "ssh"}, {"w", "a", "ssh:-oProxyCommand=x", "ssh"}, {"w", "a", "ssh:a/b", "ssh"},
+		{"w", "a", "thread:T", "ssh"},
 	} {
 		bad := gateway.AddRoute{WorkspaceID: b[0], AgentID: b[1], To: b[2], Target: b[3]}
 		if _, err := run(bad); errs.CodeOf(err) != errs.EINVAL {
@@ -126,6 +128,7 @@ func TestGatewayRoutes(t *testing.T) {
 		{gateway.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ctx:agent/coder", Target: "ctx"}, "unchanged"},
 		{gateway.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "thread:T1", Target: "debug"}, "replaced"},
 		{gateway.AddRoute{WorkspaceID: "w", AgentID: "x/a", To: "ctx:model/debug/echo", Target: "ctx"}, "added"},
+		{gateway.AddRoute{WorkspaceID: "w/x", AgentID: "a", To: "ssh:dev-box.1", Target: "ssh"}, "replaced"},
 		{gateway.RemoveRoute{WorkspaceID: "w/x", AgentID: "a"}, "removed"},
 	} {
 		if out, err := run(c.d); err != nil || out != c.want {

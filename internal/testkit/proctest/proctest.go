@@ -52,3 +52,24 @@ func InGroup(pgid int) ([]string, error) {
 	}
 	return live, nil
 }
+
+// Find returns the pids of the live processes (zombies excluded) whose
+// command line, its words joined by spaces, matches.
+func Find(match func(cmdline string) bool) ([]int, error) {
+	out, err := exec.Command("ps", "-A", "-ww", "-o", "pid=,stat=,args=").Output()
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || strings.HasPrefix(f[1], "Z") {
+			continue
+		}
+		pid, err := strconv.Atoi(f[0])
+		if err == nil && match(strings.Join(f[2:], " ")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}

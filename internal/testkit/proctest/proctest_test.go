@@ -31,6 +31,9 @@ func TestCountAndRSS(t *testing.T) {
 	if n, err := Count(mine); err != nil || n != 1 {
 		t.Fatalf("running child: %d, %v; want 1", n, err)
 	}
+	if pids, err := Find(mine); err != nil || len(pids) != 1 || pids[0] != child.Process.Pid {
+		t.Fatalf("Find: %v, %v; want [%d]", pids, err, child.Process.Pid)
+	}
 	if kib, err := RSSKiB(child.Process.Pid); err != nil || kib <= 0 {
 		t.Fatalf("RSS %d, %v", kib, err)
 	}
@@ -38,6 +41,9 @@ func TestCountAndRSS(t *testing.T) {
 	child.Wait()
 	if n, err := Count(mine); err != nil || n != 0 {
 		t.Fatalf("reaped child: %d, %v; want 0", n, err)
+	}
+	if pids, err := Find(mine); err != nil || len(pids) != 0 {
+		t.Fatalf("Find after reaping: %v, %v", pids, err)
 	}
 }
 
