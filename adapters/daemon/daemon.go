@@ -322,7 +322,11 @@ const maxSweepIDs = 100
 // side effects its events call for. Every deadline at or before now has
 // then been handled: the daemon counts only later ones as work due.
 func (d *Daemon) sweep(ctx context.Context, why string) error {
-	now := d.opt.Clock.Now()
+	return d.sweepAt(ctx, why, d.opt.Clock.Now())
+}
+
+// sweepAt is sweep at a now the caller captured (a scheduling pass's).
+func (d *Daemon) sweepAt(ctx context.Context, why string, now time.Time) error {
 	total := command.SweepResult{Now: now}
 	for round := 0; round < 1000; round++ {
 		sr, res, err := engine.ExecAt[command.SweepResult](ctx, d.eng, engine.Meta{Actor: events.ActorSweep, CorrelationID: "sweep:" + why}, now, command.Sweep{Config: d.deliveryConfig()})
@@ -462,13 +466,10 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.host.KeepSocket(ctx, d.opt.Home.Socket(), d.srv.Serve)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
-				if _, due := d.sweepDue(now); due {
-					if err := d.sweep(ctx, "timer"); err != nil {
-						d.opt.Log.Error("sweep", "err", err)
-					}
-					d.schedule(ctx)
-				} else if w := d.sched.nextWake(); !w.IsZero() && !w.After(now) {
-					d.schedule(ctx)
+				// A pass sweeps what fell due first.
+				_, due := d.sweepDue(now)
+				if w := d.sched.nextWake(); due || (!w.IsZero() && !w.After(now)) {
+					d.schedulePasses(ctx, "timer")
 				}
 			}
 			for _, m := range d.opt.Modules {
