@@ -31,6 +31,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/task"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
@@ -99,7 +100,8 @@ type Daemon struct {
 	lastActivity time.Time
 	idleDeadline time.Time
 	lastSweep    command.SweepResult
-	sweptHead    uint64 // the log head when the last sweep finished
+	sweptHead    uint64             // the log head when the last sweep finished
+	sweptLeft    map[index.Due]bool // deadlines by its now the last sweep left as they were
 }
 
 // Run runs the daemon until ctx ends, a stop request arrives, or it has
@@ -349,8 +351,18 @@ func (d *Daemon) sweepAt(ctx context.Context, why string, now time.Time) error {
 			break
 		}
 	}
+	// What the sweep acted on left the index; what is still due by now
+	// the sweep leaves as it is (a park hook's, a Desktop attempt's
+	// pause deadline) until its state changes.
+	left := map[index.Due]bool{}
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		for _, due := range s.DueBy(now) {
+			left[due] = true
+		}
+		return nil
+	})
 	d.mu.Lock()
-	d.lastSweep, d.sweptHead = total.Capped(maxSweepIDs), d.eng.Head()
+	d.lastSweep, d.sweptHead, d.sweptLeft = total.Capped(maxSweepIDs), d.eng.Head(), left
 	d.mu.Unlock()
 	if len(total.Closed)+len(total.Parked)+len(total.Collected)+len(total.TimedOut) > 0 || why == "startup" {
 		d.opt.Log.Info("sweep", "why", why, "now", now.Format(time.RFC3339Nano), "due", total.Due,
@@ -367,13 +379,14 @@ func (d *Daemon) sweepAt(ctx context.Context, why string, now time.Time) error {
 }
 
 // sweepDue reports whether a deadline fell due since the last sweep: one
-// after the time that sweep used, or, when the log moved since, any
-// deadline by now (a commit after a sweep may add a deadline at or before
-// its time). A deadline the sweep handles by doing nothing never counts
-// again.
+// after the time that sweep used, or, when the log moved since, one by
+// then that the sweep did not leave as it was (a commit after a sweep may
+// add a deadline at or before its time). A deadline the sweep handles by
+// doing nothing never counts again, so a scheduling pass does not commit
+// an empty sweep for it.
 func (d *Daemon) sweepDue(now time.Time) (time.Time, bool) {
 	d.mu.Lock()
-	last, head := d.lastSweep.Now, d.sweptHead
+	last, head, left := d.lastSweep.Now, d.sweptHead, d.sweptLeft
 	d.mu.Unlock()
 	var at time.Time
 	var due bool
@@ -381,8 +394,11 @@ func (d *Daemon) sweepDue(now time.Time) (time.Time, bool) {
 		if n, ok := s.NextDueAfter(last); ok && !n.At.After(now) {
 			at, due = n.At, true
 		} else if d.eng.Head() != head {
-			if n, ok := s.NextDue(); ok && !n.At.After(now) {
-				at, due = n.At, true
+			for _, n := range s.DueBy(last) {
+				if !left[n] {
+					at, due = n.At, true
+					break
+				}
 			}
 		}
 		return nil
