@@ -60,11 +60,10 @@ func TestRecordCallStatusAndLog(t *testing.T) {
 		}
 	}
 	// The tree rewritten (another object registered): the calls' files stay.
-	logBefore := readCtl(t, root, "model/openai/gpt-4o", object.FileLog)
 	if err := RecordCall(dir, Call{At: at, Via: "exec", Code: errs.EHOSTDOWN}); err != nil {
 		t.Fatal(err)
 	}
-	logBefore = readCtl(t, root, "model/openai/gpt-4o", object.FileLog)
+	logBefore := readCtl(t, root, "model/openai/gpt-4o", object.FileLog)
 	if err := Materialize(root, set); err != nil {
 		t.Fatal(err)
 	}
