@@ -3,13 +3,11 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +18,9 @@ import (
 
 var updateGolden = flag.Bool("update", false, "rewrite golden projections (and create missing fixture logs)")
 
-// goldenLogs are fixture logs that must keep replaying to their checked-in
-// projections forever. A log, once written, is never regenerated: a change
-// that breaks one of them breaks old users' logs.
+// goldenLogs are synthetic fixture logs that must keep replaying to their
+// checked-in projections forever. A log, once written, is never
+// regenerated: a change that breaks one of them breaks old users' logs.
 var goldenLogs = []struct {
 	name  string
 	seed  uint64
@@ -31,35 +29,40 @@ var goldenLogs = []struct {
 	{"random-seed7", 7, 3000},
 }
 
+// Every fixture log replays to its checked-in projections, byte for byte:
+// the synthetic ones above and the scenarios cmd/cbth records through the
+// binary (TestGoldenScenarios there), whose logs only that test rewrites.
+// -update rewrites the projections and says which changed.
 func TestGoldenLogsReplay(t *testing.T) {
+	dir := filepath.Join("..", "fixtures", "logs")
 	for _, g := range goldenLogs {
-		t.Run(g.name, func(t *testing.T) {
-			logPath := filepath.Join("..", "fixtures", "logs", g.name+".jsonl")
-			projPath := filepath.Join("..", "fixtures", "logs", g.name+".projections.json")
-			if _, err := os.Stat(logPath); os.IsNotExist(err) && *updateGolden {
-				writeFixtureLog(t, logPath, g.seed, g.steps)
-			}
-			f, err := os.Open(logPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			e := open(t, t.TempDir(), engine.Options{NoSync: true})
-			st, err := e.Import(context.Background(), f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Events != uint64(g.steps) {
-				t.Fatalf("imported %d events, want %d", st.Events, g.steps)
-			}
-			mustVerify(t, e)
-			got := renderImage(image(t, e))
-			if *updateGolden {
-				if err := os.WriteFile(projPath, got, 0o644); err != nil {
-					t.Fatal(err)
+		logPath := filepath.Join(dir, g.name+".jsonl")
+		if _, err := os.Stat(logPath); os.IsNotExist(err) && *updateGolden {
+			writeFixtureLog(t, logPath, g.seed, g.steps)
+		}
+	}
+	logs, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(logs) < len(goldenLogs)+7 {
+		t.Fatalf("fixture logs %v (%v): want the synthetic ones and the seven recorded scenarios", logs, err)
+	}
+	for _, logPath := range logs {
+		name := strings.TrimSuffix(filepath.Base(logPath), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			projPath := filepath.Join(dir, name+".projections.json")
+			got, n := enginetest.Replay(t, logPath)
+			for _, g := range goldenLogs {
+				if g.name == name && n != uint64(g.steps) {
+					t.Fatalf("imported %d events, want %d", n, g.steps)
 				}
 			}
 			want, err := os.ReadFile(projPath)
+			if *updateGolden && !bytes.Equal(got, want) {
+				if err := os.WriteFile(projPath, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%s: rewritten (%d events): it no longer replayed to the file", projPath, n)
+				return
+			}
 			if err != nil {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
@@ -94,42 +97,4 @@ func writeFixtureLog(t *testing.T, path string, seed uint64, steps int) {
 	if err := e.Export(f, 1, nil); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// renderImage prints an image as stable, reviewable JSON: bucket -> quoted
-// key -> value (JSON values inline, anything else quoted).
-func renderImage(img engine.Image) []byte {
-	var names []string
-	for n := range img {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var b bytes.Buffer
-	b.WriteString("{\n")
-	for i, n := range names {
-		keys := make([]string, 0, len(img[n]))
-		for k := range img[n] {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		b.WriteString("  " + strconv.Quote(n) + ": {")
-		for j, k := range keys {
-			v := img[n][k]
-			rv := strconv.Quote(string(v))
-			if json.Valid(v) {
-				rv = string(v)
-			}
-			if j > 0 {
-				b.WriteString(",")
-			}
-			b.WriteString("\n    " + strconv.Quote(k) + ": " + rv)
-		}
-		b.WriteString("\n  }")
-		if i < len(names)-1 {
-			b.WriteString(",")
-		}
-		b.WriteString("\n")
-	}
-	b.WriteString("}\n")
-	return b.Bytes()
 }

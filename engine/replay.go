@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -272,6 +273,16 @@ type Report struct {
 	Head     uint64    `json:"head"`
 	HeadHash string    `json:"head_hash"`
 	Problems []Problem `json:"problems"`
+}
+
+// MarshalJSON writes problems as an array, empty on a clean log, never
+// null: spec/cli.md shows the shape, and scripts index it.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	if r.Problems == nil {
+		r.Problems = []Problem{}
+	}
+	return json.Marshal(plain(r))
 }
 
 // OK reports whether Verify found nothing wrong.

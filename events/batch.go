@@ -84,6 +84,13 @@ type BatchJobsAdded struct {
 	Policy               DeliveryPolicy `json:"delivery_policy"`
 	InlinePayloadBytes   int64          `json:"inline_payload_bytes"`
 	RequiresArtifactRead bool           `json:"requires_artifact_read"`
+	// ReadyOrder, when set, is the batch's whole job list after the
+	// merge, by ready time: a supersede carries older jobs into a newer
+	// batch, and they go before its own. Empty: the added jobs go last.
+	ReadyOrder []string `json:"ready_order,omitempty"`
+	// FirstReadyAt, when set, moves the batch's first ready time earlier
+	// (carried jobs were ready before the batch's own).
+	FirstReadyAt time.Time `json:"first_ready_at,omitzero"`
 }
 
 const TypeBatchJobsAdded = "batch.jobs_added"

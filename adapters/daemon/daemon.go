@@ -31,6 +31,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/task"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/confine"
@@ -99,7 +100,8 @@ type Daemon struct {
 	lastActivity time.Time
 	idleDeadline time.Time
 	lastSweep    command.SweepResult
-	sweptHead    uint64 // the log head when the last sweep finished
+	sweptHead    uint64             // the log head when the last sweep finished
+	sweptLeft    map[index.Due]bool // deadlines by its now the last sweep left as they were
 }
 
 // Run runs the daemon until ctx ends, a stop request arrives, or it has
@@ -322,7 +324,11 @@ const maxSweepIDs = 100
 // side effects its events call for. Every deadline at or before now has
 // then been handled: the daemon counts only later ones as work due.
 func (d *Daemon) sweep(ctx context.Context, why string) error {
-	now := d.opt.Clock.Now()
+	return d.sweepAt(ctx, why, d.opt.Clock.Now())
+}
+
+// sweepAt is sweep at a now the caller captured (a scheduling pass's).
+func (d *Daemon) sweepAt(ctx context.Context, why string, now time.Time) error {
 	total := command.SweepResult{Now: now}
 	for round := 0; round < 1000; round++ {
 		sr, res, err := engine.ExecAt[command.SweepResult](ctx, d.eng, engine.Meta{Actor: events.ActorSweep, CorrelationID: "sweep:" + why}, now, command.Sweep{Config: d.deliveryConfig()})
@@ -345,8 +351,18 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 			break
 		}
 	}
+	// What the sweep acted on left the index; what is still due by now
+	// the sweep leaves as it is (a park hook's, a Desktop attempt's
+	// pause deadline) until its state changes.
+	left := map[index.Due]bool{}
+	_ = d.eng.Read(func(s engine.Snapshot) error {
+		for _, due := range s.DueBy(now) {
+			left[due] = true
+		}
+		return nil
+	})
 	d.mu.Lock()
-	d.lastSweep, d.sweptHead = total.Capped(maxSweepIDs), d.eng.Head()
+	d.lastSweep, d.sweptHead, d.sweptLeft = total.Capped(maxSweepIDs), d.eng.Head(), left
 	d.mu.Unlock()
 	if len(total.Closed)+len(total.Parked)+len(total.Collected)+len(total.TimedOut) > 0 || why == "startup" {
 		d.opt.Log.Info("sweep", "why", why, "now", now.Format(time.RFC3339Nano), "due", total.Due,
@@ -363,13 +379,14 @@ func (d *Daemon) sweep(ctx context.Context, why string) error {
 }
 
 // sweepDue reports whether a deadline fell due since the last sweep: one
-// after the time that sweep used, or, when the log moved since, any
-// deadline by now (a commit after a sweep may add a deadline at or before
-// its time). A deadline the sweep handles by doing nothing never counts
-// again.
+// after the time that sweep used, or, when the log moved since, one by
+// then that the sweep did not leave as it was (a commit after a sweep may
+// add a deadline at or before its time). A deadline the sweep handles by
+// doing nothing never counts again, so a scheduling pass does not commit
+// an empty sweep for it.
 func (d *Daemon) sweepDue(now time.Time) (time.Time, bool) {
 	d.mu.Lock()
-	last, head := d.lastSweep.Now, d.sweptHead
+	last, head, left := d.lastSweep.Now, d.sweptHead, d.sweptLeft
 	d.mu.Unlock()
 	var at time.Time
 	var due bool
@@ -377,8 +394,11 @@ func (d *Daemon) sweepDue(now time.Time) (time.Time, bool) {
 		if n, ok := s.NextDueAfter(last); ok && !n.At.After(now) {
 			at, due = n.At, true
 		} else if d.eng.Head() != head {
-			if n, ok := s.NextDue(); ok && !n.At.After(now) {
-				at, due = n.At, true
+			for _, n := range s.DueBy(last) {
+				if !left[n] {
+					at, due = n.At, true
+					break
+				}
 			}
 		}
 		return nil
@@ -462,13 +482,10 @@ func (d *Daemon) loop(ctx context.Context) error {
 			d.host.KeepSocket(ctx, d.opt.Home.Socket(), d.srv.Serve)
 			now := d.opt.Clock.Now()
 			if !d.opt.Manual {
-				if _, due := d.sweepDue(now); due {
-					if err := d.sweep(ctx, "timer"); err != nil {
-						d.opt.Log.Error("sweep", "err", err)
-					}
-					d.schedule(ctx)
-				} else if w := d.sched.nextWake(); !w.IsZero() && !w.After(now) {
-					d.schedule(ctx)
+				// A pass sweeps what fell due first.
+				_, due := d.sweepDue(now)
+				if w := d.sched.nextWake(); due || (!w.IsZero() && !w.After(now)) {
+					d.schedulePasses(ctx, "timer")
 				}
 			}
 			for _, m := range d.opt.Modules {

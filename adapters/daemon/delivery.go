@@ -153,28 +153,47 @@ func earliest(a, b time.Time) time.Time {
 // delivery.workers per target, so a delivery that hangs holds up its own
 // thread only. A pull target's head only gets its attempt prepared.
 //
+// Every pass, on a kick or on the timer, starts with the deterministic
+// overdue sweep at the pass's own now (seed 004: no delivery before the
+// sweep), so a head whose window ended since the last sweep is closed,
+// never delivered; the core's eligibility checks the window too. The
+// sweep runs when a deadline fell due since the last one (sweepDue): a
+// sweep at now with none due would emit nothing, and costs a commit.
+//
 // In manual mode (a manual clock) deliveries run one after another inside
 // the pass, in fair order, and passes repeat until one starts nothing:
 // the same script then always appends the same events.
-func (d *Daemon) schedule(ctx context.Context) {
-	d.sched.pass.Lock()
-	defer d.sched.pass.Unlock()
-	defer func() {
-		for _, m := range d.opt.Modules {
-			if s, ok := m.(Scheduled); ok {
-				s.Scheduled(ctx)
+func (d *Daemon) schedule(ctx context.Context) { d.schedulePasses(ctx, "pass") }
+
+func (d *Daemon) schedulePasses(ctx context.Context, why string) {
+	for pass := 0; ; pass++ {
+		now := d.opt.Clock.Now()
+		// The sweep runs outside the pass lock: its side effects (a
+		// timed-out job's task stopped) may ask for a pass themselves.
+		if _, due := d.sweepDue(now); due {
+			if err := d.sweepAt(ctx, why, now); err != nil {
+				d.opt.Log.Error("sweep before a scheduling pass", "err", err)
+				return
 			}
 		}
-	}()
-	for pass := 0; pass < 100; pass++ {
-		if d.schedulePass(ctx) == 0 || !d.opt.Manual {
+		d.sched.pass.Lock()
+		started := d.schedulePass(ctx, now)
+		last := started == 0 || !d.opt.Manual || pass == 99
+		if last {
+			for _, m := range d.opt.Modules {
+				if s, ok := m.(Scheduled); ok {
+					s.Scheduled(ctx)
+				}
+			}
+		}
+		d.sched.pass.Unlock()
+		if last {
 			return
 		}
 	}
 }
 
-func (d *Daemon) schedulePass(ctx context.Context) (started int) {
-	now := d.opt.Clock.Now()
+func (d *Daemon) schedulePass(ctx context.Context, now time.Time) (started int) {
 	cfg := d.deliveryConfig()
 	var wake time.Time
 	for _, t := range d.targets {

@@ -878,6 +878,44 @@ func TestAgentShellExecIsConfined(t *testing.T) {
 	a.confined() // and doctor says the same
 }
 
+// What an agent's shell.exec creates in its root keeps the home's modes
+// (files 0600, directories 0700) whatever umask the caller has: the
+// root is inside the home by default, and doctor's home.permissions
+// stays ok after ordinary agent use (issue 36, C2.11). fs.write gives
+// 0600 on its own; shell.exec's programs get the confine wrapper's umask.
+func TestAgentFilesKeepTheHomesModes(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	h.ctxInit()
+	h.ok(nil, "agent", "add", "maker", "--model", "debug/echo", "--tool", "shell.exec", "--tool", "fs.write")
+	agent := filepath.Join(h.root, "ctx", "agent", "maker")
+	root := filepath.Join(h.root, "ctx", "home", itoa(os.Getuid()), "agent", "maker", "root")
+	for _, call := range []string{
+		`!tool shell.exec {"command":"echo x > made; mkdir dir; echo y > dir/inner"}`,
+		`!tool fs.write {"path":"written","content":"z"}`,
+	} {
+		// The caller's umask would let the group and others read.
+		c := exec.Command("/bin/sh", "-c", `umask 022; exec "$0" "$1"`, agent, call)
+		c.Env = append(os.Environ(), h.env...)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", call, err, out)
+		}
+	}
+	for rel, want := range map[string]os.FileMode{"made": 0o600, "dir": 0o700 | os.ModeDir, "dir/inner": 0o600, "written": 0o600} {
+		st, err := os.Stat(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatalf("the agent made no %s: %v", rel, err)
+		}
+		if st.Mode() != want {
+			t.Errorf("%s: mode %v, want %v", rel, st.Mode(), want)
+		}
+	}
+	rep, r := h.doctor()
+	if f := rep.get("home.permissions"); f.State != "ok" {
+		t.Fatalf("doctor after the agent's files: %+v (exit %d)\n%s", f, r.code, r.stdout)
+	}
+}
+
 // The provider helper starts with its own environment, not the caller's
 // (PATH, HOME, LANG, TERM, the provider's own key and the keychain's bus;
 // not another provider's key nor anything else), from "/", and confined

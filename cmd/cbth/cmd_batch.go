@@ -286,11 +286,12 @@ func (c *DebugTurnCmd) Run(env *Env) error {
 // DebugClockCmd is `cbth debug clock`.
 type DebugClockCmd struct {
 	Advance time.Duration `help:"How far to move the clock." required:""`
+	NoSweep bool          `help:"Only move the clock: no sweep and no scheduling pass until the next request asks for one." name:"no-sweep"`
 }
 
 // Run advances the clock.
 func (c *DebugClockCmd) Run(env *Env) error {
-	res, err := call(env, api.DebugClock, api.AdvanceArgs{By: c.Advance.String()})
+	res, err := call(env, api.DebugClock, api.AdvanceArgs{By: c.Advance.String(), NoSweep: c.NoSweep})
 	if err != nil {
 		return err
 	}

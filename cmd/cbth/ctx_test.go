@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -269,5 +270,111 @@ func TestModelServeThroughDaemon(t *testing.T) {
 	after := readTree(t, dir)
 	if len(after) != len(before) || after["latest.md"] != before["latest.md"] || after["messages.jsonl"] != before["messages.jsonl"] {
 		t.Fatalf("the session was not rebuilt from the log:\n%v\nwant\n%v", after, before)
+	}
+}
+
+// A model's .d/status and .d/log show its real state and its recent
+// calls, whichever way they came (a one-shot exec, the daemon's model
+// socket, an agent's loop), without what was said (seed 001: .d/ files
+// hold no content and no secret); registering more objects keeps them
+// (issue 36, C6.15).
+func TestModelControlFilesFollowTheCalls(t *testing.T) {
+	t.Parallel()
+	h := newHome(t, "OPENAI_API_KEY=")
+	sock := servedModel(t, h) // local/chat, session=socket, on the debug driver
+	ctxRoot := filepath.Join(h.root, "ctx")
+	ctl := func(model, file string) string {
+		b, err := os.ReadFile(filepath.Join(ctxRoot, "model", model+".d", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if s, l := ctl("debug/echo", "status"), ctl("debug/echo", "log"); s != "ready\n" || l != "" {
+		t.Fatalf("before any call: status %q, log %q", s, l)
+	}
+	const said = "the-words-of-the-prompt"
+	exec1 := func(model string) (string, int) {
+		c := exec.Command(filepath.Join(ctxRoot, "model", model), said)
+		c.Env = append(os.Environ(), h.env...)
+		out, err := c.Output()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	for range 2 {
+		if out, code := exec1("debug/echo"); code != 0 || !strings.Contains(out, said) {
+			t.Fatalf("echo: exit %d %s", code, out)
+		}
+	}
+	// Through the daemon's socket.
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte(`{"op":"send","id":"m1","input":"` + said + `"}` + "\n"))
+	sc := bufio.NewScanner(c)
+	for sc.Scan() && !strings.Contains(sc.Text(), `"done"`) {
+	}
+	c.Close()
+	// Through an agent's loop on debug/echo.
+	h.ok(nil, "agent", "add", "asker", "--model", "debug/echo")
+	agent := exec.Command(filepath.Join(ctxRoot, "agent", "asker"), said)
+	agent.Env = append(os.Environ(), h.env...)
+	if out, err := agent.CombinedOutput(); err != nil {
+		t.Fatalf("agent: %v\n%s", err, out)
+	}
+	// A network model with no credential anywhere: unconfigured.
+	h.ok(nil, "model", "add", "openai/m", "--driver", "openai-chat", "--id", "m", "--base-url", "http://127.0.0.1:9")
+	if _, code := exec1("openai/m"); code == 0 {
+		t.Fatal("a model with no credential answered")
+	}
+	// More registrations rewrite the tree; the calls' files stay.
+	h.ok(nil, "model", "add", "local/other", "--driver", "debug", "--id", "echo")
+	// model list says the same state.
+	var models []struct{ Model, Status string }
+	h.ok(&models, "model", "list")
+	for _, m := range models {
+		if want := map[string]string{"openai/m": "unconfigured"}[m.Model]; want != "" && m.Status != want || want == "" && m.Status != "ready" {
+			t.Errorf("model list: %s is %q", m.Model, m.Status)
+		}
+	}
+
+	lineRe := regexp.MustCompile(`^\d{4}-\d\d-\d\dT[0-9:.]+Z (run=run-[0-9a-f-]+ )?via=(exec|socket|agent)( driver=[a-z0-9-]+)? status=(ok|error code=E[A-Z]+) ms=\d+( input_tokens=\d+ output_tokens=\d+)?$`)
+	for model, want := range map[string]struct {
+		status string
+		vias   []string
+		end    string
+	}{
+		"debug/echo": {"ready\n", []string{"exec", "exec", "agent"}, "status=ok"},
+		"local/chat": {"ready\n", []string{"socket"}, "status=ok"},
+		"openai/m":   {"unconfigured code=ENOTCONF\n", []string{"exec"}, "status=error code=ENOTCONF"},
+	} {
+		if s := ctl(model, "status"); s != want.status {
+			t.Errorf("%s: status %q, want %q", model, s, want.status)
+		}
+		log := ctl(model, "log")
+		lines := strings.Split(strings.TrimSpace(log), "\n")
+		var vias []string
+		for _, l := range lines {
+			m := lineRe.FindStringSubmatch(l)
+			if m == nil {
+				t.Errorf("%s: log line %q is not a call line", model, l)
+				continue
+			}
+			vias = append(vias, m[2])
+			if !strings.Contains(l, want.end) || (m[2] == "exec") != (m[1] != "") {
+				t.Errorf("%s: log line %q", model, l)
+			}
+		}
+		if strings.Join(vias, ",") != strings.Join(want.vias, ",") {
+			t.Errorf("%s: calls via %v, want %v\n%s", model, vias, want.vias, log)
+		}
+		if strings.Contains(log+ctl(model, "status"), said) {
+			t.Errorf("%s: the .d files hold what was said:\n%s", model, log)
+		}
 	}
 }

@@ -457,3 +457,43 @@ func TestDelivery_KilledMidDeliveryIsNotReplayed(t *testing.T) {
 	}
 	h.verify()
 }
+
+// A kick never delivers a head whose redelivery window ended: every
+// scheduling pass, on a kick as on the timer, starts with the overdue
+// sweep at its own now, which closes the head first; and the core's
+// eligibility checks the window itself (seed 004, recommended behaviour
+// 7; issue 36, C3.33). `debug clock --no-sweep` lets time pass the way it
+// does between two ticks of a daemon on the system clock.
+func TestKick_SweepsBeforeItSchedules(t *testing.T) {
+	t.Parallel()
+	h := deliveryHome(t, "max_wait_window = \"0s\"")
+	h.behave("T", "busy") // the target's gate holds T back
+	h.ready("T")
+	bs := h.batches("T")
+	if len(bs) != 1 || bs[0].State != "queued" || bs[0].Count != 0 {
+		t.Fatalf("before the window ends: %+v", bs)
+	}
+	h.ok(nil, "debug", "clock", "--advance", "1h1s", "--no-sweep")
+	// No pass ran: the head is still open, and not eligible any more.
+	in := h.inspectBatch(bs[0].ID)
+	if in.Batch.State != "queued" || in.Gate != "redelivery window ended" {
+		t.Fatalf("past the window, before any pass: state %s, gate %q", in.Batch.State, in.Gate)
+	}
+	// The kick: the target lets T through now. Its pass sweeps first.
+	h.behave("T", "deliver")
+	if d := h.deliveries("T"); len(d) != 0 {
+		t.Fatalf("a kick delivered a head past its redelivery window: %+v", d)
+	}
+	in = h.inspectBatch(bs[0].ID)
+	if in.Batch.State != "closed" || in.Batch.CloseReason != "redelivery_window_exhausted" {
+		t.Fatalf("after the kick: %+v", in.Batch)
+	}
+	// Closed by the sweep, at the now of the kick's pass.
+	closes := h.events("batch.closed")
+	var at struct {
+		RecordedAt string `json:"recorded_at"`
+	}
+	if len(closes) != 1 || closes[0].Actor != "sweep" || json.Unmarshal([]byte(closes[0].line), &at) != nil || at.RecordedAt != "2026-11-21T11:00:01Z" {
+		t.Fatalf("the close: %+v", closes)
+	}
+}

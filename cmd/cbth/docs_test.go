@@ -127,8 +127,9 @@ func docName(path string) string { return strings.TrimPrefix(filepath.ToSlash(pa
 // snippet is a piece of code a doc shows: a fenced block's line (its \
 // continuations joined) or an inline code span.
 type snippet struct {
-	line int
-	text string
+	line   int
+	text   string
+	inline bool // a code span of the prose, not a code block's line
 }
 
 var codeSpan = regexp.MustCompile("`([^`]+)`")
@@ -145,7 +146,7 @@ func snippets(text string) []snippet {
 	flush := func() {
 		p := strings.Join(para, "\n")
 		for _, m := range codeSpan.FindAllStringSubmatchIndex(p, -1) {
-			out = append(out, snippet{paraStart + lineOf(p, m[0]), strings.ReplaceAll(p[m[2]:m[3]], "\n", " ")})
+			out = append(out, snippet{paraStart + lineOf(p, m[0]), strings.ReplaceAll(p[m[2]:m[3]], "\n", " "), true})
 		}
 		para = nil
 	}
@@ -168,7 +169,7 @@ func snippets(text string) []snippet {
 				i++
 				l = strings.TrimSuffix(l, `\`) + " " + lines[i]
 			}
-			out = append(out, snippet{start, stripComment(l)})
+			out = append(out, snippet{start, stripComment(l), false})
 			continue
 		}
 		if strings.TrimSpace(l) == "" {
@@ -523,6 +524,109 @@ func TestDocsCheckerCatchesBadCalls(t *testing.T) {
 		sort.Strings(got)
 		if strings.Join(got, "; ") != want {
 			t.Errorf("%q: got %q, want %q", line, got, want)
+		}
+	}
+}
+
+// proseFlag is a code span of the prose that names a flag on its own:
+// `--name`, `--name VALUE`, `--name=VALUE`.
+var proseFlag = regexp.MustCompile(`^(--[a-z][a-z0-9-]*)(?:[ =]|$)`)
+
+// foreignFlags are flags the docs name that belong to other programs,
+// each with the program: the docs check cannot tell whose a lone flag is,
+// so one missing from cbth must be listed here.
+var foreignFlags = map[string]string{
+	"--name":                  "kong's flag syntax itself (spec/cli.md)",
+	"--list":                  "cbth-providers",
+	"--check-credential":      "cbth-providers",
+	"--experimental":          "codex app-server generate-json-schema",
+	"--listen":                "codex app-server",
+	"--ws-auth":               "codex app-server",
+	"--remote":                "codex",
+	"--remote-auth-token-env": "codex",
+	"--no-daemon":             "codex",
+	"--cd":                    "codex",
+	"--image":                 "codex",
+	"--no-alt-screen":         "codex",
+	"--strict-config":         "codex",
+}
+
+// everyFlag is the name of every flag of every cbth command (--name, and
+// --no-name for a negatable one).
+func everyFlag(n *kong.Node, into map[string]bool) {
+	for _, f := range n.Flags {
+		into["--"+f.Name] = true
+		if f.Tag.Negatable != "" {
+			into["--no-"+f.Name] = true
+		}
+		for _, a := range f.Aliases {
+			into["--"+a] = true
+		}
+	}
+	for _, c := range n.Children {
+		everyFlag(c, into)
+	}
+}
+
+// A flag the prose names on its own (`--name`, outside a cbth command
+// line) is a flag some cbth command has, or another program's that
+// foreignFlags lists: a flag removed from the binary cannot live on in
+// the docs' prose.
+func TestDocsProseNamesRealFlags(t *testing.T) {
+	t.Parallel()
+	flags := map[string]bool{}
+	everyFlag(commandTree(t), flags)
+	named := 0
+	for _, path := range docFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, problems := proseFlagProblems(flags, string(b))
+		named += n
+		for _, p := range problems {
+			t.Errorf("%s:%s", docName(path), p)
+		}
+	}
+	if named < 50 {
+		t.Fatalf("only %d flags named in prose: the scan missed the docs", named)
+	}
+}
+
+// proseFlagProblems checks the flags text's prose names on their own
+// against flags and foreignFlags: how many it named, and each unknown
+// one as "LINE: problem".
+func proseFlagProblems(flags map[string]bool, text string) (named int, problems []string) {
+	for _, s := range snippets(text) {
+		m := proseFlag.FindStringSubmatch(s.text)
+		if !s.inline || m == nil {
+			continue
+		}
+		named++
+		if !flags[m[1]] && foreignFlags[m[1]] == "" {
+			problems = append(problems, fmt.Sprintf("%d: %s is no flag of any cbth command (nor listed in foreignFlags)", s.line, m[1]))
+		}
+	}
+	return named, problems
+}
+
+// The prose check itself: a removed flag named in prose is caught; a
+// flag cbth has, another program's listed one and a flag inside a code
+// block are let through.
+func TestDocsProseCheckerCatchesRemovedFlags(t *testing.T) {
+	t.Parallel()
+	flags := map[string]bool{}
+	everyFlag(commandTree(t), flags)
+	for text, want := range map[string]string{
+		"`--rotate-artifact-leases` acts now.":                "1: --rotate-artifact-leases is no flag of any cbth command (nor listed in foreignFlags)",
+		"Give `--as-of TIME` or `--seq N`.":                   "",
+		"`--no-daemon` is codex's.":                           "",
+		"```\ncodex --whatever\n```":                          "",
+		"one\n\nand `--source-thread-id=T`, then `--nope=1`.": "3: --nope is no flag of any cbth command (nor listed in foreignFlags)",
+	} {
+		_, got := proseFlagProblems(flags, text)
+		if strings.Join(got, "; ") != want {
+			t.Errorf("%q: got %q, want %q", text, got, want)
 		}
 	}
 }

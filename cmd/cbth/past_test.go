@@ -261,10 +261,24 @@ func TestSupersede_CarriesTheJobsAndKeepsFIFO(t *testing.T) {
 		t.Fatalf("repeat: %+v", rep)
 	}
 	// The jobs went into the next batch, which is the head now; the
-	// superseded one's job follows it there.
+	// superseded one's job follows it there and takes its place by ready
+	// time: before the next batch's own, in its summary too, and the
+	// batch is first ready when that job was.
 	bs = h.batches("T")
-	if !bs[1].Head || len(bs[1].JobIDs) != 2 || bs[1].JobIDs[0] != b || bs[1].JobIDs[1] != a {
+	if !bs[1].Head || len(bs[1].JobIDs) != 2 || bs[1].JobIDs[0] != a || bs[1].JobIDs[1] != b {
 		t.Fatalf("after supersede: %+v", bs)
+	}
+	var next, old struct {
+		Batch struct {
+			Summary      string `json:"summary"`
+			FirstReadyAt string `json:"first_ready_at"`
+		} `json:"batch"`
+	}
+	h.ok(&next, "batch", "inspect", "--batch-id", second)
+	h.ok(&old, "batch", "inspect", "--batch-id", first)
+	if want := "ci: done " + a[len(a)-4:] + "\nci: done " + b[len(b)-4:]; next.Batch.Summary != want || next.Batch.FirstReadyAt != old.Batch.FirstReadyAt {
+		t.Fatalf("the carried job's place: summary %q (want %q), first ready %s (the superseded batch's %s)",
+			next.Batch.Summary, want, next.Batch.FirstReadyAt, old.Batch.FirstReadyAt)
 	}
 	var jq struct {
 		Batch struct {
@@ -285,7 +299,7 @@ func TestSupersede_CarriesTheJobsAndKeepsFIFO(t *testing.T) {
 	for _, d := range h.deliveries("T") {
 		got = append(got, d.JobIDs)
 	}
-	want := [][]string{{a}, {b, a}, {c}}
+	want := [][]string{{a}, {a, b}, {c}}
 	if len(got) < 3 || !reflect.DeepEqual(got[len(got)-2:], want[1:]) || !reflect.DeepEqual(got[0], want[0]) {
 		t.Fatalf("deliveries %v, want %v (with redeliveries of the first in between allowed only before the supersede)", got, want)
 	}

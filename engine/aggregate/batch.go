@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"slices"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/fsm"
@@ -92,6 +93,12 @@ func (b *Batch) mutate(e *events.Envelope, p events.Payload) {
 		b.ParkNotifyAttempts, b.ParkNotified, b.ParkNextRetry = p.Attempt, p.OK, p.NextRetryAt
 	case *events.BatchJobsAdded:
 		b.JobIDs = appendUnique(b.JobIDs, p.JobIDs...)
+		if len(p.ReadyOrder) > 0 {
+			b.JobIDs = slices.Clone(p.ReadyOrder)
+		}
+		if !p.FirstReadyAt.IsZero() {
+			b.FirstReadyAt = p.FirstReadyAt
+		}
 		b.ArtifactIDs = appendUnique(b.ArtifactIDs, p.ArtifactIDs...)
 		b.ArtifactCount = len(b.ArtifactIDs)
 		b.Summary, b.LastReadyAt, b.Policy = p.Summary, p.LastReadyAt, p.Policy

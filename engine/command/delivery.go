@@ -358,6 +358,9 @@ func (c DeliveryConfig) BatchHold(b *aggregate.Batch, now time.Time) (reason str
 	switch {
 	case !b.IsHead:
 		return "head not promoted", time.Time{}
+	case !b.RedeliveryWindowEndsAt.IsZero() && !now.Before(b.RedeliveryWindowEndsAt):
+		// The sweep closes it; until it has, nothing delivers it.
+		return "redelivery window ended", time.Time{}
 	case b.ReplayPolicy != aggregate.ReplayAutomatic:
 		return "manual resolution only", time.Time{}
 	case b.State == fsm.BatchQueued && now.Before(b.MergeUntil) && len(b.JobIDs) < c.MaxJobsPerBatch && b.InlinePayloadBytes < c.MaxTotalBytes:

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"slices"
 	"time"
 
 	"github.com/cbth-dev/cbth/engine"
@@ -76,10 +77,18 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	} else if a != nil && a.BatchID == b.ID {
 		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: "batch superseded by " + next.ID}})
 	}
+	// The carried jobs take their place by ready time: they were ready
+	// before the next batch's own (it opened only once b took no more),
+	// so a delivery of it lists them, and their summaries, first.
+	order, err := byReadyTime(v, append(slices.Clone(b.JobIDs), next.JobIDs...))
+	if err != nil {
+		return engine.Decision{}, err
+	}
 	emits = append(emits, engine.Emit{Stream: BatchStream(next.ID), Payload: &events.BatchJobsAdded{
-		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Summary: next.Summary + "\n" + b.Summary,
+		JobIDs: b.JobIDs, ArtifactIDs: b.ArtifactIDs, Summary: b.Summary + "\n" + next.Summary,
 		LastReadyAt: Latest(next.LastReadyAt, b.LastReadyAt), Policy: next.Policy.Stricter(b.Policy),
 		InlinePayloadBytes: next.InlinePayloadBytes + b.InlinePayloadBytes, RequiresArtifactRead: next.RequiresArtifactRead || b.RequiresArtifactRead,
+		ReadyOrder: order, FirstReadyAt: earlier(next.FirstReadyAt, b.FirstReadyAt),
 	}})
 	for _, j := range b.JobIDs {
 		s, err := v.State(events.KindJob, j)
@@ -112,4 +121,29 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	}
 	emits = append(emits, engine.Emit{Stream: CursorStream(scope), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "superseded: " + c.Reason}})
 	return c.Answer(engine.Decision{Outcome: OutcomeSuperseded, Emits: emits}, next.ID), nil
+}
+
+// byReadyTime orders job ids by the time each became ready, keeping the
+// given order among equals.
+func byReadyTime(v engine.Reader, ids []string) ([]string, error) {
+	ready := make(map[string]time.Time, len(ids))
+	for _, id := range ids {
+		s, err := v.State(events.KindJob, id)
+		if err != nil {
+			return nil, err
+		}
+		if j, ok := s.(*aggregate.Job); ok {
+			ready[id] = j.ReadyAt
+		}
+	}
+	slices.SortStableFunc(ids, func(a, b string) int { return ready[a].Compare(ready[b]) })
+	return ids, nil
+}
+
+// earlier is the earlier of two set times.
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

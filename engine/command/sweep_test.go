@@ -8,6 +8,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -63,5 +64,43 @@ func TestSweepResultCapped(t *testing.T) {
 	}
 	if len(r.Collected) != 250 || r.Omitted != 0 {
 		t.Fatal("Capped changed the result it was called on")
+	}
+}
+
+// The head-batch part of eligibility: each rule holds a head back on its
+// own, the redelivery window's included (a kick must not deliver a head
+// whose window ended, even before the sweep closed it: issue 36).
+func TestBatchHold(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	c := command.DeliveryConfig{MaxJobsPerBatch: 10, MaxTotalBytes: 1 << 20}
+	ok := func() *aggregate.Batch {
+		b := &aggregate.Batch{IsHead: true, ReplayPolicy: aggregate.ReplayAutomatic,
+			JobIDs: []string{"j"}, MaxDeliveryAttempts: 3, RedeliveryWindowEndsAt: now.Add(time.Hour)}
+		b.State = fsm.BatchQueued
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*aggregate.Batch)
+		reason string
+		wake   time.Time
+	}{
+		{"eligible", func(*aggregate.Batch) {}, "", time.Time{}},
+		{"not the head", func(b *aggregate.Batch) { b.IsHead = false }, "head not promoted", time.Time{}},
+		{"window ended now", func(b *aggregate.Batch) { b.RedeliveryWindowEndsAt = now }, "redelivery window ended", time.Time{}},
+		{"window ended before", func(b *aggregate.Batch) { b.RedeliveryWindowEndsAt = now.Add(-time.Second) }, "redelivery window ended", time.Time{}},
+		{"window ends a second later", func(b *aggregate.Batch) { b.RedeliveryWindowEndsAt = now.Add(time.Second) }, "", time.Time{}},
+		{"parked", func(b *aggregate.Batch) { b.ReplayPolicy = aggregate.ReplayManual }, "manual resolution only", time.Time{}},
+		{"merging", func(b *aggregate.Batch) { b.MergeUntil = now.Add(time.Minute) }, "merge window open", now.Add(time.Minute)},
+		{"send interval", func(b *aggregate.Batch) { b.NextDeliveryNotBefore = now.Add(time.Minute) }, "minimum send interval", now.Add(time.Minute)},
+		{"backing off", func(b *aggregate.Batch) { b.EligibleAfter = now.Add(time.Minute) }, "backing off after a reject", now.Add(time.Minute)},
+		{"budget spent", func(b *aggregate.Batch) { b.DeliveryAttemptCount = 3 }, "attempt budget spent", time.Time{}},
+	} {
+		b := ok()
+		tc.change(b)
+		reason, wake := c.BatchHold(b, now)
+		if reason != tc.reason || !wake.Equal(tc.wake) {
+			t.Errorf("%s: %q until %v, want %q until %v", tc.name, reason, wake, tc.reason, tc.wake)
+		}
 	}
 }

@@ -97,6 +97,10 @@ func Command(ctx context.Context, p Policy, cwd *os.File, argv, env []string) (*
 	return cmd, nil
 }
 
+// Umask is the file mode creation mask a confined program starts with:
+// files it creates come out 0600 and directories 0700.
+const Umask = 0o077
+
 // cwdFD is the descriptor the working directory arrives on (the first
 // of ExtraFiles).
 const cwdFD = 3
@@ -138,6 +142,10 @@ func Main(args []string) int {
 		}
 		unix.Close(cwdFD)
 	}
+	// What the program creates is its owner's alone, whatever umask the
+	// caller had: an agent's root lives inside the home by default, whose
+	// files are 0600 (MISSION.md rule 9; doctor's home.permissions).
+	unix.Umask(Umask)
 	argv, err := apply(p, argv)
 	if err != nil {
 		return fail("%v", err)

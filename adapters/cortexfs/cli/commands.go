@@ -147,7 +147,7 @@ func (c *ModelAddCmd) Run(env *Env) error {
 	if err := save(env, set); err != nil {
 		return err
 	}
-	return env.emit(env.JSON, modelInfo(set, o), func(w io.Writer) { fmt.Fprintf(w, "added model/%s\n", o.Path) })
+	return env.emit(env.JSON, modelInfo(env.CtxRoot, set, o), func(w io.Writer) { fmt.Fprintf(w, "added model/%s\n", o.Path) })
 }
 
 // load reads the tree, creating it (with debug/echo) if it is not there.
@@ -191,9 +191,15 @@ type ModelInfo struct {
 	Meta     object.Meta `json:"meta"`
 }
 
-func modelInfo(set tree.Set, o object.Object) ModelInfo {
+func modelInfo(root string, set tree.Set, o object.Object) ModelInfo {
 	mi := ModelInfo{Model: o.Path, Path: o.Rel(), NativeID: o.NativeID, Driver: strings.TrimSpace(o.Driver.String()),
 		Caps: o.Caps, Defaults: o.Defaults, Session: o.Session, Status: o.Status, Aliases: []string{}, Meta: o.Meta}
+	// The state word of .d/status, which the model's calls keep.
+	if b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(o.Rel())+".d", object.FileStatus)); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			mi.Status = f[0]
+		}
+	}
 	if mi.Caps == nil {
 		mi.Caps = []string{}
 	}
@@ -221,7 +227,7 @@ func (c *ModelListCmd) Run(env *Env) error {
 	rows := []ModelInfo{}
 	for _, o := range set.Objects {
 		if o.Kind == object.KindModel {
-			rows = append(rows, modelInfo(set, o))
+			rows = append(rows, modelInfo(env.CtxRoot, set, o))
 		}
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].Model < rows[j].Model })

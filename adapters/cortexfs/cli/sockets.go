@@ -209,10 +209,11 @@ func PrepareModel(ctxRoot, model string, uid int, stderr io.Writer, now func() t
 	if obj.Session != object.SessionSocket {
 		return nil, nil, errs.New(errs.EINVAL, "model %s has session=%s; a socket is only served for session=socket", id, obj.Session)
 	}
-	_, drv, err := runner.ProcessDrivers(stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
+	drvName, drv, err := runner.ProcessDrivers(stderr).Pick(obj.Driver.Resolve(object.RouteSocket))
 	if err != nil {
 		return nil, nil, err
 	}
+	drv = runner.LogCalls(drv, obj.Path, object.RouteSocket, drvName, "", now)
 	dir := filepath.Join(ctxRoot, "home", strconv.Itoa(uid), "model", id.Provider, id.Model+".d", "session")
 	store := sessionStore(log, ctxRoot, "model/"+id.String(), dir, uid, id.String())
 	if err := os.MkdirAll(dir, 0o700); err != nil {

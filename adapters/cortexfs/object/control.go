@@ -50,7 +50,8 @@ func FromFiles(kind, rel string, metaFile []byte, ctl map[string]string) (Object
 		NativeID: strings.TrimSpace(ctl[FileID]),
 		Session:  strings.TrimSpace(ctl[FileSession]),
 		Status:   strings.TrimSpace(ctl[FileStatus]),
-		Log:      strings.TrimSpace(ctl[FileLog]),
+		// .d/log is the calls' record (adapters/cortexfs/tree.RecordCall),
+		// many lines, not a registered value: it is not read back.
 	}
 	if o.Session == "" {
 		o.Session = SessionNone

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"strconv"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/agent"
@@ -25,6 +26,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
+	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
 	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
@@ -49,6 +51,9 @@ type Env struct {
 	StdinIsTTY bool
 	Drivers    driver.Set
 	NewRunID   func() string
+	// Now is the clock the model's .d/log records calls by (nil: the
+	// system clock).
+	Now func() time.Time
 	// Jobs lets cbth.job.submit reach the daemon (nil: ENOTCONF).
 	Jobs tool.Jobs
 	// Interactive, when set, runs an interactive session on an agent's
@@ -273,26 +278,81 @@ func runModel(obj Object, opt options, stdin io.Reader, stdout, stderr io.Writer
 	if err != nil {
 		return fail(stderr, err)
 	}
-	_, drv, err := env.Drivers.Pick(obj.Driver.Resolve(object.RouteExec))
+	drvName, drv, err := env.Drivers.Pick(obj.Driver.Resolve(object.RouteExec))
 	if err != nil {
+		recordCall(obj.Path, tree.Call{At: env.now(), Via: object.RouteExec, Code: errs.CodeOf(err)})
 		return fail(stderr, err)
 	}
 	req := driver.Request{Model: id.String(), Provider: id.Provider, NativeID: obj.NativeID, Messages: msgs, Defaults: obj.Defaults, Caps: obj.Caps}
 	ctx, stop := env.Context, context.CancelFunc(func() {})
-	if _, local := drv.(driver.InProcess); !local {
+	_, local := drv.(driver.InProcess)
+	if !local {
 		ctx, stop = env.interruptible()
 	}
 	defer stop()
-	if _, local := drv.(driver.InProcess); local {
+	run := env.newRunID()
+	logged := LogCalls(drv, obj.Path, object.RouteExec, drvName, run, env.now)
+	if local {
 		// An in-process answer is complete at once: write it in one go.
 		bw := bufio.NewWriterSize(stdout, 4096)
-		code := Run(ctx, drv, req, out(bw, stderr, opt.Text), env.newRunID())
+		code := Run(ctx, logged, req, out(bw, stderr, opt.Text), run)
 		if err := bw.Flush(); err != nil && code == errs.ExitOK {
 			return errs.ExitGeneric
 		}
 		return code
 	}
-	return Run(ctx, drv, req, out(stdout, stderr, opt.Text), env.newRunID())
+	return Run(ctx, logged, req, out(stdout, stderr, opt.Text), run)
+}
+
+// LogCalls wraps drv, the driver route picked for calls of the model at
+// modelPath, so each call it makes is recorded in the model's .d/log and
+// .d/status when it ends (tree.RecordCall): the route and driver, how it
+// ended, its duration and token counts; never its content. run is the
+// call's run id when it has its own (a one-shot exec). Recording is best
+// effort: a tree the caller cannot write to leaves the call as it was.
+func LogCalls(drv driver.Driver, modelPath, via, name, run string, now func() time.Time) driver.Driver {
+	if now == nil {
+		now = time.Now
+	}
+	return loggedDriver{Driver: drv, dir: modelPath + ".d", via: via, name: name, run: run, now: now}
+}
+
+type loggedDriver struct {
+	driver.Driver
+	dir, via, name, run string
+	now                 func() time.Time
+}
+
+// Stream implements driver.Driver.
+func (l loggedDriver) Stream(ctx context.Context, req driver.Request, sink stream.Sink) error {
+	start := l.now()
+	c := tree.Call{At: start, Run: l.run, Via: l.via, Driver: l.name}
+	err := l.Driver.Stream(ctx, req, stream.SinkFunc(func(e stream.Event) error {
+		if e.Type == stream.TypeUsage {
+			c.InputTokens, c.OutputTokens = e.InputTokens, e.OutputTokens
+		}
+		return sink.Emit(e)
+	}))
+	c.Duration = l.now().Sub(start)
+	if c.Cancelled = driver.Canceled(ctx, err); err != nil && !c.Cancelled {
+		c.Code = errs.CodeOf(err)
+	}
+	_ = tree.RecordCall(l.dir, c)
+	return err
+}
+
+// recordCall records a call that failed before any driver ran (no driver
+// of its route in this build).
+func recordCall(modelPath string, c tree.Call) {
+	_ = tree.RecordCall(modelPath+".d", c)
+}
+
+// now is the Env's clock.
+func (e Env) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
 }
 
 // interruptible is the run's context, ended by an interrupt when Env
@@ -389,10 +449,12 @@ func LoadAgent(obj Object, env Env) (loop *agent.Loop, closeRoot func(), err err
 	if err != nil {
 		return nil, nil, err
 	}
-	_, drv, err := env.Drivers.Pick(mobj.Driver.Resolve(object.RouteAgent))
+	drvName, drv, err := env.Drivers.Pick(mobj.Driver.Resolve(object.RouteAgent))
 	if err != nil {
+		recordCall(mobj.Path, tree.Call{At: env.now(), Via: object.RouteAgent, Code: errs.CodeOf(err)})
 		return nil, nil, err
 	}
+	drv = LogCalls(drv, mobj.Path, object.RouteAgent, drvName, "", env.now)
 	rootDir := obj.Root
 	if rootDir == "" {
 		rootDir = filepath.Join(ctxRoot, "home", strconv.Itoa(os.Getuid()), "agent", obj.Meta.Name, "root")

@@ -120,7 +120,9 @@ func (s Set) Validate() error {
 }
 
 // Materialize writes the set under root and removes objects and aliases
-// of an earlier set that are gone. Session data and sockets are untouched.
+// of an earlier set that are gone. Session data and sockets are untouched,
+// and so are the .d/status and .d/log an object already has: its calls
+// keep them (RecordCall).
 func Materialize(root string, s Set) error {
 	if err := s.Validate(); err != nil {
 		return err
@@ -162,7 +164,15 @@ func writeObject(root, runner string, o object.Object) error {
 		return err
 	}
 	for fname, body := range object.Controls(o) {
-		if err := WriteFile(filepath.Join(ctlDir, fname), []byte(body), FileMode); err != nil {
+		p := filepath.Join(ctlDir, fname)
+		if fname == object.FileStatus || fname == object.FileLog {
+			// The calls' once there (RecordCall): only a missing one is
+			// written, with the registered value.
+			if _, err := os.Lstat(p); err == nil {
+				continue
+			}
+		}
+		if err := WriteFile(p, []byte(body), FileMode); err != nil {
 			return err
 		}
 	}

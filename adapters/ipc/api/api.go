@@ -540,6 +540,9 @@ type DebugTurnReply struct {
 // AdvanceArgs move a manual clock.
 type AdvanceArgs struct {
 	By string `json:"by"`
+	// NoSweep moves the clock only, as time passes between two ticks of
+	// a daemon on the system clock: the next pass sweeps.
+	NoSweep bool `json:"no_sweep,omitempty"`
 }
 
 // AdvanceReply is debug.clock.advance's reply.
