@@ -49,6 +49,8 @@ var replyBounds = map[string]string{
 	api.CLIDetach.Name:         "one session, and the warnings of one attach",
 	api.CLISessionList.Name:    "paged (query.PageBytes)",
 	api.CLISessionInspect.Name: "one session and app-server",
+	api.ThreadTrust.Name:       "one thread's trust",
+	api.ThreadUntrust.Name:     "one thread's trust",
 
 	api.DesktopInstallation.Name:        "one installation and at most query.MaxRelayScanners scanners",
 	api.DesktopInstallationRepair.Name:  "one installation (at most query.MaxRelayScanners scanners), and the ids of the bindings one repair degraded (36 bytes each)",

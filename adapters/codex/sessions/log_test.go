@@ -2,6 +2,9 @@ package sessions_test
 
 import (
 	"context"
+	"sync"
+
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -35,4 +38,22 @@ func (l testLog) Started(ctx context.Context, st events.AppServerStarted) error 
 func (l testLog) Exited(ctx context.Context, nonce, reason, status string) error {
 	_, err := l.eng.Execute(ctx, testMeta, codex.AppServerExited{Nonce: nonce, Reason: reason, Status: status})
 	return err
+}
+
+// countingWatcher counts reconnections.
+type countingWatcher struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (w *countingWatcher) Notification(string, appserver.Message) {}
+func (w *countingWatcher) Reconnected(string) {
+	w.mu.Lock()
+	w.n++
+	w.mu.Unlock()
+}
+func (w *countingWatcher) reconnected() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
 }

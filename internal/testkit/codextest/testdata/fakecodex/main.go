@@ -31,6 +31,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -51,7 +53,7 @@ import (
 
 var (
 	methods = []string{"initialize", "thread/start", "thread/resume", "thread/read", "thread/turns/list",
-		"turn/start", "turn/steer", "turn/interrupt"}
+		"thread/loaded/list", "turn/start", "turn/steer", "turn/interrupt"}
 	notifications = []string{"error", "thread/started", "thread/status/changed", "thread/closed",
 		"turn/started", "turn/completed", "item/started", "item/completed"}
 	statuses = []string{"completed", "interrupted", "failed", "inProgress"}
@@ -179,8 +181,29 @@ func serve(path string) error {
 		}
 	}
 	os.Remove(path)
-	ln, err := net.Listen("unix", path)
+	// As Codex makes it: a path too long for a socket is a symlink to one
+	// in an owner-only directory of the temp dir; the socket owner-only.
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	sock := path
+	if len(path) > 100 {
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("fakecodex-daemon-%d", os.Getuid()))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		sum := sha256.Sum256([]byte(path))
+		sock = filepath.Join(dir, hex.EncodeToString(sum[:8]))
+		os.Remove(sock)
+		if err := os.Symlink(sock, path); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
+		return err
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
 		return err
 	}
 	sigs := make(chan os.Signal, 1)
@@ -235,6 +258,8 @@ func handle(w http.ResponseWriter, r *http.Request) {
 				"userAgent":      fmt.Sprintf("%s/%s (fake; x86_64) fakecodex", req.Params.ClientInfo.Name, version()),
 				"codexHome":      os.Getenv("CODEX_HOME"),
 				"platformFamily": "unix", "platformOs": "linux"}}
+		case req.Method == "thread/loaded/list":
+			reply = map[string]any{"result": map[string]any{"data": []string{}, "nextCursor": nil}}
 		case req.Method == "thread/resume" && req.Params.ThreadID == "00000000-0000-0000-0000-000000000000":
 			reply = fail(-32600, "no rollout found for thread id")
 		case req.Method == "thread/resume":
