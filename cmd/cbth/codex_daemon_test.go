@@ -422,3 +422,55 @@ func TestCodexDaemon_DaemonStoppedWaitsOrHandsOffToTheQueue(t *testing.T) {
 		t.Fatalf("a result went twice: queued %d, waited %d", u.model.Count("queued: beta 4"), u.model.Count("waited: alpha 2"))
 	}
 }
+
+// A result delivered into a thread of the user's Codex is accepted, and
+// its turn is being observed, when its stream is lost: cbth's own daemon
+// is killed (kill -9), or later Codex's daemon is. Either way the batch
+// is parked and the result never sent again; once an operator closes the
+// parked head, the thread's next result goes as usual.
+func TestCodexDaemon_LostStreamParksNeverResends(t *testing.T) {
+	t.Parallel()
+	u := newUserCodex(t, "approval_policy = \"never\"\nsandbox_mode = \"read-only\"\n", "")
+	tm := u.tui()
+	u.userTurn(tm, "[mark:t] hello", "[mark:t]")
+	thread := u.threadOfMarker("[mark:t]")
+	tm.waitText("Worked for", codextest.Guard)
+	defer u.model.Release()
+
+	accepted := func(what string) {
+		t.Helper()
+		waitFor(t, what, codextest.Guard, func() bool {
+			in := u.batchOf(thread)
+			return in.Head != nil && in.Head.State == "cooldown"
+		})
+	}
+	u.complete(thread, fakeprovider.MarkHang+" [mark:first] the first result")
+	accepted("the first result's turn to be accepted")
+	killed := u.pid()
+	if err := syscall.Kill(killed, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the killed daemon to go", codextest.Guard, func() bool { return syscall.Kill(killed, 0) != nil })
+	first := u.waitBatch(thread, "the first batch to park after the restart", parked)
+	u.ok(nil, "batch", "close-head", "--source-thread-id", thread, "--reason", "operator_closed_unconfirmed")
+	u.model.Release() // the first turn ends: the thread is idle again
+
+	u.complete(thread, fakeprovider.MarkHang+" [mark:second] the second result")
+	waitFor(t, "the second result's turn to start", codextest.Guard, func() bool { return u.model.Count("[mark:second]") == 1 })
+	second := u.nthBatch(thread, 2, "the second result to be accepted", func(in inspection) bool { return in.Head != nil && in.Head.State == "cooldown" })
+	killDaemon(u.codexHome)
+	u.nthBatch(thread, 2, "the second batch to park once Codex's daemon is gone", parked)
+	u.ok(nil, "batch", "close-head", "--source-thread-id", thread, "--reason", "operator_closed_unconfirmed")
+	u.model.Release()
+
+	tm = u.tui("resume", thread)
+	u.complete(thread, "[mark:third] the third result")
+	waitFor(t, "the third result to be delivered", codextest.Guard, func() bool { return u.model.Count("[mark:third]") == 1 })
+	if u.model.Count("[mark:first]") != 1 || u.model.Count("[mark:second]") != 1 {
+		t.Fatalf("a result on a lost stream was sent again: first %d, second %d (batches %s, %s)",
+			u.model.Count("[mark:first]"), u.model.Count("[mark:second]"), first.Batch.ID, second.Batch.ID)
+	}
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("codex resume exited %d", code)
+	}
+}

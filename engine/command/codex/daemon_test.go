@@ -266,3 +266,47 @@ func TestDaemonSession_QueueHandoffClosesTheBatch(t *testing.T) {
 		t.Fatalf("the handed-off batch: %s %s %q", b.State, b.CloseReason, b.CloseDetail)
 	}
 }
+
+// The stream of the user's Codex daemon is gone when its instance ends,
+// whether the daemon exited or cbth's own daemon restarted: a delivery
+// waiting on it is abandoned and its batch parked at once, never resent.
+// (The shared app-server's exit leaves that to the next instance's start,
+// which its supervisor makes.) At start-up every instance the last daemon
+// followed ends, of both transports.
+func TestDaemonSession_LostStreamParksAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		end  func(s *sessions)
+	}{
+		{"the Codex daemon exited", func(s *sessions) {
+			s.exec(codex.AppServerExited{Nonce: "d1", Reason: codex.ExitExited})
+		}},
+		{"cbth's daemon restarted", func(s *sessions) { s.exec(codex.RecoverSessions{}) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSessions(t)
+			s.started("i1")
+			s.daemonStarted("d1")
+			id := s.bind("D", "d1", strict, codex.SessionCreatedOutcome).SessionID
+			del := s.deliver("D", id)
+			s.exec(command.RecordOutcome{Config: immediate, AttemptID: del.AttemptID, RPCRequestID: del.RPCRequestID,
+				ManagedSessionID: id, SessionEpoch: 1, Outcome: command.Accepted, TurnID: "turn-1", Tracks: true})
+			c.end(s)
+			_ = s.e.Read(func(v engine.Snapshot) error {
+				if a, _ := command.LiveAttempt(v, "D"); a != nil {
+					t.Errorf("the delivery on the lost stream is still %s", a.State)
+				}
+				st, _ := v.State(events.KindBatch, del.BatchID)
+				if b := st.(*aggregate.Batch); b.ReplayPolicy != aggregate.ReplayManual {
+					t.Errorf("its batch is %s, want parked", b.ReplayPolicy)
+				}
+				for _, tr := range []string{codex.TransportShared, codex.TransportCodexDaemon} {
+					if a, _ := codex.RunningAppServer(v, tr); a != nil && a.ID == "d1" {
+						t.Errorf("the daemon's instance still runs")
+					}
+				}
+				return nil
+			})
+		})
+	}
+}

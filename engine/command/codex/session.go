@@ -652,14 +652,27 @@ type RecoverSessions struct{}
 // Decide implements engine.Decider.
 func (RecoverSessions) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
-	for _, r := range v.Lookup(index.AppServerRunning, "") {
-		emits = append(emits, engine.Emit{Stream: appServerStream(r.ID), Payload: &events.AppServerExited{Reason: ExitDaemonRestart}})
+	ended := map[string]bool{}
+	for _, tr := range []string{TransportShared, TransportCodexDaemon} {
+		for _, r := range v.Lookup(index.AppServerRunning, tr) {
+			emits = append(emits, engine.Emit{Stream: appServerStream(r.ID), Payload: &events.AppServerExited{Reason: ExitDaemonRestart}})
+			ended[r.ID] = true
+		}
 	}
 	ss, err := nonRetired(v)
 	if err != nil {
 		return engine.Decision{}, err
 	}
 	for _, s := range ss {
+		if ended[s.AppServerInstance] {
+			// Whatever waited on the stream the last daemon followed lost
+			// it with that daemon: parked now, never resent.
+			lost, err := lostContinuity(v, s)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			emits = append(emits, lost...)
+		}
 		if s.State != fsm.SessionLive {
 			continue
 		}
@@ -788,6 +801,23 @@ func (c AppServerExited) Decide(v engine.View, now time.Time) (engine.Decision, 
 	if a.State != fsm.AppServerRunning {
 		return engine.Decision{Outcome: command.OutcomeAlreadyExited}, nil
 	}
-	return engine.Decision{Outcome: command.OutcomeExited, Emits: []engine.Emit{{Stream: appServerStream(c.Nonce),
-		Payload: &events.AppServerExited{Reason: c.Reason, Status: c.Status}}}}, nil
+	emits := []engine.Emit{{Stream: appServerStream(c.Nonce), Payload: &events.AppServerExited{Reason: c.Reason, Status: c.Status}}}
+	if a.Transport == TransportCodexDaemon {
+		// Nothing restarts the user's daemon for cbth: what waited on its
+		// stream lost it now, not when the user next opens Codex.
+		ss, err := nonRetired(v)
+		if err != nil {
+			return engine.Decision{}, err
+		}
+		for _, s := range ss {
+			if s.AppServerInstance == c.Nonce {
+				lost, err := lostContinuity(v, s)
+				if err != nil {
+					return engine.Decision{}, err
+				}
+				emits = append(emits, lost...)
+			}
+		}
+	}
+	return engine.Decision{Outcome: command.OutcomeExited, Emits: emits}, nil
 }
