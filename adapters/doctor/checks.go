@@ -15,7 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
+	"github.com/cbth-dev/cbth/adapters/codex/sessions"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver/provider"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/runner"
@@ -605,4 +607,57 @@ func checkMCP(_ context.Context, e *Env) []Finding {
 		return one("", Warn, detail+"; the cbth skill is missing", "cbth mcp install")
 	}
 	return one("", OK, detail+"; the cbth skill is installed", "")
+}
+
+// checkCodexDaemon checks the Codex daemon a plain `codex` runs, through
+// which results reach threads no `cbth cli run` holds (spec/codex-cli.md
+// section 17): found, its socket safe to use, its version, and, as the
+// running cbth daemon follows it, whether deliveries can go. It connects
+// and asks the version, and records nothing anywhere.
+func checkCodexDaemon(ctx context.Context, e *Env) []Finding {
+	c, err := e.Home.LoadConfig(e.Getenv)
+	if err != nil {
+		return one("", Skip, "the configuration does not load (see config)", "")
+	}
+	if !c.CLI.CodexDaemon {
+		return one("", Skip, "[cli] codex_daemon is off: results reach a Codex thread only under cbth cli run", "")
+	}
+	codexHome, err := c.CodexHomeDir(e.Getenv)
+	if err != nil {
+		return one("", Skip, err.Error(), "")
+	}
+	sock := sessions.DaemonSocket(codexHome)
+	if _, err := sessions.CheckDaemonSocket(sock, os.Getuid()); err != nil {
+		if errs.CodeOf(err) == errs.EHOSTDOWN {
+			return one("", Warn, "Codex's daemon for "+codexHome+" does not run: "+err.Error()+"; results for threads outside cbth cli run wait until it does",
+				"start Codex as usual (codex, or codex resume THREAD); plain codex starts its daemon")
+		}
+		return one("", Fail, "cbth will not use Codex's daemon for "+codexHome+": "+err.Error(),
+			"let Codex make its socket again: codex app-server daemon restart (and check who else can write "+filepath.Dir(sock)+")")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	t, peer, err := appserver.DialUnix(cctx, sock)
+	if err != nil {
+		return one("", Fail, "Codex's daemon socket "+sock+" does not answer: "+err.Error(), "codex app-server daemon restart")
+	}
+	client := appserver.New(t, appserver.Options{})
+	defer client.Close()
+	init, err := client.Initialize(cctx, appserver.ClientInfo{Name: "cbth-doctor", Version: e.Version}, appserver.Capabilities{})
+	if err != nil {
+		return one("", Fail, "Codex's daemon (pid "+fmt.Sprint(peer.PID)+") does not initialize: "+err.Error(), "codex app-server daemon restart")
+	}
+	detail := fmt.Sprintf("Codex's daemon for %s: pid %d, %s, socket %s", codexHome, peer.PID, init.UserAgent, sock)
+	if e.status == nil || e.status.CodexDaemon == nil {
+		return one("", OK, detail+"; cbth connects to it on the first delivery (no cbth daemon runs to say more)", "")
+	}
+	switch d := e.status.CodexDaemon; {
+	case d.State == "running" && d.Deliveries:
+		return one("", OK, detail+"; the running cbth daemon delivers through it", "")
+	case d.State == "found" || d.State == "not_running":
+		return one("", OK, detail+"; the running cbth daemon connects on the first delivery", "")
+	default:
+		return one("", Fail, detail+"; the running cbth daemon does not deliver through it: "+d.Error,
+			"see cbth daemon status --json (codex_daemon); a failed probe names what the daemon lacks (update Codex: npm i -g @openai/codex, then codex app-server daemon restart)")
+	}
 }

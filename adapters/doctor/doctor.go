@@ -54,6 +54,7 @@ func Checks() []Check {
 		{"credentials", checkCredentials},
 		{"codex", checkCodex},
 		{"codex.mcp", checkMCP},
+		{"codex.daemon", checkCodexDaemon},
 		{"desktop.relay", checkRelay},
 	}
 }

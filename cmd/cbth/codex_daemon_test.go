@@ -217,6 +217,8 @@ func TestCodexDaemon_ReadOnlySessionGetsItsResult(t *testing.T) {
 		t.Fatalf("the thread's session: %+v", sessions)
 	}
 
+	u.doctorSays("codex.daemon", "ok", "the running cbth daemon delivers through it")
+
 	// Not again after cbth's daemon restarts: a later result of the same
 	// thread goes through the new daemon (at the next epoch), and the
 	// first one does not go with it.
@@ -387,6 +389,7 @@ func TestCodexDaemon_DaemonStoppedWaitsOrHandsOffToTheQueue(t *testing.T) {
 
 	u.ok(nil, "job", "complete", "--job-id", waitJob, "--summary", "waited: alpha 2")
 	u.ok(nil, "job", "complete", "--job-id", queueJob, "--summary", "queued: beta 4")
+	u.doctorSays("codex.daemon", "warn", "does not run")
 	var gate string
 	waitFor(t, "the strict thread's result to wait for the daemon", codextest.Guard, func() bool {
 		gate = u.gateOf(waiting)
@@ -473,4 +476,29 @@ func TestCodexDaemon_LostStreamParksNeverResends(t *testing.T) {
 	if code := tm.quit(); code != 0 {
 		t.Fatalf("codex resume exited %d", code)
 	}
+}
+
+// doctorSays checks one of doctor's findings.
+func (u *userCodex) doctorSays(id, state, detail string) {
+	u.t.Helper()
+	var rep struct {
+		Checks []struct {
+			ID     string `json:"id"`
+			State  string `json:"state"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+	}
+	r := u.run("doctor", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		u.t.Fatalf("doctor --json: %v\n%s", err, r.stdout)
+	}
+	for _, c := range rep.Checks {
+		if c.ID == id {
+			if c.State != state || !strings.Contains(c.Detail, detail) {
+				u.t.Fatalf("doctor's %s: %s %q, want %s %q", id, c.State, c.Detail, state, detail)
+			}
+			return
+		}
+	}
+	u.t.Fatalf("doctor has no %s check", id)
 }
