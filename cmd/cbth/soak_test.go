@@ -140,6 +140,11 @@ func (h *homeDir) soakRound(rng *rand.Rand, round int, result string, jobs map[s
 		count  atomic.Int64
 		retrys atomic.Int64
 		killed atomic.Bool
+		// victim is the daemon the round killed: set once kill -9
+		// reached a running daemon, so a round whose kill found none
+		// tries again at the next command instead of counting it done.
+		killMu sync.Mutex
+		victim int
 	)
 	do := func(args ...string) (map[string]any, bool) {
 		for try := 0; try < 30; try++ {
@@ -147,10 +152,13 @@ func (h *homeDir) soakRound(rng *rand.Rand, round int, result string, jobs map[s
 			if r.code == 0 {
 				var out map[string]any
 				json.Unmarshal([]byte(r.stdout), &out)
-				if count.Add(1) >= killAt && killed.CompareAndSwap(false, true) {
-					if pid := h.pid(); pid > 0 {
-						syscall.Kill(pid, syscall.SIGKILL)
+				if count.Add(1) >= killAt && !killed.Load() {
+					killMu.Lock()
+					if pid := h.pid(); !killed.Load() && pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
+						victim = pid
+						killed.Store(true)
 					}
+					killMu.Unlock()
 				}
 				return out, true
 			}
@@ -208,6 +216,10 @@ func (h *homeDir) soakRound(rng *rand.Rand, round int, result string, jobs map[s
 	wg.Wait()
 	if !killed.Load() {
 		t.Errorf("round %d ended before the kill", round)
+	} else if pid := h.pid(); pid == victim {
+		// The lock is released only when its holder is gone: a daemon
+		// still holding it as the killed pid was not killed.
+		t.Errorf("round %d: the daemon %d it killed still holds the lock", round, victim)
 	}
 	return int(count.Load()), int(retrys.Load())
 }
