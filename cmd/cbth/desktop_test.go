@@ -41,6 +41,20 @@ func liveDesktopHome(t *testing.T, desktop string) *homeDir {
 	return h
 }
 
+// freshUntil is the published manifest's fresh_until.
+func (h *homeDir) freshUntil() time.Time {
+	h.t.Helper()
+	var m inbox.Manifest
+	b, err := os.ReadFile(filepath.Join(h.root, "inbox", inbox.ManifestName))
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil || m.FreshUntil.IsZero() {
+		h.t.Fatalf("the manifest's fresh_until: %v (%s)", err, b)
+	}
+	return m.FreshUntil
+}
+
 func (h *homeDir) config(toml string) {
 	h.t.Helper()
 	if err := os.MkdirAll(h.root, 0o700); err != nil {
@@ -581,15 +595,22 @@ func TestDesktop_BridgeWakeInTheSandbox(t *testing.T) {
 	if err != nil || r.Code == 0 || len(r.Violations) == 0 {
 		t.Fatalf("job list in the sandbox: %v %s", err, r)
 	}
-	// The daemon keeps confirming the manifest while it runs.
-	time.Sleep(4 * time.Second)
+	// The daemon keeps confirming the manifest while it runs: once the
+	// first confirmation has run out, a later one stands.
+	first := h.freshUntil()
+	waitFor(t, "the manifest confirmed again past "+first.Format(time.RFC3339Nano), 20*time.Second, func() bool {
+		return time.Now().After(first) && h.freshUntil().After(first)
+	})
 	if w, err = sim.Wake(); err != nil || w.Failed != nil {
-		t.Fatalf("a wake 4 s later, the daemon running: %v %+v", err, w.Failed)
+		t.Fatalf("a wake after the first confirmation ran out, the daemon running: %v %+v", err, w.Failed)
 	}
 	// Without the daemon the manifest goes stale and preflight fails
-	// closed, still inside the sandbox's rules.
+	// closed, still inside the sandbox's rules. The readers judge it by
+	// the system clock, so the test waits until that passes the last
+	// confirmation's fresh_until, read from the manifest.
 	h.ok(nil, "daemon", "stop")
-	time.Sleep(3 * time.Second)
+	last := h.freshUntil()
+	waitFor(t, "the manifest to go stale at "+last.Format(time.RFC3339Nano), 20*time.Second, func() bool { return time.Now().After(last) })
 	if w, err = sim.Wake(); err != nil {
 		t.Fatal(err)
 	}
