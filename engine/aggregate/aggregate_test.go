@@ -185,7 +185,13 @@ func TestDeadlinesIndexesAndCounts(t *testing.T) {
 		slices.Contains(names(b.Deadlines()), index.DueMaxAttempts) {
 		t.Errorf("a parked batch: deadlines %v, indexes %v", names(b.Deadlines()), indexes(b.Indexes()))
 	}
-	f.fold(b, events.KindBatch, "b", &events.BatchParkNotified{Attempt: 1, OK: true})
+	f.fold(b, events.KindBatch, "b", &events.BatchParkNotified{Attempt: 1, NextRetryAt: t0.Add(3 * time.Hour)})
+	if got := b.Deadlines(); !slices.ContainsFunc(got, func(d aggregate.Deadline) bool {
+		return d.Name == index.DueParkHook && d.At.Equal(t0.Add(3*time.Hour))
+	}) {
+		t.Errorf("a park hook that failed is tried again at its next retry: %+v", got)
+	}
+	f.fold(b, events.KindBatch, "b", &events.BatchParkNotified{Attempt: 2, OK: true})
 	if slices.Contains(names(b.Deadlines()), index.DueParkHook) {
 		t.Error("a parked batch whose hook was told still waits for it")
 	}
