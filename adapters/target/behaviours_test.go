@@ -178,7 +178,7 @@ type agents struct {
 }
 
 func (a agents) Trust() ([]string, bool) { return a.acting, a.trusted }
-func (a agents) Busy(string) bool         { return a.busy }
+func (a agents) Busy(string) bool        { return a.busy }
 func (a agents) Deliver(context.Context, string, string, string) (string, <-chan struct{}, func() string, bool, error) {
 	return "", nil, nil, false, errs.New(errs.EINTERNAL, "not in this test")
 }
