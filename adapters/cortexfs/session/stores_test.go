@@ -180,7 +180,11 @@ func TestStoresKeepTheSameSession(t *testing.T) {
 		onDisk bool
 	}{
 		{"memory", func(*testing.T) session.Store { return &session.Memory{} }, false},
-		{"files", func(t *testing.T) session.Store { f := &session.Files{Dir: t.TempDir()}; t.Cleanup(func() { f.Close() }); return f }, true},
+		{"files", func(t *testing.T) session.Store {
+			f := &session.Files{Dir: t.TempDir()}
+			t.Cleanup(func() { f.Close() })
+			return f
+		}, true},
 		{"logged", func(t *testing.T) session.Store { return logged(t, newLog(), filepath.Join(t.TempDir(), "session")) }, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
