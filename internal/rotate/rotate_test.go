@@ -29,17 +29,18 @@ func TestIfOver(t *testing.T) {
 	if done, err := rotate.IfOver(p, 10, 2); done || err != nil || read("daemon.log") != "small" {
 		t.Fatalf("a file within its size: %v %v", done, err)
 	}
-	for _, gen := range []string{"first-over!", "second-over!", "third-over!"} {
+	for _, gen := range []string{"first-over!", "second-over!", "third-over!", "fourth-over!"} {
 		os.WriteFile(p, []byte(gen), 0o600)
-		if done, err := rotate.IfOver(p, 10, 2); !done || err != nil {
+		if done, err := rotate.IfOver(p, 10, 3); !done || err != nil {
 			t.Fatalf("%s: %v %v", gen, done, err)
 		}
 	}
-	if read("daemon.log") != "-" || read("daemon.log.1") != "third-over!" || read("daemon.log.2") != "second-over!" || read("daemon.log.3") != "-" {
-		t.Fatalf("after three: %q %q %q %q", read("daemon.log"), read("daemon.log.1"), read("daemon.log.2"), read("daemon.log.3"))
+	if read("daemon.log") != "-" || read("daemon.log.1") != "fourth-over!" || read("daemon.log.2") != "third-over!" ||
+		read("daemon.log.3") != "second-over!" || read("daemon.log.4") != "-" {
+		t.Fatalf("after four, keeping three: %q %q %q %q %q", read("daemon.log"), read("daemon.log.1"), read("daemon.log.2"), read("daemon.log.3"), read("daemon.log.4"))
 	}
 	os.WriteFile(p, []byte("too long to keep"), 0o600)
-	if done, err := rotate.IfOver(p, 1, 0); !done || err != nil || read("daemon.log") != "-" || read("daemon.log.1") != "third-over!" {
+	if done, err := rotate.IfOver(p, 1, 0); !done || err != nil || read("daemon.log") != "-" || read("daemon.log.1") != "fourth-over!" {
 		t.Fatalf("keep 0: %v %v, %q", done, err, read("daemon.log"))
 	}
 	os.Mkdir(p, 0o700)
