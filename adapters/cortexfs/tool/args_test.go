@@ -26,8 +26,8 @@ func TestToolRefusals(t *testing.T) {
 	env := Env{Root: r, RootDir: root, Cwd: "/work", MaxOutput: 100}
 	for _, c := range []struct {
 		name, tool, args string
-		env             *Env
-		code            errs.Code
+		env              *Env
+		code             errs.Code
 	}{
 		{"read without a path", FSRead, `{}`, nil, errs.EINVAL},
 		{"read with a number for a path", FSRead, `{"path":5}`, nil, errs.EINVAL},
