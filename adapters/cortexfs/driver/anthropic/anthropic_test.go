@@ -3,11 +3,7 @@ package anthropic_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
@@ -16,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 const secret = "sk-ant-TEST-0a9b8c7d"
@@ -23,36 +20,6 @@ const secret = "sk-ant-TEST-0a9b8c7d"
 type key string
 
 func (k key) APIKey(context.Context, string, string) (string, error) { return string(k), nil }
-
-// server is a loopback Messages API: it records each request and answers
-// with the status and body a test gives.
-type server struct {
-	mu     sync.Mutex
-	bodies []map[string]any
-	keys   []string
-}
-
-func start(t *testing.T, status int, response string) (*server, string) {
-	t.Helper()
-	s := &server{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m map[string]any
-		json.Unmarshal(b, &m)
-		s.mu.Lock()
-		s.bodies, s.keys = append(s.bodies, m), append(s.keys, r.Header.Get("X-Api-Key"))
-		s.mu.Unlock()
-		ct := "application/json"
-		if status == http.StatusOK {
-			ct = "text/event-stream"
-		}
-		w.Header().Set("Content-Type", ct)
-		w.WriteHeader(status)
-		io.WriteString(w, response)
-	}))
-	t.Cleanup(srv.Close)
-	return s, srv.URL
-}
 
 // sse writes named server-sent events: name, data, name, data, ...
 func sse(pairs ...string) string {
@@ -87,8 +54,8 @@ func run(t *testing.T, base string, req driver.Request) ([]stream.Event, error) 
 // their schema's required list, max_tokens always (4096 unless a default
 // says), the key in x-api-key.
 func TestRequest(t *testing.T) {
-	s, base := start(t, 200, short)
-	_, err := run(t, base, driver.Request{
+	s := fakeprovider.StartCanned(t, 200, short)
+	_, err := run(t, s.URL, driver.Request{
 		Messages: []driver.Message{
 			{Role: driver.RoleSystem, Content: "be brief"},
 			{Role: driver.RoleUser, Content: "read a and b"},
@@ -102,9 +69,10 @@ func TestRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := s.bodies[0]
-	if s.keys[0] != secret || b["model"] != "m" || b["max_tokens"] != 4096.0 {
-		t.Fatalf("key %q, body %v", s.keys[0], b)
+	req := s.Requests()[0]
+	b := req.Body
+	if req.Header.Get("X-Api-Key") != secret || b["model"] != "m" || b["max_tokens"] != 4096.0 {
+		t.Fatalf("key %q, body %v", req.Header.Get("X-Api-Key"), b)
 	}
 	if sys, _ := b["system"].([]any); len(sys) != 1 || sys[0].(map[string]any)["text"] != "be brief" {
 		t.Errorf("system %v", b["system"])
@@ -131,12 +99,12 @@ func TestRequest(t *testing.T) {
 		t.Errorf("tool %v", tool)
 	}
 
-	s, base = start(t, 200, short)
-	if _, err := run(t, base, driver.Request{Messages: []driver.Message{{Role: driver.RoleUser, Content: "hi"}},
+	s = fakeprovider.StartCanned(t, 200, short)
+	if _, err := run(t, s.URL, driver.Request{Messages: []driver.Message{{Role: driver.RoleUser, Content: "hi"}},
 		Defaults: []object.KV{{Key: "max_tokens", Value: "100"}, {Key: "temperature", Value: "0.5"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if b := s.bodies[0]; b["max_tokens"] != 100.0 || b["temperature"] != 0.5 {
+	if b := s.Requests()[0].Body; b["max_tokens"] != 100.0 || b["temperature"] != 0.5 {
 		t.Errorf("defaults: %v", b)
 	}
 }
@@ -146,7 +114,7 @@ func TestRequest(t *testing.T) {
 // the start and the last delta; the ending holds no second copy of the
 // calls.
 func TestStream(t *testing.T) {
-	_, base := start(t, 200, sse(
+	srv := fakeprovider.StartCanned(t, 200, sse(
 		"message_start", `{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"m","content":[],"usage":{"input_tokens":11,"output_tokens":1}}}`,
 		"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 		"content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hmm"}}`,
@@ -160,7 +128,7 @@ func TestStream(t *testing.T) {
 		"content_block_stop", `{"type":"content_block_stop","index":2}`,
 		"message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":5}}`,
 		"message_stop", `{"type":"message_stop"}`))
-	evs, err := run(t, base, driver.Request{Messages: []driver.Message{{Role: driver.RoleUser, Content: "hi"}}, Tools: []driver.ToolDef{{Name: "fs.read"}}})
+	evs, err := run(t, srv.URL, driver.Request{Messages: []driver.Message{{Role: driver.RoleUser, Content: "hi"}}, Tools: []driver.ToolDef{{Name: "fs.read"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,10 +163,10 @@ func TestErrors(t *testing.T) {
 		{"overloaded in the stream", 200, sse("error", `{"type":"error","error":{"type":"overloaded_error","message":"busy `+secret+`"}}`), errs.EAGAIN},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, base := start(t, c.status, c.response)
-			_, err := run(t, base, driver.Request{Messages: msgs})
-			if errs.CodeOf(err) != c.code || strings.Contains(err.Error(), secret) || len(s.bodies) != 1 {
-				t.Fatalf("%v after %d requests, want %s once and no key", err, len(s.bodies), c.code)
+			s := fakeprovider.StartCanned(t, c.status, c.response)
+			_, err := run(t, s.URL, driver.Request{Messages: msgs})
+			if n := len(s.Requests()); errs.CodeOf(err) != c.code || strings.Contains(err.Error(), secret) || n != 1 {
+				t.Fatalf("%v after %d requests, want %s once and no key", err, n, c.code)
 			}
 		})
 	}

@@ -3,11 +3,7 @@ package gemini_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
@@ -16,6 +12,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 const secret = "AIza-TEST-1234567890"
@@ -23,36 +20,6 @@ const secret = "AIza-TEST-1234567890"
 type key string
 
 func (k key) APIKey(context.Context, string, string) (string, error) { return string(k), nil }
-
-// server is a loopback Gemini API answering streamGenerateContent.
-type server struct {
-	mu     sync.Mutex
-	bodies []map[string]any
-	paths  []string
-	keys   []string
-}
-
-func start(t *testing.T, status int, response string) (*server, string) {
-	t.Helper()
-	s := &server{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m map[string]any
-		json.Unmarshal(b, &m)
-		s.mu.Lock()
-		s.bodies, s.paths, s.keys = append(s.bodies, m), append(s.paths, r.URL.Path), append(s.keys, r.Header.Get("X-Goog-Api-Key"))
-		s.mu.Unlock()
-		if status == http.StatusOK {
-			w.Header().Set("Content-Type", "text/event-stream")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		w.WriteHeader(status)
-		io.WriteString(w, response)
-	}))
-	t.Cleanup(srv.Close)
-	return s, srv.URL
-}
 
 func sse(chunks ...string) string {
 	var b strings.Builder
@@ -78,11 +45,11 @@ func run(t *testing.T, base string, req driver.Request) ([]stream.Event, error) 
 // wire names, the defaults; the stream: thoughts and text as deltas, a
 // call with canonical name, the usage.
 func TestRequestAndStream(t *testing.T) {
-	s, base := start(t, 200, sse(
+	s := fakeprovider.StartCanned(t, 200, sse(
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"hmm","thought":true}]}}]}`,
 		`{"candidates":[{"content":{"role":"model","parts":[{"text":"Look"}]}}]}`,
 		`{"candidates":[{"content":{"role":"model","parts":[{"functionCall":{"id":"g1","name":"fs_read","args":{"path":"a"}}}]}}],"usageMetadata":{"promptTokenCount":8,"candidatesTokenCount":4}}`))
-	evs, err := run(t, base, driver.Request{
+	evs, err := run(t, s.URL, driver.Request{
 		Messages: []driver.Message{
 			{Role: driver.RoleSystem, Content: "be brief"},
 			{Role: driver.RoleUser, Content: "read a and b"},
@@ -97,10 +64,11 @@ func TestRequestAndStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.bodies) != 1 || !strings.Contains(s.paths[0], "m:streamGenerateContent") || s.keys[0] != secret {
-		t.Fatalf("requests %v (keys %v)", s.paths, s.keys)
+	reqs := s.Requests()
+	if len(reqs) != 1 || !strings.Contains(reqs[0].Path, "m:streamGenerateContent") || reqs[0].Header.Get("X-Goog-Api-Key") != secret {
+		t.Fatalf("requests %+v", reqs)
 	}
-	b := s.bodies[0]
+	b := reqs[0].Body
 	if si := b["systemInstruction"].(map[string]any)["parts"].([]any); si[0].(map[string]any)["text"] != "be brief" {
 		t.Errorf("system instruction %v", si)
 	}
@@ -160,8 +128,8 @@ func TestErrors(t *testing.T) {
 		{"bad request", 400, `{"error":{"code":400,"message":"bad","status":"INVALID_ARGUMENT"}}`, errs.EINVAL},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, base := start(t, c.status, c.body)
-			if _, err := run(t, base, driver.Request{Messages: msgs}); errs.CodeOf(err) != c.code || strings.Contains(err.Error(), secret) {
+			srv := fakeprovider.StartCanned(t, c.status, c.body)
+			if _, err := run(t, srv.URL, driver.Request{Messages: msgs}); errs.CodeOf(err) != c.code || strings.Contains(err.Error(), secret) {
 				t.Fatalf("%v, want %s without the key", err, c.code)
 			}
 		})

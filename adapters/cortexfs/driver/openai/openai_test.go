@@ -3,11 +3,9 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/driver"
@@ -16,6 +14,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/stream"
 	"github.com/cbth-dev/cbth/internal/errs"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 const secret = "sk-TEST-a1b2c3d4e5f6"
@@ -23,38 +22,6 @@ const secret = "sk-TEST-a1b2c3d4e5f6"
 type key string
 
 func (k key) APIKey(context.Context, string, string) (string, error) { return string(k), nil }
-
-// server is a loopback provider: it records each request and answers
-// with the status and body a test gives.
-type server struct {
-	mu       sync.Mutex
-	bodies   []map[string]any
-	auth     []string
-	status   int
-	response string
-}
-
-func start(t *testing.T, status int, response string) (*server, string) {
-	t.Helper()
-	s := &server{status: status, response: response}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m map[string]any
-		json.Unmarshal(b, &m)
-		s.mu.Lock()
-		s.bodies, s.auth = append(s.bodies, m), append(s.auth, r.Header.Get("Authorization"))
-		s.mu.Unlock()
-		if s.status == http.StatusOK {
-			w.Header().Set("Content-Type", "text/event-stream")
-		} else {
-			w.Header().Set("Content-Type", "application/json")
-		}
-		w.WriteHeader(s.status)
-		io.WriteString(w, s.response)
-	}))
-	t.Cleanup(srv.Close)
-	return s, srv.URL
-}
 
 // sse writes events as a server-sent event stream, ended as OpenAI ends it.
 func sse(events ...string) string {
@@ -88,9 +55,9 @@ func types(evs []stream.Event) string {
 // arguments as {}), the tools by their wire names, the generation
 // defaults, usage asked for, the key as a bearer token.
 func TestChatRequest(t *testing.T) {
-	s, base := start(t, 200, sse(`{"choices":[{"index":0,"delta":{"content":"ok"}}]}`))
+	s := fakeprovider.StartCanned(t, 200, sse(`{"choices":[{"index":0,"delta":{"content":"ok"}}]}`))
 	chat := openai.Drivers(sdkdeps.Deps{Creds: key(secret)})[openai.ChatName]
-	_, err := run(t, chat, base, driver.Request{
+	_, err := run(t, chat, s.URL, driver.Request{
 		Messages: []driver.Message{
 			{Role: driver.RoleSystem, Content: "be brief"},
 			{Role: driver.RoleUser, Content: "read a"},
@@ -104,10 +71,11 @@ func TestChatRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.bodies) != 1 || s.auth[0] != "Bearer "+secret {
-		t.Fatalf("%d requests, auth %q", len(s.bodies), s.auth)
+	reqs := s.Requests()
+	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+secret {
+		t.Fatalf("%d requests, auth %q", len(reqs), reqs[0].Header.Get("Authorization"))
 	}
-	b := s.bodies[0]
+	b := reqs[0].Body
 	msgs, _ := b["messages"].([]any)
 	var roles []string
 	for _, m := range msgs {
@@ -143,7 +111,7 @@ func TestChatRequest(t *testing.T) {
 // whatever order they came in, under their canonical names; the usage
 // last.
 func TestChatStream(t *testing.T) {
-	_, base := start(t, 200, sse(
+	s := fakeprovider.StartCanned(t, 200, sse(
 		`{"choices":[{"index":0,"delta":{"reasoning_content":"think "}}]}`,
 		`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`,
 		`{"choices":[{"index":0,"delta":{"content":"lo","tool_calls":[{"index":1,"id":"c2","function":{"name":"fs_list","arguments":""}}]}}]}`,
@@ -151,7 +119,7 @@ func TestChatStream(t *testing.T) {
 		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"th\":\"a\"}"}}]}}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`))
 	chat := openai.Drivers(sdkdeps.Deps{Creds: key(secret)})[openai.ChatName]
-	evs, err := run(t, chat, base, driver.Request{Messages: []driver.Message{{Role: driver.RoleUser, Content: "hi"}},
+	evs, err := run(t, chat, s.URL, driver.Request{Messages: []driver.Message{{Role: driver.RoleUser, Content: "hi"}},
 		Tools: []driver.ToolDef{{Name: "fs.read"}, {Name: "fs.list"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -190,13 +158,13 @@ func TestErrors(t *testing.T) {
 		{"an error in the stream", 200, sse(`{"error":{"message":"quota gone for ` + secret + `","type":"insufficient_quota"}}`), errs.EAGAIN},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, base := start(t, c.status, c.response)
-			_, err := run(t, chat, base, driver.Request{Messages: msgs})
+			s := fakeprovider.StartCanned(t, c.status, c.response)
+			_, err := run(t, chat, s.URL, driver.Request{Messages: msgs})
 			if errs.CodeOf(err) != c.code || strings.Contains(err.Error(), secret) {
 				t.Fatalf("%v, want %s without the key", err, c.code)
 			}
-			if len(s.bodies) != 1 {
-				t.Fatalf("%d requests: a refusal was retried", len(s.bodies))
+			if n := len(s.Requests()); n != 1 {
+				t.Fatalf("%d requests: a refusal was retried", n)
 			}
 		})
 	}
@@ -220,12 +188,12 @@ func TestErrors(t *testing.T) {
 // The Responses driver: the request names the model and the input, the
 // text streams as deltas and ends in a message.
 func TestResponses(t *testing.T) {
-	s, base := start(t, 200, sse(
+	s := fakeprovider.StartCanned(t, 200, sse(
 		`{"type":"response.output_text.delta","item_id":"i1","output_index":0,"content_index":0,"delta":"Hi","sequence_number":1}`,
 		`{"type":"response.output_text.delta","item_id":"i1","output_index":0,"content_index":0,"delta":" there","sequence_number":2}`,
 		`{"type":"response.completed","sequence_number":3,"response":{"id":"r1","object":"response","created_at":1,"status":"completed","model":"m","output":[{"type":"message","id":"i1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"Hi there","annotations":[]}]}],"usage":{"input_tokens":4,"output_tokens":2,"total_tokens":6,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}}}`))
 	resp := openai.Drivers(sdkdeps.Deps{Creds: key(secret)})[openai.ResponsesName]
-	evs, err := run(t, resp, base, driver.Request{Messages: []driver.Message{{Role: driver.RoleSystem, Content: "be brief"}, {Role: driver.RoleUser, Content: "hi"}}})
+	evs, err := run(t, resp, s.URL, driver.Request{Messages: []driver.Message{{Role: driver.RoleSystem, Content: "be brief"}, {Role: driver.RoleUser, Content: "hi"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +204,7 @@ func TestResponses(t *testing.T) {
 	if !strings.Contains(string(b), "Hi there") {
 		t.Errorf("the message: %s", b)
 	}
-	if len(s.bodies) != 1 || s.bodies[0]["model"] != "m" || s.bodies[0]["input"] == nil || s.auth[0] != "Bearer "+secret {
-		t.Errorf("the request %v (auth %v)", s.bodies, s.auth)
+	if reqs := s.Requests(); len(reqs) != 1 || reqs[0].Body["model"] != "m" || reqs[0].Body["input"] == nil || reqs[0].Header.Get("Authorization") != "Bearer "+secret {
+		t.Errorf("the requests %+v", reqs)
 	}
 }
