@@ -1,42 +1,15 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/alecthomas/kong"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
-
-// agentRoot is how cbth embeds the agent commands beside ctx.
-type agentRoot struct {
-	JSON  bool     `name:"json"`
-	Ctx   CtxCmd   `cmd:""`
-	Agent AgentCmd `cmd:""`
-}
-
-func runAgent(t *testing.T, env *Env, args ...string) (string, error) {
-	t.Helper()
-	var r agentRoot
-	var out bytes.Buffer
-	env.Stdout = &out
-	p, err := kong.New(&r, kong.Name("cbth"), kong.Exit(func(int) { t.Fatalf("kong exited on %v", args) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kctx, err := p.Parse(args)
-	if err != nil {
-		return "", errs.Wrap(errs.EINVAL, err, "parse")
-	}
-	env.JSON = r.JSON
-	err = kctx.Run(env)
-	return out.String(), err
-}
 
 // An agent added to the tree is an object with its model, tools, root,
 // cwd and delivery in its control files, the built-in tools beside it;
@@ -45,10 +18,10 @@ func runAgent(t *testing.T, env *Env, args ...string) (string, error) {
 // must exist: its model in the tree, its tools built in.
 func TestAgentLifecycle(t *testing.T) {
 	env := testEnv(t)
-	if _, err := runAgent(t, env, "ctx", "init"); err != nil {
+	if _, err := run(t, env, "ctx", "init"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runAgent(t, env, "agent", "add", "coder", "--model", "debug/echo", "--tool", tool.FSRead, "--tool", tool.ShellExec,
+	out, err := run(t, env, "agent", "add", "coder", "--model", "debug/echo", "--tool", tool.FSRead, "--tool", tool.ShellExec,
 		"--cwd", "/src", "--trusted-all", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +45,10 @@ func TestAgentLifecycle(t *testing.T) {
 			t.Errorf("built-in tool %s not in the tree: %v", s.Name, err)
 		}
 	}
-	if _, err := runAgent(t, env, "agent", "add", "coder", "--model", "debug/echo"); err != nil {
+	if _, err := run(t, env, "agent", "add", "coder", "--model", "debug/echo"); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runAgent(t, env, "agent", "list", "--json")
+	out, err = run(t, env, "agent", "list", "--json")
 	var rows []AgentInfo
 	if err != nil || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || len(rows[0].Tools) != 0 || rows[0].Cwd != "/" || rows[0].TrustedAll {
 		t.Fatalf("after the replacement: %s (%v)", out, err)
@@ -90,20 +63,20 @@ func TestAgentLifecycle(t *testing.T) {
 		{"a name with a slash", []string{"agent", "add", "a/b", "--model", "debug/echo"}, errs.EINVAL},
 		{"a relative cwd", []string{"agent", "add", "x", "--model", "debug/echo", "--cwd", "src"}, errs.EINVAL},
 	} {
-		if _, err := runAgent(t, env, c.args...); errs.CodeOf(err) != c.code {
+		if _, err := run(t, env, c.args...); errs.CodeOf(err) != c.code {
 			t.Errorf("%s: %v, want %s", c.name, err, c.code)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(env.CtxRoot, "agent", "x")); !os.IsNotExist(err) {
 		t.Errorf("a refused agent is in the tree: %v", err)
 	}
-	if _, err := runAgent(t, env, "agent", "rm", "coder"); err != nil {
+	if _, err := run(t, env, "agent", "rm", "coder"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(env.CtxRoot, "agent", "coder")); !os.IsNotExist(err) {
 		t.Errorf("a removed agent's file: %v", err)
 	}
-	if _, err := runAgent(t, env, "agent", "rm", "coder"); errs.CodeOf(err) != errs.ENOENT {
+	if _, err := run(t, env, "agent", "rm", "coder"); errs.CodeOf(err) != errs.ENOENT {
 		t.Errorf("removing it again: %v", err)
 	}
 }
