@@ -46,13 +46,17 @@ func Config() home.Config {
 // ends the daemon stops and its log must verify.
 func Start(t testing.TB, adjust func(*daemon.Options), mods ...daemon.Module) *Daemon {
 	t.Helper()
-	clock := engine.NewManualClock(T0)
-	h := home.Home{Root: filepath.Join(t.TempDir(), "home")}
-	opt := daemon.Options{Home: h, Config: Config(), Clock: clock, Manual: true, NoSync: true, Version: "test",
-		Log: slog.New(slog.DiscardHandler), Modules: mods}
+	opt := daemon.Options{Home: home.Home{Root: filepath.Join(t.TempDir(), "home")}, Config: Config(), Clock: engine.NewManualClock(T0),
+		Manual: true, NoSync: true, Version: "test", Log: slog.New(slog.DiscardHandler), Modules: mods}
 	if adjust != nil {
 		adjust(&opt)
 	}
+	return Run(t, opt)
+}
+
+// Run runs a daemon with exactly opt until the test ends, as Start does.
+func Run(t testing.TB, opt daemon.Options) *Daemon {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- daemon.Run(ctx, opt) }()
@@ -85,6 +89,7 @@ func Start(t testing.TB, adjust func(*daemon.Options), mods ...daemon.Module) *D
 		}
 		enginetest.VerifyFile(t, opt.Home.DB())
 	})
+	clock, _ := opt.Clock.(*engine.ManualClock)
 	return &Daemon{T: t, Home: opt.Home, Clock: clock, Client: c}
 }
 
