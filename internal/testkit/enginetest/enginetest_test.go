@@ -113,3 +113,29 @@ func TestVerifyFileFailsATamperedLog(t *testing.T) {
 		t.Fatalf("a changed record 20: %v", bad.errors)
 	}
 }
+
+// ReplayDiff finds nothing on a sound log and names the difference when
+// a projection no longer matches the log (a state bucket's entry gone).
+func TestReplayDiffSeesADamagedProjection(t *testing.T) {
+	e := enginetest.Open(&recorder{TB: t}, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: engine.NewManualClock(time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)), NoSync: true})
+	if err := enginetest.Drive(context.Background(), e, enginetest.NewGenerator(5, "r-"), 200); err != nil {
+		t.Fatal(err)
+	}
+	if d := enginetest.ReplayDiff(t, e, 5); len(d) != 0 {
+		t.Fatalf("a sound log: %v", d)
+	}
+	err := e.DB().Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("p.state." + string(events.KindJob)))
+		k, _ := b.Cursor().First()
+		if k == nil {
+			return fmt.Errorf("no job state to damage")
+		}
+		return b.Delete(k)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := enginetest.ReplayDiff(t, e, 5); len(d) == 0 {
+		t.Fatal("a projection missing a state: no difference found")
+	}
+}
