@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -389,7 +390,7 @@ func TestSoak_StorageFaults(t *testing.T) {
 	victim := middleRecord(t, base.db())
 	pristine, _ := os.ReadFile(base.db())
 	ack, _ := os.ReadFile(base.db() + ".ack")
-	pageSize, root := logBranchPage(t, base.db())
+	pageSize, root := enginetest.LogBranchPage(t, base.db())
 	first := firstLeafPage(t, base.db())
 
 	// What the daemon does with each: refuses to start, serves until a
@@ -411,7 +412,7 @@ func TestSoak_StorageFaults(t *testing.T) {
 		{"delete the log", func(h *homeDir) { os.Remove(h.db()) }, refused, "is missing"},
 		{"zero a page (the log's root)", func(h *homeDir) { patch(t, h.db(), int64(root*pageSize), make([]byte, pageSize)) }, refused, "damaged"},
 		{"zero a page (the log's first leaf)", func(h *homeDir) { patch(t, h.db(), int64(first*pageSize), make([]byte, pageSize)) }, onRead, "damaged"},
-		{"flip the newest meta page", func(h *homeDir) { corruptNewestMeta(t, h.db()) }, refused, "acknowledged"},
+		{"flip the newest meta page", func(h *homeDir) { enginetest.CorruptNewestMeta(t, h.db()) }, refused, "acknowledged"},
 		{"flip a byte of a record", func(h *homeDir) {
 			b, _ := os.ReadFile(h.db())
 			i := bytes.Index(b, victim)
