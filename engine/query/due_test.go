@@ -23,11 +23,8 @@ func TestParkHooksDueAndStoredArtifacts(t *testing.T) {
 	cfg := enginetest.DeliveryConfig()
 	m := engine.Meta{Actor: events.ActorCLI}
 	ready := func(thread, artifact string) (job, batch string) {
-		job, _ = enginetest.Answer[string](t, e, m, command.SubmitJob{Target: command.TargetDebug, ThreadID: thread,
-			TaskKind: "ci", Summary: "work", Policy: events.FailClosedPolicy})
-		batch, _ = enginetest.Answer[string](t, e, m, command.CompleteJob{Config: cfg, JobID: job, Summary: "green",
-			Artifact: &command.Ingested{ArtifactID: artifact, ManagedPath: "/h/artifacts/" + artifact + "/payload", SizeBytes: 2, SHA256: "ab"}})
-		return job, batch
+		job = submit(t, e, thread)
+		return job, complete(t, e, job, artifact)
 	}
 	due := func(now time.Time) (out []query.ParkNotice) {
 		t.Helper()

@@ -1,7 +1,6 @@
 package query_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
@@ -31,11 +30,8 @@ func changed(e query.HistoryEntry, field string) (query.Change, bool) {
 // a moment.
 func TestHistoryTellsAStoryPageByPage(t *testing.T) {
 	e, _, j2, _, _ := jobs(t)
-	m := engine.Meta{Actor: events.ActorCLI}
-	j1, _ := enginetest.Answer[string](t, e, m, command.SubmitJob{Target: command.TargetDebug, ThreadID: "H",
-		TaskKind: "ci", Summary: "work", Policy: events.FailClosedPolicy})
-	enginetest.Answer[string](t, e, m, command.CompleteJob{Config: enginetest.DeliveryConfig(), JobID: j1, Summary: "green",
-		Artifact: &command.Ingested{ArtifactID: "art-1", ManagedPath: "/h/artifacts/art-1/payload", SizeBytes: 2, SHA256: "ab"}})
+	j1 := submit(t, e, "H")
+	complete(t, e, j1, "art-1")
 	var streams []events.StreamID
 	err := e.Read(func(s engine.Snapshot) error {
 		var err error
@@ -147,29 +143,13 @@ func TestHistoryTellsAStoryPageByPage(t *testing.T) {
 // batch id, and refuses an empty thread and a cursor it does not hold.
 func TestThreadHistoryListsEveryBatchInOrder(t *testing.T) {
 	e, j1, j2, _, _ := jobs(t)
-	ctx := context.Background()
-	cfg := enginetest.DeliveryConfig()
-	m := engine.Meta{Actor: events.ActorCLI}
-	first, _ := enginetest.Answer[string](t, e, m, command.CloseHead{Config: cfg, ThreadID: "T", Reason: command.CloseCancelled})
+	first, _ := enginetest.Answer[string](t, e, engine.Meta{Actor: events.ActorCLI}, command.CloseHead{Config: enginetest.DeliveryConfig(), ThreadID: "T", Reason: command.CloseCancelled})
 	if first == "" {
 		t.Fatal("no head was closed")
 	}
-	submit := func(thread string) string {
-		id, _, err := engine.Exec[string](ctx, e, m, command.SubmitJob{Target: command.TargetDebug, ThreadID: thread,
-			TaskKind: "ci", Summary: "more", Policy: events.FailClosedPolicy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	complete := func(job string) {
-		if _, err := e.Execute(ctx, m, command.CompleteJob{Config: cfg, JobID: job, Summary: "green"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	again := submit("T")
-	complete(again)
-	complete(submit("T2"))
+	again := submit(t, e, "T")
+	complete(t, e, again, "")
+	complete(t, e, submit(t, e, "T2"), "")
 	err := e.Read(func(s engine.Snapshot) error {
 		pg, err := query.ThreadHistory(s, "T", "", 0)
 		if err != nil || pg.SourceThreadID != "T" || len(pg.Batches) != 2 || pg.Next != "" {

@@ -16,31 +16,41 @@ import (
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
-// jobs is an engine with three jobs of two threads: j1 completed into a
+// submit submits a debug job on thread and returns its id.
+func submit(t *testing.T, e *engine.Engine, thread string) string {
+	t.Helper()
+	id, _ := enginetest.Answer[string](t, e, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: command.TargetDebug,
+		ThreadID: thread, TaskKind: "ci", Summary: "work", Policy: events.FailClosedPolicy})
+	return id
+}
+
+// complete completes job (with an artifact of that id unless it is "")
+// and returns the batch it went to.
+func complete(t *testing.T, e *engine.Engine, job, artifact string) string {
+	t.Helper()
+	c := command.CompleteJob{Config: enginetest.DeliveryConfig(), JobID: job, Summary: "green"}
+	if artifact != "" {
+		c.Artifact = &command.Ingested{ArtifactID: artifact, ManagedPath: "/h/artifacts/" + artifact + "/payload", SizeBytes: 2, SHA256: "ab"}
+	}
+	batch, _ := enginetest.Answer[string](t, e, engine.Meta{Actor: events.ActorCLI}, c)
+	return batch
+}
+
+// jobs is an engine with four jobs of two threads: j1 completed into a
 // batch, j2 failed, j3 cancelled, j4 still running.
 func jobs(t *testing.T) (e *engine.Engine, j1, j2, j3, j4 string) {
 	t.Helper()
 	clock := engine.NewManualClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	e = enginetest.Open(t, filepath.Join(t.TempDir(), "cbth.db"), engine.Options{Clock: clock, NoSync: true})
-	ctx := context.Background()
-	cfg := enginetest.DeliveryConfig()
-	submit := func(thread string) string {
-		id, _, err := engine.Exec[string](ctx, e, engine.Meta{Actor: events.ActorCLI}, command.SubmitJob{Target: command.TargetDebug, ThreadID: thread,
-			TaskKind: "ci", Summary: "work", Policy: events.FailClosedPolicy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
 	run := func(d engine.Decider) {
-		if _, err := e.Execute(ctx, engine.Meta{Actor: events.ActorCLI}, d); err != nil {
+		if _, err := e.Execute(context.Background(), engine.Meta{Actor: events.ActorCLI}, d); err != nil {
 			t.Fatal(err)
 		}
 	}
-	j1, j2, j3, j4 = submit("T"), submit("T"), submit("U"), submit("U")
-	run(command.CompleteJob{Config: cfg, JobID: j1, Summary: "green"})
+	j1, j2, j3, j4 = submit(t, e, "T"), submit(t, e, "T"), submit(t, e, "U"), submit(t, e, "U")
+	complete(t, e, j1, "")
 	run(command.FailJob{JobID: j2, Reason: "lost"})
-	run(command.CancelJob{Config: cfg, JobID: j3, Reason: "not needed"})
+	run(command.CancelJob{Config: enginetest.DeliveryConfig(), JobID: j3, Reason: "not needed"})
 	return e, j1, j2, j3, j4
 }
 
