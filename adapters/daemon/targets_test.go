@@ -27,6 +27,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/testkit/daemontest"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 	"github.com/cbth-dev/cbth/projections"
 )
@@ -94,12 +95,7 @@ type running struct {
 	c    *ipc.Client
 }
 
-func config() home.Config {
-	c := home.Defaults()
-	c.Delivery.MaxWaitWindow.Duration = 0
-	c.Delivery.MinSendInterval.Duration = 0
-	return c
-}
+func config() home.Config { return daemontest.Config() }
 
 // modules are the daemon's features as cmd/cbth composes them
 // (daemonModules there).
@@ -117,42 +113,12 @@ func start(t *testing.T, root string, targets ...target.Target) *running {
 // startWith is start with the options changed by adjust first.
 func startWith(t *testing.T, root string, adjust func(*daemon.Options), targets ...target.Target) *running {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
 	opt := daemon.Options{Home: home.Home{Root: root}, Config: config(), Clock: engine.NewManualClock(t0),
 		Manual: true, Version: "test", Log: slog.New(slog.DiscardHandler), Targets: targets, Modules: modules()}
 	if adjust != nil {
 		adjust(&opt)
 	}
-	go func() { done <- daemon.Run(ctx, opt) }()
-	var c *ipc.Client
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var err error
-		if c, err = ipc.Dial(home.Home{Root: root}.Socket(), "test"); err == nil {
-			if _, err = api.Ping.Call(c, api.Empty{}); err == nil {
-				break
-			}
-			c.Close()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon did not come up: %v", err)
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("the daemon stopped: %v", err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("daemon: %v", err)
-		}
-		enginetest.VerifyFile(t, home.Home{Root: root}.DB())
-	})
-	return &running{t: t, root: root, c: c}
+	return &running{t: t, root: root, c: daemontest.Run(t, opt).Client}
 }
 
 func call[Req, Rep any](r *running, op api.Op[Req, Rep], req Req) Rep {

@@ -366,8 +366,10 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 // checkConfinement says whether shell.exec and the provider helper run
 // confined here (spec/cortexfs.md, "Confinement"): a warning, not a
 // failure, where the system lacks the means: they still run, unconfined.
-func checkConfinement(_ context.Context, _ *Env) []Finding {
-	st := confine.Check()
+func checkConfinement(_ context.Context, _ *Env) []Finding { return confinement(confine.Check()) }
+
+// confinement is the finding for the system's confinement status st.
+func confinement(st confine.Status) []Finding {
 	if st.Available {
 		return one("", OK, "shell.exec and the provider helper run confined ("+st.Mechanism+"): the agent root read-write, the system's directories read-only", "")
 	}

@@ -87,8 +87,13 @@ func (h Home) Ensure() error {
 // only when this user owns it (see checkLink).
 func EnsureDir(dir string) error { return ensureDir(dir, false) }
 
-func ensureDir(dir string, strict bool) error {
-	if err := checkLink(dir, strict); err != nil {
+func ensureDir(dir string, strict bool) error { return ensureDirAs(dir, strict, os.Getuid()) }
+
+// ensureDirAs is ensureDir for the user uid: the owner a link or the
+// directory must have (a seam so the rule is tested without a second
+// user).
+func ensureDirAs(dir string, strict bool, uid int) error {
+	if err := checkLink(dir, strict, uid); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, DirMode); err != nil {
@@ -98,7 +103,7 @@ func ensureDir(dir string, strict bool) error {
 	if err != nil {
 		return errs.Wrap(errs.EACCES, err, "stat %s", dir)
 	}
-	if err := checkOwner(dir, fi); err != nil {
+	if err := checkOwner(dir, fi, uid); err != nil {
 		return err
 	}
 	if fi.Mode().Perm() != DirMode {

@@ -21,9 +21,9 @@ import (
 // StrictModes), and the run directory, the lock and the socket, which
 // other processes find by path, may not be links at all.
 
-// checkLink refuses path if it is a symbolic link owned by another user,
-// or, with strict, any symbolic link. A missing path passes.
-func checkLink(path string, strict bool) error {
+// checkLink refuses path if it is a symbolic link owned by another user
+// than uid, or, with strict, any symbolic link. A missing path passes.
+func checkLink(path string, strict bool, uid int) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -37,8 +37,8 @@ func checkLink(path string, strict bool) error {
 	if strict {
 		return errs.New(errs.EACCES, "%s is a symbolic link; cbth does not follow one there", path)
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
-		return errs.New(errs.EACCES, "%s is a symbolic link owned by uid %d, not by this user (%d); cbth does not follow it", path, st.Uid, os.Getuid())
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != uid {
+		return errs.New(errs.EACCES, "%s is a symbolic link owned by uid %d, not by this user (%d); cbth does not follow it", path, st.Uid, uid)
 	}
 	return nil
 }

@@ -7,13 +7,13 @@ import (
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
-func checkOwner(path string, fi os.FileInfo) error {
+func checkOwner(path string, fi os.FileInfo, uid int) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return nil
 	}
-	if int(st.Uid) != os.Getuid() {
-		return errs.New(errs.EACCES, "%s is owned by uid %d, not by this user (%d)", path, st.Uid, os.Getuid())
+	if int(st.Uid) != uid {
+		return errs.New(errs.EACCES, "%s is owned by uid %d, not by this user (%d)", path, st.Uid, uid)
 	}
 	return nil
 }

@@ -20,6 +20,12 @@ import (
 // file there. what names the file in the error (EACCES; ENOENT when it
 // does not exist).
 func CheckUnshared(what, path string, rootOK bool) error {
+	return checkUnsharedAs(what, path, rootOK, os.Getuid())
+}
+
+// checkUnsharedAs is CheckUnshared for the user uid (a seam so the rule
+// is tested without a second user).
+func checkUnsharedAs(what, path string, rootOK bool, me int) error {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return errs.Wrap(errs.ENOENT, err, "%s %s", what, path)
@@ -45,8 +51,8 @@ func CheckUnshared(what, path string, rootOK bool) error {
 			shared = 0
 		}
 		switch {
-		case uid != os.Getuid() && !(rootOK && uid == 0):
-			owners := fmt.Sprintf("this user (uid %d)", os.Getuid())
+		case uid != me && !(rootOK && uid == 0):
+			owners := fmt.Sprintf("this user (uid %d)", me)
 			if rootOK {
 				owners += " or root"
 			}

@@ -875,7 +875,11 @@ func TestAgentShellExecIsConfined(t *testing.T) {
 	} else if !strings.Contains(stderr.String(), "UNCONFINED") || !strings.Contains(res.Output, "top-secret") {
 		t.Fatalf("unconfined without a warning, or confined after all: stderr %q, output %q", stderr.String(), res.Output)
 	}
-	a.confined() // and doctor says the same
+	if !a.confined() { // and doctor says the same
+		// The unconfined half held; the confinement this test is named
+		// for cannot be shown here: say so (.ci/skips).
+		t.Skipf("no confinement on this machine (%s): only the warning was checked", confine.Check().Mechanism)
+	}
 }
 
 // What an agent's shell.exec creates in its root keeps the home's modes

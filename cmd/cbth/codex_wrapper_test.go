@@ -52,7 +52,15 @@ func servingPID(t *testing.T, socket string) (pid, group int) {
 func wrapperServed(t *testing.T, socket string) (group int) {
 	t.Helper()
 	server, group := servingPID(t, socket)
-	if codextest.WrapperForks(t) && server == group {
+	if !codextest.WrapperForks(t) {
+		// A Node with process.execve: the wrapper becomes the codex it
+		// runs. The through-a-child case is held on any Node by
+		// adapters/codex/supervisor's TestWrapperServingThroughAChild
+		// (a shell wrapper, which always forks).
+		t.Logf("this Node's npm wrapper serves in place (pid %d): the through-a-child case is not reached here", server)
+		return group
+	}
+	if server == group {
 		t.Fatalf("the app-server at %s is served by its group's leader %d: the wrapper did not serve through a child", socket, server)
 	}
 	return group

@@ -444,8 +444,13 @@ func TestDelivery_KilledMidDeliveryIsNotReplayed(t *testing.T) {
 	pid := h.pid()
 	syscall.Kill(pid, syscall.SIGKILL)
 	waitFor(t, "the daemon to die", 10*time.Second, func() bool { return h.pid() != pid })
-	h.behave("T", "deliver")           // restarts the daemon; delivering would now succeed
-	time.Sleep(300 * time.Millisecond) // many scheduler ticks
+	h.behave("T", "deliver") // restarts the daemon; delivering would now succeed
+	// Wait on scheduling passes having run since, not a guess of how
+	// long they take: another thread's result is delivered, which only a
+	// pass over the heads does.
+	h.behave("U", "deliver")
+	h.ready("U")
+	waitFor(t, "another thread's delivery after the restart", 10*time.Second, func() bool { return len(h.deliveries("U")) == 1 })
 	bs := h.batches("T")
 	if len(bs) != 1 || bs[0].Replay != "manual_resolution_only" || bs[0].State == "closed" {
 		t.Fatalf("after the restart: %+v, want the batch parked", bs)

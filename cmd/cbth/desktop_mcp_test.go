@@ -36,6 +36,10 @@ type desktopMCPRig struct {
 	client *appserver.Client
 	cwd    string
 	wakes  atomic.Int64
+	// kills counts the daemons killDaemon killed, and killed is the
+	// last one's pid: the tests that rely on a kill check it happened.
+	kills  atomic.Int64
+	killed atomic.Int64
 }
 
 func newDesktopMCPRig(t *testing.T) *desktopMCPRig {
@@ -320,9 +324,29 @@ func (r *desktopMCPRig) closeReason(thread string) string {
 // killDaemon kills the daemon with SIGKILL: the next tool call starts
 // another, as every command does.
 func (r *desktopMCPRig) killDaemon() {
-	if pid := r.pid(); pid > 0 {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		waitFor(r.t, "the killed daemon to go", 10*time.Second, func() bool { return r.pid() == 0 })
+	pid := r.pid()
+	if pid <= 0 {
+		r.t.Errorf("kill -9 of the daemon: no daemon runs")
+		return
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		r.t.Errorf("kill -9 of the daemon %d: %v", pid, err)
+		return
+	}
+	waitFor(r.t, "the killed daemon to go", 10*time.Second, func() bool { return r.pid() == 0 })
+	r.killed.Store(int64(pid))
+	r.kills.Add(1)
+}
+
+// killedOnce checks that since kills read before, killDaemon killed one
+// daemon and another serves now: what follows a kill ran on a new one.
+func (r *desktopMCPRig) killedOnce(before int64) {
+	r.t.Helper()
+	if n := r.kills.Load() - before; n != 1 {
+		r.t.Fatalf("the daemon was killed %d times, want once", n)
+	}
+	if pid := r.pid(); pid == 0 || int64(pid) == r.killed.Load() {
+		r.t.Fatalf("after the kill of %d the daemon is %d, want a new one", r.killed.Load(), pid)
 	}
 }
 
@@ -382,6 +406,7 @@ func TestDesktopMCP_RealCodexThreads(t *testing.T) {
 		t.Run("the daemon killed after "+name, func(t *testing.T) {
 			mark := "[mark:crash-" + name + "]"
 			s := r.source(mark)
+			kills := r.kills.Load()
 			var tok token
 			if step < 3 {
 				_, tok = r.bridgeWake(bridgeT, map[int]func(){step + 1: r.killDaemon})
@@ -395,6 +420,7 @@ func TestDesktopMCP_RealCodexThreads(t *testing.T) {
 			if _, code := r.callerWake(s, tok); code != "" {
 				t.Fatalf("the crossing: %s", code)
 			}
+			r.killedOnce(kills)
 			if n := r.handedOver(mark); n != 1 || r.closeReason(s) != "handoff_recorded" {
 				t.Fatalf("handed over %d times", n)
 			}
@@ -411,7 +437,9 @@ func TestDesktopMCP_RealCodexThreads(t *testing.T) {
 		prompt := "caller heartbeat retrying its crossing"
 		r.model.Script(prompt, fakeprovider.Step{Namespace: "mcp__cbth", Name: "desktop_note_boundary_crossed", Args: strings.SplitN(crossing, " ", 3)[2]},
 			fakeprovider.Step{Namespace: "mcp__cbth", Name: "desktop_note_boundary_crossed", Args: strings.SplitN(crossing, " ", 3)[2], Before: r.killDaemon})
+		kills := r.kills.Load()
 		outs := r.turn(s, prompt)
+		r.killedOnce(kills)
 		var v struct{}
 		if len(outs) != 2 || answer(outs[0], &v) != "" || answer(outs[1], &v) != "already_crossed_or_handoff_recorded" {
 			t.Fatalf("crossing, then its retry: %q", outs)

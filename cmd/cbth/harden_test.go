@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 )
 
 // Hardening through the real binary (issue 18): a damaged log is never
@@ -148,30 +147,6 @@ func TestLostLogIsRefusedNotReplaced(t *testing.T) {
 	}
 }
 
-// deleteTail removes the last n records of the log bucket with bbolt
-// itself, leaving the projections as they were.
-func deleteTail(t *testing.T, path string, n int) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("log"))
-		for i := 0; i < n; i++ {
-			k, _ := b.Cursor().Last()
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Item 1: a log that lost its last records is refused: by the
 // acknowledged head when it is there, by the projections being ahead when
 // it is not. The old daemon rebuilt the projections from the shorter log,
@@ -186,7 +161,7 @@ func TestShortenedLogIsRefused(t *testing.T) {
 			}
 			h.stop()
 			h.damaged = true
-			deleteTail(t, h.db(), 2)
+			enginetest.DeleteTail(t, h.db(), 2)
 			word := "acknowledged"
 			if !withAck {
 				os.Remove(h.db() + ".ack")
@@ -209,41 +184,10 @@ func TestRolledBackCommitIsRefused(t *testing.T) {
 	h.submit("t")
 	h.stop()
 	h.damaged = true
-	corruptNewestMeta(t, h.db())
+	enginetest.CorruptNewestMeta(t, h.db())
 	h.fails(20*time.Second, "job", "list").want(t, "ECORRUPT", 70, "acknowledged", "cbth.db.ack")
 	if probs, exit := h.verifyReport(); exit != 70 || !strings.Contains(strings.Join(probs, "\n"), "acknowledged") {
 		t.Fatalf("events verify: exit %d, problems %q", exit, probs)
-	}
-}
-
-// corruptNewestMeta flips a byte of the checksum of the meta page with the
-// higher transaction id (a bbolt meta: 16-byte page header, then magic,
-// version, page size, flags, root bucket (16), freelist, pgid, txid and
-// checksum, little-endian).
-func corruptNewestMeta(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	head := make([]byte, 64)
-	f.ReadAt(head, 0)
-	pageSize := int64(binary.LittleEndian.Uint32(head[24:]))
-	txid := func(page int64) uint64 {
-		b := make([]byte, 8)
-		f.ReadAt(b, page*pageSize+64)
-		return binary.LittleEndian.Uint64(b)
-	}
-	newest := int64(0)
-	if txid(1) > txid(0) {
-		newest = 1
-	}
-	b := make([]byte, 1)
-	f.ReadAt(b, newest*pageSize+72)
-	b[0] ^= 0xff
-	if _, err := f.WriteAt(b, newest*pageSize+72); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -261,33 +205,15 @@ func TestDamagedLogGivesAnErrorNotAPanic(t *testing.T) {
 		t.Fatal(err)
 	}
 	ack, _ := os.ReadFile(base.db() + ".ack")
-	pageSize, branch := logBranchPage(t, base.db())
-	for _, fault := range []struct {
-		name   string
-		damage func(b []byte) []byte
-		atOpen bool // on the pages Open reads (the path to the last record)
-	}{
-		{"zeroed branch page", func(b []byte) []byte {
-			clear(b[branch*pageSize : (branch+1)*pageSize])
-			return b
-		}, true},
-		{"flipped bytes in a branch page", func(b []byte) []byte {
-			for i := branch*pageSize + 16; i < branch*pageSize+64; i++ {
-				b[i] ^= 0xa5
-			}
-			return b
-		}, false},
-		// Cutting the file at half its length often cuts only pages
-		// bbolt grew ahead of its data; cut where the log's root is.
-		{"file cut short", func(b []byte) []byte { return b[:branch*pageSize] }, true},
-	} {
-		t.Run(fault.name, func(t *testing.T) {
+	pageSize, branch := enginetest.LogBranchPage(t, base.db())
+	for _, fault := range enginetest.PageFaults {
+		t.Run(fault.Name, func(t *testing.T) {
 			h := newHome(t)
 			h.damaged = true
 			os.MkdirAll(h.root, 0o700)
-			os.WriteFile(h.db(), fault.damage(bytes.Clone(pristine)), 0o600)
+			os.WriteFile(h.db(), fault.Damage(bytes.Clone(pristine), pageSize, branch), 0o600)
 			os.WriteFile(h.db()+".ack", ack, 0o600)
-			if fault.atOpen {
+			if fault.AtOpen {
 				h.fails(20*time.Second, "job", "list").want(t, "ECORRUPT", 70, h.db())
 			} else {
 				// Open does not read every page: the daemon serves
@@ -317,29 +243,6 @@ func TestDamagedLogGivesAnErrorNotAPanic(t *testing.T) {
 			}
 		})
 	}
-}
-
-// logBranchPage returns the page size and the root page of the log
-// bucket, a branch page once the log spans several leaves.
-func logBranchPage(t *testing.T, path string) (int, int) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var root int
-	var branch bool
-	db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("log"))
-		root = int(b.Root())
-		branch = b.Stats().BranchPageN > 0
-		return nil
-	})
-	if !branch || root < 2 {
-		t.Fatalf("the log bucket has no branch page (root %d)", root)
-	}
-	return db.Info().PageSize, root
 }
 
 // Item 4: a FIFO as the result file or /dev/zero as the metadata file is

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,7 +23,10 @@ func TestJourney_TheAgentHandsItsWorkToCbth(t *testing.T) {
 	r.writeCodexConfig("codex", r.codexHome, deliveryConfig+"[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
 	r.model.Script("run the tests in the background",
 		fakeprovider.Step{Query: "run a command in the background"},
-		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","sleep 1; echo all green"],"summary":"the tests"}`})
+		// The job prints what its command line does not hold: the
+		// result the model reads is the job's output, not a quote of
+		// its argv.
+		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","sleep 1; echo all $((40+2))"],"summary":"the tests"}`})
 	r.model.Script("install it system-wide",
 		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["make","install"]}`})
 
@@ -60,10 +64,25 @@ func TestJourney_TheAgentHandsItsWorkToCbth(t *testing.T) {
 		r.ok(&jobs, "job", "list", "--thread-id", thread)
 		return len(jobs) == 1 && jobs[0].Batch != nil && jobs[0].Batch.CloseReason == "delivered"
 	})
-	if n := r.model.Count("all green"); n != 1 || r.threadOfMarker("all green") != thread {
-		t.Fatalf("the result reached the model %d times (thread %s), want once in %s", n, r.threadOfMarker("all green"), thread)
+	if n := r.model.Count("all 42"); n != 1 || r.threadOfMarker("all 42") != thread {
+		t.Fatalf("the job's output reached the model %d times (thread %s), want once in %s", n, r.threadOfMarker("all 42"), thread)
 	}
-	tm.waitText("allgreen", codextest.Guard) // the TUI shows it (the capture loses the spaces the TUI moves over)
+	// The TUI shows it; the capture keeps or loses the spaces the TUI
+	// moves over, so they are left out of the comparison.
+	waitFor(t, "the terminal to show all 42", codextest.Guard, func() bool {
+		return strings.Contains(strings.ReplaceAll(tm.screen(), " ", ""), "all42")
+	})
+
+	// The npm wrapper served: the daemon started the codex on PATH, and
+	// the app-server the delivery went through runs in that process's
+	// group (through a child where this Node makes the wrapper fork).
+	st := r.events("appserver.started")
+	if len(st) != 1 || st[0].Payload["codex_binary"] != r.codex {
+		t.Fatalf("app-servers started: %+v, want one of the npm wrapper on PATH (%s)", st, r.codex)
+	}
+	if group := wrapperServed(t, filepath.Join(r.root, "run", "codex", "codex.sock")); group != int(st[0].Payload["pid"].(float64)) {
+		t.Fatalf("the app-server is served in group %d, not in the group of the codex the daemon started (%v)", group, st[0].Payload["pid"])
+	}
 
 	// Not allowed: refused, nothing runs, the model reads the refusal.
 	r.userTurn(tm, "install it system-wide", "install it system-wide")

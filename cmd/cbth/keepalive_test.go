@@ -53,6 +53,26 @@ func (h *homeDir) inspectBatch(id string) inspection {
 	return in
 }
 
+// keptPast waits, within limit, for the event that shows the daemon pid
+// was kept up past at: its loop, judging it busy, moved its idle deadline
+// (the last activity plus the idle timeout, which daemon status reports
+// and looking at it does not move) past at. It fails if the daemon left
+// first. A sleep would only guess that the loop had run.
+func (h *homeDir) keptPast(pid int, at time.Time, limit time.Duration) {
+	h.t.Helper()
+	waitFor(h.t, "the daemon kept up past "+at.Format(time.RFC3339Nano), limit, func() bool {
+		var st struct {
+			PID          int       `json:"pid"`
+			IdleDeadline time.Time `json:"idle_deadline"`
+		}
+		h.ok(&st, "daemon", "status")
+		if st.PID != pid {
+			h.t.Fatalf("the daemon %d left (now %d) before it was kept up past %s", pid, st.PID, at)
+		}
+		return st.IdleDeadline.After(at)
+	})
+}
+
 func (h *homeDir) busy() []string {
 	h.t.Helper()
 	return h.status().Busy
@@ -223,10 +243,9 @@ func TestKeepAlive_TrackingOutlivesTheIdleTimeout(t *testing.T) {
 	h.behave("T", "async")
 	h.ready("T")
 	pid := h.pid()
-	time.Sleep(2500 * time.Millisecond) // well past the idle timeout, before the deadline
-	if h.pid() != pid {
-		t.Fatal("the daemon left while it observed an accepted turn")
-	}
+	// Well past the idle timeout, before the deadline: the loop judged
+	// the daemon busy at a time past it, and it is still up.
+	h.keptPast(pid, time.Now().Add(2500*time.Millisecond), 20*time.Second)
 	waitFor(t, "the daemon to leave after the deadline", 20*time.Second, func() bool { return h.pid() != pid })
 	bs := h.batches("T")
 	if bs[0].Replay != "manual_resolution_only" {
@@ -404,13 +423,7 @@ func TestKeepAlive_GatewayConnection(t *testing.T) {
 	defer c.Close()
 	waitFor(t, "the gateway client named as a busy reason", 10*time.Second, func() bool { return slices.Contains(h.busy(), "1 gateway client") })
 	// Past several idle timeouts, with only the connection open.
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if h.pid() != pid {
-			t.Fatal("the daemon left with a gateway client connected")
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	h.keptPast(pid, time.Now().Add(5*time.Second), 30*time.Second)
 	c.Close()
 	waitFor(t, "the daemon to leave once the client is gone", 20*time.Second, func() bool { return h.pid() != pid })
 	log, _ := os.ReadFile(filepath.Join(h.root, "log", "daemon.log"))

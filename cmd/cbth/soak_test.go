@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -140,6 +141,11 @@ func (h *homeDir) soakRound(rng *rand.Rand, round int, result string, jobs map[s
 		count  atomic.Int64
 		retrys atomic.Int64
 		killed atomic.Bool
+		// victim is the daemon the round killed: set once kill -9
+		// reached a running daemon, so a round whose kill found none
+		// tries again at the next command instead of counting it done.
+		killMu sync.Mutex
+		victim int
 	)
 	do := func(args ...string) (map[string]any, bool) {
 		for try := 0; try < 30; try++ {
@@ -147,10 +153,13 @@ func (h *homeDir) soakRound(rng *rand.Rand, round int, result string, jobs map[s
 			if r.code == 0 {
 				var out map[string]any
 				json.Unmarshal([]byte(r.stdout), &out)
-				if count.Add(1) >= killAt && killed.CompareAndSwap(false, true) {
-					if pid := h.pid(); pid > 0 {
-						syscall.Kill(pid, syscall.SIGKILL)
+				if count.Add(1) >= killAt && !killed.Load() {
+					killMu.Lock()
+					if pid := h.pid(); !killed.Load() && pid > 0 && syscall.Kill(pid, syscall.SIGKILL) == nil {
+						victim = pid
+						killed.Store(true)
 					}
+					killMu.Unlock()
 				}
 				return out, true
 			}
@@ -208,6 +217,10 @@ func (h *homeDir) soakRound(rng *rand.Rand, round int, result string, jobs map[s
 	wg.Wait()
 	if !killed.Load() {
 		t.Errorf("round %d ended before the kill", round)
+	} else if pid := h.pid(); pid == victim {
+		// The lock is released only when its holder is gone: a daemon
+		// still holding it as the killed pid was not killed.
+		t.Errorf("round %d: the daemon %d it killed still holds the lock", round, victim)
 	}
 	return int(count.Load()), int(retrys.Load())
 }
@@ -377,7 +390,7 @@ func TestSoak_StorageFaults(t *testing.T) {
 	victim := middleRecord(t, base.db())
 	pristine, _ := os.ReadFile(base.db())
 	ack, _ := os.ReadFile(base.db() + ".ack")
-	pageSize, root := logBranchPage(t, base.db())
+	pageSize, root := enginetest.LogBranchPage(t, base.db())
 	first := firstLeafPage(t, base.db())
 
 	// What the daemon does with each: refuses to start, serves until a
@@ -399,7 +412,7 @@ func TestSoak_StorageFaults(t *testing.T) {
 		{"delete the log", func(h *homeDir) { os.Remove(h.db()) }, refused, "is missing"},
 		{"zero a page (the log's root)", func(h *homeDir) { patch(t, h.db(), int64(root*pageSize), make([]byte, pageSize)) }, refused, "damaged"},
 		{"zero a page (the log's first leaf)", func(h *homeDir) { patch(t, h.db(), int64(first*pageSize), make([]byte, pageSize)) }, onRead, "damaged"},
-		{"flip the newest meta page", func(h *homeDir) { corruptNewestMeta(t, h.db()) }, refused, "acknowledged"},
+		{"flip the newest meta page", func(h *homeDir) { enginetest.CorruptNewestMeta(t, h.db()) }, refused, "acknowledged"},
 		{"flip a byte of a record", func(h *homeDir) {
 			b, _ := os.ReadFile(h.db())
 			i := bytes.Index(b, victim)

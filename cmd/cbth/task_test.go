@@ -313,7 +313,16 @@ func TestTaskFailsClosedAfterDaemonKill(t *testing.T) {
 	if q.State != "lost" || q.Job.Status != "failed" || !strings.Contains(q.Job.FailReason, "was not run") {
 		t.Errorf("queued task after restart: %s, job %+v", q.State, q.Job)
 	}
-	time.Sleep(200 * time.Millisecond) // a start, if one were wrongly made, would have run touch by now
+	// Wait on the daemon's own account, not a guess of how long a wrong
+	// start would take: it settles (no task runs, nothing keeps it busy)
+	// with no start of the queued task in its log, then the command's
+	// mark is checked for.
+	waitFor(t, "the daemon to settle", 10*time.Second, func() bool { return len(h.busy()) == 0 })
+	for _, e := range h.events("task.started") {
+		if e.Stream.ID == queued.TaskID {
+			t.Errorf("the queued task was started after the restart: %s", e.line)
+		}
+	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the queued task ran after the restart: %v", err)
 	}

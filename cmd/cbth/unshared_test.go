@@ -46,22 +46,13 @@ func TestSharedExecutablesAndRolloutsAreRefused(t *testing.T) {
 		return append(cases, refusal{p, "uid 65534"})
 	}
 
-	// --codex-binary: group-writable, world-writable, another owner, in
-	// a directory others can write; each refused, nothing appended.
+	// --codex-binary another user could rewrite is refused through the
+	// binary, nothing appended (every way it can be so is adapters/home's
+	// TestCheckUnshared and pluginmod's TestCheckCodexBinary).
 	const codex = "#!/bin/sh\nexit 0\n"
-	shared := filepath.Join(dir, "shared")
-	if err := os.Mkdir(shared, 0o700); err != nil || os.Chmod(shared, 0o777) != nil {
-		t.Fatal(err)
-	}
-	inShared := filepath.Join(shared, "codex")
-	if err := os.WriteFile(inShared, []byte(codex), 0o700); err != nil {
-		t.Fatal(err)
-	}
 	head := h.head()
 	for _, c := range foreign([]refusal{
 		{file("codex-group", codex, 0o775), "mode 0775"},
-		{file("codex-world", codex, 0o757), "mode 0757"},
-		{inShared, "the directory " + shared},
 	}, "codex-foreign", codex) {
 		f := h.fails(time.Minute, "plugin", "enqueue", "--plugin-id", "plug", "--thread-id", "T", "--idempotency-key", "k",
 			"--codex-binary", c.path, "--task-kind", "ci", "--summary", "s")

@@ -187,10 +187,12 @@ func Clone(s State) State {
 	switch s := s.(type) {
 	case *Job:
 		c := *s
+		c.DeliveryTarget = clonePtr(s.DeliveryTarget)
 		return &c
 	case *Batch:
 		c := *s
 		c.JobIDs, c.ArtifactIDs = slices.Clone(s.JobIDs), slices.Clone(s.ArtifactIDs)
+		c.DeliveryTarget = clonePtr(s.DeliveryTarget)
 		if s.BoundaryRecoveryEnvelope != nil {
 			env := *s.BoundaryRecoveryEnvelope
 			env.ArtifactManifestRefs, env.ArtifactIDs = slices.Clone(env.ArtifactManifestRefs), slices.Clone(env.ArtifactIDs)
@@ -213,6 +215,7 @@ func Clone(s State) State {
 	case *Installation:
 		c := *s
 		c.RelayScanners = maps.Clone(s.RelayScanners) // mutate replaces it anyway
+		c.MCPValidation, c.MCPWriteback = clonePtr(s.MCPValidation), clonePtr(s.MCPWriteback)
 		return &c
 	case *Session:
 		c := *s
@@ -251,6 +254,17 @@ func Clone(s State) State {
 		return &c
 	}
 	panic(fmt.Sprintf("aggregate: Clone of unknown state %T", s))
+}
+
+// clonePtr is a copy of what p points at (nil for nil): a pointer field
+// of a state shared with its clone would let a command change the
+// committed state through it.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
 }
 
 // KindOf returns the aggregate kind of a state.

@@ -17,8 +17,6 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
-	"github.com/cbth-dev/cbth/projections"
-	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -185,14 +183,7 @@ func TestDeliveryProperties(t *testing.T) {
 	}
 	t.Logf("%d batches had a possible side effect and were never delivered automatically again; %d closed delivered; %d closed undelivered",
 		side.marked, side.delivered, side.undelivered)
-	var live engine.Image
-	var err error
-	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
-	replayed, st, err := e.ReplayImage(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := engine.Diff(live, replayed, 5); len(d) > 0 {
+	if d := enginetest.ReplayDiff(t, e, 5); len(d) > 0 {
 		t.Fatalf("seed %d: projections differ from a replay: %v", seed, d)
 	}
 	rep, err := e.Verify(ctx)
@@ -203,10 +194,10 @@ func TestDeliveryProperties(t *testing.T) {
 	for _, n := range accepted {
 		closed += n
 	}
-	if closed == 0 || st.Events < uint64(steps/2) {
-		t.Fatalf("seed %d: the run exercised too little: %d accepted deliveries, %d events", seed, closed, st.Events)
+	if closed == 0 || e.Head() < uint64(steps/2) {
+		t.Fatalf("seed %d: the run exercised too little: %d accepted deliveries, %d events", seed, closed, e.Head())
 	}
-	t.Logf("%d steps, %d events, %d accepted deliveries", steps, st.Events, closed)
+	t.Logf("%d steps, %d events, %d accepted deliveries", steps, e.Head(), closed)
 }
 
 func expected(err error) bool {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -145,12 +146,84 @@ func stateLiterals(t *testing.T, root string) []string {
 						report(e.Pos(), s)
 					}
 				}
+			case *ast.CallExpr:
+				// strings.EqualFold(x, "ready"), slices.Contains(xs,
+				// "ready"), slices.Contains([]string{"ready"}, x): a
+				// comparison spelled as a call.
+				if !comparingCall(n.Fun) {
+					return true
+				}
+				for _, arg := range n.Args {
+					for _, e := range literalsIn(arg) {
+						if s, ok := isState(e); ok {
+							report(e.Pos(), s)
+						}
+					}
+				}
+			case *ast.CompositeLit:
+				// map[string]bool{"ready": true}: a set of states, or a
+				// table by state, looked up by key is a comparison too.
+				// A map of strings or of anything is a JSON object being
+				// written ({"error": ...}), whose keys are field names.
+				mt, ok := n.Type.(*ast.MapType)
+				if !ok || writtenObject(mt.Value) {
+					return true
+				}
+				for _, el := range n.Elts {
+					if kv, ok := el.(*ast.KeyValueExpr); ok {
+						if s, ok := isState(kv.Key); ok {
+							report(kv.Key.Pos(), s)
+						}
+					}
+				}
 			}
 			return true
 		})
 	}
 	sort.Strings(found)
 	return found
+}
+
+// comparingCalls are the calls that compare their arguments: a state
+// literal handed to one is compared as surely as with ==.
+var comparingCalls = map[string][]string{
+	"strings": {"EqualFold", "Compare", "HasPrefix", "HasSuffix"},
+	"slices":  {"Contains", "Index", "Equal"},
+	"bytes":   {"EqualFold", "Equal"},
+}
+
+func comparingCall(fun ast.Expr) bool {
+	sel, ok := fun.(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	pkg, ok := sel.X.(*ast.Ident)
+	return ok && slices.Contains(comparingCalls[pkg.Name], sel.Sel.Name)
+}
+
+// writtenObject reports whether a map of values of type v is what a JSON
+// object is built as: strings or anything.
+func writtenObject(v ast.Expr) bool {
+	switch v := v.(type) {
+	case *ast.Ident:
+		return v.Name == "string" || v.Name == "any"
+	case *ast.InterfaceType:
+		return v.Methods == nil || len(v.Methods.List) == 0
+	}
+	return false
+}
+
+// literalsIn is e itself, or the elements of a slice or array literal e
+// (slices.Contains([]string{"ready", "failed"}, x)).
+func literalsIn(e ast.Expr) []ast.Expr {
+	c, ok := e.(*ast.CompositeLit)
+	if !ok {
+		return []ast.Expr{e}
+	}
+	if _, ok := c.Type.(*ast.ArrayType); !ok && c.Type != nil {
+		return nil
+	}
+	return c.Elts
 }
 
 // No code outside the tables compares with a state name, a decider

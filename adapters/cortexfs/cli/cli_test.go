@@ -21,6 +21,7 @@ type root struct {
 	JSON    bool       `name:"json"`
 	Ctx     CtxCmd     `cmd:""`
 	Model   ModelCmd   `cmd:""`
+	Agent   AgentCmd   `cmd:""`
 	Install InstallCmd `cmd:""`
 }
 

@@ -181,9 +181,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int
 		fmt.Fprint(stdout, usage(obj))
 		return errs.ExitOK
 	}
-	if (obj.Path == tool.ShellExec || slices.Contains(obj.Tools, tool.ShellExec)) && !confine.Check().Available {
-		// Loud, every time: the command runs, but not kept to the root.
-		fmt.Fprintf(stderr, "%s: WARNING: shell.exec runs UNCONFINED here (%s); see cbth doctor\n", ProgramName, confine.Check().Mechanism)
+	if w := unconfinedWarning(obj, confine.Check()); w != "" {
+		fmt.Fprint(stderr, w)
 	}
 	switch obj.Kind {
 	case object.KindModel:
@@ -195,6 +194,18 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int
 	default:
 		return fail(stderr, errs.New(errs.EINVAL, "object type %q is not runnable", obj.Kind))
 	}
+}
+
+// unconfinedWarning is what an object that runs shell.exec (the tool
+// itself, or an agent with it) prints on stderr where st says this system
+// cannot confine it: loud, every time, since the command runs but is not
+// kept to the root. "" where it is confined or runs no shell.
+func unconfinedWarning(obj Object, st confine.Status) string {
+	shell := obj.Kind == object.KindTool && obj.Object.Path == tool.ShellExec || slices.Contains(obj.Tools, tool.ShellExec)
+	if !shell || st.Available {
+		return ""
+	}
+	return fmt.Sprintf("%s: WARNING: shell.exec runs UNCONFINED here (%s); see cbth doctor\n", ProgramName, st.Mechanism)
 }
 
 func usage(o Object) string {

@@ -202,5 +202,9 @@ func TestShellExecIsConfined(t *testing.T) {
 		}
 	} else if !strings.Contains(res.Output, "s3cret") || statErr != nil {
 		t.Fatalf("Check says %q, but the command was confined: %q", st.Mechanism, res.Output)
+	} else {
+		// The confinement this test is named for cannot be shown on this
+		// machine: say so (.ci/skips).
+		t.Skipf("no confinement on this machine (%s): only the unconfined run was checked", st.Mechanism)
 	}
 }

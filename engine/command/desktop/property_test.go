@@ -16,8 +16,6 @@ import (
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/testkit/enginetest"
-	"github.com/cbth-dev/cbth/projections"
-	bolt "go.etcd.io/bbolt"
 )
 
 var (
@@ -264,14 +262,7 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 	if steps >= 1000 && (arms == 0 || crossings == 0) {
 		t.Fatalf("seed %d: the run exercised too little: %d arms, %d crossings", seed, arms, crossings)
 	}
-	var live engine.Image
-	var err error
-	e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err })
-	replayed, _, err := e.ReplayImage(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := engine.Diff(live, replayed, 5); len(d) > 0 {
+	if d := enginetest.ReplayDiff(t, e, 5); len(d) > 0 {
 		t.Fatalf("seed %d: projections differ from a replay: %v", seed, d)
 	}
 }

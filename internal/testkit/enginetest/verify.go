@@ -7,6 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/projections"
+	bolt "go.etcd.io/bbolt"
 )
 
 // Open opens an engine for a test and, when the test ends, closes it and
@@ -79,4 +80,21 @@ func Answer[V any, C engine.Answerer[V]](tb testing.TB, e *engine.Engine, m engi
 		tb.Fatalf("%T: %v", c, err)
 	}
 	return v, res
+}
+
+// ReplayDiff lists (at most max) where e's projections differ from what a
+// replay of its log derives: none, when replay equality holds (MISSION.md
+// rule 5).
+func ReplayDiff(tb testing.TB, e *engine.Engine, max int) []string {
+	tb.Helper()
+	var live engine.Image
+	var err error
+	if verr := e.DB().View(func(tx *bolt.Tx) error { live, err = projections.ReadImage(tx); return err }); verr != nil || err != nil {
+		tb.Fatalf("read the projections: %v %v", verr, err)
+	}
+	replayed, _, err := e.ReplayImage(context.Background(), 0)
+	if err != nil {
+		tb.Fatalf("replay: %v", err)
+	}
+	return engine.Diff(live, replayed, max)
 }
