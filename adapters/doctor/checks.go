@@ -654,9 +654,9 @@ func checkCodexDaemon(ctx context.Context, e *Env) []Finding {
 		return one("", OK, detail+"; cbth connects to it on the first delivery (no cbth daemon runs to say more)", "")
 	}
 	switch d := e.status.CodexDaemon; {
-	case d.State == "running" && d.Deliveries:
+	case d.State == api.CodexDaemonRunning && d.Deliveries:
 		return one("", OK, detail+"; the running cbth daemon delivers through it", "")
-	case d.State == "found" || d.State == "not_running":
+	case d.State == api.CodexDaemonFound || d.State == api.CodexDaemonNotRunning:
 		return one("", OK, detail+"; the running cbth daemon connects on the first delivery", "")
 	default:
 		return one("", Fail, detail+"; the running cbth daemon does not deliver through it: "+d.Error,

@@ -18,8 +18,9 @@ import (
 // "from event to"; "=" for to is an update that leaves the state as it
 // is. Every pair of a listed state (or none) and an event of the kind
 // (from the events registry, not the tables) that has no line is refused.
-// ctxsession.state_changed carries its target state as data: its lines
-// name the event with "/target".
+// ctxsession.state_changed carries its target state as data, and so does
+// a session.created of mode codex_daemon: their lines name the event with
+// "/target".
 var handMachines = map[events.Kind]struct {
 	states  string
 	allowed string
@@ -56,6 +57,7 @@ var handMachines = map[events.Kind]struct {
 			materialized batch.closed                closed
 			cooldown     batch.closed                closed
 			cooldown     batch.handoff_recorded      closed
+			cooldown     batch.queued_to_codex       closed
 			queued       batch.superseded            closed
 			materialized batch.superseded            closed
 			cooldown     batch.superseded            closed
@@ -172,6 +174,7 @@ var handMachines = map[events.Kind]struct {
 		states: "live detached parked stale retired",
 		allowed: `
 			none     session.created             live
+			none     session.created/detached    detached
 			live     session.detached            detached
 			detached session.attached            live
 			stale    session.attached            live
@@ -298,6 +301,17 @@ var handMachines = map[events.Kind]struct {
 			none   mcp.tool_called active
 			active mcp.tool_called =`,
 	},
+	events.KindThread: {
+		states: "trusted untrusted",
+		allowed: `
+			none      thread.trusted   trusted
+			untrusted thread.trusted   trusted
+			trusted   thread.trusted   =
+			trusted   thread.untrusted untrusted`,
+		refused: `
+			none      thread.untrusted
+			untrusted thread.untrusted`,
+	},
 }
 
 type pair struct{ from, event string }
@@ -345,12 +359,17 @@ func TestMachinesMatchTheHandWrittenMoves(t *testing.T) {
 		allowed := parseMoves(t, tab.Kind, hand.allowed)
 		var evs []string
 		for _, typ := range events.TypesOf(tab.Kind) {
-			if typ != events.TypeCtxSessionStateChanged {
+			switch typ {
+			case events.TypeCtxSessionStateChanged:
+				for _, s := range states {
+					evs = append(evs, typ+"/"+s)
+				}
+			case events.TypeSessionCreated:
+				// A session bound through the Codex daemon starts
+				// detached: its mode is data (fsm.EventName).
+				evs = append(evs, typ, typ+"/detached")
+			default:
 				evs = append(evs, typ)
-				continue
-			}
-			for _, s := range states {
-				evs = append(evs, typ+"/"+s)
 			}
 		}
 		for p, to := range allowed {

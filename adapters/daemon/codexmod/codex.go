@@ -200,23 +200,23 @@ func (m *Module) daemonStatus() *api.CodexDaemonStatus {
 	var err error
 	if !connected {
 		if _, err = sessions.CheckDaemonSocket(ds.Socket, os.Getuid()); err == nil {
-			ds.State = "found" // safe to use; connected on the first delivery
+			ds.State = api.CodexDaemonFound // safe to use; connected on the first delivery
 			return ds
 		}
 	}
 	switch code := errs.CodeOf(err); {
 	case err == nil:
-		ds.State, ds.PID, ds.UserAgent, ds.Instance = "running", f.PID, f.UserAgent, f.Nonce
+		ds.State, ds.PID, ds.UserAgent, ds.Instance = api.CodexDaemonRunning, f.PID, f.UserAgent, f.Nonce
 		if f.Probe != nil {
-			ds.State, ds.Code, ds.Error = "refused", string(errs.CodeOf(f.Probe)), f.Probe.Error()
+			ds.State, ds.Code, ds.Error = api.CodexDaemonRefused, string(errs.CodeOf(f.Probe)), f.Probe.Error()
 		}
 		ds.Deliveries = f.Probe == nil
 	case code == errs.EHOSTDOWN:
-		ds.State, ds.Code, ds.Error = "not_running", string(code), err.Error()
+		ds.State, ds.Code, ds.Error = api.CodexDaemonNotRunning, string(code), err.Error()
 	case code == errs.EACCES || code == errs.EBUSY:
-		ds.State, ds.Code, ds.Error = "refused", string(code), err.Error()
+		ds.State, ds.Code, ds.Error = api.CodexDaemonRefused, string(code), err.Error()
 	default:
-		ds.State, ds.Code, ds.Error = "error", string(code), err.Error()
+		ds.State, ds.Code, ds.Error = api.CodexDaemonError, string(code), err.Error()
 	}
 	return ds
 }

@@ -250,8 +250,7 @@ type CodexLookup struct {
 type CodexDaemonStatus struct {
 	CodexHome string `json:"codex_home"`
 	Socket    string `json:"socket"`
-	// State is "running" (found, safe, probed), "not_running", "refused"
-	// (unsafe socket, another cbth home, or a failed probe) or "error".
+	// State is one of the CodexDaemon* states.
 	State     string `json:"state"`
 	PID       int    `json:"pid,omitempty"`
 	UserAgent string `json:"user_agent,omitempty"`
@@ -261,6 +260,18 @@ type CodexDaemonStatus struct {
 	// Deliveries says whether a delivery can go through it now.
 	Deliveries bool `json:"deliveries"`
 }
+
+// The states of CodexDaemonStatus: running (connected, checked and
+// probed), found (its socket is there and safe; cbth connects on the
+// first delivery), not_running, refused (an unsafe socket, another cbth
+// home, or a failed probe) or error.
+const (
+	CodexDaemonRunning    = "running"
+	CodexDaemonFound      = "found"
+	CodexDaemonNotRunning = "not_running"
+	CodexDaemonRefused    = "refused"
+	CodexDaemonError      = "error"
+)
 
 // ThreadTrustArgs name a thread and, to trust it, the trust.
 type ThreadTrustArgs struct {
