@@ -14,6 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/mcpserver"
 	"github.com/cbth-dev/cbth/engine/query"
@@ -46,7 +47,11 @@ func (c *McpServeCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	s := mcpserver.New(mcpserver.Config{Daemon: mcpDaemon{env}, Version: Version, Inbox: h.Inbox(), Fingerprints: fps, Log: log})
+	rules := func() (home.MCP, error) {
+		cfg, err := h.LoadConfig(env.Getenv)
+		return cfg.MCP, err
+	}
+	s := mcpserver.New(mcpserver.Config{Daemon: mcpDaemon{env}, Version: Version, Inbox: h.Inbox(), Fingerprints: fps, Rules: rules, Log: log})
 	if err := s.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil && !isEOF(err) {
 		return errs.Wrap(errs.EHOSTDOWN, err, "mcp serve")
 	}

@@ -19,7 +19,7 @@ import (
 func TestJourney_TheAgentHandsItsWorkToCbth(t *testing.T) {
 	t.Parallel()
 	r := newWrapperRig(t)
-	r.writeCodexConfig("codex", r.codexHome, deliveryConfig+"[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	r.writeCodexConfig("codex", r.codexHome, deliveryConfig+"[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
 	r.model.Script("run the tests in the background",
 		fakeprovider.Step{Query: "run a command in the background"},
 		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","sleep 1; echo all green"],"summary":"the tests"}`})

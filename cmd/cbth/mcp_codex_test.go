@@ -110,7 +110,7 @@ func TestMCPFromCodex_TaskRunInAReadOnlyThread(t *testing.T) {
 		t.Fatal("a task with no rule ran")
 	}
 
-	r.config("codex_binary = \"" + r.codex + "\"\ncodex_home = \"" + r.codexHome + "\"\n[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	r.config("codex_binary = \"" + r.codex + "\"\ncodex_home = \"" + r.codexHome + "\"\n[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
 	thread, out := r.execTurn(call)
 	outs = r.toolOutputs()
 	if len(outs) != 2 || !strings.Contains(outs[1], "in the background") || !strings.Contains(outs[1], "--bind-thread-id "+thread) {
