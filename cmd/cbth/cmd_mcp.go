@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
@@ -52,7 +50,7 @@ func (c *McpServeCmd) Run(env *Env) error {
 		return cfg.MCP, err
 	}
 	s := mcpserver.New(mcpserver.Config{Daemon: mcpDaemon{env}, Version: Version, Inbox: h.Inbox(), Fingerprints: fps, Rules: rules, Log: log})
-	if err := s.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil && !isEOF(err) {
+	if err := s.Run(ctx, mcpserver.Stdio(os.Stdin, os.Stdout)); err != nil && ctx.Err() == nil && !isEOF(err) {
 		return errs.Wrap(errs.EHOSTDOWN, err, "mcp serve")
 	}
 	return nil

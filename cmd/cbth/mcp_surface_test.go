@@ -1,0 +1,158 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The MCP surface hardened (issue 34, spec/mcp.md), through the real
+// binary.
+
+// A malformed line, a line that is JSON but no message, and a 16 MiB
+// line each get a JSON-RPC error (-32700; -32600; -32600 with EMSGSIZE),
+// with the request's id where one is read before the line breaks (null
+// otherwise), and `cbth mcp serve` reads on: the next
+// call is answered, and the server ends only when its input does.
+func TestMCPServe_MalformedLinesDoNotEndTheServer(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	cmd := exec.Command(cbthBin, "mcp", "serve")
+	cmd.Env = append(os.Environ(), h.env...)
+	cmd.Dir = t.TempDir()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan map[string]any, 16)
+	go func() {
+		sc := bufio.NewScanner(outPipe)
+		sc.Buffer(nil, 8<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) != nil {
+				m = map[string]any{"unparsed": sc.Text()}
+			}
+			lines <- m
+		}
+		close(lines)
+	}()
+	send := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(in, s+"\n"); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	next := func(what string) map[string]any {
+		t.Helper()
+		select {
+		case m, ok := <-lines:
+			if !ok {
+				t.Fatalf("%s: the server closed its output (exited: %v)", what, cmd.Wait())
+			}
+			return m
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no answer", what)
+		}
+		return nil
+	}
+	errOf := func(m map[string]any) (float64, string) {
+		e, _ := m["error"].(map[string]any)
+		code, _ := e["code"].(float64)
+		data, _ := e["data"].(map[string]any)
+		s, _ := data["code"].(string)
+		return code, s
+	}
+
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}`)
+	if m := next("initialize"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/list"` + "\x01 not json")
+	// Its id is read up to where it breaks, so the caller is answered.
+	if m := next("a malformed line"); m["id"] != float64(2) {
+		t.Fatalf("a malformed line: %v", m)
+	} else if code, _ := errOf(m); code != -32700 {
+		t.Fatalf("a malformed line: %v, want -32700", m)
+	}
+	send(`not json at all`)
+	if m := next("a line with no id"); m["id"] != nil {
+		t.Fatalf("a line with no id: %v", m)
+	} else if code, _ := errOf(m); code != -32700 {
+		t.Fatalf("a line with no id: %v, want -32700", m)
+	}
+	send(`{"hello":"world"}`)
+	if code, _ := errOf(next("JSON that is not a message")); code != -32600 {
+		t.Fatal("JSON that is not a message: want -32600")
+	}
+	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"job_submit","arguments":{"task_kind":"ci","summary":"%s"}}}`, strings.Repeat("x", 16<<20))
+	send(big)
+	m := next("a 16 MiB line")
+	if code, c := errOf(m); code != -32600 || c != "EMSGSIZE" || m["id"] != float64(3) {
+		t.Fatalf("a 16 MiB line: %v, want -32600 EMSGSIZE for id 3", m)
+	}
+
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"job_list","arguments":{},"_meta":{"threadId":"01a2aaaa-0000-7000-8000-0000000000f1"}}}`)
+	m = next("the call after")
+	res, _ := m["result"].(map[string]any)
+	if m["id"] != float64(4) || res == nil || res["isError"] == true {
+		t.Fatalf("the call after the bad lines: %v", m)
+	}
+	in.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the server ended with %v at the end of its input", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not end with its input")
+	}
+}
+
+// Idempotency keys of two threads never meet, whatever their ids and
+// keys hold: thread "a/b" with key "c" and thread "a" with key "b/c"
+// made one key before. A client's own dedupe key cannot enter the MCP
+// namespace: EINVAL, nothing appended.
+func TestMCPServe_IdempotencyKeysDoNotCollide(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	s := h.mcpSession(t.TempDir())
+	first := callTool(t, s, codexMeta("01a2/b0000"), "job_submit", map[string]any{"task_kind": "ci", "summary": "one", "idempotency_key": "c"})
+	second := callTool(t, s, codexMeta("01a2"), "job_submit", map[string]any{"task_kind": "ci", "summary": "two", "idempotency_key": "b0000/c"})
+	if first.IsError || second.IsError {
+		t.Fatalf("submits: %s / %s", first.Text, second.Text)
+	}
+	if first.Data["job_id"] == second.Data["job_id"] || second.Data["deduplicated"] == true || second.Data["source_thread_id"] != "01a2" {
+		t.Fatalf("two threads' keys met: %v / %v", first.Data, second.Data)
+	}
+	var job struct {
+		DedupeKey string `json:"dedupe_key"`
+	}
+	h.ok(&job, "job", "query", first.Data["job_id"].(string))
+	before := len(h.exported())
+	r := h.run("job", "submit", "--thread-id", "01a2/b0000", "--task-kind", "ci", "--summary", "forged", "--dedupe-key", job.DedupeKey, "--json")
+	if r.code != 2 || !strings.Contains(r.stderr, "EINVAL") || !strings.Contains(r.stderr, "reserved") {
+		t.Fatalf("a client key in the MCP namespace: exit %d %s", r.code, r.stderr)
+	}
+	if n := len(h.exported()); n != before {
+		t.Fatalf("the refused submit appended %d events", n-before)
+	}
+}
