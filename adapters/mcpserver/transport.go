@@ -8,8 +8,8 @@ import (
 	"io"
 	"sync"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cbth-dev/cbth/internal/errs"
 )
