@@ -156,3 +156,41 @@ func TestMCPServe_IdempotencyKeysDoNotCollide(t *testing.T) {
 		t.Fatalf("the refused submit appended %d events", n-before)
 	}
 }
+
+// A forged bridge: once a bridge thread is selected, another thread's
+// desktop_bridge_preflight is refused (thread_mismatch, naming the
+// operator's command) and appends nothing; the real bridge keeps its
+// place and its preflights work. The first preflight through MCP still
+// selects a bridge where none is, and the operator can move it.
+func TestMCPServe_ForgedBridgeIsRefused(t *testing.T) {
+	t.Parallel()
+	h := desktopHome(t)
+	h.validate()
+	s := h.mcpSession(t.TempDir())
+	const forger = "01a2abab-0000-7000-8000-000000000034"
+	if a := callTool(t, s, codexMeta(bridge), "desktop_bridge_preflight", map[string]any{}); a.IsError {
+		t.Fatalf("the first preflight through MCP: %s", a.Text)
+	}
+	before := len(h.exported())
+	a := callTool(t, s, codexMeta(forger), "desktop_bridge_preflight", map[string]any{})
+	if a.code() != "thread_mismatch" || !strings.Contains(a.Text, "cbth desktop bridge-preflight --bridge-thread-id "+forger) {
+		t.Fatalf("a forged preflight: %s", a.Text)
+	}
+	if n := len(h.exported()); n != before {
+		t.Fatalf("the forged preflight appended %d events", n-before)
+	}
+	if a := callTool(t, s, codexMeta(bridge), "desktop_bridge_preflight", map[string]any{}); a.IsError || a.Data["bridge_thread_id"] != bridge {
+		t.Fatalf("the real bridge's preflight after the forgery: %s %v", a.Text, a.Data)
+	}
+	if a := callTool(t, s, codexMeta(bridge), "desktop_claim_next_ready", map[string]any{}); a.IsError {
+		t.Fatalf("the real bridge's claim after the forgery: %s", a.Text)
+	}
+	// The operator moves it.
+	h.ok(nil, "desktop", "bridge-preflight", "--bridge-thread-id", forger)
+	if a := callTool(t, s, codexMeta(forger), "desktop_bridge_preflight", map[string]any{}); a.IsError {
+		t.Fatalf("the new bridge's preflight: %s", a.Text)
+	}
+	if a := callTool(t, s, codexMeta(bridge), "desktop_bridge_preflight", map[string]any{}); a.code() != "thread_mismatch" {
+		t.Fatalf("the old bridge's preflight after the move: %s", a.Text)
+	}
+}
