@@ -592,7 +592,7 @@ func checkMCP(_ context.Context, e *Env) []Finding {
 	if err != nil {
 		return one("", Skip, err.Error(), "")
 	}
-	st := mcpconfig.Inspect(filepath.Join(codexHome, "config.toml"), mcpconfig.Entry{Home: e.Home.Root, Approve: mcpconfig.ApprovalTools})
+	st := mcpconfig.Inspect(filepath.Join(codexHome, "config.toml"), mcpconfig.Entry{Home: e.Home.Root, Approve: mcpconfig.DefaultApproved()})
 	switch {
 	case st.Command == "" && len(st.Problems) > 0:
 		return one("", Warn, "Codex sessions started outside cbth cli run will not have cbth's tools: "+st.Problems[0],
@@ -601,6 +601,18 @@ func checkMCP(_ context.Context, e *Env) []Finding {
 		return one("", Fail, "Codex will not run cbth's MCP server as it should: "+strings.Join(st.Problems, "; "), "cbth mcp install")
 	}
 	detail := fmt.Sprintf("Codex (%s) loads cbth's MCP server: %s for CBTH_HOME %s; approved: %s", codexHome, st.Command, st.Home, strings.Join(st.Approved, ", "))
+	var asks []string
+	for _, t := range mcpconfig.ApprovalTools {
+		if _, opt := mcpconfig.OptIn[t]; opt && !slices.Contains(st.Approved, t) {
+			asks = append(asks, t)
+		}
+	}
+	if len(asks) > 0 {
+		detail += fmt.Sprintf("; Codex asks before %s (refused under approval_policy = \"never\" unless you run cbth mcp install --approve %s)", strings.Join(asks, ", "), strings.Join(asks, ","))
+	}
+	if slices.Contains(st.Approved, "task_run") {
+		detail += "; task_run is pre-approved: what your [mcp] rules allow runs outside Codex's sandbox without a prompt"
+	}
 	if _, err := os.Stat(mcpconfig.SkillPath(codexHome)); err != nil {
 		return one("", Warn, detail+"; the cbth skill is missing", "cbth mcp install")
 	}

@@ -47,7 +47,9 @@ func newDesktopMCPRig(t *testing.T) *desktopMCPRig {
 	var inst struct {
 		Approved []string `json:"approved_tools"`
 	}
-	h.ok(&inst, "mcp", "install", "--codex-home", cfg.CodexHome, "--command", cbthBin)
+	// The bridge heartbeat's preflight needs the user's approval under
+	// approvals never.
+	h.ok(&inst, "mcp", "install", "--codex-home", cfg.CodexHome, "--command", cbthBin, "--approve", "desktop_bridge_preflight")
 	p := filepath.Join(cfg.CodexHome, "config.toml")
 	b, err := os.ReadFile(p)
 	if err != nil {

@@ -7,9 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pelletier/go-toml/v2"
 )
 
 // The MCP surface hardened (issue 34, spec/mcp.md), through the real
@@ -192,5 +196,146 @@ func TestMCPServe_ForgedBridgeIsRefused(t *testing.T) {
 	}
 	if a := callTool(t, s, codexMeta(bridge), "desktop_bridge_preflight", map[string]any{}); a.code() != "thread_mismatch" {
 		t.Fatalf("the old bridge's preflight after the move: %s", a.Text)
+	}
+}
+
+// Approval is the user's choice: `cbth mcp install` approves neither
+// task_run nor desktop_bridge_preflight, and says Codex asks before them
+// and how to pre-approve; --approve task_run pre-approves it and says
+// what that means; a tool that needs no approval, or does not exist, is
+// EINVAL and changes nothing.
+func TestMCPInstall_ApprovalIsTheUsersChoice(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	codexHome := filepath.Join(t.TempDir(), "codex")
+	cfg := filepath.Join(codexHome, "config.toml")
+	approved := func() map[string]bool {
+		t.Helper()
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			MCPServers map[string]struct {
+				Tools map[string]struct {
+					ApprovalMode string `toml:"approval_mode"`
+				} `toml:"tools"`
+			} `toml:"mcp_servers"`
+		}
+		if err := toml.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for name, tool := range doc.MCPServers["cbth"].Tools {
+			out[name] = tool.ApprovalMode == "approve"
+		}
+		return out
+	}
+	r := h.run("mcp", "install", "--codex-home", codexHome)
+	if r.code != 0 || !strings.Contains(r.stdout, "Not approved: task_run, desktop_bridge_preflight") || !strings.Contains(r.stdout, "--approve task_run,desktop_bridge_preflight") {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if a := approved(); a["task_run"] || a["desktop_bridge_preflight"] || !a["job_submit"] || !a["desktop_note_arm"] {
+		t.Fatalf("approved by default: %v", a)
+	}
+	var res struct {
+		Approved []string `json:"approved_tools"`
+		Asks     []string `json:"not_approved_tools"`
+		Notes    []string `json:"approval_notes"`
+	}
+	h.ok(&res, "mcp", "install", "--codex-home", codexHome, "--approve", "task_run")
+	if a := approved(); !a["task_run"] || a["desktop_bridge_preflight"] || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "outside Codex's sandbox") ||
+		!slices.Equal(res.Asks, []string{"desktop_bridge_preflight"}) {
+		t.Fatalf("--approve task_run: %v %+v", a, res)
+	}
+	before, _ := os.ReadFile(cfg)
+	for _, bad := range []string{"job_list", "rm_rf"} {
+		if r := h.run("mcp", "install", "--codex-home", codexHome, "--approve", bad); r.code != 2 || !strings.Contains(r.stderr, "EINVAL") {
+			t.Errorf("--approve %s: exit %d %s", bad, r.code, r.stderr)
+		}
+	}
+	if after, _ := os.ReadFile(cfg); string(after) != string(before) {
+		t.Fatal("a refused install changed the file")
+	}
+}
+
+// --command gets the checks `service install` gives the program it
+// runs: absolute, no control character, an executable file, and not one
+// another user could rewrite. Each refusal writes nothing.
+func TestMCPInstall_CommandIsChecked(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	codexHome := filepath.Join(t.TempDir(), "codex")
+	shared := filepath.Join(t.TempDir(), "shared")
+	os.MkdirAll(shared, 0o700)
+	copyFile(t, cbthBin, filepath.Join(shared, "cbth"))
+	os.Chmod(shared, 0o777) // a directory anyone can write: the binary in it can be replaced
+	writable := filepath.Join(t.TempDir(), "cbth")
+	copyFile(t, cbthBin, writable)
+	os.Chmod(writable, 0o777)
+	notExec := filepath.Join(t.TempDir(), "cbth")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600)
+	for _, c := range []struct {
+		name, command string
+		exit          int
+		code          string
+	}{
+		{"relative", "bin/cbth", 2, "EINVAL"},
+		{"missing", filepath.Join(t.TempDir(), "nothing"), 1, "ENOENT"},
+		{"a newline", filepath.Dir(cbthBin) + "/cb\nth", 2, "EINVAL"},
+		{"not executable", notExec, 2, "EINVAL"},
+		{"writable by others", writable, 13, "EACCES"},
+		{"in a directory others can write", filepath.Join(shared, "cbth"), 13, "EACCES"},
+	} {
+		r := h.run("mcp", "install", "--codex-home", codexHome, "--command", c.command)
+		if r.code != c.exit || !strings.Contains(r.stderr, c.code) {
+			t.Errorf("%s: exit %d %s, want %d %s", c.name, r.code, r.stderr, c.exit, c.code)
+		}
+		if _, err := os.Stat(codexHome); err == nil {
+			t.Fatalf("%s: the refused install wrote %s", c.name, codexHome)
+		}
+	}
+	if r := h.run("mcp", "install", "--codex-home", codexHome, "--command", cbthBin); r.code != 0 {
+		t.Fatalf("a sound --command: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// A symlinked config.toml (a dotfiles checkout) is written through: the
+// link stays and its target gets the entry; uninstall leaves the target
+// as it was.
+func TestMCPInstall_SymlinkedConfig(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	codexHome := filepath.Join(t.TempDir(), "codex")
+	os.MkdirAll(codexHome, 0o700)
+	target := filepath.Join(t.TempDir(), "dotfiles", "codex.toml")
+	os.MkdirAll(filepath.Dir(target), 0o700)
+	user := "model = \"o3\"\nnotes = \"\"\"\n" + "# <<< cbth mcp <<<\n" + "\"\"\"\n"
+	os.WriteFile(target, []byte(user), 0o600)
+	link := filepath.Join(codexHome, "config.toml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	h.ok(nil, "mcp", "install", "--codex-home", codexHome)
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("config.toml is no longer the link: %v", err)
+	}
+	if b, _ := os.ReadFile(target); !strings.HasPrefix(string(b), user) || !strings.Contains(string(b), "[mcp_servers.cbth]") {
+		t.Fatalf("the target:\n%s", b)
+	}
+	h.ok(nil, "mcp", "uninstall", "--codex-home", codexHome)
+	if b, _ := os.ReadFile(target); string(b) != user {
+		t.Fatalf("after uninstall the target is:\n%q\nwant:\n%q", b, user)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o700); err != nil {
+		t.Fatal(err)
 	}
 }
