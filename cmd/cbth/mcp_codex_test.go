@@ -106,9 +106,11 @@ func TestMCPFromCodex_TaskRunInAReadOnlyThread(t *testing.T) {
 	if outs := r.toolOutputs(); len(outs) != 1 || !strings.Contains(outs[0], "approval") || strings.Contains(outs[0], "task_not_allowed") {
 		t.Fatalf("task_run without the user's approval, as the model got it: %q\n%s", outs, tail(out, 2000))
 	}
-	for _, e := range r.exported() {
-		if e.Type == "mcp.tool_called" {
-			t.Fatalf("cbth heard of a call Codex refused: %v", e)
+	if _, err := os.Stat(filepath.Join(r.root, "cbth.db")); err == nil {
+		for _, e := range r.exported() {
+			if e.Type == "mcp.tool_called" {
+				t.Fatalf("cbth heard of a call Codex refused: %v", e)
+			}
 		}
 	}
 	r.ok(&inst, "mcp", "install", "--codex-home", r.codexHome, "--approve", "task_run")
