@@ -127,7 +127,9 @@ func Check() Status { return check() }
 // Command returns the command that runs argv (argv[0] an absolute path)
 // confined by p, in the directory cwd (an open directory, passed to the
 // wrapper as descriptor 3; nil keeps the wrapper's own: set Dir), with
-// exactly env as its environment.
+// exactly env as its environment. The program leads a process group of
+// its own; once it is started, Started records it for the Tracker ctx
+// carries.
 func Command(ctx context.Context, p Policy, cwd *os.File, argv, env []string) (*exec.Cmd, error) {
 	if len(argv) == 0 || !strings.HasPrefix(argv[0], "/") {
 		return nil, fmt.Errorf("confine: program %q is not an absolute path", argv)
@@ -156,6 +158,9 @@ func Command(ctx context.Context, p Policy, cwd *os.File, argv, env []string) (*
 	}
 	cmd.Args = append(append(args, "--"), argv...)
 	cmd.Env = env
+	// Its own process group: one signal reaches all of it, and a
+	// Tracker knows its processes by it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
 

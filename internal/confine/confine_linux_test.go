@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +22,19 @@ import (
 func TestMain(m *testing.M) {
 	if filepath.Base(os.Args[0]) == confine.ProgramName {
 		os.Exit(confine.Main(os.Args[1:]))
+	}
+	if os.Getenv("CONFINE_PROBE_SPAWN") != "" {
+		// A child that leaves the confined program's process group: its
+		// ancestry still tells.
+		self, _ := os.Executable()
+		c := exec.Command(self)
+		c.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CONFINE_PROBE_SPAWN=") })
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		c.Stdout, c.Stderr = os.Stdout, os.Stderr
+		if err := c.Run(); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	if os.Getenv("CONFINE_PROBE") != "" {
 		os.Exit(probe())
@@ -65,10 +80,13 @@ func probe() int {
 	try("io_uring", err)
 	if s := os.Getenv("CONFINE_PROBE_CONNECT"); s != "" {
 		c, err := unixConnect(s)
-		if err == nil {
+		try("connect", err)
+		if err == nil && os.Getenv("CONFINE_PROBE_WAIT") != "" {
+			// Stay until the listener has looked at who connected.
+			b := make([]byte, 1)
+			c.Read(b)
 			c.Close()
 		}
-		try("connect", err)
 	}
 	return 0
 }
@@ -164,3 +182,61 @@ func (l *netListener) listen(path string) (*netListener, error) {
 
 func (l *netListener) Close() error { return syscall.Close(l.fd) }
 
+// A Tracker knows the processes of the confined programs started under
+// it, by process group and then by ancestry, and no others: a program
+// run unconfined, or confined without the tracker, is not one of them.
+func TestTrackerKnowsConfinedProcesses(t *testing.T) {
+	dir := t.TempDir()
+	sockPath := filepath.Join(dir, "s.sock")
+	l, err := (&netListener{}).listen(sockPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	self, _ := os.Executable()
+	tr := confine.NewTracker()
+	// peerOf starts cmd, takes its connection and returns what the
+	// tracker says of the process that connected.
+	peerOf := func(cmd *exec.Cmd, track bool) string {
+		t.Helper()
+		cmd.Env = append(cmd.Env, "CONFINE_PROBE=1", "CONFINE_PROBE_WAIT=1", "CONFINE_PROBE_CONNECT="+sockPath)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if track {
+			confine.Started(confine.WithTracker(context.Background(), tr), cmd)
+		}
+		defer cmd.Wait()
+		nfd, _, err := unix.Accept(l.fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(nfd)
+		cred, err := unix.GetsockoptUcred(nfd, unix.SOL_SOCKET, unix.SO_PEERCRED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Why(int(cred.Pid))
+	}
+	confined := func(env ...string) *exec.Cmd {
+		cmd, err := confine.Command(context.Background(), confine.Policy{RW: []string{dir}, Unix: []string{dir}, Exec: []string{self}}, nil, []string{self}, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Args[0] = confine.ProgramName
+		return cmd
+	}
+	if why := peerOf(confined(), true); !strings.Contains(why, "belongs to a program cbth runs confined") {
+		t.Errorf("a tracked confined program: %q", why)
+	}
+
+	if why := peerOf(confined("CONFINE_PROBE_SPAWN=1"), true); !strings.Contains(why, "descends from a program cbth runs confined") {
+		t.Errorf("a child in a group of its own: %q", why)
+	}
+	if why := peerOf(confined(), false); why != "" {
+		t.Errorf("a confined program started without the tracker: %q", why)
+	}
+	if why := peerOf(exec.Command(self), false); why != "" {
+		t.Errorf("an unconfined program: %q", why)
+	}
+}
