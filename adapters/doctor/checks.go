@@ -364,13 +364,23 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 // checkConfinement says whether shell.exec and the provider helper run
 // confined here (spec/cortexfs.md, "Confinement"): a warning, not a
 // failure, where the system lacks the means: they still run, unconfined.
-func checkConfinement(_ context.Context, _ *Env) []Finding {
-	st := confine.Check()
-	if st.Available {
-		return one("", OK, "shell.exec and the provider helper run confined ("+st.Mechanism+"): the agent root read-write, the system's directories read-only", "")
+func checkConfinement(_ context.Context, _ *Env) []Finding { return confinement(confine.Check()) }
+
+// confinement is the finding for what st says this system confines.
+func confinement(st confine.Status) []Finding {
+	switch {
+	case !st.Available:
+		return one("", Warn, "shell.exec and the provider helper run UNCONFINED: they can read and write anything you can ("+st.Mechanism+"); "+st.Summary(),
+			"on Linux, use a kernel with Landlock enabled (5.13 or later, landlock in the lsm= boot parameter); until then give agents shell.exec only in roots you would let them leave")
+	case len(st.Unconfined()) > 0:
+		var off []string
+		for _, r := range st.Unconfined() {
+			off = append(off, r.Name)
+		}
+		return one("", Warn, "shell.exec and the provider helper run confined only in part: "+st.Summary(),
+			"this kernel cannot keep them from "+strings.Join(off, " and ")+": give agents shell.exec only where that is acceptable, or use a kernel with seccomp and Landlock ABI 6 or later (Linux 6.12)")
 	}
-	return one("", Warn, "shell.exec and the provider helper run UNCONFINED: they can read and write anything you can ("+st.Mechanism+")",
-		"on Linux, use a kernel with Landlock enabled (5.13 or later, landlock in the lsm= boot parameter); until then give agents shell.exec only in roots you would let them leave")
+	return one("", OK, "shell.exec and the provider helper run confined (the agent root read-write, the system's directories read-only, no unix socket): "+st.Summary(), "")
 }
 
 // checkCredentials asks the provider helper, which resolves credentials

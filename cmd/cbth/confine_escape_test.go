@@ -97,3 +97,36 @@ func unixSocketsConfined() bool {
 	}
 	return false
 }
+
+// What is confined is said where the user decides: doctor's confinement
+// finding names each right and what keeps it (or why nothing does), and
+// `agent add` of an agent with shell.exec says it on stderr, with what
+// is never confined, at the moment the root is given.
+func TestConfinementIsSaid(t *testing.T) {
+	t.Parallel()
+	a := newAgentHome(t)
+	root := t.TempDir()
+	r := a.run("agent", "add", "runner", "--model", "debug/echo", "--tool", "shell.exec", "--root", root)
+	st := confine.Check()
+	if r.code != 0 || !strings.Contains(r.stderr, "shell.exec of agent/runner runs as you in "+root) || !strings.Contains(r.stderr, st.Summary()) ||
+		!strings.Contains(r.stderr, "never confined: the network") {
+		t.Fatalf("agent add: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if len(st.Unconfined()) > 0 && !strings.Contains(r.stderr, "WARNING") {
+		t.Fatalf("agent add where rights are not confined: %q", r.stderr)
+	}
+	if r := a.run("agent", "add", "reader", "--model", "debug/echo", "--tool", "fs.read", "--root", root); strings.Contains(r.stderr, "shell.exec") {
+		t.Fatalf("agent add without shell.exec: %q", r.stderr)
+	}
+	rep, _ := a.doctor()
+	f := rep.get("confinement")
+	for _, right := range st.Rights {
+		if !strings.Contains(f.Detail, right.Name+" ("+right.How+")") {
+			t.Errorf("doctor's confinement finding lacks %s: %+v", right.Name, f)
+		}
+	}
+	if unixSocketsConfined() && !strings.Contains(f.Detail, "unix sockets (seccomp)") {
+		t.Errorf("doctor does not say what keeps unix sockets: %+v", f)
+	}
+	a.confined()
+}
