@@ -20,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -130,7 +129,11 @@ func Start(s Spec) (p *Process, err error) {
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		_, _ = io.Copy(p.out, r)
+		// Redacted on the way in: neither the spool nor the tail ever
+		// holds what the task printed of its own secrets.
+		red := NewRedacting(p.out, s.Env)
+		_, _ = io.Copy(red, r)
+		_ = red.Close()
 	}()
 	go p.wait(r, drained)
 	return p, nil
@@ -301,42 +304,6 @@ func TailText(b []byte) string {
 		i++
 	}
 	return strings.ToValidUTF8(string(b[i:]), "\uFFFD")
-}
-
-// MinSecretLen is the shortest value Redactor hides: shorter ones would
-// blot out ordinary words of the output.
-const MinSecretLen = 6
-
-// SecretName reports whether an environment variable's name marks its
-// value as a secret: *_KEY, *_TOKEN, *_SECRET, or PASSWORD anywhere (any
-// case).
-func SecretName(name string) bool {
-	n := strings.ToUpper(name)
-	return strings.HasSuffix(n, "_KEY") || strings.HasSuffix(n, "_TOKEN") || strings.HasSuffix(n, "_SECRET") || strings.Contains(n, "PASSWORD")
-}
-
-// Redactor returns a function that replaces, in a text about to be
-// recorded, every value of env's secret-looking variables (SecretName,
-// at least MinSecretLen bytes) with "<redacted NAME>". The log keeps
-// what is appended for good, so a task that prints its own token must
-// not put it there. Longer values go first, so one that holds another
-// is hidden whole.
-func Redactor(env []string) func(string) string {
-	type secret struct{ name, value string }
-	var ss []secret
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && SecretName(k) && len(v) >= MinSecretLen {
-			ss = append(ss, secret{k, v})
-		}
-	}
-	sort.Slice(ss, func(i, j int) bool { return len(ss[i].value) > len(ss[j].value) })
-	return func(s string) string {
-		for _, x := range ss {
-			s = strings.ReplaceAll(s, x.value, "<redacted "+x.name+">")
-		}
-		return s
-	}
 }
 
 // ReadTail returns the last n bytes of a spool file and its size.

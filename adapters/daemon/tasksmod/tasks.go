@@ -320,9 +320,10 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 	}
 	x := p.Wait()
 	// The tail is recorded for good, and the job's reason or result is
-	// made from it: the task's own secrets are taken out first.
+	// made from it: it was redacted with the spool, as it came
+	// (task.Redacting).
 	out := events.TaskOutput{OutputBytes: x.Output.Bytes, SpoolBytes: x.Output.Spooled, SpoolTruncated: x.Output.Truncated,
-		Tail: task.Redactor(q.env)(task.TailText(x.Output.Tail)), TailTruncated: x.Output.TailTruncated}
+		Tail: task.TailText(x.Output.Tail), TailTruncated: x.Output.TailTruncated}
 	fin := taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Output: out,
 		Exit: taskcmd.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
 	fin.Artifact = m.ingestSpool(spec.Spool, t.JobID, x.Output.Spooled)
@@ -507,8 +508,12 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		r := reaped[i]
 		spool := filepath.Join(dir, "output")
 		tail, size, _ := task.ReadTail(spool, cfg.OutputTail)
+		// The spool was redacted as it was written, but for the
+		// task's environment, which died with its daemon; the token
+		// shapes are taken out once more, for a spool an older cbth
+		// wrote.
 		out := events.TaskOutput{OutputBytes: size, SpoolBytes: size, SpoolTruncated: size >= cfg.SpoolMax,
-			Tail: task.TailText(tail), TailTruncated: size > int64(len(tail))}
+			Tail: task.Redactor(nil)(task.TailText(tail)), TailTruncated: size > int64(len(tail))}
 		c := taskcmd.LoseTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
 			Artifact: m.ingestSpool(spool, t.JobID, size)}
 		switch t.State {
