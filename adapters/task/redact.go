@@ -62,25 +62,29 @@ func tokenLike(v string) bool {
 
 // shape is a common form of credential, found in any output, and what
 // replaces it (a regexp template: a header's or a URL's own text stays).
-// The forms that keep their context go first, so a token in them is
-// hidden once, under its context.
+// A shape is looked for only in a line that holds one of its hints (in
+// lower case when fold), which keeps a flood of output cheap. The forms
+// that keep their context go first, so a token in them is hidden once,
+// under its context.
 type shape struct {
-	re   *regexp.Regexp
-	with string
+	re    *regexp.Regexp
+	with  string
+	hints []string
+	fold  bool
 }
 
 var shapes = []shape{
-	{regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*:\s*(?:bearer|basic|token)\s+)[^\s"'<]+`), "${1}<redacted token>"},
-	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9_\-.=+/]{16,}`), "${1}<redacted token>"},
-	{regexp.MustCompile(`(://[^/\s:@]+:)[^/\s@]+@`), "${1}<redacted>@"},                                            // credentials in a URL
-	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}`), "<redacted token>"},                                       // GitHub tokens
-	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,}`), "<redacted token>"},                                     // GitHub fine-grained tokens
-	{regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,}`), "<redacted token>"},                                        // GitLab
-	{regexp.MustCompile(`\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}`), "<redacted token>"},                            // OpenAI, Anthropic
-	{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), "<redacted token>"},                                   // Slack
-	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), "<redacted token>"},                                      // AWS access key ids
-	{regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), "<redacted token>"},                                           // Google API keys
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), "<redacted token>"}, // JWTs
+	{regexp.MustCompile(`(?i)\b((?:proxy-)?authorization\s*:\s*(?:bearer|basic|token)\s+)[^\s"'<]+`), "${1}<redacted token>", []string{"authorization"}, true},
+	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9_\-.=+/]{16,}`), "${1}<redacted token>", []string{"bearer"}, true},
+	{regexp.MustCompile(`(://[^/\s:@]+:)[^/\s@]+@`), "${1}<redacted>@", []string{"://"}, false},                                            // credentials in a URL
+	{regexp.MustCompile(`\bgh[pousr]_[A-Za-z0-9]{30,}`), "<redacted token>", []string{"gh"}, false},                                        // GitHub tokens
+	{regexp.MustCompile(`\bgithub_pat_[A-Za-z0-9_]{22,}`), "<redacted token>", []string{"github_pat_"}, false},                             // GitHub fine-grained tokens
+	{regexp.MustCompile(`\bglpat-[A-Za-z0-9_\-]{20,}`), "<redacted token>", []string{"glpat-"}, false},                                     // GitLab
+	{regexp.MustCompile(`\bsk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}`), "<redacted token>", []string{"sk-"}, false},                            // OpenAI, Anthropic
+	{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), "<redacted token>", []string{"xox"}, false},                                   // Slack
+	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), "<redacted token>", []string{"AKIA", "ASIA"}, false},                             // AWS access key ids
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), "<redacted token>", []string{"AIza"}, false},                                          // Google API keys
+	{regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), "<redacted token>", []string{"eyJ"}, false}, // JWTs
 }
 
 // privateKey marks the lines of a PEM private key.
@@ -122,10 +126,24 @@ func Redactor(env []string) func(string) string {
 
 func redactLine(b []byte, ss []secret) []byte {
 	for _, x := range ss {
-		b = bytes.ReplaceAll(b, []byte(x.value), []byte("<redacted "+x.name+">"))
+		if bytes.Contains(b, []byte(x.value)) {
+			b = bytes.ReplaceAll(b, []byte(x.value), []byte("<redacted "+x.name+">"))
+		}
 	}
+	var lower []byte
 	for _, sh := range shapes {
+		in := b
+		if sh.fold {
+			if lower == nil {
+				lower = bytes.ToLower(b)
+			}
+			in = lower
+		}
+		if !slices.ContainsFunc(sh.hints, func(h string) bool { return bytes.Contains(in, []byte(h)) }) {
+			continue
+		}
 		b = sh.re.ReplaceAll(b, []byte(sh.with))
+		lower = nil
 	}
 	return b
 }
@@ -157,12 +175,8 @@ func NewRedacting(w io.Writer, env []string) *Redacting {
 // Write takes output as it comes.
 func (r *Redacting) Write(p []byte) (int, error) {
 	r.buf = append(r.buf, p...)
-	for {
-		i := bytes.IndexByte(r.buf, '\n')
-		if i < 0 {
-			break
-		}
-		if err := r.emit(r.buf[:i+1]); err != nil {
+	if i := bytes.LastIndexByte(r.buf, '\n'); i >= 0 {
+		if err := r.lines(r.buf[:i+1]); err != nil {
 			return len(p), err
 		}
 		r.buf = r.buf[i+1:]
@@ -170,8 +184,10 @@ func (r *Redacting) Write(p []byte) (int, error) {
 	if len(r.buf) > maxHold {
 		out := redactLine(r.buf, r.ss)
 		cut := len(out) - holdBack
-		if err := r.emit(out[:cut]); err != nil {
-			return len(p), err
+		if !r.inKey {
+			if _, err := r.w.Write(out[:cut]); err != nil {
+				return len(p), err
+			}
 		}
 		r.buf = append([]byte(nil), out[cut:]...)
 	}
@@ -189,6 +205,23 @@ func (r *Redacting) Close() error {
 	err := r.emit(r.buf)
 	r.buf = nil
 	return err
+}
+
+// lines redacts whole lines: all at once, unless a private key is in
+// them (its lines go one by one).
+func (r *Redacting) lines(block []byte) error {
+	if !r.inKey && !bytes.Contains(block, keyBegin) {
+		_, err := r.w.Write(redactLine(block, r.ss))
+		return err
+	}
+	for len(block) > 0 {
+		i := bytes.IndexByte(block, '\n')
+		if err := r.emit(block[:i+1]); err != nil {
+			return err
+		}
+		block = block[i+1:]
+	}
+	return nil
 }
 
 func (r *Redacting) emit(line []byte) error {

@@ -1,11 +1,14 @@
 package main_test
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -126,5 +129,79 @@ func TestTaskInheritsOnlyItsDescriptors(t *testing.T) {
 	slices.Sort(fds)
 	if !slices.Equal(fds, []string{"0", "1", "2", "3"}) {
 		t.Fatalf("the task's descriptors: %q", v.OutputTail)
+	}
+}
+
+// The spool rotates under a follower: `task logs -f` finishes the
+// segment it was reading (now SPOOL.1) before the new one, so what it
+// prints is the whole output, once, even though the kept spool (the
+// artifact) holds only its last part. The task's own writes are paced
+// by gates the test opens once the follower printed the line before.
+func TestTaskLogsFollowAcrossRotation(t *testing.T) {
+	t.Parallel()
+	h := taskHome(t, "spool_max = 100")
+	dir := t.TempDir()
+	var script strings.Builder
+	var want strings.Builder
+	for i := 1; i <= 5; i++ {
+		line := fmt.Sprintf("line-%d-%022d\n", i, i) // 30 bytes: a rotation every other line at most
+		want.WriteString(line)
+		if i > 1 {
+			gate := filepath.Join(dir, fmt.Sprintf("g%d", i))
+			if err := syscall.Mkfifo(gate, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&script, "read x < %s; ", gate)
+		}
+		fmt.Fprintf(&script, "printf '%%s' '%s'; ", line)
+	}
+	run := h.taskRun("T", "sh", "-c", script.String())
+	c := h.cmd("task", "logs", "-f", run.TaskID)
+	var mu sync.Mutex
+	var got bytes.Buffer
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		buf := make([]byte, 4096)
+		for {
+			n, err := out.Read(buf)
+			mu.Lock()
+			got.Write(buf[:n])
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	printed := func(s string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Contains(got.String(), s)
+	}
+	for i := 1; i <= 5; i++ {
+		waitFor(t, fmt.Sprintf("the follower to print line %d", i), 30*time.Second, func() bool { return printed(fmt.Sprintf("line-%d-", i)) })
+		if i < 5 {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("g%d", i+1)), []byte("go\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	<-copied
+	if got.String() != want.String() {
+		t.Fatalf("followed %q\nwant %q", got.String(), want.String())
+	}
+	v := h.taskEnd(run.TaskID)
+	if v.SpoolBytes > 100 || !v.SpoolTruncated || v.OutputBytes != 150 {
+		t.Fatalf("the task: %+v", v)
 	}
 }

@@ -507,6 +507,11 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		dir := filepath.Join(m.h.Home.TasksDir(), t.ID)
 		r := reaped[i]
 		spool := filepath.Join(dir, "output")
+		// The dead daemon's spool may be in two segments: one file
+		// again, oldest first, before it is read and kept.
+		if err := task.MergeSpool(spool); err != nil {
+			m.h.Log.Error("merge a lost task's spool", "task", t.ID, "err", err)
+		}
 		tail, size, _ := task.ReadTail(spool, cfg.OutputTail)
 		// The spool was redacted as it was written, but for the
 		// task's environment, which died with its daemon; the token
