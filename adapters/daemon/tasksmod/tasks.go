@@ -503,6 +503,9 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// The output of a lost task stays where it is when it could not be
+	// kept as an artifact: start-up never empties a spool nothing kept.
+	keep := map[string]bool{}
 	for i, t := range live {
 		dir := filepath.Join(m.h.Home.TasksDir(), t.ID)
 		r := reaped[i]
@@ -521,6 +524,9 @@ func (m *Module) Reconcile(ctx context.Context) error {
 			Tail: task.Redactor(nil)(task.TailText(tail)), TailTruncated: size > int64(len(tail))}
 		c := taskcmd.LoseTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
 			Artifact: m.ingestSpool(spool, t.JobID, size)}
+		if size > 0 && c.Artifact == nil {
+			keep[t.ID] = true
+		}
 		switch t.State {
 		case fsm.TaskQueued:
 			c.Reason = "the daemon stopped before this task started; it was not run and will not be (cbth never starts a task again after a restart)"
@@ -534,6 +540,9 @@ func (m *Module) Reconcile(ctx context.Context) error {
 				c.Reason += "; its processes that were still running were stopped"
 			}
 		}
+		if keep[t.ID] {
+			c.Reason += fmt.Sprintf("; its output could not be kept as an artifact and stays in %s", spool)
+		}
 		if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-reconcile"}, c); err != nil {
 			if c.Artifact != nil {
 				_ = m.h.Artifacts.Remove(c.Artifact.ArtifactID)
@@ -542,13 +551,16 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		}
 		m.h.Log.Warn("task lost with its daemon; failed closed", "task", t.ID, "job", t.JobID, "processes_left", r.Left, "group_signalled", r.Signalled, "unverified", r.Unverified, "output_bytes", size)
 	}
-	// Nothing runs yet: every task directory left is an orphan.
+	// Nothing runs yet: every other task directory left is an orphan,
+	// its output kept as an artifact or never written.
 	ents, err := os.ReadDir(m.h.Home.TasksDir())
 	if err != nil && !os.IsNotExist(err) {
 		return errs.Wrap(errs.EINTERNAL, err, "read %s", m.h.Home.TasksDir())
 	}
 	for _, e := range ents {
-		_ = os.RemoveAll(filepath.Join(m.h.Home.TasksDir(), e.Name()))
+		if !keep[e.Name()] {
+			_ = os.RemoveAll(filepath.Join(m.h.Home.TasksDir(), e.Name()))
+		}
 	}
 	return nil
 }
