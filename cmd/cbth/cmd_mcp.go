@@ -123,8 +123,9 @@ type codexTarget struct {
 
 // mcpTarget resolves the Codex home (--codex-home, else codex_home in
 // cbth's config, else $CODEX_HOME, else ~/.codex: the one cbth's shared
-// app-server runs with) and the entry for this home and executable.
-func mcpTarget(env *Env, codexHome, command string) (codexTarget, error) {
+// app-server runs with) and the entry for this home and executable,
+// checked (install) as a program Codex may run.
+func mcpTarget(env *Env, codexHome, command string, install bool) (codexTarget, error) {
 	h, err := env.Home()
 	if err != nil {
 		return codexTarget{}, err
@@ -149,9 +150,11 @@ func mcpTarget(env *Env, codexHome, command string) (codexTarget, error) {
 		}
 	}
 	// Codex runs it, outside its sandbox, at every session: the same
-	// checks as the program a service runs.
-	if err := home.CheckProgram(what, command); err != nil {
-		return codexTarget{}, err
+	// checks as the program a service runs. Uninstall writes no command.
+	if install {
+		if err := home.CheckProgram(what, command); err != nil {
+			return codexTarget{}, err
+		}
 	}
 	return codexTarget{CodexHome: codexHome, Config: filepath.Join(codexHome, "config.toml"),
 		Entry: mcpconfig.Entry{Command: command, Home: h.Root, Approve: mcpconfig.DefaultApproved()}}, nil
@@ -186,7 +189,7 @@ func (c *McpInstallCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	t, err := mcpTarget(env, c.CodexHome, c.Command)
+	t, err := mcpTarget(env, c.CodexHome, c.Command, true)
 	if err != nil {
 		return err
 	}
@@ -247,7 +250,7 @@ type mcpUninstallResult struct {
 
 // Run removes the entry and the skill.
 func (c *McpUninstallCmd) Run(env *Env) error {
-	t, err := mcpTarget(env, c.CodexHome, "")
+	t, err := mcpTarget(env, c.CodexHome, "", false)
 	if err != nil {
 		return err
 	}
