@@ -37,6 +37,8 @@ type MCPToolCalled struct {
 	// Argv is a task_run's command as the model asked for it: on a
 	// refusal it is what the operator would write a rule for.
 	Argv []string `json:"argv,omitempty"`
+	// Task is the named task ([mcp.tasks.NAME]) a task_run asked for.
+	Task string `json:"task,omitempty"`
 }
 
 const TypeMCPToolCalled = "mcp.tool_called"

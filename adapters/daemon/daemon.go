@@ -153,8 +153,9 @@ func Run(ctx context.Context, opt Options) error {
 		go d.parkHookLoop(ctx)
 	}
 	ready := make(chan struct{})
+	confined := confine.NewTracker()
 	d.srv = &ipc.Server{Handler: d.handle, Version: opt.Version, Log: opt.Log, UID: os.Getuid(), Ready: ready,
-		Versionless: func(op string) bool { return d.table[op].Versionless }}
+		Versionless: func(op string) bool { return d.table[op].Versionless }, Refuse: confined.Why}
 	served := make(chan error, 1)
 	go func() { served <- d.srv.Serve(ctx, ln) }()
 
@@ -165,7 +166,7 @@ func Run(ctx context.Context, opt Options) error {
 		return refuseLog(h, err)
 	}
 	d.host = &Host{Eng: d.eng, Home: h, Config: opt.Config, Clock: opt.Clock, Log: opt.Log, Version: opt.Version,
-		Artifacts: d.artifacts, Manual: opt.Manual, NoSync: opt.NoSync, d: d}
+		Artifacts: d.artifacts, Manual: opt.Manual, NoSync: opt.NoSync, Confined: confined, d: d}
 	started := 0
 	defer func() {
 		// What outlives a request stops before the log closes:

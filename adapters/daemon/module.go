@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/rotate"
 )
 
@@ -117,6 +118,10 @@ type Host struct {
 	Manual bool
 	// NoSync: no fsync (Options.NoSync).
 	NoSync bool
+	// Confined tracks the confined programs the daemon runs (agents'
+	// shell.exec, the provider helper), whose processes it refuses to
+	// serve: run them under confine.WithTracker(ctx, Confined).
+	Confined *confine.Tracker
 
 	d *Daemon
 }

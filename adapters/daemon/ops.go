@@ -107,6 +107,9 @@ func (d *Daemon) submit(ctx context.Context, a api.SubmitArgs) (api.SubmitReply,
 			return api.SubmitReply{}, err
 		}
 	}
+	if err := api.CheckClientDedupeKey(a.DedupeKey); err != nil {
+		return api.SubmitReply{}, err
+	}
 	cmd := command.SubmitJob{Target: a.TargetKind, ThreadID: a.SourceThreadID, TaskKind: a.TaskKind, Summary: a.TaskSummary,
 		Metadata: a.Metadata, DedupeKey: a.DedupeKey, Policy: pol, Timeout: d.opt.Config.JobTimeout.Duration}
 	m := d.meta("")

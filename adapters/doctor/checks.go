@@ -368,13 +368,21 @@ func checkProviders(_ context.Context, e *Env) []Finding {
 // failure, where the system lacks the means: they still run, unconfined.
 func checkConfinement(_ context.Context, _ *Env) []Finding { return confinement(confine.Check()) }
 
-// confinement is the finding for the system's confinement status st.
+// confinement is the finding for what st says this system confines.
 func confinement(st confine.Status) []Finding {
-	if st.Available {
-		return one("", OK, "shell.exec and the provider helper run confined ("+st.Mechanism+"): the agent root read-write, the system's directories read-only", "")
+	switch {
+	case !st.Available:
+		return one("", Warn, "shell.exec and the provider helper run UNCONFINED: they can read and write anything you can ("+st.Mechanism+"); "+st.Summary(),
+			"on Linux, use a kernel with Landlock enabled (5.13 or later, landlock in the lsm= boot parameter); until then give agents shell.exec only in roots you would let them leave")
+	case len(st.Unconfined()) > 0:
+		var off []string
+		for _, r := range st.Unconfined() {
+			off = append(off, r.Name)
+		}
+		return one("", Warn, "shell.exec and the provider helper run confined only in part: "+st.Summary(),
+			"this kernel cannot keep them from "+strings.Join(off, " and ")+": give agents shell.exec only where that is acceptable, or use a kernel with seccomp and Landlock ABI 6 or later (Linux 6.12)")
 	}
-	return one("", Warn, "shell.exec and the provider helper run UNCONFINED: they can read and write anything you can ("+st.Mechanism+")",
-		"on Linux, use a kernel with Landlock enabled (5.13 or later, landlock in the lsm= boot parameter); until then give agents shell.exec only in roots you would let them leave")
+	return one("", OK, "shell.exec and the provider helper run confined (the agent root read-write, the system's directories read-only, no unix socket): "+st.Summary(), "")
 }
 
 // checkCredentials asks the provider helper, which resolves credentials
@@ -596,7 +604,7 @@ func checkMCP(_ context.Context, e *Env) []Finding {
 	if err != nil {
 		return one("", Skip, err.Error(), "")
 	}
-	st := mcpconfig.Inspect(filepath.Join(codexHome, "config.toml"), mcpconfig.Entry{Home: e.Home.Root, Approve: mcpconfig.ApprovalTools})
+	st := mcpconfig.Inspect(filepath.Join(codexHome, "config.toml"), mcpconfig.Entry{Home: e.Home.Root, Approve: mcpconfig.DefaultApproved()})
 	switch {
 	case st.Command == "" && len(st.Problems) > 0:
 		return one("", Warn, "Codex sessions started outside cbth cli run will not have cbth's tools: "+st.Problems[0],
@@ -605,6 +613,18 @@ func checkMCP(_ context.Context, e *Env) []Finding {
 		return one("", Fail, "Codex will not run cbth's MCP server as it should: "+strings.Join(st.Problems, "; "), "cbth mcp install")
 	}
 	detail := fmt.Sprintf("Codex (%s) loads cbth's MCP server: %s for CBTH_HOME %s; approved: %s", codexHome, st.Command, st.Home, strings.Join(st.Approved, ", "))
+	var asks []string
+	for _, t := range mcpconfig.ApprovalTools {
+		if _, opt := mcpconfig.OptIn[t]; opt && !slices.Contains(st.Approved, t) {
+			asks = append(asks, t)
+		}
+	}
+	if len(asks) > 0 {
+		detail += fmt.Sprintf("; Codex asks before %s (refused under approval_policy = \"never\" unless you run cbth mcp install --approve %s)", strings.Join(asks, ", "), strings.Join(asks, ","))
+	}
+	if slices.Contains(st.Approved, "task_run") {
+		detail += "; task_run is pre-approved: what your [mcp] rules allow runs outside Codex's sandbox without a prompt"
+	}
 	if _, err := os.Stat(mcpconfig.SkillPath(codexHome)); err != nil {
 		return one("", Warn, detail+"; the cbth skill is missing", "cbth mcp install")
 	}

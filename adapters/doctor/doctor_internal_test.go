@@ -11,7 +11,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
-	"github.com/cbth-dev/cbth/internal/confine"
 )
 
 // env is a doctor environment over a fresh directory: the home (not
@@ -172,11 +171,6 @@ func TestCheckRunner(t *testing.T) {
 
 // Confinement: a warning where the system cannot confine, with what to
 // do; ok, naming the mechanism, where it can.
-func TestConfinementFinding(t *testing.T) {
-	expect(t, "landlock", confinement(confine.Status{Available: true, Mechanism: "landlock ABI 7"}), OK, "run confined (landlock ABI 7)", "")
-	expect(t, "none", confinement(confine.Status{Mechanism: "none: no Landlock"}), Warn, "UNCONFINED", "Landlock")
-}
-
 // The Codex CLI as this shell finds it: missing is a warning (only the
 // cli target needs it), a codex_binary that cannot run fails, a working
 // one reports its version. As the daemon sees it: a Codex only this

@@ -5,7 +5,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cbth-dev/cbth/internal/errs"
 )
@@ -73,4 +76,28 @@ func writers(bits fs.FileMode) string {
 		return "others"
 	}
 	return "its group and others"
+}
+
+// CheckProgram refuses a program path that cbth writes into a file
+// another program runs it from (a service definition, Codex's MCP server
+// entry): a relative path (it would be resolved against whatever
+// directory that program starts in), a control character or invalid
+// UTF-8 (a newline would start a line of its own), a path that is not an
+// executable regular file, and one another user could rewrite
+// (CheckUnshared, root's own files allowed). what names it in errors.
+func CheckProgram(what, path string) error {
+	if !filepath.IsAbs(path) {
+		return errs.New(errs.EINVAL, "%s %q is not an absolute path", what, path)
+	}
+	if !utf8.ValidString(path) || strings.ContainsFunc(path, unicode.IsControl) {
+		return errs.New(errs.EINVAL, "%s %q holds a control character or is not UTF-8", what, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return errs.Wrap(errs.ENOENT, err, "%s %s", what, path)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return errs.New(errs.EINVAL, "%s %s is not an executable file (mode %s)", what, path, fi.Mode())
+	}
+	return CheckUnshared(what, path, true)
 }

@@ -160,6 +160,10 @@ type Server struct {
 	// Versionless, when set, names the operations served to a client of
 	// any protocol. Their requests and replies only ever gain fields.
 	Versionless func(op string) bool
+	// Refuse, when set, says why the process pid (the peer, as the
+	// kernel recorded it) is not served at all ("" serves it): the
+	// daemon refuses the programs it runs confined.
+	Refuse func(pid int) string
 
 	attached atomic.Int64
 	conns    sync.WaitGroup
@@ -251,6 +255,21 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	conn := &Conn{PeerPID: -1}
 	if pid, err := sockfile.PeerPID(c); err == nil {
 		conn.PeerPID = pid
+	}
+	if s.Refuse != nil {
+		if why := s.Refuse(conn.PeerPID); why != "" {
+			s.Log.Warn("refused a confined program's connection", "peer_pid", conn.PeerPID, "why", why)
+			// The refusal answers the first request (read for its id,
+			// never acted on), so the client reads it rather than a
+			// closed connection.
+			var req Request
+			c.SetReadDeadline(time.Now().Add(time.Second))
+			if line, err := readFrame(r); err == nil {
+				_ = json.Unmarshal(bytes.TrimSpace(line), &req)
+			}
+			writeFrame(w, s.fail(req.ID, errs.New(errs.EACCES, "permission denied: %s, and cbth acts for no confined program", why)))
+			return
+		}
 	}
 	ctx = context.WithValue(ctx, connKey{}, conn)
 	defer func() {

@@ -30,6 +30,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
@@ -65,7 +66,10 @@ type Config struct {
 	// Fingerprints are this cbth's validation fingerprints, by read
 	// transport (projections/inbox.Observe).
 	Fingerprints map[string]string
-	Log          *slog.Logger
+	// Rules reads the user's [mcp] rules, for task_list and to find a
+	// named task's command (the daemon reads them again and decides).
+	Rules func() (home.MCP, error)
+	Log   *slog.Logger
 }
 
 // Tool names: the names Codex shows the model in the mcp__cbth namespace.
@@ -75,12 +79,18 @@ const (
 	ToolJobStatus = "job_status"
 	ToolJobList   = "job_list"
 	ToolJobCancel = "job_cancel"
+	ToolTaskList  = "task_list"
 )
 
 // MaxArguments bounds a call's encoded arguments. The largest legitimate
 // call is a task_run argv; a bigger one is refused whole (EMSGSIZE)
 // before anything reads it.
 const MaxArguments = 64 << 10
+
+// MaxArg bounds one element of a task_run argv or args: a test name, a
+// path or a short script fits; a whole program smuggled as an argument
+// does not (EMSGSIZE).
+const MaxArg = 4 << 10
 
 // instructions is what the server tells the client (and through it the
 // model) about itself in the initialize answer.
@@ -102,8 +112,10 @@ func New(cfg Config) *sdk.Server {
 	}
 	add(ToolJobSubmit, "Submit a background job for this conversation; when something outside reports it done (cbth job complete), its result comes back into this thread as a new turn.",
 		schemaFor[submitIn](), &sdk.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: &no}, t.submit)
-	add(ToolTaskRun, "Run a command in the background, outside this sandbox, in this thread's working directory; when it exits, its outcome and output come back into this thread as a new turn. Only commands the user allowed in cbth's config ([mcp] task_allow) run; anything else is refused and nothing runs.",
+	add(ToolTaskRun, "Run a command in the background, outside this sandbox, as the user, in this thread's working directory; when it exits, its outcome and output come back into this thread as a new turn. Give either task (a named task the user defined: task_list shows them) with the args it takes, or argv. Only what the user's rules in cbth's config allow runs, whole ([mcp] task_allow, [mcp.tasks]); anything else is refused and nothing runs.",
 		schemaFor[taskRunIn](), &sdk.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: &yes}, t.taskRun)
+	add(ToolTaskList, "List the named tasks the user defined for task_run: each one's command and the extra arguments it takes.",
+		schemaFor[taskListIn](), &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}, t.taskList)
 	add(ToolJobStatus, "Show one of this thread's background jobs: its status, and where its result went.",
 		schemaFor[jobIn](), &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}, t.status)
 	add(ToolJobList, "List this thread's background jobs.",
@@ -159,10 +171,14 @@ func (p policyIn) flags() command.PolicyFlags {
 }
 
 type taskRunIn struct {
-	Argv    []string `json:"argv" jsonschema:"the command and its arguments, one element each, as exec takes them (no shell unless argv names one)"`
+	Task    string   `json:"task,omitempty" jsonschema:"a named task the user defined (task_list shows them); give this or argv"`
+	Args    []string `json:"args,omitempty" jsonschema:"with task: extra arguments, each one the task takes"`
+	Argv    []string `json:"argv,omitempty" jsonschema:"the command and its arguments, one element each, as exec takes them (no shell unless argv names one); allowed only as a whole by a rule of the user"`
 	Summary string   `json:"summary,omitempty" jsonschema:"one line saying what the command is for (default: the command line)"`
 	Timeout string   `json:"timeout,omitempty" jsonschema:"stop the command after this long, as a duration like 30m or 2h (default: no limit of its own)"`
 }
+
+type taskListIn struct{}
 
 type jobIn struct {
 	JobID string `json:"job_id" jsonschema:"the job, as job_submit or task_run answered"`
@@ -330,16 +346,27 @@ func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (str
 	if err != nil {
 		return "", nil, err
 	}
-	if len(in.Argv) == 0 {
-		return "", nil, errs.New(errs.EINVAL, "argv is required: the command and its arguments")
+	switch {
+	case in.Task == "" && len(in.Argv) == 0:
+		return "", nil, errs.New(errs.EINVAL, "argv or task is required: the command and its arguments, or a named task (task_list shows them)")
+	case in.Task != "" && len(in.Argv) > 0:
+		return "", nil, errs.New(errs.EINVAL, "give task or argv, not both")
+	case in.Task == "" && len(in.Args) > 0:
+		return "", nil, errs.New(errs.EINVAL, "args go with task; with argv, the arguments are in argv")
 	}
-	for i, a := range in.Argv {
-		if a == "" && i == 0 {
-			return "", nil, errs.New(errs.EINVAL, "argv[0], the command, is empty")
+	if err := checkArgv("args", in.Args, false); err != nil {
+		return "", nil, err
+	}
+	argv := in.Argv
+	if in.Task != "" {
+		rule, err := t.task(in.Task)
+		if err != nil {
+			return "", nil, err
 		}
-		if strings.ContainsRune(a, 0) || !utf8.ValidString(a) {
-			return "", nil, errs.New(errs.EINVAL, "argv[%d] is not text (it holds a NUL or invalid UTF-8)", i)
-		}
+		argv = append(slices.Clone(rule.Argv), in.Args...)
+	}
+	if err := checkArgv("argv", argv, true); err != nil {
+		return "", nil, err
 	}
 	var timeout time.Duration
 	if in.Timeout != "" {
@@ -347,14 +374,14 @@ func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (str
 			return "", nil, errs.New(errs.EINVAL, "timeout %q is not a duration like 30m or 2h", in.Timeout)
 		}
 	}
-	a := api.MCPTaskRunArgs{Caller: c, Argv: in.Argv, Summary: in.Summary, TimeoutMS: timeout.Milliseconds()}
+	a := api.MCPTaskRunArgs{Caller: c, Task: in.Task, Argv: argv, Summary: in.Summary, TimeoutMS: timeout.Milliseconds()}
 	a.Caller.NamedThread = named
 	// The command runs where this server runs: Codex starts it in the
 	// thread's working directory, with the environment its config gives.
 	if a.Cwd, err = os.Getwd(); err != nil {
 		return "", nil, errs.Wrap(errs.EINTERNAL, err, "working directory")
 	}
-	if a.Path, err = resolve(in.Argv[0], a.Cwd); err != nil {
+	if a.Path, err = resolve(argv[0], a.Cwd); err != nil {
 		return "", nil, err
 	}
 	for _, kv := range os.Environ() {
@@ -368,6 +395,83 @@ func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (str
 	}
 	return fmt.Sprintf("Task %s (job %s) is %s in the background: %s. When it exits, %s. Nothing more to do now: end your turn; do not wait or poll.",
 		rep.TaskID, rep.JobID, rep.State, aggregate.CommandLine(rep.Argv), rep.Delivery.Hint), rep, nil
+}
+
+// checkArgv checks a command's elements (command: the first is the
+// program, which may not be empty) for what exec can take and for size.
+func checkArgv(what string, l []string, command bool) error {
+	for i, a := range l {
+		switch {
+		case a == "" && i == 0 && command:
+			return errs.New(errs.EINVAL, "%s[0], the command, is empty", what)
+		case strings.ContainsRune(a, 0) || !utf8.ValidString(a):
+			return errs.New(errs.EINVAL, "%s[%d] is not text (it holds a NUL or invalid UTF-8)", what, i)
+		case len(a) > MaxArg:
+			return errs.New(errs.EMSGSIZE, "%s[%d] is %d bytes, over the %d byte limit of one argument", what, i, len(a), MaxArg)
+		}
+	}
+	return nil
+}
+
+// task finds a named task in the user's rules.
+func (t tools) task(name string) (home.TaskRule, error) {
+	m, err := t.rules()
+	if err != nil {
+		return home.TaskRule{}, err
+	}
+	r, ok := m.Task(name)
+	if !ok {
+		if names := m.TaskNames(); len(names) > 0 {
+			return r, errs.New(errs.ENOENT, "no task %q; nothing ran. The named tasks are: %s (task_list shows what each runs)", name, strings.Join(names, ", "))
+		}
+		return r, errs.New(errs.ENOENT, "no task %q: the user defined no named task; nothing ran", name)
+	}
+	return r, nil
+}
+
+func (t tools) rules() (home.MCP, error) {
+	if t.cfg.Rules == nil {
+		return home.MCP{}, errs.New(errs.ENOTCONF, "this server reads no task rules")
+	}
+	m, err := t.cfg.Rules()
+	if err != nil {
+		return m, errs.Wrap(errs.ENOTCONF, err, "read the user's [mcp] task rules")
+	}
+	return m, nil
+}
+
+// taskListOut is task_list's answer.
+type taskListOut struct {
+	Tasks []home.TaskRule `json:"tasks"`
+}
+
+func (t tools) taskList(_ context.Context, _ caller, args json.RawMessage) (string, any, error) {
+	var in taskListIn
+	if _, err := decode(args, &in, nil); err != nil {
+		return "", nil, err
+	}
+	m, err := t.rules()
+	if err != nil {
+		return "", nil, err
+	}
+	out := taskListOut{Tasks: []home.TaskRule{}}
+	var lines []string
+	for _, name := range m.TaskNames() {
+		r, _ := m.Task(name)
+		out.Tasks = append(out.Tasks, r)
+		line := fmt.Sprintf("%s: %s", name, aggregate.CommandLine(r.Argv))
+		if len(r.Args) > 0 {
+			line += fmt.Sprintf(" (extra arguments it takes: %s)", strings.Join(r.Args, " "))
+		}
+		if r.Summary != "" {
+			line += " - " + r.Summary
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return "The user defined no named task. task_run runs only a command a rule of the user allows whole.", out, nil
+	}
+	return "Named tasks (task_run with task and args):\n" + strings.Join(lines, "\n"), out, nil
 }
 
 // resolve finds the command as the agent's shell would: on PATH, or

@@ -91,15 +91,13 @@ func (m Manager) file(s Spec) (path string, content []byte) {
 // escape for most control characters); and an executable another user
 // could rewrite, which the service would run at every login.
 func (s Spec) Check() error {
-	for _, p := range []struct{ what, path string }{{"executable", s.Exe}, {"home", s.Home}} {
-		if !filepath.IsAbs(p.path) {
-			return errs.New(errs.EINVAL, "the service needs absolute paths (%s %q)", p.what, p.path)
-		}
-		if !utf8.ValidString(p.path) || strings.ContainsFunc(p.path, unicode.IsControl) {
-			return errs.New(errs.EINVAL, "the service's %s %q holds a control character or is not UTF-8: it cannot be written into a service definition", p.what, p.path)
-		}
+	if !filepath.IsAbs(s.Home) {
+		return errs.New(errs.EINVAL, "the service needs absolute paths (home %q)", s.Home)
 	}
-	return home.CheckUnshared("the cbth executable", s.Exe, true)
+	if !utf8.ValidString(s.Home) || strings.ContainsFunc(s.Home, unicode.IsControl) {
+		return errs.New(errs.EINVAL, "the service's home %q holds a control character or is not UTF-8: it cannot be written into a service definition", s.Home)
+	}
+	return home.CheckProgram("the cbth executable", s.Exe)
 }
 
 // Install writes the definition and asks the manager to load and start it.

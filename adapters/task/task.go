@@ -20,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,16 +39,20 @@ type Spec struct {
 	// Spool is the file the output is written to (created 0600, must
 	// not exist), Lock the task's lock file.
 	Spool, Lock string
-	SpoolMax    int64 // bytes kept in the spool; later output is counted only
-	TailMax     int   // bytes of the latest output kept in memory
-	Grace       time.Duration
+	// SpoolMax bounds the spool: it is rotated (Spool.1 holds the
+	// segment before) so that the latest output is kept, at least half
+	// of SpoolMax of it once there is that much, and what came before is
+	// counted only.
+	SpoolMax int64
+	TailMax  int // bytes of the latest output kept in memory
+	Grace    time.Duration
 }
 
 // Output is what became of a task's output.
 type Output struct {
 	Bytes         int64 // everything the command wrote
-	Spooled       int64 // the part the spool kept (the first SpoolMax bytes)
-	Truncated     bool  // Bytes > Spooled
+	Spooled       int64 // the part the spool kept: the last bytes, at most SpoolMax
+	Truncated     bool  // Bytes > Spooled: the start of the output was not kept
 	Tail          []byte
 	TailTruncated bool // the tail is not the whole output
 }
@@ -126,11 +129,15 @@ func Start(s Spec) (p *Process, err error) {
 	g := Group{PID: cmd.Process.Pid}
 	g.Start, _, _ = proc.Start(g.PID)
 	p = &Process{spec: s, cmd: cmd, pid: cmd.Process.Pid, group: g, lock: lock, started: time.Now(), done: make(chan struct{}),
-		out: &capture{spool: spool, max: s.SpoolMax, tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax}}
+		out: &capture{path: s.Spool, spool: spool, segMax: max(s.SpoolMax/2, 1), tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax}}
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
-		_, _ = io.Copy(p.out, r)
+		// Redacted on the way in: neither the spool nor the tail ever
+		// holds what the task printed of its own secrets.
+		red := NewRedacting(p.out, s.Env)
+		_, _ = io.Copy(red, r)
+		_ = red.Close()
 	}()
 	go p.wait(r, drained)
 	return p, nil
@@ -248,13 +255,18 @@ func (p *Process) Stop() {
 // signal reaches every process it starts (unless one moves itself out).
 func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
-// capture writes the output to the spool up to its cap and keeps the
-// latest tailMax bytes.
+// capture writes the output to the spool and keeps the latest tailMax
+// bytes in memory. The spool is two segments of at most segMax bytes:
+// when the current one is full it becomes path.1 (the older one is
+// dropped, only counted) and a new one starts, so the spool always ends
+// with the latest output and is never truncated in place.
 type capture struct {
+	path    string
 	spool   *os.File
-	max     int64
+	segMax  int64
+	seg     int64 // bytes in the current segment
+	prev    int64 // bytes in path.1
 	n       int64
-	spooled int64
 	werr    error
 	tail    []byte
 	tailMax int
@@ -262,16 +274,18 @@ type capture struct {
 
 func (c *capture) Write(b []byte) (int, error) {
 	c.n += int64(len(b))
-	if room := c.max - c.spooled; room > 0 && c.werr == nil {
-		w := b
-		if int64(len(w)) > room {
-			w = w[:room]
+	for w := b; len(w) > 0 && c.werr == nil; {
+		if c.seg == c.segMax {
+			c.werr = c.rotate()
+			continue
 		}
-		n, err := c.spool.Write(w)
-		c.spooled += int64(n)
+		part := w[:min(int64(len(w)), c.segMax-c.seg)]
+		n, err := c.spool.Write(part)
+		c.seg += int64(n)
 		// A full disk ends the spool, never the task: the output is
 		// still counted and its tail kept.
 		c.werr = err
+		w = w[n:]
 	}
 	if c.tailMax > 0 {
 		if len(b) >= c.tailMax {
@@ -286,10 +300,63 @@ func (c *capture) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// rotate makes the full segment path.1 and starts a new one.
+func (c *capture) rotate() error {
+	if err := c.spool.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(c.path, c.path+".1"); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(c.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	c.spool, c.prev, c.seg = f, c.seg, 0
+	return nil
+}
+
 func (c *capture) close() Output {
 	_ = c.spool.Sync()
 	c.spool.Close()
-	return Output{Bytes: c.n, Spooled: c.spooled, Truncated: c.n > c.spooled, Tail: c.tail, TailTruncated: c.n > int64(len(c.tail))}
+	kept := c.prev + c.seg
+	if c.prev > 0 {
+		if err := MergeSpool(c.path); err != nil {
+			kept = c.seg // path.1 is left beside; the spool holds the last segment
+		}
+	}
+	return Output{Bytes: c.n, Spooled: kept, Truncated: c.n > kept, Tail: c.tail, TailTruncated: c.n > int64(len(c.tail))}
+}
+
+// MergeSpool makes a rotated spool one file again: path.1 (the older
+// segment), then path, at path. A spool never rotated is left as it is.
+func MergeSpool(path string) error {
+	older, err := os.OpenFile(path+".1", os.O_WRONLY|os.O_APPEND, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	newer, err := os.Open(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		older.Close()
+		return err
+	}
+	if newer != nil {
+		_, err = io.Copy(older, newer)
+		newer.Close()
+	}
+	if err == nil {
+		err = older.Sync()
+	}
+	if cerr := older.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(path+".1", path)
 }
 
 // TailText renders an output tail as text for the log: the bytes cut to
@@ -301,42 +368,6 @@ func TailText(b []byte) string {
 		i++
 	}
 	return strings.ToValidUTF8(string(b[i:]), "\uFFFD")
-}
-
-// MinSecretLen is the shortest value Redactor hides: shorter ones would
-// blot out ordinary words of the output.
-const MinSecretLen = 6
-
-// SecretName reports whether an environment variable's name marks its
-// value as a secret: *_KEY, *_TOKEN, *_SECRET, or PASSWORD anywhere (any
-// case).
-func SecretName(name string) bool {
-	n := strings.ToUpper(name)
-	return strings.HasSuffix(n, "_KEY") || strings.HasSuffix(n, "_TOKEN") || strings.HasSuffix(n, "_SECRET") || strings.Contains(n, "PASSWORD")
-}
-
-// Redactor returns a function that replaces, in a text about to be
-// recorded, every value of env's secret-looking variables (SecretName,
-// at least MinSecretLen bytes) with "<redacted NAME>". The log keeps
-// what is appended for good, so a task that prints its own token must
-// not put it there. Longer values go first, so one that holds another
-// is hidden whole.
-func Redactor(env []string) func(string) string {
-	type secret struct{ name, value string }
-	var ss []secret
-	for _, kv := range env {
-		k, v, ok := strings.Cut(kv, "=")
-		if ok && SecretName(k) && len(v) >= MinSecretLen {
-			ss = append(ss, secret{k, v})
-		}
-	}
-	sort.Slice(ss, func(i, j int) bool { return len(ss[i].value) > len(ss[j].value) })
-	return func(s string) string {
-		for _, x := range ss {
-			s = strings.ReplaceAll(s, x.value, "<redacted "+x.name+">")
-		}
-		return s
-	}
 }
 
 // ReadTail returns the last n bytes of a spool file and its size.

@@ -27,6 +27,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/plural"
+	"github.com/cbth-dev/cbth/internal/proc"
 	"github.com/cbth-dev/cbth/internal/rotate"
 	"golang.org/x/sys/unix"
 )
@@ -47,6 +48,11 @@ type DaemonRunCmd struct {
 
 // Run runs the daemon until it is stopped, signalled or idle.
 func (c *DaemonRunCmd) Run(env *Env) error {
+	// Nothing of whoever started the daemon stays open in it, nor
+	// passes on to its tasks (spec/tasks.md, "Supervision").
+	if err := proc.CloseInherited(); err != nil {
+		return errs.Wrap(errs.EINTERNAL, err, "close inherited descriptors")
+	}
 	h, err := env.Home()
 	if err != nil {
 		return err

@@ -8,12 +8,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/mcpserver"
 	"github.com/cbth-dev/cbth/engine/query"
@@ -46,8 +46,12 @@ func (c *McpServeCmd) Run(env *Env) error {
 	if err != nil {
 		return err
 	}
-	s := mcpserver.New(mcpserver.Config{Daemon: mcpDaemon{env}, Version: Version, Inbox: h.Inbox(), Fingerprints: fps, Log: log})
-	if err := s.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil && !isEOF(err) {
+	rules := func() (home.MCP, error) {
+		cfg, err := h.LoadConfig(env.Getenv)
+		return cfg.MCP, err
+	}
+	s := mcpserver.New(mcpserver.Config{Daemon: mcpDaemon{env}, Version: Version, Inbox: h.Inbox(), Fingerprints: fps, Rules: rules, Log: log})
+	if err := s.Run(ctx, mcpserver.Stdio(os.Stdin, os.Stdout)); err != nil && ctx.Err() == nil && !isEOF(err) {
 		return errs.Wrap(errs.EHOSTDOWN, err, "mcp serve")
 	}
 	return nil
@@ -119,8 +123,9 @@ type codexTarget struct {
 
 // mcpTarget resolves the Codex home (--codex-home, else codex_home in
 // cbth's config, else $CODEX_HOME, else ~/.codex: the one cbth's shared
-// app-server runs with) and the entry for this home and executable.
-func mcpTarget(env *Env, codexHome, command string) (codexTarget, error) {
+// app-server runs with) and the entry for this home and executable,
+// checked (install) as a program Codex may run.
+func mcpTarget(env *Env, codexHome, command string, install bool) (codexTarget, error) {
 	h, err := env.Home()
 	if err != nil {
 		return codexTarget{}, err
@@ -137,23 +142,30 @@ func mcpTarget(env *Env, codexHome, command string) (codexTarget, error) {
 	if codexHome, err = filepath.Abs(codexHome); err != nil {
 		return codexTarget{}, errs.Wrap(errs.EINVAL, err, "--codex-home")
 	}
+	what := "--command"
 	if command == "" {
+		what = "this cbth executable"
 		if command, err = os.Executable(); err != nil {
 			return codexTarget{}, errs.Wrap(errs.EINTERNAL, err, "this executable's path")
 		}
 	}
-	if command, err = filepath.Abs(command); err != nil {
-		return codexTarget{}, errs.Wrap(errs.EINVAL, err, "--command")
+	// Codex runs it, outside its sandbox, at every session: the same
+	// checks as the program a service runs. Uninstall writes no command.
+	if install {
+		if err := home.CheckProgram(what, command); err != nil {
+			return codexTarget{}, err
+		}
 	}
 	return codexTarget{CodexHome: codexHome, Config: filepath.Join(codexHome, "config.toml"),
-		Entry: mcpconfig.Entry{Command: command, Home: h.Root, Approve: mcpconfig.ApprovalTools}}, nil
+		Entry: mcpconfig.Entry{Command: command, Home: h.Root, Approve: mcpconfig.DefaultApproved()}}, nil
 }
 
 // McpInstallCmd is `cbth mcp install`.
 type McpInstallCmd struct {
-	CodexHome string `name:"codex-home" placeholder:"DIR" help:"The Codex home to configure (default: codex_home in cbth's config, else $CODEX_HOME, else ~/.codex)."`
-	Command   string `name:"command" placeholder:"PATH" help:"The cbth executable Codex runs (default: this one)."`
-	NoSkill   bool   `name:"no-skill" help:"Do not write the cbth skill."`
+	CodexHome string   `name:"codex-home" placeholder:"DIR" help:"The Codex home to configure (default: codex_home in cbth's config, else $CODEX_HOME, else ~/.codex)."`
+	Command   string   `name:"command" placeholder:"PATH" help:"The cbth executable Codex runs, an absolute path to a file only you (or root) can rewrite (default: this one)."`
+	NoSkill   bool     `name:"no-skill" help:"Do not write the cbth skill."`
+	Approve   []string `name:"approve" sep:"," placeholder:"TOOL,..." help:"Also pre-approve these tools, which Codex otherwise asks about at every call: task_run (then any command your [mcp] rules allow runs outside Codex's sandbox without a prompt), desktop_bridge_preflight."`
 }
 
 type mcpInstallResult struct {
@@ -164,16 +176,34 @@ type mcpInstallResult struct {
 	Command       string   `json:"command"`
 	CBTHHome      string   `json:"cbth_home"`
 	Approved      []string `json:"approved_tools"`
-	Warnings      []string `json:"warnings"`
+	// Asks are the tools that act that Codex asks about at every call.
+	Asks []string `json:"not_approved_tools"`
+	// Meaning says what each opt-in approval given means.
+	Meaning  []string `json:"approval_notes"`
+	Warnings []string `json:"warnings"`
 }
 
 // Run writes the entry and the skill.
 func (c *McpInstallCmd) Run(env *Env) error {
-	t, err := mcpTarget(env, c.CodexHome, c.Command)
+	approve, err := mcpconfig.Approvals(c.Approve)
 	if err != nil {
 		return err
 	}
-	res := mcpInstallResult{Config: t.Config, Command: t.Entry.Command, CBTHHome: t.Entry.Home, Approved: t.Entry.Approve, Warnings: []string{}}
+	t, err := mcpTarget(env, c.CodexHome, c.Command, true)
+	if err != nil {
+		return err
+	}
+	t.Entry.Approve = approve
+	res := mcpInstallResult{Config: t.Config, Command: t.Entry.Command, CBTHHome: t.Entry.Home, Approved: approve, Asks: []string{}, Meaning: []string{}, Warnings: []string{}}
+	for _, tool := range mcpconfig.ApprovalTools {
+		if note, opt := mcpconfig.OptIn[tool]; opt {
+			if slices.Contains(approve, tool) {
+				res.Meaning = append(res.Meaning, note)
+			} else {
+				res.Asks = append(res.Asks, tool)
+			}
+		}
+	}
 	if tmp := os.TempDir(); strings.HasPrefix(t.Entry.Command, filepath.Join(tmp, "go-build")) || strings.Contains(t.Entry.Command, "/go-build") {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%s is a temporary build (go run): install a built cbth and run its mcp install, or pass --command", t.Entry.Command))
 	}
@@ -195,7 +225,14 @@ func (c *McpInstallCmd) Run(env *Env) error {
 		if res.Skill != "" {
 			fmt.Fprintf(w, "%s: %s\n", res.Skill, state[res.SkillChanged])
 		}
-		fmt.Fprintln(w, "New Codex sessions get the tools in the mcp__cbth namespace. To let task_run run a command, allow it in", filepath.Join(t.Entry.Home, "config.toml")+":")
+		for _, n := range res.Meaning {
+			fmt.Fprintln(w, "Note:", n+".")
+		}
+		if len(res.Asks) > 0 {
+			fmt.Fprintf(w, "Not approved: %s. Codex asks you before each call; in a thread with approval_policy = \"never\" it refuses them. To pre-approve: cbth mcp install --approve %s\n",
+				strings.Join(res.Asks, ", "), strings.Join(res.Asks, ","))
+		}
+		fmt.Fprintln(w, "New Codex sessions get the tools in the mcp__cbth namespace. task_run runs only what you allow, whole, in", filepath.Join(t.Entry.Home, "config.toml")+":")
 		fmt.Fprintln(w, "  [mcp]\n  task_allow = [[\"make\", \"test\"]]")
 	})
 }
@@ -213,7 +250,7 @@ type mcpUninstallResult struct {
 
 // Run removes the entry and the skill.
 func (c *McpUninstallCmd) Run(env *Env) error {
-	t, err := mcpTarget(env, c.CodexHome, "")
+	t, err := mcpTarget(env, c.CodexHome, "", false)
 	if err != nil {
 		return err
 	}

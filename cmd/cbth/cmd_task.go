@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -238,17 +239,25 @@ type logChunk struct {
 
 // Run prints the output. It reads the files itself (the spool while the
 // task runs, its artifact after): they are this user's, and output can
-// be far larger than a socket frame.
+// be far larger than a socket frame. The spool rotates (spec/tasks.md):
+// a follower that finds a new segment finishes the one it was reading,
+// now SPOOL.1, first.
 func (c *TaskLogsCmd) Run(env *Env) error {
-	var off int64
-	var all []byte
+	var (
+		abs     int64  // the output's bytes printed (or known skipped) so far
+		seg     uint64 // the spool segment being read (its inode), 0 before one
+		segOff  int64  // how far into it
+		unknown bool   // a segment went by unread: abs is no longer known
+		all     []byte
+	)
 	out := func(b []byte, state fsm.TaskState) error {
 		if len(b) == 0 && state == "" {
 			return nil
 		}
+		defer func() { abs += int64(len(b)) }()
 		switch {
 		case env.JSON && c.Follow:
-			return json.NewEncoder(env.Stdout).Encode(logChunk{TaskID: c.TaskID, Offset: off, Data: strings.ToValidUTF8(string(b), "\uFFFD"), State: state})
+			return json.NewEncoder(env.Stdout).Encode(logChunk{TaskID: c.TaskID, Offset: abs, Data: strings.ToValidUTF8(string(b), "\uFFFD"), State: state})
 		case env.JSON:
 			all = append(all, b...)
 			return nil
@@ -256,68 +265,127 @@ func (c *TaskLogsCmd) Run(env *Env) error {
 		_, err := env.Stdout.Write(b)
 		return err
 	}
+	note := func(s string) {
+		if !env.JSON {
+			fmt.Fprintln(env.Stderr, s)
+		}
+	}
 	for {
 		v, err := call(env, api.TaskInspect, api.TaskArgs{TaskID: c.TaskID})
 		if err != nil {
 			return err
 		}
-		live := v.State.Live()
-		src := v.SpoolPath
-		if !live {
-			src = ""
-			if v.Artifact != nil && v.Artifact.State == fsm.ArtifactStored {
-				src = v.Artifact.ManagedPath
+		if v.State.Live() && v.SpoolPath != "" {
+			if err := readLive(v.SpoolPath, &seg, &segOff, &unknown, out); err != nil {
+				return errs.Wrap(errs.EINTERNAL, err, "read the task's output")
 			}
+			if !c.Follow {
+				if env.JSON {
+					return env.emit(map[string]any{"task_id": v.TaskID, "state": v.State, "output": strings.ToValidUTF8(string(all), "\uFFFD"),
+						"output_bytes": abs, "spool_bytes": abs, "spool_truncated": false}, nil)
+				}
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
-		if src != "" {
-			b, err := readFrom(src, off)
+		if v.State.Live() {
+			if !c.Follow {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		// Ended: the artifact is the spool, the last SpoolBytes of the
+		// output; what it does not hold was counted only.
+		start := v.OutputBytes - v.SpoolBytes
+		src := ""
+		if v.Artifact != nil && v.Artifact.State == fsm.ArtifactStored {
+			src = v.Artifact.ManagedPath
+		}
+		switch {
+		case src != "":
+			from := int64(0)
+			switch {
+			case unknown:
+				// Where this follower's reading falls in the output is
+				// not known (it began after a rotation, or missed one):
+				// the kept output again, whole.
+				note(fmt.Sprintf("[cbth: the task ended; its kept output, the last %s, follows whole]", plural.Count(v.SpoolBytes, "byte", "bytes")))
+			case abs >= start:
+				from = abs - start
+			case start > 0:
+				note(fmt.Sprintf("[cbth: %s of output before the spool's were not kept (spool_max); what follows is the last %s]",
+					plural.Count(start-abs, "byte", "bytes"), plural.Count(v.SpoolBytes, "byte", "bytes")))
+			}
+			b, err := readFrom(src, from)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return errs.Wrap(errs.EINTERNAL, err, "read the task's output")
 			}
 			if err := out(b, ""); err != nil {
 				return err
 			}
-			off += int64(len(b))
+		case abs == 0 && v.OutputTail != "":
+			// The output's artifact is gone (collected after its
+			// retention): the tail in the task's record is what is left.
+			note(fmt.Sprintf("[cbth: the task's output artifact is gone; what follows is its last %s]", plural.Count(len(v.OutputTail), "byte", "bytes")))
+			if err := out([]byte(v.OutputTail), ""); err != nil {
+				return err
+			}
 		}
-		if !live {
-			if src == "" && off == 0 && v.OutputTail != "" {
-				// The output's artifact is gone (collected after its
-				// retention): the tail in the task's record is what is left.
-				if !env.JSON {
-					fmt.Fprintf(env.Stderr, "[cbth: the task's output artifact is gone; what follows is its last %s]\n", plural.Count(len(v.OutputTail), "byte", "bytes"))
-				}
-				if err := out([]byte(v.OutputTail), ""); err != nil {
-					return err
-				}
-				off = v.OutputBytes
-			}
-			// Past the spool cap only the tail was kept: print the part
-			// of it the spool does not hold.
-			if rest := tailBeyond(v, off); len(rest) > 0 {
-				note := fmt.Sprintf("\n[cbth: output over the spool cap was not kept (%s); what follows is the last %s]\n", plural.Count(v.OutputBytes-off-int64(len(rest)), "byte", "bytes"), plural.Count(len(rest), "byte", "bytes"))
-				if !env.JSON {
-					fmt.Fprint(env.Stderr, note)
-				}
-				if err := out([]byte(rest), ""); err != nil {
-					return err
-				}
-				off += int64(len(rest))
-			}
-			if env.JSON && !c.Follow {
-				return env.emit(map[string]any{"task_id": v.TaskID, "state": v.State, "output": strings.ToValidUTF8(string(all), "\uFFFD"),
-					"output_bytes": v.OutputBytes, "spool_bytes": v.SpoolBytes, "spool_truncated": v.SpoolTruncated}, nil)
-			}
-			return out(nil, v.State)
+		if env.JSON && !c.Follow {
+			return env.emit(map[string]any{"task_id": v.TaskID, "state": v.State, "output": strings.ToValidUTF8(string(all), "\uFFFD"),
+				"output_bytes": v.OutputBytes, "spool_bytes": v.SpoolBytes, "spool_truncated": v.SpoolTruncated}, nil)
 		}
-		if !c.Follow {
-			if env.JSON {
-				return env.emit(map[string]any{"task_id": v.TaskID, "state": v.State, "output": strings.ToValidUTF8(string(all), "\uFFFD"),
-					"output_bytes": off, "spool_bytes": off, "spool_truncated": false}, nil)
-			}
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+		return out(nil, v.State)
 	}
+}
+
+// readLive prints what a running task's spool holds past where the last
+// read stopped (the segment seg, at off), following a rotation: the
+// segment read before is SPOOL.1 now, and its rest comes first.
+func readLive(spool string, seg *uint64, off *int64, unknown *bool, out func([]byte, fsm.TaskState) error) error {
+	ino := func(p string) uint64 {
+		if fi, err := os.Stat(p); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				return uint64(st.Ino)
+			}
+		}
+		return 0
+	}
+	cur := ino(spool)
+	if cur == 0 {
+		return nil // not started yet, or rotating this instant
+	}
+	if *seg == 0 {
+		// A first read: the older segment, then this one.
+		if older := ino(spool + ".1"); older != 0 {
+			*seg, *off = older, 0
+			*unknown = true // what came before it was dropped
+		} else {
+			*seg, *off = cur, 0
+		}
+	}
+	if *seg != cur {
+		if ino(spool+".1") == *seg {
+			b, err := readFrom(spool+".1", *off)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if err := out(b, ""); err != nil {
+				return err
+			}
+		} else {
+			*unknown = true // more than one rotation went by
+		}
+		*seg, *off = cur, 0
+	}
+	b, err := readFrom(spool, *off)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	*off += int64(len(b))
+	return out(b, "")
 }
 
 // readFrom reads a file from offset to its current end.
@@ -331,20 +399,4 @@ func readFrom(path string, off int64) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(f)
-}
-
-// tailBeyond is the part of an ended task's output tail that lies past
-// the first printed bytes: the tail ends where the output ended.
-func tailBeyond(v query.TaskView, printed int64) string {
-	if !v.SpoolTruncated || v.OutputTail == "" {
-		return ""
-	}
-	tailStart := v.OutputBytes - int64(len(v.OutputTail))
-	if skip := printed - tailStart; skip > 0 {
-		if skip >= int64(len(v.OutputTail)) {
-			return ""
-		}
-		return v.OutputTail[skip:]
-	}
-	return v.OutputTail
 }

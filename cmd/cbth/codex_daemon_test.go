@@ -38,7 +38,7 @@ func newUserCodex(t *testing.T, codexTop, cbth string) *userCodex {
 	u := &userCodex{codexRig: r, wrapper: codextest.Wrapper(t)}
 	u.env = append(u.env, "PATH="+filepath.Dir(u.wrapper)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	u.writeCodexConfig("codex", r.codexHome, deliveryConfig+cbth)
-	u.ok(nil, "mcp", "install", "--codex-home", r.codexHome)
+	u.ok(nil, "mcp", "install", "--codex-home", r.codexHome, "--approve", "task_run")
 	t.Cleanup(func() { stopManagedDaemon(t, r.codexHome) })
 	return u
 }
@@ -162,7 +162,7 @@ func (u *userCodex) turnContexts(thread string) []string {
 // user's next typed turn runs with the permissions the thread had.
 func TestCodexDaemon_ReadOnlySessionGetsItsResult(t *testing.T) {
 	t.Parallel()
-	u := newUserCodex(t, "approval_policy = \"never\"\nsandbox_mode = \"read-only\"\n", "[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	u := newUserCodex(t, "approval_policy = \"never\"\nsandbox_mode = \"read-only\"\n", "[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
 	u.model.Script("run the tests in the background",
 		fakeprovider.Step{Query: "run a command in the background"},
 		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","sleep 2; echo all $((40+2))"],"summary":"the tests"}`})
@@ -267,7 +267,7 @@ func (u *userCodex) gateOf(thread string) string {
 // shows it.
 func TestCodexDaemon_TrustedThreadGetsItsResultAfterTheTUIQuit(t *testing.T) {
 	t.Parallel()
-	u := newUserCodex(t, "approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n", "[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	u := newUserCodex(t, "approval_policy = \"on-request\"\nsandbox_mode = \"workspace-write\"\n", "[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
 	u.model.Script("check the build",
 		fakeprovider.Step{Query: "run a command in the background"},
 		fakeprovider.Step{Namespace: "mcp__cbth", Name: "task_run", Args: `{"argv":["sh","-c","echo build $((6*7)) ok"],"summary":"the build"}`})

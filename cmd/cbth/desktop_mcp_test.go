@@ -51,7 +51,9 @@ func newDesktopMCPRig(t *testing.T) *desktopMCPRig {
 	var inst struct {
 		Approved []string `json:"approved_tools"`
 	}
-	h.ok(&inst, "mcp", "install", "--codex-home", cfg.CodexHome, "--command", cbthBin)
+	// The bridge heartbeat's preflight needs the user's approval under
+	// approvals never.
+	h.ok(&inst, "mcp", "install", "--codex-home", cfg.CodexHome, "--command", cbthBin, "--approve", "desktop_bridge_preflight")
 	p := filepath.Join(cfg.CodexHome, "config.toml")
 	b, err := os.ReadFile(p)
 	if err != nil {
@@ -477,7 +479,16 @@ func TestDesktopMCP_RealCodexThreads(t *testing.T) {
 	t.Run("two bridges", func(t *testing.T) {
 		s := r.source("[mark:twobridges]")
 		other := r.thread()
-		// Another bridge thread wakes and stops after the arm barrier.
+		// Another thread's preflight does not take the bridge over: a
+		// bridge moves only by the operator's hand (issue 34).
+		forged := r.turn(other, call("desktop_bridge_preflight", map[string]any{}))
+		var none struct{}
+		if len(forged) != 1 || answer(forged[0], &none) != "thread_mismatch" {
+			t.Fatalf("another thread's preflight: %q", forged)
+		}
+		// The operator moves the bridge there; it wakes and stops after
+		// the arm barrier.
+		r.ok(nil, "desktop", "bridge-preflight", "--bridge-thread-id", other)
 		outs, tok := r.bridgeWakeUpTo(other, 3, nil)
 		var p struct {
 			Lease string `json:"bridge_arm_lease_id"`
@@ -485,8 +496,10 @@ func TestDesktopMCP_RealCodexThreads(t *testing.T) {
 		if tok.SourceThreadID != s || len(outs) != 3 || answer(outs[2], &p) != "" {
 			t.Fatalf("the other bridge's wake (want %s): %+v %d %q", s, tok, len(outs), outs[len(outs)-1])
 		}
-		// The first bridge wakes: the snapshots are its again, and the
-		// other's late note_arm is refused, whatever lease it holds.
+		// The operator moves it back and the first bridge wakes: the
+		// snapshots are its again, and the other's late note_arm is
+		// refused, whatever lease it holds.
+		r.ok(nil, "desktop", "bridge-preflight", "--bridge-thread-id", bridgeT)
 		r.bridgeWakeUpTo(bridgeT, 1, nil)
 		late := r.turn(other, call("desktop_note_arm", map[string]any{"source_thread_id": tok.SourceThreadID, "attempt_id": tok.AttemptID,
 			"generation": tok.Generation, "bridge_request_id": fmt.Sprintf("bridge-req-%d", r.wakes.Load()-1), "bridge_arm_lease_id": p.Lease}))

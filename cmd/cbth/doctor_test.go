@@ -258,8 +258,15 @@ func TestDoctorCodexAsTheDaemonSeesIt(t *testing.T) {
 
 // Whether Codex will load cbth's MCP server (spec/mcp.md): absent is a
 // warning (cbth cli run adds it to its own sessions); `cbth mcp install`
-// makes it ok, and a second install changes nothing; an approval taken
-// out fails; uninstall leaves the user's own settings byte for byte.
+// makes it ok, says Codex asks before task_run and
+// desktop_bridge_preflight, and a second install changes nothing;
+// --approve task_run is said; an approval of the default set taken out
+// fails; uninstall leaves the user's own settings byte for byte.
+func rep0(h *homeDir) doctorReport {
+	rep, _ := h.doctor()
+	return rep
+}
+
 func TestDoctorMCP(t *testing.T) {
 	t.Parallel()
 	codexHome := filepath.Join(t.TempDir(), "codex")
@@ -276,7 +283,8 @@ func TestDoctorMCP(t *testing.T) {
 	}
 	h.ok(&inst, "mcp", "install")
 	rep, r := h.doctor()
-	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: desktop_bridge_preflight, ") || !strings.Contains(f.Detail, "job_submit, task_run") || !inst.Changed {
+	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: desktop_note_arm, ") || !strings.Contains(f.Detail, "job_cancel, job_submit;") ||
+		!strings.Contains(f.Detail, "Codex asks before task_run, desktop_bridge_preflight") || !inst.Changed {
 		t.Fatalf("after install: exit %d %+v", r.code, f)
 	}
 	h.ok(&inst, "mcp", "install")
@@ -287,8 +295,13 @@ func TestDoctorMCP(t *testing.T) {
 	if !strings.HasPrefix(string(b), user) {
 		t.Fatalf("install changed the user's settings:\n%s", b)
 	}
-	os.WriteFile(cfg, []byte(strings.Replace(string(b), "[mcp_servers.cbth.tools.task_run]\napproval_mode = \"approve\"\n", "", 1)), 0o600)
-	if rep, r := h.doctor(); r.code != 1 || rep.get("codex.mcp").State != "fail" || !strings.Contains(rep.get("codex.mcp").Detail, "task_run is not approved") {
+	h.ok(nil, "mcp", "install", "--approve", "task_run")
+	if f := rep0(h).get("codex.mcp"); f.State != "ok" || !strings.Contains(f.Detail, "task_run is pre-approved") {
+		t.Fatalf("with task_run approved: %+v", f)
+	}
+	b, _ = os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), "[mcp_servers.cbth.tools.job_submit]\napproval_mode = \"approve\"\n", "", 1)), 0o600)
+	if rep, r := h.doctor(); r.code != 1 || rep.get("codex.mcp").State != "fail" || !strings.Contains(rep.get("codex.mcp").Detail, "job_submit is not approved") {
 		t.Fatalf("an approval taken out: exit %d %+v", r.code, rep.get("codex.mcp"))
 	}
 	h.ok(nil, "mcp", "uninstall")

@@ -20,7 +20,10 @@ import (
 func TestJourney_TheAgentHandsItsWorkToCbth(t *testing.T) {
 	t.Parallel()
 	r := newWrapperRig(t)
-	r.writeCodexConfig("codex", r.codexHome, deliveryConfig+"[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	r.writeCodexConfig("codex", r.codexHome, deliveryConfig+"[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
+	// The user pre-approves task_run in the Codex home the shared
+	// app-server runs with: its own overrides never do, and keep this.
+	r.ok(nil, "mcp", "install", "--codex-home", r.codexHome, "--approve", "task_run", "--no-skill")
 	r.model.Script("run the tests in the background",
 		fakeprovider.Step{Query: "run a command in the background"},
 		// The job prints what its command line does not hold: the

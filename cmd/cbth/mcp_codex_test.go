@@ -5,10 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/internal/testkit/codextest"
 	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
@@ -94,15 +94,34 @@ func TestMCPFromCodex_TaskRunInAReadOnlyThread(t *testing.T) {
 		Skill    string   `json:"skill"`
 		Approved []string `json:"approved_tools"`
 	}
+	// task_run needs the user's approval: without it, Codex itself
+	// refuses the call in a thread with approvals never, and cbth never
+	// hears of it.
 	r.ok(&inst, "mcp", "install", "--codex-home", r.codexHome)
-	if inst.Config != filepath.Join(r.codexHome, "config.toml") || len(inst.Approved) != len(mcpconfig.ApprovalTools) {
+	if inst.Config != filepath.Join(r.codexHome, "config.toml") || slices.Contains(inst.Approved, "task_run") {
 		t.Fatalf("mcp install: %+v", inst)
+	}
+	unapproved := `[fake:mcp] mcp__cbth/task_run {"argv":["sh","-c","echo never"],"summary":"not approved"}`
+	_, out := r.execTurn(unapproved)
+	if outs := r.toolOutputs(); len(outs) != 1 || !strings.Contains(outs[0], "approval") || strings.Contains(outs[0], "task_not_allowed") {
+		t.Fatalf("task_run without the user's approval, as the model got it: %q\n%s", outs, tail(out, 2000))
+	}
+	if _, err := os.Stat(filepath.Join(r.root, "cbth.db")); err == nil {
+		for _, e := range r.exported() {
+			if e.Type == "mcp.tool_called" {
+				t.Fatalf("cbth heard of a call Codex refused: %v", e)
+			}
+		}
+	}
+	r.ok(&inst, "mcp", "install", "--codex-home", r.codexHome, "--approve", "task_run")
+	if !slices.Contains(inst.Approved, "task_run") {
+		t.Fatalf("mcp install --approve task_run: %+v", inst)
 	}
 	marker := filepath.Join(t.TempDir(), "ran")
 	call := `[fake:mcp] mcp__cbth/task_run {"argv":["sh","-c","touch ` + marker + `; echo all green"],"summary":"the tests"}`
 
-	_, out := r.execTurn(call)
-	outs := r.toolOutputs()
+	_, out = r.execTurn(call)
+	outs := r.toolOutputs()[1:]
 	if len(outs) != 1 || !strings.Contains(outs[0], "task_not_allowed") || !strings.Contains(outs[0], "task_allow") {
 		t.Fatalf("the refused call's output, as the model got it: %q\n%s", outs, tail(out, 2000))
 	}
@@ -110,9 +129,9 @@ func TestMCPFromCodex_TaskRunInAReadOnlyThread(t *testing.T) {
 		t.Fatal("a task with no rule ran")
 	}
 
-	r.config("codex_binary = \"" + r.codex + "\"\ncodex_home = \"" + r.codexHome + "\"\n[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	r.config("codex_binary = \"" + r.codex + "\"\ncodex_home = \"" + r.codexHome + "\"\n[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
 	thread, out := r.execTurn(call)
-	outs = r.toolOutputs()
+	outs = r.toolOutputs()[1:]
 	if len(outs) != 2 || !strings.Contains(outs[1], "in the background") || !strings.Contains(outs[1], "--bind-thread-id "+thread) {
 		t.Fatalf("the accepted call's output: %q\n%s", outs, tail(out, 2000))
 	}

@@ -116,7 +116,7 @@ func TestMCPServe_ToolList(t *testing.T) {
 	slices.Sort(names)
 	want := []string{"desktop_bridge_preflight", "desktop_claim_next_ready", "desktop_list_arm_pending", "desktop_list_pause_due",
 		"desktop_note_arm", "desktop_note_arm_pending", "desktop_note_boundary_crossed", "desktop_note_paused", "desktop_read_artifact",
-		"desktop_validate_mcp", "job_cancel", "job_list", "job_status", "job_submit", "task_run"}
+		"desktop_validate_mcp", "job_cancel", "job_list", "job_status", "job_submit", "task_list", "task_run"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
@@ -139,7 +139,7 @@ func TestMCPServe_ToolList(t *testing.T) {
 func TestMCPServe_JobsForTheCallingThread(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
-	h.config("[mcp]\ntask_allow = [[\"sh\", \"-c\"]]\n")
+	h.config("[mcp]\ntask_allow = [[\"sh\", \"-c\", \"...\"]]\n")
 	work := t.TempDir()
 	s := h.mcpSession(work)
 	const thread = "01a2aaaa-0000-7000-8000-000000000001"
@@ -255,7 +255,7 @@ func TestMCPServe_BadInputChangesNothing(t *testing.T) {
 	const thread = "01a2cccc-0000-7000-8000-000000000003"
 	meta := codexMeta(thread)
 	h.submit("warm-up") // the daemon is up and the log has a head
-	big := strings.Repeat("x", 10<<20)
+	big := strings.Repeat("x", 1<<20)
 	for _, c := range []struct {
 		name string
 		meta sdk.Meta
@@ -274,7 +274,7 @@ func TestMCPServe_BadInputChangesNothing(t *testing.T) {
 		{"argv with a NUL", meta, "task_run", map[string]any{"argv": []string{"touch", marker + "\x00"}}, "EINVAL"},
 		{"argv missing", meta, "task_run", map[string]any{"summary": "x"}, "EINVAL"},
 		{"bad timeout", meta, "task_run", map[string]any{"argv": []string{"touch", marker}, "timeout": "soon"}, "EINVAL"},
-		{"a 10 MB summary", meta, "job_submit", map[string]any{"task_kind": "ci", "summary": big}, "EMSGSIZE"},
+		{"a 1 MB summary", meta, "job_submit", map[string]any{"task_kind": "ci", "summary": big}, "EMSGSIZE"},
 		{"job of nobody", meta, "job_status", map[string]any{"job_id": "01a2dddd-0000-7000-8000-000000000009"}, "ENOENT"},
 	} {
 		before := len(h.exported())

@@ -41,8 +41,10 @@ type Policy struct {
 	// directories, such as the provider helper beside cbth).
 	Exec []string
 	// Unix are directories under whose unix sockets it may connect (the
-	// session bus, for the keychain). Linux confines that from Landlock
-	// ABI 9 on; before, and on macOS, unix sockets are not confined.
+	// session bus, for the keychain). With none, it can use no unix
+	// socket at all (a seccomp filter on Linux, the profile on macOS).
+	// With some, Linux keeps it to them from Landlock ABI 9 on; before
+	// that it may reach any unix socket.
 	Unix []string
 	// Scoped keeps it from signalling, or reaching through abstract unix
 	// sockets, any process outside its own confinement (Linux, Landlock
@@ -52,11 +54,71 @@ type Policy struct {
 
 // Status is what this system gives.
 type Status struct {
-	// Available: programs run confined.
+	// Available: programs run confined to their files.
 	Available bool
 	// Mechanism names it ("landlock ABI 7", "sandbox-exec"), or says why
 	// there is none.
 	Mechanism string
+	// Rights says, for each right a confined program may be kept from,
+	// whether it is kept from it here and by what, or why not.
+	Rights []Right
+}
+
+// Right is one thing a confined program may be kept from.
+type Right struct {
+	// Name is what it is kept from: RightFiles, RightUnixSockets,
+	// RightSignals.
+	Name string `json:"name"`
+	// Confined: this system keeps it from that.
+	Confined bool `json:"confined"`
+	// How names the means ("landlock ABI 7", "seccomp"), or says why
+	// there are none.
+	How string `json:"how"`
+}
+
+// The rights of Status.Rights.
+const (
+	// RightFiles: files outside the policy's directories.
+	RightFiles = "files"
+	// RightUnixSockets: unix sockets of the user's (the cbth daemon's
+	// among them), unless the policy names their directories.
+	RightUnixSockets = "unix sockets"
+	// RightSignals: signals to processes outside its confinement.
+	RightSignals = "signals"
+)
+
+// NeverConfined is what no system here keeps a confined program from.
+const NeverConfined = "the network (any host), CPU, memory and the number of processes"
+
+// Unconfined are the rights this system does not keep programs from.
+func (s Status) Unconfined() []Right {
+	var out []Right
+	for _, r := range s.Rights {
+		if !r.Confined {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Summary says in one line what is confined here and what is not.
+func (s Status) Summary() string {
+	var on, off []string
+	for _, r := range s.Rights {
+		if r.Confined {
+			on = append(on, r.Name+" ("+r.How+")")
+		} else {
+			off = append(off, r.Name+" ("+r.How+")")
+		}
+	}
+	out := "confined: " + strings.Join(on, ", ")
+	if len(on) == 0 {
+		out = "confined: nothing"
+	}
+	if len(off) > 0 {
+		out += "; NOT confined: " + strings.Join(off, ", ")
+	}
+	return out + "; never confined: " + NeverConfined
 }
 
 // Check returns this system's confinement status.
@@ -65,7 +127,9 @@ func Check() Status { return check() }
 // Command returns the command that runs argv (argv[0] an absolute path)
 // confined by p, in the directory cwd (an open directory, passed to the
 // wrapper as descriptor 3; nil keeps the wrapper's own: set Dir), with
-// exactly env as its environment.
+// exactly env as its environment. The program leads a process group of
+// its own; once it is started, Started records it for the Tracker ctx
+// carries.
 func Command(ctx context.Context, p Policy, cwd *os.File, argv, env []string) (*exec.Cmd, error) {
 	if len(argv) == 0 || !strings.HasPrefix(argv[0], "/") {
 		return nil, fmt.Errorf("confine: program %q is not an absolute path", argv)
@@ -94,6 +158,9 @@ func Command(ctx context.Context, p Policy, cwd *os.File, argv, env []string) (*
 	}
 	cmd.Args = append(append(args, "--"), argv...)
 	cmd.Env = env
+	// Its own process group: one signal reaches all of it, and a
+	// Tracker knows its processes by it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, nil
 }
 

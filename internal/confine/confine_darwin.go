@@ -16,9 +16,11 @@ var systemRO = []string{"/usr", "/bin", "/sbin", "/System", "/Library", "/privat
 
 func check() Status {
 	if st, err := os.Stat(sandboxExec); err != nil || !st.Mode().IsRegular() {
-		return Status{Mechanism: "none: " + sandboxExec + " is missing"}
+		how := sandboxExec + " is missing"
+		return Status{Mechanism: "none: " + how, Rights: []Right{{Name: RightFiles, How: how}, {Name: RightUnixSockets, How: how}, {Name: RightSignals, How: how}}}
 	}
-	return Status{Available: true, Mechanism: "sandbox-exec"}
+	return Status{Available: true, Mechanism: "sandbox-exec", Rights: []Right{{Name: RightFiles, Confined: true, How: "sandbox-exec"},
+		{Name: RightUnixSockets, Confined: true, How: "sandbox-exec"}, {Name: RightSignals, Confined: true, How: "sandbox-exec"}}}
 }
 
 // apply returns argv run through sandbox-exec with a profile generated
@@ -33,13 +35,20 @@ func apply(p Policy, argv []string) ([]string, error) {
 // profile renders p in the sandbox profile language (SBPL): deny by
 // default; run programs, read metadata anywhere (path lookups need it),
 // read the system's directories and the RW ones, write only the RW ones
-// and the null devices; network and mach services stay open (not
-// confined, as on Linux).
+// and the null devices; the network and mach services stay open (not
+// confined, as on Linux), but no unix socket may be connected to or
+// bound outside p.Unix, as the seccomp filter does on Linux (the later
+// rule wins in SBPL). This profile is cross-built and checked as text;
+// it has not run on a Mac.
 func profile(p Policy) string {
 	var b strings.Builder
 	b.WriteString("(version 1)\n(deny default)\n")
 	b.WriteString("(allow process-fork)\n(allow process-exec)\n(allow sysctl-read)\n(allow mach-lookup)\n(allow ipc-posix-shm)\n")
 	b.WriteString("(allow network*)\n(allow file-read-metadata)\n")
+	b.WriteString("(deny network-outbound (remote unix-socket (subpath \"/\")))\n(deny network-bind (local unix-socket (subpath \"/\")))\n")
+	for _, d := range p.Unix {
+		fmt.Fprintf(&b, "(allow network-outbound (remote unix-socket (subpath %s)))\n", quote(d))
+	}
 	if p.Scoped {
 		b.WriteString("(allow signal (target self))\n(allow signal (target children))\n")
 	} else {

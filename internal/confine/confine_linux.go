@@ -12,11 +12,23 @@ import (
 var systemRO = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store", "/run/current-system"}
 
 func check() Status {
+	var st Status
 	v, err := llsys.LandlockGetABIVersion()
 	if err != nil || v < 1 {
-		return Status{Mechanism: fmt.Sprintf("none: this kernel has no Landlock (%v); it needs Linux 5.13 or later with landlock in its lsm= list", err)}
+		st.Mechanism = fmt.Sprintf("none: this kernel has no Landlock (%v); it needs Linux 5.13 or later with landlock in its lsm= list", err)
+		st.Rights = append(st.Rights, Right{Name: RightFiles, How: "no Landlock"})
+	} else {
+		st.Available, st.Mechanism = true, fmt.Sprintf("landlock ABI %d", v)
+		st.Rights = append(st.Rights, Right{Name: RightFiles, Confined: true, How: st.Mechanism})
 	}
-	return Status{Available: true, Mechanism: fmt.Sprintf("landlock ABI %d", v)}
+	ok, how := seccompStatus()
+	st.Rights = append(st.Rights, Right{Name: RightUnixSockets, Confined: ok, How: how})
+	if v >= 6 {
+		st.Rights = append(st.Rights, Right{Name: RightSignals, Confined: true, How: fmt.Sprintf("landlock ABI %d scopes", v)})
+	} else {
+		st.Rights = append(st.Rights, Right{Name: RightSignals, How: "Landlock scopes need ABI 6 (Linux 6.12)"})
+	}
+	return st
 }
 
 // apply confines this process, and so the program it executes next,
@@ -43,6 +55,11 @@ func apply(p Policy, argv []string) ([]string, error) {
 	if p.Scoped {
 		if err := landlock.V11.BestEffort().RestrictScoped(); err != nil {
 			return nil, fmt.Errorf("landlock scopes: %w", err)
+		}
+	}
+	if ok, _ := seccompStatus(); ok && len(p.Unix) == 0 {
+		if err := denyUnixSockets(); err != nil {
+			return nil, fmt.Errorf("seccomp: %w", err)
 		}
 	}
 	return argv, nil

@@ -14,12 +14,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+	"github.com/pelletier/go-toml/v2/unstable"
 
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -51,6 +53,49 @@ type Entry struct {
 var ApprovalTools = []string{"job_submit", "task_run", "job_cancel",
 	"desktop_bridge_preflight", "desktop_note_arm_pending", "desktop_note_arm", "desktop_note_paused",
 	"desktop_note_boundary_crossed", "desktop_validate_mcp"}
+
+// OptIn are the tools that act that an install approves only when the
+// user asks for it (`cbth mcp install --approve`), each with what that
+// approval means. task_run runs a command outside Codex's sandbox, as
+// the user; desktop_bridge_preflight lets the first thread that calls it
+// become the Desktop bridge. Codex asks before every call of either
+// otherwise.
+var OptIn = map[string]string{
+	"task_run":                 "Codex will not ask before task_run: whenever the model calls it, a command your [mcp] rules allow runs outside Codex's sandbox, as you, with your access",
+	"desktop_bridge_preflight": "Codex will not ask before desktop_bridge_preflight: while no bridge thread is selected, the first thread that calls it becomes the Desktop bridge",
+}
+
+// DefaultApproved are the tools an install approves: those that act,
+// but none of OptIn. What they do stays inside cbth (a job recorded, one
+// of the thread's own jobs cancelled, a Desktop step checked against the
+// selected bridge and the thread's binding).
+func DefaultApproved() []string {
+	var out []string
+	for _, t := range ApprovalTools {
+		if _, opt := OptIn[t]; !opt {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Approvals are the tools an install approves: DefaultApproved and the
+// opt-in tools in extra, in ApprovalTools' order. A tool that does not
+// act, or that cbth does not have, is EINVAL.
+func Approvals(extra []string) ([]string, error) {
+	for _, t := range extra {
+		if !slices.Contains(ApprovalTools, t) {
+			return nil, errs.New(errs.EINVAL, "--approve %q: the tools that need an approval are %s (the others only read, and run without one)", t, strings.Join(ApprovalTools, ", "))
+		}
+	}
+	var out []string
+	for _, t := range ApprovalTools {
+		if _, opt := OptIn[t]; !opt || slices.Contains(extra, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
 
 // Args are the arguments Codex starts the command with.
 var Args = []string{"mcp", "serve"}
@@ -177,8 +222,8 @@ func Inspect(path string, want Entry) Status {
 		st.Problems = append(st.Problems, fmt.Sprintf("%s has no [mcp_servers.%s] entry: run cbth mcp install", path, Server))
 		return st
 	}
-	_, _, cerr := cut(raw)
-	st.Installed = cerr == nil && bytes.Contains(raw, []byte(beginMarker))
+	_, found, cerr := cut(raw)
+	st.Installed = cerr == nil && found
 	st.Command, st.Home = s.Command, s.Env["CBTH_HOME"]
 	for t, a := range s.Tools {
 		if a.ApprovalMode == "approve" {
@@ -210,6 +255,9 @@ func Inspect(path string, want Entry) Status {
 func read(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
+		if _, lerr := os.Lstat(path); lerr == nil {
+			return nil, errs.New(errs.EINVAL, "%s is a symbolic link to a file that does not exist: create its target, or replace the link with a file", path)
+		}
 		return nil, nil
 	}
 	if err != nil {
@@ -218,31 +266,67 @@ func read(path string) ([]byte, error) {
 	return b, nil
 }
 
+// marker is where one of cbth's marker lines is: its offset and the
+// offset just past its line.
+type marker struct{ at, end int }
+
+// markers finds cbth's marker lines: comments that are whole lines of
+// the document, as a TOML parser reads it. A marker's text inside a
+// multi-line string, or after a value on its line, is the user's text,
+// never a marker. A file that does not parse is refused: what is cbth's
+// in it cannot be told.
+func markers(b []byte) (begins, ends []marker, err error) {
+	p := unstable.Parser{KeepComments: true}
+	p.Reset(b)
+	for p.NextExpression() {
+		e := p.Expression()
+		if e.Kind != unstable.Comment {
+			continue
+		}
+		r := p.Range(e.Data)
+		at, end := int(r.Offset), int(r.Offset+r.Length)
+		if at > 0 && b[at-1] != '\n' {
+			continue // indented, or after something on its line
+		}
+		if end < len(b) && b[end] == '\r' {
+			end++
+		}
+		if end < len(b) && b[end] == '\n' {
+			end++
+		}
+		switch string(bytes.TrimRight(e.Data, "\r")) {
+		case beginMarker:
+			begins = append(begins, marker{at, end})
+		case endMarker:
+			ends = append(ends, marker{at, end})
+		}
+	}
+	if err := p.Error(); err != nil {
+		return nil, nil, fmt.Errorf("it does not parse as TOML (%v): fix it first", err)
+	}
+	return begins, ends, nil
+}
+
 // cut takes cbth's block (and the blank line written before it) out of
 // b. A begin marker without its end is an error: what follows it cannot
 // be told apart from the user's own text.
 func cut(b []byte) (rest []byte, found bool, err error) {
-	i := bytes.Index(b, []byte(beginMarker))
-	if i < 0 {
+	begins, ends, err := markers(b)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case len(begins) == 0 && len(ends) == 0:
 		return b, false, nil
+	case len(begins) > 1 || len(ends) > 1:
+		return nil, false, errors.New("cbth's block appears twice: fix the file by hand")
+	case len(begins) == 0 || len(ends) == 0 || ends[0].at < begins[0].at:
+		return nil, false, fmt.Errorf("cbth's block begins but never ends, or ends where it never began (its lines are %q and %q): fix the file by hand", beginMarker, endMarker)
 	}
-	j := bytes.Index(b[i:], []byte(endMarker))
-	if j < 0 {
-		return nil, false, fmt.Errorf("cbth's block begins but never ends (no %q line): fix the file by hand", endMarker)
-	}
-	end := i + j + len(endMarker)
-	if end < len(b) && b[end] == '\n' {
-		end++
-	}
-	start := i
+	start, end := begins[0].at, ends[0].end
 	if start >= 2 && b[start-1] == '\n' && b[start-2] == '\n' {
 		start--
 	}
-	rest = append(append([]byte(nil), b[:start]...), b[end:]...)
-	if bytes.Contains(rest, []byte(beginMarker)) {
-		return nil, false, errors.New("cbth's block appears twice: fix the file by hand")
-	}
-	return rest, true, nil
+	return append(append([]byte(nil), b[:start]...), b[end:]...), true, nil
 }
 
 // servers lists the MCP servers a config defines, if it parses.
@@ -260,11 +344,23 @@ func servers(b []byte) map[string]bool {
 }
 
 // write replaces the file atomically, after checking the new text still
-// parses: a config Codex cannot read would stop Codex, not only cbth.
+// parses: a config Codex cannot read would stop Codex, not only cbth. A
+// config.toml that is a symbolic link (a dotfiles checkout) is written
+// through: its target is replaced, the link stays.
 func write(path string, b []byte) error {
 	var v map[string]any
 	if err := toml.Unmarshal(b, &v); err != nil {
 		return errs.Wrap(errs.EINVAL, err, "%s would not parse after the change, so it was left as it was", path)
+	}
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return errs.Wrap(errs.EINVAL, err, "%s is a symbolic link that does not resolve", path)
+		}
+		if ti, err := os.Stat(target); err != nil || !ti.Mode().IsRegular() {
+			return errs.New(errs.EINVAL, "%s is a symbolic link to %s, which is not a regular file: replace the link with a file", path, target)
+		}
+		path = target
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return errs.Wrap(errs.EACCES, err, "create %s", filepath.Dir(path))

@@ -136,3 +136,64 @@ func TestOverridesParse(t *testing.T) {
 		}
 	}
 }
+
+// Marker text that is not a whole comment line of the document (inside
+// a multi-line string, after a value) is the user's text: install adds
+// its own block and leaves that text byte for byte; uninstall removes
+// only the block.
+func TestMarkersCountOnlyAsCommentLines(t *testing.T) {
+	user := "notes = '''\n" + beginMarker + "\nkeep me\n" + endMarker + "\n'''\nmodel = \"o3\" " + beginMarker + "\n"
+	path := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(path, []byte(user), 0o600)
+	if _, err := Install(path, entry); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(path)
+	if !strings.HasPrefix(string(got), user) || !strings.HasSuffix(string(got), endMarker+"\n") {
+		t.Fatalf("install cut the user's text:\n%s", got)
+	}
+	var doc struct {
+		Notes string `toml:"notes"`
+	}
+	if err := toml.Unmarshal(got, &doc); err != nil || !strings.Contains(doc.Notes, "keep me") {
+		t.Fatalf("the user's string: %q %v", doc.Notes, err)
+	}
+	if changed, err := Uninstall(path); err != nil || !changed {
+		t.Fatalf("uninstall: %v %v", changed, err)
+	}
+	if back, _ := os.ReadFile(path); string(back) != user {
+		t.Fatalf("uninstall gave:\n%q\nwant:\n%q", back, user)
+	}
+}
+
+// A config.toml that is a symbolic link is written through: the target
+// changes, the link stays a link. A dangling link is refused, and left.
+func TestInstallWritesThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "dotfiles", "codex.toml")
+	os.MkdirAll(filepath.Dir(target), 0o700)
+	os.WriteFile(target, []byte("model = \"o3\"\n"), 0o600)
+	link := filepath.Join(dir, "codex", "config.toml")
+	os.MkdirAll(filepath.Dir(link), 0o700)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Install(link, entry); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(target); !strings.Contains(string(b), "[mcp_servers.cbth]") || !strings.HasPrefix(string(b), "model = \"o3\"\n") {
+		t.Fatalf("the target:\n%s", b)
+	}
+	dangling := filepath.Join(dir, "other", "config.toml")
+	os.MkdirAll(filepath.Dir(dangling), 0o700)
+	os.Symlink(filepath.Join(dir, "nowhere.toml"), dangling)
+	if _, err := Install(dangling, entry); errs.CodeOf(err) != errs.EINVAL {
+		t.Fatalf("a dangling link: %v, want EINVAL", err)
+	}
+	if fi, err := os.Lstat(dangling); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatal("the dangling link was replaced")
+	}
+}

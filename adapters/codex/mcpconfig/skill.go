@@ -22,11 +22,15 @@ starts a new turn in this same thread with the outcome and the output, once.
 The tools are in the ` + "`mcp__cbth`" + ` namespace (search for "cbth" if they are not
 listed yet). They act for this thread only: you never pass a thread id.
 
-- ` + "`task_run`" + ` {"argv": ["make", "test"], "summary": "the full test suite"}: the
-  daemon runs the command outside your sandbox, in this thread's working
-  directory. Only commands the user allowed in cbth's config
-  (` + "`[mcp] task_allow`" + `) run. A refusal (` + "`task_not_allowed`" + `) names the rule the user
-  would add: tell the user, do not try variations of the command.
+- ` + "`task_list`" + ` {}: the named tasks the user defined, and the extra arguments
+  each takes.
+- ` + "`task_run`" + ` {"task": "test", "args": ["-v"]} for a named task, or
+  {"argv": ["make", "test"], "summary": "the full test suite"}: the daemon
+  runs the command outside your sandbox, as the user, in this thread's
+  working directory. Only what a rule of the user allows, whole, runs
+  (` + "`[mcp] task_allow`" + `, ` + "`[mcp.tasks]`" + ` in cbth's config); Codex may ask the user to
+  approve each call. A refusal (` + "`task_not_allowed`" + `) names the smallest rule that
+  would allow it: tell the user, do not try variations of the command.
 - ` + "`job_submit`" + ` {"task_kind": "ci", "summary": "CI on PR 42"}: a job that something
   outside reports done with ` + "`cbth job complete --job-id ID --summary ...`" + `.
 - ` + "`job_status`" + ` {"job_id": ...}, ` + "`job_list`" + ` {}: this thread's jobs.

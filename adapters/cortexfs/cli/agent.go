@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
 	"github.com/cbth-dev/cbth/adapters/cortexfs/object"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tool"
 	"github.com/cbth-dev/cbth/adapters/cortexfs/tree"
+	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/name"
 )
@@ -26,7 +28,7 @@ type AgentAddCmd struct {
 	Name        string   `arg:"" help:"Agent name (one path component)."`
 	Model       string   `required:"" help:"provider/model the agent calls (a model of the tree)."`
 	Tool        []string `sep:"none" help:"A built-in tool the agent may run (fs.read, fs.list, fs.write, fs.search, shell.exec, cbth.job.submit). Repeatable."`
-	AgentRoot   string   `name:"root" help:"The agent's root directory (default: home/<uid>/agent/NAME/root under the tree). fs.* tools see nothing outside it; shell.exec may read and write only it (plus read the system's directories) where the OS confines (Landlock, sandbox-exec; cbth doctor says), and can reach anything of yours where it cannot. The network is never confined." type:"path"`
+	AgentRoot   string   `name:"root" help:"The agent's root directory (default: home/<uid>/agent/NAME/root under the tree). fs.* tools see nothing outside it; shell.exec may read and write only it (plus read the system's directories) and use no unix socket where the OS confines (Landlock and seccomp, sandbox-exec; cbth doctor says what this system confines), and can reach anything of yours where it cannot. The network is never confined. agent add says what is not confined here when it adds an agent with shell.exec." type:"path"`
 	Cwd         string   `help:"Default working directory inside the root (default /)."`
 	TrustedAll  bool     `name:"trusted-all" help:"Let the ctx target deliver this agent any job result. Without it an agent with shell.exec or fs.write takes only results whose delivery policy is read-only and needs no approval, network or write access; the others are parked."`
 	Description string   `help:"Metadata description."`
@@ -91,6 +93,16 @@ func (c *AgentAddCmd) Run(env *Env) error {
 		return err
 	}
 	info := agentInfo(env, o)
+	if slices.Contains(c.Tool, tool.ShellExec) && env.Stderr != nil {
+		// Said when the root is given, not only by doctor: what this
+		// system does not keep the agent's commands from.
+		st := confine.Check()
+		label := "note"
+		if len(st.Unconfined()) > 0 {
+			label = "WARNING"
+		}
+		fmt.Fprintf(env.Stderr, "cbth: %s: shell.exec of agent/%s runs as you in %s; %s\n", label, o.Path, info.Root, st.Summary())
+	}
 	return env.emit(env.JSON, info, func(w io.Writer) {
 		fmt.Fprintf(w, "added agent/%s (model %s, root %s)\n", o.Path, o.Model, info.Root)
 	})

@@ -423,7 +423,11 @@ func shellExec(ctx context.Context, env Env, args json.RawMessage) (string, erro
 	cmd.WaitDelay = time.Second
 	out := &capped{max: env.maxOutput()}
 	cmd.Stdout, cmd.Stderr = out, out
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		// The daemon refuses to act for its processes (confine.Tracker).
+		confine.Started(ctx, cmd)
+		err = cmd.Wait()
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		return "", errs.New(errs.ETIMEDOUT, "shell.exec: the command ran over %s", timeout)
 	}

@@ -164,14 +164,17 @@ func (m *Module) newDaemon() *sessions.Daemon {
 // mcpOverrides make every session of the shared app-server load cbth's
 // MCP server for this home (spec/mcp.md), whether or not the user ran
 // `cbth mcp install`: the agent in a managed session can always hand its
-// work back to cbth.
+// work back to cbth. They approve what an install approves by default,
+// never an opt-in tool (task_run): that approval is the user's, made
+// with `cbth mcp install --approve` in this Codex home's config.toml,
+// whose keys these overrides leave as they are.
 func mcpOverrides(root string, log *slog.Logger) []string {
 	exe, err := os.Executable()
 	if err != nil {
 		log.Warn("the agent's MCP tools are off: this executable's path is unknown", "err", err)
 		return nil
 	}
-	return mcpconfig.Entry{Command: exe, Home: root, Approve: mcpconfig.ApprovalTools}.Overrides()
+	return mcpconfig.Entry{Command: exe, Home: root, Approve: mcpconfig.DefaultApproved()}.Overrides()
 }
 
 // Status reports codex_binary as this daemon resolves it, for doctor:

@@ -26,6 +26,7 @@ import (
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
+	"github.com/cbth-dev/cbth/internal/confine"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/internal/plural"
 	"github.com/cbth-dev/cbth/projections/ctxsession"
@@ -47,6 +48,9 @@ func (m *Module) Name() string { return "cortexfs" }
 // Start sets up the sockets; they serve from CatchUp on.
 func (m *Module) Start(ctx context.Context, h *daemon.Host) error {
 	m.h = h
+	// The agents and models served here run their shell.exec and the
+	// provider helper confined: the daemon tracks them, and refuses them.
+	ctx = confine.WithTracker(ctx, h.Confined)
 	m.sockets = &cortexcli.ModelSockets{Ctx: ctx, UID: os.Getuid(), Now: h.Clock.Now, Log: h.Log, Shared: h.Config.Ctx.SharedSpaces(),
 		Sessions: sessionLog{m}, Jobs: daemonJobs{m}}
 	return nil

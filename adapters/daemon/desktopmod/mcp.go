@@ -26,7 +26,7 @@ import (
 
 func (m *Module) mcpDesktopOps(t api.Table) {
 	api.Handle(t, api.MCPDesktopPreflight, func(ctx context.Context, a api.MCPDesktopArgs) (api.PreflightReply, error) {
-		if err := a.Caller.Check(); err != nil {
+		if err := m.checkMCPPreflight(a.Caller); err != nil {
 			return api.PreflightReply{}, err
 		}
 		return m.preflight(ctx, api.PreflightArgs{BridgeThreadID: a.Caller.ThreadID, Fingerprints: a.Fingerprints})
@@ -81,6 +81,34 @@ func recordAs(c api.MCPCaller, tool string) func(engine.Decider) engine.Decider 
 	return func(inner engine.Decider) engine.Decider {
 		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: c.Record(tool), Inner: inner}
 	}
+}
+
+// checkMCPPreflight lets a preflight through MCP select the bridge
+// thread only while none is selected; once one is, only that thread's
+// preflight counts. A preflight selects the bridge, so any thread that
+// could call it would otherwise take the bridge over, and the real bridge
+// would be answered ESTALE: moving the bridge is the operator's step
+// (`cbth desktop bridge-preflight --bridge-thread-id`), from outside any
+// thread's sandbox.
+func (m *Module) checkMCPPreflight(c api.MCPCaller) error {
+	if err := c.Check(); err != nil {
+		return err
+	}
+	var bridge string
+	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if inst != nil {
+			bridge = inst.BridgeThreadID
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	if bridge != "" && bridge != c.ThreadID {
+		return errs.New(errs.ThreadMismatch, "the bridge thread is %s; this call comes from %s, and a preflight through MCP never moves the bridge. "+
+			"To make this thread the bridge, the operator runs: cbth desktop bridge-preflight --bridge-thread-id %s", bridge, c.ThreadID, c.ThreadID)
+	}
+	return nil
 }
 
 // checkMCPBridge lets a bridge operation on thread's head through only

@@ -6,8 +6,8 @@ import (
 	"context"
 	"os"
 
-	"github.com/cbth-dev/cbth/adapters/codex/mcpconfig"
 	"github.com/cbth-dev/cbth/adapters/daemon"
+	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
@@ -135,7 +135,7 @@ func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 	meta := c.Meta()
 	if a.IdempotencyKey != "" {
 		// Scoped to the thread: two threads' keys never meet.
-		cmd.DedupeKey = "mcp/" + c.ThreadID + "/" + a.IdempotencyKey
+		cmd.DedupeKey = api.MCPKey(c.ThreadID, a.IdempotencyKey)
 		meta.CommandID = "job.submit/" + cmd.DedupeKey
 	}
 	j, dedup, err := m.h.Submitted(engine.ExecVia[string](ctx, m.h.Eng, meta, cmd, func(engine.Decider) engine.Decider {
@@ -175,21 +175,31 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	// holds at once, without a daemon restart.
 	cfg, err := m.h.Home.LoadConfig(os.Getenv)
 	if err != nil {
-		return api.MCPTaskRunReply{}, errs.Wrap(errs.ENOTCONF, err, "read the [mcp] task_allow rules")
+		return api.MCPTaskRunReply{}, errs.Wrap(errs.ENOTCONF, err, "read the [mcp] task rules")
 	}
 	rec := c.Record("task_run")
-	rule, ok := cfg.MCP.Allowed(a.Argv)
-	if !ok {
-		rec.Argv = a.Argv
-		return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, errs.New(errs.TaskNotAllowed,
-			"task_run refused: %s matches no rule of [mcp] task_allow in %s, so nothing ran. "+
-				"A task runs outside Codex's sandbox, so only the user can allow it, by adding this command (or a shorter prefix of it, which allows more) to that file:\n[mcp]\ntask_allow = [%s]",
-			mcpconfig.TOMLList(a.Argv), m.h.Home.Config(), mcpconfig.TOMLList(a.Argv)))
+	rec.Task = a.Task
+	var rule home.TaskRule
+	if a.Task != "" {
+		var ok bool
+		if rule, ok = cfg.MCP.Task(a.Task); !ok {
+			return api.MCPTaskRunReply{}, noTask(cfg.MCP, a.Task, m.h.Home.Config())
+		}
+		if why := rule.Why(a.Argv); why != "" {
+			rec.Argv = a.Argv
+			return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, refuseNamed(rule, a.Argv, why, m.h.Home.Config()))
+		}
+	} else {
+		var ok bool
+		if rule, ok = cfg.MCP.Allowed(a.Argv); !ok {
+			rec.Argv = a.Argv
+			return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, refuseArgv(cfg.MCP, a.Argv, m.h.Home.Config()))
+		}
 	}
 	meta := c.Meta()
 	if c.TurnID != "" && c.CallID != "" {
 		// Codex names each call: the same call retried runs nothing twice.
-		meta.CommandID = "mcp.task_run/" + c.ThreadID + "/" + c.TurnID + "/" + c.CallID
+		meta.CommandID = "mcp.task_run/" + api.MCPKey(c.ThreadID, c.TurnID, c.CallID)
 	}
 	v, err := m.tasks.StartTask(ctx, meta, api.TaskRunArgs{
 		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
@@ -209,7 +219,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 		return api.MCPTaskRunReply{}, err
 	}
 	return api.MCPTaskRunReply{TaskID: v.TaskID, JobID: v.JobID, State: v.State, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
-		Argv: a.Argv, Rule: rule, Delivery: del}, nil
+		Argv: a.Argv, Rule: rule.Written(), Task: rule.Name, Delivery: del}, nil
 }
 
 // callersJob returns the job if it is the calling thread's.

@@ -327,9 +327,10 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 		x.Duration = m.h.Clock.Now().Sub(started)
 	}
 	// The tail is recorded for good, and the job's reason or result is
-	// made from it: the task's own secrets are taken out first.
+	// made from it: it was redacted with the spool, as it came
+	// (task.Redacting).
 	out := events.TaskOutput{OutputBytes: x.Output.Bytes, SpoolBytes: x.Output.Spooled, SpoolTruncated: x.Output.Truncated,
-		Tail: task.Redactor(q.env)(task.TailText(x.Output.Tail)), TailTruncated: x.Output.TailTruncated}
+		Tail: task.TailText(x.Output.Tail), TailTruncated: x.Output.TailTruncated}
 	fin := taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Output: out,
 		Exit: taskcmd.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
 	fin.Artifact = m.ingestSpool(spec.Spool, t.JobID, x.Output.Spooled)
@@ -509,15 +510,30 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// The output of a lost task stays where it is when it could not be
+	// kept as an artifact: start-up never empties a spool nothing kept.
+	keep := map[string]bool{}
 	for i, t := range live {
 		dir := filepath.Join(m.h.Home.TasksDir(), t.ID)
 		r := reaped[i]
 		spool := filepath.Join(dir, "output")
+		// The dead daemon's spool may be in two segments: one file
+		// again, oldest first, before it is read and kept.
+		if err := task.MergeSpool(spool); err != nil {
+			m.h.Log.Error("merge a lost task's spool", "task", t.ID, "err", err)
+		}
 		tail, size, _ := task.ReadTail(spool, cfg.OutputTail)
+		// The spool was redacted as it was written, but for the
+		// task's environment, which died with its daemon; the token
+		// shapes are taken out once more, for a spool an older cbth
+		// wrote.
 		out := events.TaskOutput{OutputBytes: size, SpoolBytes: size, SpoolTruncated: size >= cfg.SpoolMax,
-			Tail: task.TailText(tail), TailTruncated: size > int64(len(tail))}
+			Tail: task.Redactor(nil)(task.TailText(tail)), TailTruncated: size > int64(len(tail))}
 		c := taskcmd.LoseTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, GroupKilled: r.Signalled, Output: out,
 			Artifact: m.ingestSpool(spool, t.JobID, size)}
+		if size > 0 && c.Artifact == nil {
+			keep[t.ID] = true
+		}
 		switch t.State {
 		case fsm.TaskQueued:
 			c.Reason = "the daemon stopped before this task started; it was not run and will not be (cbth never starts a task again after a restart)"
@@ -531,6 +547,9 @@ func (m *Module) Reconcile(ctx context.Context) error {
 				c.Reason += "; its processes that were still running were stopped"
 			}
 		}
+		if keep[t.ID] {
+			c.Reason += fmt.Sprintf("; its output could not be kept as an artifact and stays in %s", spool)
+		}
 		if _, err := m.h.Eng.Execute(ctx, engine.Meta{Actor: events.ActorSweep, CorrelationID: "startup-reconcile"}, c); err != nil {
 			if c.Artifact != nil {
 				_ = m.h.Artifacts.Remove(c.Artifact.ArtifactID)
@@ -539,13 +558,16 @@ func (m *Module) Reconcile(ctx context.Context) error {
 		}
 		m.h.Log.Warn("task lost with its daemon; failed closed", "task", t.ID, "job", t.JobID, "processes_left", r.Left, "group_signalled", r.Signalled, "unverified", r.Unverified, "output_bytes", size)
 	}
-	// Nothing runs yet: every task directory left is an orphan.
+	// Nothing runs yet: every other task directory left is an orphan,
+	// its output kept as an artifact or never written.
 	ents, err := os.ReadDir(m.h.Home.TasksDir())
 	if err != nil && !os.IsNotExist(err) {
 		return errs.Wrap(errs.EINTERNAL, err, "read %s", m.h.Home.TasksDir())
 	}
 	for _, e := range ents {
-		_ = os.RemoveAll(filepath.Join(m.h.Home.TasksDir(), e.Name()))
+		if !keep[e.Name()] {
+			_ = os.RemoveAll(filepath.Join(m.h.Home.TasksDir(), e.Name()))
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/url"
 	"strings"
 	"time"
 
@@ -47,6 +48,33 @@ func (c MCPCaller) Check() error {
 // Meta is the metadata of what the agent's call appends.
 func (c MCPCaller) Meta() engine.Meta {
 	return engine.Meta{Actor: events.ActorAgent, CorrelationID: "mcp:" + c.ThreadID}
+}
+
+// MCPKeyPrefix starts every key the MCP tools make for the engine's
+// idempotency (a job_submit's dedupe key, a task_run's command id): a
+// client's own dedupe key may not, so the two never meet
+// (CheckClientDedupeKey).
+const MCPKeyPrefix = "mcp/"
+
+// MCPKey is an idempotency key of the MCP tools, scoped by parts (the
+// calling thread first). Each part is escaped so that "/" appears only
+// between parts: two threads' keys never meet, whatever their ids and
+// the model's key hold.
+func MCPKey(parts ...string) string {
+	esc := make([]string, len(parts))
+	for i, p := range parts {
+		esc[i] = url.PathEscape(p)
+	}
+	return MCPKeyPrefix + strings.Join(esc, "/")
+}
+
+// CheckClientDedupeKey refuses a dedupe key given by any client but the
+// MCP tools that would fall in their namespace.
+func CheckClientDedupeKey(key string) error {
+	if strings.HasPrefix(key, MCPKeyPrefix) {
+		return errs.New(errs.EINVAL, "dedupe key %q starts with %q, which is reserved for the agent's MCP tools; choose another", key, MCPKeyPrefix)
+	}
+	return nil
 }
 
 // Record is the record of the call of tool, for the calling thread's mcp
@@ -99,9 +127,13 @@ type MCPSubmitReply struct {
 
 // MCPTaskRunArgs are mcp.task_run's request. Path is argv[0] resolved on
 // the MCP server's PATH, Cwd its working directory (the thread's), Env
-// its environment: kept in the daemon's memory, never in the log.
+// its environment: kept in the daemon's memory, never in the log. Task
+// names the named task the model asked for; Argv is then that task's
+// command and the extra arguments the model gave, which the daemon
+// checks against the task as it reads it.
 type MCPTaskRunArgs struct {
 	Caller    MCPCaller `json:"caller"`
+	Task      string    `json:"task,omitempty"`
 	Argv      []string  `json:"argv"`
 	Path      string    `json:"path"`
 	Cwd       string    `json:"cwd"`
@@ -118,8 +150,11 @@ type MCPTaskRunReply struct {
 	TargetKind string        `json:"target_kind"`
 	ThreadID   string        `json:"source_thread_id"`
 	Argv       []string      `json:"argv"`
-	Rule       []string      `json:"allowed_by"`
-	Delivery   MCPDelivery   `json:"delivery"`
+	// Rule is the rule that allowed the command, as written in
+	// task_allow (a named task: its command), and Task the named task.
+	Rule     []string    `json:"allowed_by"`
+	Task     string      `json:"task,omitempty"`
+	Delivery MCPDelivery `json:"delivery"`
 }
 
 // MCPJobArgs name one job of the calling thread.

@@ -196,6 +196,9 @@ func (r Remote) Stream(ctx context.Context, req driver.Request, out stream.Sink)
 		}
 		return errs.Wrap(errs.ENOTCONF, err, "provider helper %s cannot be started", path)
 	}
+	if r.Confine {
+		confine.Started(ctx, cmd)
+	}
 	res, readErr := readEvents(bufio.NewReaderSize(stdout, 64<<10), out)
 	if readErr != nil {
 		// The helper broke the protocol or our own output failed: stop it.
