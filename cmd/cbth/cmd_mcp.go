@@ -17,6 +17,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/mcpserver"
 	"github.com/cbth-dev/cbth/engine/query"
+	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -166,6 +167,7 @@ type McpInstallCmd struct {
 	Command   string   `name:"command" placeholder:"PATH" help:"The cbth executable Codex runs, an absolute path to a file only you (or root) can rewrite (default: this one)."`
 	NoSkill   bool     `name:"no-skill" help:"Do not write the cbth skill."`
 	Approve   []string `name:"approve" sep:"," placeholder:"TOOL,..." help:"Also pre-approve these tools, which Codex otherwise asks about at every call: task_run (then any command your [mcp] rules allow runs outside Codex's sandbox without a prompt), desktop_bridge_preflight."`
+	Trust     string   `name:"trust" placeholder:"own-permissions" help:"Also write [cli] trust = own_permissions into cbth's config.toml: results then go into every Codex thread as a new turn with that thread's own permissions (Codex's default session may write and ask approvals), not only into strict-safe threads. Only when you ask."`
 }
 
 type mcpInstallResult struct {
@@ -181,6 +183,12 @@ type mcpInstallResult struct {
 	// Meaning says what each opt-in approval given means.
 	Meaning  []string `json:"approval_notes"`
 	Warnings []string `json:"warnings"`
+	// Trust is the [cli] trust written into cbth's config.toml, when
+	// --trust asked for it; TrustNote says what it means.
+	Trust        string `json:"trust,omitempty"`
+	TrustConfig  string `json:"trust_config,omitempty"`
+	TrustChanged bool   `json:"trust_changed,omitempty"`
+	TrustNote    string `json:"trust_note,omitempty"`
 }
 
 // Run writes the entry and the skill.
@@ -188,6 +196,14 @@ func (c *McpInstallCmd) Run(env *Env) error {
 	approve, err := mcpconfig.Approvals(c.Approve)
 	if err != nil {
 		return err
+	}
+	trust := ""
+	switch c.Trust {
+	case "":
+	case "own-permissions", events.TrustOwnPermissions:
+		trust = events.TrustOwnPermissions
+	default:
+		return errs.New(errs.EINVAL, "--trust %q: the one trust mcp install writes is own-permissions (strict, the default, needs nothing written)", c.Trust)
 	}
 	t, err := mcpTarget(env, c.CodexHome, c.Command, true)
 	if err != nil {
@@ -215,6 +231,21 @@ func (c *McpInstallCmd) Run(env *Env) error {
 			return err
 		}
 	}
+	if trust != "" {
+		h, err := env.Home()
+		if err == nil {
+			err = h.Ensure()
+		}
+		if err != nil {
+			return err
+		}
+		if res.TrustChanged, err = home.SetHomeTrust(h.Config(), trust); err != nil {
+			return err
+		}
+		res.TrustConfig = h.Config()
+		res.Trust = trust
+		res.TrustNote = "every Codex thread you did not trust otherwise (cbth thread trust) now gets its results as a new turn with its own permissions: a thread that may write files, reach the network or ask for approvals does so in that turn as in one you typed. cbth daemon restart makes a running daemon read it"
+	}
 	for _, w := range res.Warnings {
 		fmt.Fprintln(env.Stderr, "cbth: warning:", w)
 	}
@@ -227,6 +258,9 @@ func (c *McpInstallCmd) Run(env *Env) error {
 		}
 		for _, n := range res.Meaning {
 			fmt.Fprintln(w, "Note:", n+".")
+		}
+		if res.Trust != "" {
+			fmt.Fprintf(w, "%s: [cli] trust = %q %s. Note: %s.\n", res.TrustConfig, res.Trust, state[res.TrustChanged], res.TrustNote)
 		}
 		if len(res.Asks) > 0 {
 			fmt.Fprintf(w, "Not approved: %s. Codex asks you before each call; in a thread with approval_policy = \"never\" it refuses them. To pre-approve: cbth mcp install --approve %s\n",

@@ -339,3 +339,42 @@ func copyFile(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// Trust is given only when asked: `cbth mcp install` writes no trust;
+// with --trust own-permissions it writes [cli] trust into cbth's config,
+// says what it means, and the daemon started next holds every untrusted
+// thread to it (thread trust reports it as the home's); --trust of
+// another name is EINVAL and writes nothing.
+func TestMCPInstall_TrustOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	h := newHome(t)
+	codexHome := filepath.Join(t.TempDir(), "codex")
+	h.ok(nil, "mcp", "install", "--codex-home", codexHome)
+	if b, _ := os.ReadFile(filepath.Join(h.root, "config.toml")); strings.Contains(string(b), "trust") {
+		t.Fatalf("install without --trust wrote a trust: %s", b)
+	}
+	if r := h.run("mcp", "install", "--codex-home", codexHome, "--trust", "everything"); r.code != 2 || !strings.Contains(r.stderr, "EINVAL") {
+		t.Fatalf("--trust everything: exit %d %s", r.code, r.stderr)
+	}
+	var res struct {
+		Trust   string `json:"trust"`
+		Changed bool   `json:"trust_changed"`
+		Note    string `json:"trust_note"`
+	}
+	h.ok(&res, "mcp", "install", "--codex-home", codexHome, "--trust", "own-permissions")
+	if res.Trust != "own_permissions" || !res.Changed || !strings.Contains(res.Note, "its own permissions") {
+		t.Fatalf("--trust own-permissions: %+v", res)
+	}
+	var tr struct {
+		Trust  string `json:"trust"`
+		Source string `json:"source"`
+	}
+	h.ok(&tr, "thread", "untrust", "--thread-id", "T")
+	if tr.Trust != "own_permissions" || tr.Source != "home" {
+		t.Fatalf("the home's trust after install: %+v", tr)
+	}
+	h.ok(&tr, "thread", "trust", "--thread-id", "T", "--strict")
+	if tr.Trust != "strict" || tr.Source != "thread" {
+		t.Fatalf("a thread's own trust over the home's: %+v", tr)
+	}
+}
