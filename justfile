@@ -44,6 +44,7 @@ bench:
     go test -run '^$' -bench GatewaySSHRoundTrip -benchtime 200x ./cmd/cbth/   # through a real sshd, against ssh HOST cat
     go test -run '^$' -bench StartSessions -benchtime 10x ./adapters/daemon/cortexmod/
     go test -run TestCLIDeliveryLatency -v ./cmd/cbth/ -args -cli.bench=100
+    go test -run TestCodexDaemonLatency -v ./cmd/cbth/ -args -daemon.bench=50
     go test -run TestDesktopWakeMCPAgainstRelay -v ./cmd/cbth/ -args -desktop.bench=5
 
 # Daemon start-up on a log of 1,000,000 events holding 100,000 open
