@@ -18,7 +18,7 @@ func TestObjectsRoundTripThroughTheirFiles(t *testing.T) {
 		Meta:     object.Meta{ID: "openai/gpt-x", Name: "gpt-x", Type: object.KindModel, OwnedBy: "openai", ContextLength: 128000},
 		NativeID: "gpt-x-2026", Driver: object.Routes{object.RouteDefault: {"openai-responses", "openai-chat"}},
 		Caps: []string{"chat", "stream", "tool_call_syntax"}, Defaults: []object.KV{{Key: "temperature", Value: "0.2"}, {Key: "api_key_env", Value: "MY_KEY"}},
-		Session: object.SessionSocket, Status: "ready", Log: "/tmp/gpt.log"}
+		Session: object.SessionSocket, Status: "ready"} // .d/log is the calls' record, never read back
 	agent := object.Object{Kind: object.KindAgent, Path: "coder",
 		Meta:  object.Meta{ID: "agent/coder", Name: "coder", Type: object.KindAgent},
 		Model: "openai/gpt-x", Tools: []string{"fs.read", "shell.exec"}, Root: "/home/me/work", Cwd: "/src", Delivery: object.TrustedAll,
