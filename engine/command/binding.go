@@ -20,11 +20,7 @@ const InstallationID = "desktop"
 // Installation returns the Desktop installation state, nil before the
 // first repair.
 func Installation(v engine.Reader) (*aggregate.Installation, error) {
-	s, err := v.State(events.KindInstallation, InstallationID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Installation), nil
+	return engine.Installation(v, InstallationID)
 }
 
 // BindingOf returns a thread's binding, nil if it never had one.
@@ -36,11 +32,7 @@ func BindingOf(v engine.Reader, thread string) (*aggregate.Binding, error) {
 	if len(refs) > 1 {
 		return nil, errs.New(errs.ECORRUPT, "thread %s has %d bindings", thread, len(refs))
 	}
-	s, err := v.State(events.KindBinding, refs[0].ID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Binding), nil
+	return engine.Binding(v, refs[0].ID)
 }
 
 // BindingStream is the stream of binding id.

@@ -74,11 +74,11 @@ func OpenBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 		if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
 			continue
 		}
-		s, err := v.State(events.KindBatch, r.ID)
+		b, err := engine.Batch(v, r.ID)
 		if err != nil {
 			return nil, err
 		}
-		if b, ok := s.(*aggregate.Batch); ok && b.Open() {
+		if b != nil && b.Open() {
 			out = append(out, b)
 		}
 	}
@@ -87,26 +87,31 @@ func OpenBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 
 // LiveAttempt returns the thread's non-terminal attempt, nil if none.
 func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
-	return Unique[*aggregate.Attempt](v, index.ThreadLive, thread, events.KindAttempt, "live attempts")
+	return Unique(v, engine.Attempt, index.ThreadLive, thread, "live attempts")
 }
 
-// Unique returns the one aggregate an index holds under key (nil when
-// none); more than one is corruption: the index exists to make it one.
-func Unique[T aggregate.State](v engine.Reader, idx, key string, k events.Kind, what string) (T, error) {
-	var zero T
+// Unique returns the one aggregate an index holds under key, read with
+// its typed getter (nil when none); more than one is corruption: the
+// index exists to make it one.
+func Unique[T any](v engine.Reader, get func(engine.Reader, string) (*T, error), idx, key, what string) (*T, error) {
 	refs := v.Lookup(idx, key)
 	if len(refs) > 1 {
-		return zero, errs.New(errs.ECORRUPT, "%s has %d %s", key, len(refs), what)
+		return nil, errs.New(errs.ECORRUPT, "%s has %d %s", key, len(refs), what)
 	}
 	if len(refs) == 0 {
-		return zero, nil
+		return nil, nil
 	}
-	s, err := v.State(k, refs[0].ID)
-	if err != nil || s == nil {
-		return zero, err
+	return get(v, refs[0].ID)
+}
+
+// batchOf returns the batch of attempt a: it always has one, so none is
+// ECORRUPT.
+func batchOf(v engine.Reader, a *aggregate.Attempt) (*aggregate.Batch, error) {
+	b, err := engine.Batch(v, a.BatchID)
+	if err == nil && b == nil {
+		err = errs.New(errs.ECORRUPT, "attempt %s: its batch %s is missing", a.ID, a.BatchID)
 	}
-	t, _ := s.(T)
-	return t, nil
+	return b, err
 }
 
 // lastSend returns when the thread last had a delivery accepted.
@@ -256,12 +261,11 @@ func (c DeliveryConfig) CloseWith(v engine.View, now time.Time, b *aggregate.Bat
 func (c DeliveryConfig) release(v engine.View, now time.Time, b *aggregate.Batch) ([]engine.Emit, error) {
 	var out []engine.Emit
 	for _, id := range b.ArtifactIDs {
-		s, err := v.State(events.KindArtifact, id)
+		a, err := engine.Artifact(v, id)
 		if err != nil {
 			return nil, err
 		}
-		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.State != fsm.ArtifactStored {
+		if a == nil || a.State != fsm.ArtifactStored {
 			continue
 		}
 		eligible := Latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
@@ -597,23 +601,21 @@ type RecordOutcome struct {
 
 // Decide implements engine.Decider.
 func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	s, err := v.State(events.KindAttempt, c.AttemptID)
+	a, err := engine.Attempt(v, c.AttemptID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, ok := s.(*aggregate.Attempt)
-	if !ok {
+	if a == nil {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no attempt %s", c.AttemptID)
 	}
 	if a.State != fsm.AttemptAcceptPending || a.RPCRequestID != c.RPCRequestID ||
 		a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 		return engine.Decision{Outcome: OutcomeStale}, nil
 	}
-	bs, err := v.State(events.KindBatch, a.BatchID)
+	b, err := batchOf(v, a)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	b := bs.(*aggregate.Batch)
 	as := AttemptStream(a.ID)
 	switch c.Outcome {
 	case Accepted:
@@ -684,19 +686,17 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if !slices.Contains(TurnEvents, c.Event) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "unknown turn event %q", c.Event)
 	}
-	s, err := v.State(events.KindAttempt, c.AttemptID)
+	a, err := engine.Attempt(v, c.AttemptID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, ok := s.(*aggregate.Attempt)
-	if !ok {
+	if a == nil {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no attempt %s", c.AttemptID)
 	}
-	bs, err := v.State(events.KindBatch, a.BatchID)
+	b, err := batchOf(v, a)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	b := bs.(*aggregate.Batch)
 	if a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 		// Not the stream the accepted turn is bound to: no proof of
 		// anything about that turn.
@@ -748,12 +748,11 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		return engine.Decision{}, err
 	}
 	if c.BatchID != "" {
-		s, err := v.State(events.KindBatch, c.BatchID)
+		b, err := engine.Batch(v, c.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		b, ok := s.(*aggregate.Batch)
-		if !ok || b.SourceThreadID != c.ThreadID {
+		if b == nil || b.SourceThreadID != c.ThreadID {
 			return engine.Decision{}, errs.New(errs.ENOENT, "no batch %s on thread %s", c.BatchID, c.ThreadID)
 		}
 		if !b.Open() {
@@ -800,12 +799,11 @@ type ReconcileInFlight struct {
 func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
 	for _, r := range v.Scan(index.ThreadLive, "") {
-		s, err := v.State(events.KindAttempt, r.ID)
+		a, err := engine.Attempt(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := s.(*aggregate.Attempt)
-		if !ok {
+		if a == nil {
 			continue
 		}
 		var ab *events.AttemptAbandoned
@@ -820,12 +818,12 @@ func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision
 		default:
 			continue
 		}
-		bs, err := v.State(events.KindBatch, a.BatchID)
+		b, err := engine.Batch(v, a.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
 		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: ab})
-		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+		if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
 			emits = append(emits, Park(b, why, a.ID))
 		}
 	}
@@ -857,20 +855,19 @@ type LoseStream struct {
 func (c LoseStream) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
 	for _, r := range v.Scan(index.ThreadLive, "") {
-		s, err := v.State(events.KindAttempt, r.ID)
+		a, err := engine.Attempt(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := s.(*aggregate.Attempt)
-		if !ok || !a.Tracking() || a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
+		if a == nil || !a.Tracking() || a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 			continue
 		}
 		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Reason, ObservationState: "lost"}})
-		bs, err := v.State(events.KindBatch, a.BatchID)
+		b, err := engine.Batch(v, a.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+		if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
 			emits = append(emits, Park(b, "continuity lost: "+c.Reason, a.ID))
 		}
 	}

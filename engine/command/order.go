@@ -2,9 +2,7 @@ package command
 
 import (
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/index"
-	"github.com/cbth-dev/cbth/events"
 )
 
 // FairOrder lists the threads whose head batch goes to target, in the
@@ -54,11 +52,11 @@ func fairOrder(r engine.Reader, target, scope string) ([]HeadRef, error) {
 		}
 	}
 	var cursorKey string
-	s, err := r.State(events.KindCursor, scope)
+	c, err := engine.Cursor(r, scope)
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := s.(*aggregate.Cursor); ok {
+	if c != nil {
 		cursorKey = index.HeadKey(target, c.ReadyAt, c.ThreadID)
 	}
 	// Heads arrive sorted by key; rotate past the cursor.

@@ -198,12 +198,11 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 	// Bindings armed for a generation not yet quiesced are few: read
 	// afresh every time.
 	for _, r := range s.Scan(index.BindingUnquiesced, "") {
-		st, err := s.State(events.KindBinding, r.ID)
+		bd, err := engine.Binding(s, r.ID)
 		if err != nil {
 			return c, false, err
 		}
-		bd, ok := st.(*aggregate.Binding)
-		if !ok || !bd.Unquiesced() || !desktop.ServesBridge(bd, c.Bridge) {
+		if bd == nil || !bd.Unquiesced() || !desktop.ServesBridge(bd, c.Bridge) {
 			continue
 		}
 		if now.Before(bd.PauseNotBefore) {
@@ -301,12 +300,11 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 	if !desktop.ServesBridge(bd, inst.BridgeThreadID) {
 		return nil
 	}
-	st, err := s.State(events.KindBatch, a.BatchID)
+	bt, err := engine.Batch(s, a.BatchID)
 	if err != nil {
 		return err
 	}
-	bt, ok := st.(*aggregate.Batch)
-	if !ok || bt.TargetKind != string(command.TargetDesktop) || !bt.Open() || bt.HeadAttemptID != a.ID {
+	if bt == nil || bt.TargetKind != string(command.TargetDesktop) || !bt.Open() || bt.HeadAttemptID != a.ID {
 		return nil
 	}
 	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th
@@ -363,16 +361,27 @@ func relayMarker(ms []aggregate.RelayMarker, now time.Time, wake *time.Time, bri
 
 // threadOf returns the thread of an attempt, batch or binding stream.
 func threadOf(s engine.Reader, sid events.StreamID) (string, error) {
-	st, err := s.State(sid.Kind, sid.ID)
-	switch v := st.(type) {
-	case *aggregate.Attempt:
-		return v.SourceThreadID, err
-	case *aggregate.Batch:
-		return v.SourceThreadID, err
-	case *aggregate.Binding:
-		return v.SourceThreadID, err
+	switch sid.Kind {
+	case events.KindAttempt:
+		a, err := engine.Attempt(s, sid.ID)
+		if a == nil {
+			return "", err
+		}
+		return a.SourceThreadID, err
+	case events.KindBatch:
+		b, err := engine.Batch(s, sid.ID)
+		if b == nil {
+			return "", err
+		}
+		return b.SourceThreadID, err
+	case events.KindBinding:
+		b, err := engine.Binding(s, sid.ID)
+		if b == nil {
+			return "", err
+		}
+		return b.SourceThreadID, err
 	}
-	return "", err
+	return "", nil
 }
 
 // liveAttempt returns the thread's non-terminal attempt, if any.
@@ -381,9 +390,5 @@ func liveAttempt(s engine.Reader, thread string) (*aggregate.Attempt, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	st, err := s.State(events.KindAttempt, refs[0].ID)
-	if a, ok := st.(*aggregate.Attempt); ok {
-		return a, err
-	}
-	return nil, err
+	return engine.Attempt(s, refs[0].ID)
 }

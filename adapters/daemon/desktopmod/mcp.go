@@ -120,13 +120,12 @@ func (m *Module) checkMCPBridge(c api.MCPCaller, thread string) error {
 func (m *Module) checkArtifactThread(c api.MCPCaller, id string) error {
 	var thread string
 	err := m.h.Eng.Read(func(s engine.Snapshot) error {
-		st, err := s.State(events.KindArtifact, id)
-		art, _ := st.(*aggregate.Artifact)
+		art, err := engine.Artifact(s, id)
 		if err != nil || art == nil {
 			return err
 		}
-		js, err := s.State(events.KindJob, art.SourceJobID)
-		if j, _ := js.(*aggregate.Job); j != nil {
+		j, err := engine.Job(s, art.SourceJobID)
+		if j != nil {
 			thread = j.SourceThreadID
 		}
 		return err

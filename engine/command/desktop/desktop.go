@@ -137,12 +137,11 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	next := aggregate.Installation{Capabilities: want, ValidatedAt: ev.ValidatedAt, UpdatedBy: UpdatedByRepair}
 	var degraded []string
 	for _, r := range v.Scan(index.BindingByThread, "") {
-		s, err := v.State(events.KindBinding, r.ID)
+		b, err := engine.Binding(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		b, ok := s.(*aggregate.Binding)
-		if !ok || b.State != fsm.BindingBound || MirrorMatches(b, &next) {
+		if b == nil || b.State != fsm.BindingBound || MirrorMatches(b, &next) {
 			continue
 		}
 		reason := "installation state repaired: read_transport_generation " + itoa(want.ReadTransportGeneration) + " no longer matches the binding's mirror"
@@ -245,11 +244,11 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	for _, r := range v.Lookup(index.BindingByAutomation, c.AutomationID) {
-		s, err := v.State(events.KindBinding, r.ID)
+		o, err := engine.Binding(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if o, ok := s.(*aggregate.Binding); ok && o.SourceThreadID != c.ThreadID {
+		if o != nil && o.SourceThreadID != c.ThreadID {
 			return engine.Decision{}, errs.New(errs.EEXIST, "caller automation %s is bound to thread %s (unbind it there first)", c.AutomationID, o.SourceThreadID)
 		}
 	}

@@ -302,11 +302,10 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	if len(refs) != 1 {
 		return no("unknown_marker", "the marker was never issued")
 	}
-	s, err := v.State(events.KindAttempt, refs[0].ID)
+	a, err := engine.Attempt(v, refs[0].ID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, _ := s.(*aggregate.Attempt)
 	if a == nil {
 		return no("unknown_marker", "the marker's attempt is gone")
 	}
@@ -341,11 +340,10 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 	if len(refs) != 1 {
 		return no("unknown_marker", "the marker was never issued (or expired long ago)")
 	}
-	s, err := v.State(events.KindBinding, refs[0].ID)
+	bd, err := engine.Binding(v, refs[0].ID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	bd, _ := s.(*aggregate.Binding)
 	var m *aggregate.RelayMarker
 	if bd != nil {
 		m = bd.Marker(c.Marker)
