@@ -42,7 +42,11 @@ func BindingStream(id string) events.StreamID {
 
 // DesktopCursorScope is the fair-ready cursor of a bridge thread: the
 // Desktop ready order is kept per bridge.
-func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "/" + bridge }
+func DesktopCursorScope(bridge string) string { return TargetCursorScope(TargetDesktop) + "/" + bridge }
+
+// TargetCursorScope is the fair-ready cursor of target t as a whole: the
+// cursor aggregate's id is the target's name.
+func TargetCursorScope(t Target) string { return string(t) }
 
 // CursorScope is the fair-ready cursor a close (or a skip) of head b
 // advances: its target's, or for a Desktop batch, that of the bridge
@@ -50,12 +54,12 @@ func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "
 // is the core's to know; it reads the thread's binding and the
 // installation for it.
 func CursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
-	if b.TargetKind != string(TargetDesktop) {
-		return b.TargetKind, nil
+	if b.TargetKind != TargetDesktop {
+		return TargetCursorScope(b.TargetKind), nil
 	}
 	inst, err := Installation(v)
 	if err != nil || inst == nil || inst.BridgeThreadID == "" {
-		return b.TargetKind, err
+		return TargetCursorScope(b.TargetKind), err
 	}
 	bd, err := BindingOf(v, b.SourceThreadID)
 	if err != nil {

@@ -202,8 +202,8 @@ func AttemptStream(id string) events.StreamID {
 
 // CursorStream is the stream of the fair-ready cursor of scope (a target,
 // or a Desktop bridge: CursorScope): see BatchStream.
-func CursorStream(target string) events.StreamID {
-	return events.StreamID{Kind: events.KindCursor, ID: target}
+func CursorStream(scope string) events.StreamID {
+	return events.StreamID{Kind: events.KindCursor, ID: scope}
 }
 
 // ---- closing ----
@@ -435,7 +435,7 @@ type Delivery struct {
 	NotEligible string `json:"-"`
 
 	ThreadID         string                `json:"source_thread_id"`
-	TargetKind       string                `json:"target_kind"`
+	TargetKind       Target                `json:"target_kind"`
 	BatchID          string                `json:"batch_id"`
 	AttemptID        string                `json:"attempt_id"`
 	Generation       uint64                `json:"generation"`
@@ -569,17 +569,19 @@ func (c PrepareAttempt) Decide(v engine.View, now time.Time) (engine.Decision, e
 	return c.Answer(engine.Decision{Outcome: OutcomePrepared, Emits: emits}, id), nil
 }
 
-// Acceptance outcomes a target reports.
+// Acceptance outcomes: what a target reports of an accept_pending
+// attempt (target.Result, target.Proof), and what RecordOutcome answers
+// when it records one. They are decider outcomes, typed like the others.
 const (
-	Accepted          = "accepted"
-	RejectedBefore    = "rejected_before_accept"
-	AcceptanceUnknown = "acceptance_unknown"
+	Accepted          engine.Outcome = "accepted"
+	RejectedBefore    engine.Outcome = "rejected_before_accept"
+	AcceptanceUnknown engine.Outcome = "acceptance_unknown"
 	// AcquisitionFailed: the target could not be acquired after the
 	// barrier (a host-plugin target's app-server would not start), so
 	// nothing was sent. The attempt is rejected durably, as a proven
 	// reject, and the batch goes to manual resolution rather than
 	// waiting with a pending attempt.
-	AcquisitionFailed = "acquisition_failed"
+	AcquisitionFailed engine.Outcome = "acquisition_failed"
 )
 
 // RecordOutcome records what the channel said about an accept_pending
@@ -593,7 +595,7 @@ type RecordOutcome struct {
 	// came from; it counts only from the stream the barrier named.
 	ManagedSessionID string
 	SessionEpoch     uint64
-	Outcome          string
+	Outcome          engine.Outcome
 	TurnID           string
 	Reason           string
 	Tracks           bool // the target reports turn events (observation window applies)
@@ -628,7 +630,7 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 			{Stream: BatchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval),
 				ObservationDeadline: acc.ObservationDeadline}},
-			{Stream: CursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
+			{Stream: CursorStream(TargetCursorScope(b.TargetKind)), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
 		}}, nil
 	case RejectedBefore:
 		// The attempt is retried in place, so its rejects so far are the
@@ -647,7 +649,7 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}}, nil
 	case AcceptanceUnknown:
 		return engine.Decision{Outcome: AcceptanceUnknown, Emits: []engine.Emit{
-			{Stream: as, Payload: &events.AttemptAbandoned{Reason: "acceptance unknown: " + c.Reason, RPCState: AcceptanceUnknown}},
+			{Stream: as, Payload: &events.AttemptAbandoned{Reason: "acceptance unknown: " + c.Reason, RPCState: string(AcceptanceUnknown)}},
 			Park(b, "acceptance unknown: "+c.Reason, a.ID),
 		}}, nil
 	}
@@ -810,7 +812,7 @@ func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision
 		var why string
 		switch {
 		case a.State == fsm.AttemptAcceptPending:
-			ab = &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: AcceptanceUnknown}
+			ab = &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: string(AcceptanceUnknown)}
 			why = "acceptance unknown after a restart"
 		case a.Tracking() && !c.continues(a):
 			ab = &events.AttemptAbandoned{Reason: "daemon restarted: the accepted turn's event stream cannot be proven continuous", ObservationState: "lost"}

@@ -54,7 +54,7 @@ type SubmitJob struct {
 
 // Validate checks the command's own fields; Decide calls it too.
 func (c SubmitJob) Validate() error {
-	if !c.Target.Valid() {
+	if !ValidTarget(c.Target) {
 		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, targetList())
 	}
 	if err := CheckID("thread id", c.ThreadID); err != nil {
@@ -128,7 +128,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		timeoutAt = now.Add(c.Timeout)
 	}
 	return c.Answer(engine.Decision{Outcome: OutcomeSubmitted, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
-		TargetKind: string(c.Target), SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
+		TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
 		Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
 		DeliveryTarget: c.DeliveryTarget,
 	}}}}, id), nil

@@ -333,7 +333,7 @@ func CtxTreeRoots(s engine.Snapshot) ([]string, error) {
 // barrier is written and it is either waiting for its call's answer
 // (accept_pending) or tracking its accepted turn.
 type InFlightAttempt struct {
-	TargetKind string
+	TargetKind events.Target
 	Attempt    *aggregate.Attempt
 }
 

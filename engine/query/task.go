@@ -60,7 +60,7 @@ type TaskRow struct {
 	Outcome        string        `json:"outcome"`
 	ExitCode       *int          `json:"exit_code"`
 	Command        string        `json:"command"`
-	TargetKind     string        `json:"target_kind"`
+	TargetKind     events.Target `json:"target_kind"`
 	SourceThreadID string        `json:"source_thread_id"`
 	JobState       fsm.JobState  `json:"job_status"`
 	CreatedAt      time.Time     `json:"created_at"`

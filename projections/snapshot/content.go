@@ -122,7 +122,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		at := inst.ValidatedAt
 		c.Installation.ValidatedAt = &at
 	}
-	threads, err := command.FairOrderScoped(s, string(command.TargetDesktop), command.DesktopCursorScope(c.Bridge))
+	threads, err := command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope(c.Bridge))
 	if err != nil {
 		b.head = 0
 		return c, false, err
@@ -304,7 +304,7 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 	if err != nil {
 		return err
 	}
-	if bt == nil || bt.TargetKind != string(command.TargetDesktop) || !bt.Open() || bt.HeadAttemptID != a.ID {
+	if bt == nil || bt.TargetKind != command.TargetDesktop || !bt.Open() || bt.HeadAttemptID != a.ID {
 		return nil
 	}
 	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th

@@ -711,7 +711,7 @@ func lostContinuity(v engine.Reader, s *aggregate.Session) ([]engine.Emit, error
 	var ab *events.AttemptAbandoned
 	switch {
 	case a.State == fsm.AttemptAcceptPending:
-		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: command.AcceptanceUnknown}
+		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: string(command.AcceptanceUnknown)}
 	case a.Tracking():
 		ab = &events.AttemptAbandoned{Reason: "session epoch advanced: the accepted turn's event stream is gone", ObservationState: "lost"}
 	default:

@@ -351,7 +351,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 	order := func() string {
 		var out []string
 		d.read(func(s engine.Snapshot) {
-			out, _ = command.FairOrderScoped(s, string(command.TargetDesktop), command.DesktopCursorScope("B"))
+			out, _ = command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope("B"))
 		})
 		return strings.Join(out, ",")
 	}
@@ -367,7 +367,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 		t.Fatalf("after closing S2: %s", got)
 	}
 	var target []string
-	d.read(func(s engine.Snapshot) { target, _ = command.FairOrder(s, string(command.TargetDesktop)) })
+	d.read(func(s engine.Snapshot) { target, _ = command.FairOrder(s, command.TargetDesktop) })
 	if strings.Join(target, ",") != "S1,S3" {
 		t.Fatalf("the target-wide cursor moved: %v", target)
 	}
