@@ -37,6 +37,13 @@ func (p DeliveryPolicy) Stricter(q DeliveryPolicy) DeliveryPolicy {
 	}
 }
 
+// LowRisk reports whether the policy is read-only and low-risk: no
+// approval, network or write access needed. Desktop v1 continues only
+// such batches automatically.
+func (p DeliveryPolicy) LowRisk() bool {
+	return p.ReadOnly && !p.RequiresApproval && !p.RequiresNetwork && !p.RequiresWriteAccess
+}
+
 // Target is where a job's result is delivered: the target_kind of a job
 // and of its batches. The values and their one list are engine/command's
 // (command.Targets); the type is here, below the engine, so the event,

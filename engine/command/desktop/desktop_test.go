@@ -106,8 +106,8 @@ func (d *desk) ready(thread string, p events.DeliveryPolicy) *aggregate.Batch {
 	return b
 }
 
-func (d *desk) gate(b *aggregate.Batch, fp string) desktop.DesktopReadiness {
-	var r desktop.DesktopReadiness
+func (d *desk) gate(b *aggregate.Batch, fp string) aggregate.DesktopReadiness {
+	var r aggregate.DesktopReadiness
 	d.read(func(s engine.Snapshot) {
 		cur, _ := s.State(events.KindBatch, b.ID)
 		var err error
@@ -314,7 +314,7 @@ func TestDesktopGate(t *testing.T) {
 	}
 	art := d.ready("art", lowRisk)
 	art.RequiresArtifactRead = true
-	var g desktop.DesktopReadiness
+	var g aggregate.DesktopReadiness
 	d.read(func(s engine.Snapshot) { g, _ = desktop.DesktopGate(s, d.clock.Now(), art, fpA) })
 	if !g.Park || !strings.Contains(g.Reason, "requires_artifact_read") {
 		t.Fatalf("a batch that needs an artifact read: %+v", g)

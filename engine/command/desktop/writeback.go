@@ -160,7 +160,7 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	g := DesktopGateOf(now, b, bd, inst, observed(c.Fingerprints, inst))
+	g := aggregate.DesktopGate(now, b, bd, inst, observed(c.Fingerprints, inst))
 	if err != nil {
 		return engine.Decision{}, err
 	}
