@@ -3,9 +3,7 @@ package engine
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/cbth-dev/cbth/events"
@@ -101,21 +99,4 @@ func (e *Engine) Import(ctx context.Context, r io.Reader) (RebuildStats, error) 
 		return nil
 	})
 	return st, err
-}
-
-// putRaw stores an imported envelope whose hash must survive re-encoding.
-func (w *txWriter) putRaw(env *events.Envelope) error {
-	want := env.Hash
-	rec := events.Encode(env)
-	if env.Hash != want {
-		return fmt.Errorf("seq %d: re-encoded hash differs", env.Seq)
-	}
-	return w.putRecord(env, rec)
-}
-
-// putRecord stores a record under its seq.
-func (w *txWriter) putRecord(env *events.Envelope, rec []byte) error {
-	b := w.tx.Bucket(bucketLog)
-	b.FillPercent = 1.0 // seqs only grow: fill each leaf before splitting
-	return b.Put(binary.BigEndian.AppendUint64(nil, env.Seq), rec)
 }

@@ -337,3 +337,37 @@ func TestOneHomePerAggregate(t *testing.T) {
 		t.Fatalf("found %d aggregate tables in engine/fsm: the test no longer finds them", homes)
 	}
 }
+
+// The read models decide nothing of their own (spec/engine.md,
+// "Projections import the engine"): a projection stands on the core's
+// fair order and holds (engine/command) and on the predicates over
+// states (engine/aggregate), never on a product's deciders
+// (engine/command/<product>). Every Go file under projections/ is read,
+// whatever its build constraint.
+func TestReadModelsImportNoProductDeciders(t *testing.T) {
+	products := module + "/engine/command/"
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(filepath.Join("..", "projections"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, products) {
+				t.Errorf("%s imports the product deciders %s: move the predicate it needs below both (engine/aggregate)", path, p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 5 {
+		t.Fatalf("found %d files under projections/: the test no longer finds them", files)
+	}
+}

@@ -197,3 +197,26 @@ func (e *Engine) CommandSeen(id string) (bool, error) {
 	})
 	return seen, err
 }
+
+// Reader is what a decision reads: aggregate states and the indexes
+// derived from them. Read-side helpers of the commands (eligibility, the
+// fair order) take a Reader, so they run inside the writer and outside it
+// alike.
+type Reader interface {
+	State(k events.Kind, id string) (aggregate.State, error)
+	Lookup(index, key string) []index.Ref
+	Scan(index, prefix string) []index.Ref
+	DueBy(now time.Time) []index.Due
+}
+
+// View is what a command may read while deciding: committed state plus the
+// effects of requests committed earlier in the same group commit.
+type View interface {
+	Reader
+	// NewID returns a fresh UUIDv7 for a new aggregate, derived from the
+	// log head and the decision time, so a replayed command script yields
+	// the same ids.
+	NewID() string
+	// NextSeq is the seq the next appended event will get.
+	NextSeq() uint64
+}

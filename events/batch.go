@@ -28,7 +28,7 @@ func batchEvents() []declaration {
 // BatchOpened opens a delivery batch at the tail of a thread's FIFO.
 type BatchOpened struct {
 	SourceThreadID         string         `json:"source_thread_id"`
-	TargetKind             string         `json:"target_kind"`
+	TargetKind             Target         `json:"target_kind"`
 	JobIDs                 []string       `json:"job_ids"`
 	ArtifactIDs            []string       `json:"artifact_ids,omitempty"`
 	Summary                string         `json:"summary"`

@@ -37,9 +37,23 @@ func (p DeliveryPolicy) Stricter(q DeliveryPolicy) DeliveryPolicy {
 	}
 }
 
+// LowRisk reports whether the policy is read-only and low-risk: no
+// approval, network or write access needed. Desktop v1 continues only
+// such batches automatically.
+func (p DeliveryPolicy) LowRisk() bool {
+	return p.ReadOnly && !p.RequiresApproval && !p.RequiresNetwork && !p.RequiresWriteAccess
+}
+
+// Target is where a job's result is delivered: the target_kind of a job
+// and of its batches. The values and their one list are engine/command's
+// (command.Targets); the type is here, below the engine, so the event,
+// the state, the read views and the wire all carry it, and only its JSON
+// spells it as a string.
+type Target string
+
 // JobSubmitted opens a job in state running.
 type JobSubmitted struct {
-	TargetKind     string         `json:"target_kind"`
+	TargetKind     Target         `json:"target_kind"`
 	SourceThreadID string         `json:"source_thread_id"`
 	TaskKind       string         `json:"task_kind"`
 	TaskSummary    string         `json:"task_summary"`

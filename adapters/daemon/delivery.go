@@ -37,9 +37,9 @@ func (d *Daemon) deliveryConfig() command.DeliveryConfig {
 // target returns the registered target of a target kind, if any. cli and
 // desktop arrive with their adapters; until then their batches wait in
 // the FIFO (and their windows still expire).
-func (d *Daemon) target(kind string) target.Target {
+func (d *Daemon) target(kind command.Target) target.Target {
 	for _, t := range d.targets {
-		if t.Spec().Name == kind {
+		if t.Spec().Target() == kind {
 			return t
 		}
 	}
@@ -200,7 +200,7 @@ func (d *Daemon) schedulePass(ctx context.Context, now time.Time) (started int) 
 		spec := t.Spec()
 		var heads []target.Head
 		err := d.eng.Read(func(s engine.Snapshot) error {
-			refs, err := command.FairOrderHeads(s, spec.Name)
+			refs, err := command.FairOrderHeads(s, spec.Target())
 			if err != nil {
 				return err
 			}
@@ -466,7 +466,7 @@ func (d *Daemon) reconcile(ctx context.Context) error {
 		}
 		var mine []target.InFlight
 		for _, o := range open {
-			if a := o.Attempt; o.TargetKind == t.Spec().Name {
+			if a := o.Attempt; o.TargetKind == t.Spec().Target() {
 				mine = append(mine, target.InFlight{AttemptID: a.ID, ThreadID: a.SourceThreadID, BatchID: a.BatchID, State: a.State,
 					RPCRequestID: a.RPCRequestID, RPCKind: a.RPCKind, Marker: a.RPCCorrelationMarker, TurnID: a.TurnID,
 					ManagedSessionID: a.ManagedSessionID, SessionEpoch: a.SessionEpoch})
@@ -533,7 +533,7 @@ func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string 
 	b := el.Batch
 	t := d.target(b.TargetKind)
 	if t == nil {
-		return "waiting for a " + b.TargetKind + " target (none runs in this daemon yet)"
+		return "waiting for a " + string(b.TargetKind) + " target (none runs in this daemon yet)"
 	}
 	prepared := t.Spec().Kind == target.Pull && el.Attempt != nil && el.Attempt.State == fsm.AttemptPrepared && el.Attempt.BatchID == b.ID
 	g := t.Gate(ctx, target.Head{ThreadID: thread, BatchID: b.ID, Generation: b.Generation, Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})
@@ -544,7 +544,7 @@ func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string 
 		return g.Reason
 	}
 	if prepared {
-		return "prepared: offered to its target (" + b.TargetKind + ") to move on"
+		return "prepared: offered to its target (" + string(b.TargetKind) + ") to move on"
 	}
 	if hh, ok := d.sched.heldReason(thread, b.ID, b.Generation); ok {
 		return hh.reason + " (when last prepared, at " + hh.at.Format(time.RFC3339) + ")"

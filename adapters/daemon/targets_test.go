@@ -243,7 +243,7 @@ func TestReconcile_ProofsAndTheRest(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	proof := func(th, outcome string) target.Proof {
+	proof := func(th string, outcome engine.Outcome) target.Proof {
 		d := inFlight[th]
 		return target.Proof{AttemptID: d.AttemptID, RPCRequestID: d.RPCRequestID, ManagedSessionID: d.ManagedSessionID, SessionEpoch: 1, Outcome: outcome, TurnID: "turn-" + th}
 	}

@@ -16,10 +16,8 @@ import (
 	"github.com/cbth-dev/cbth/adapters/home"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
-	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/projections/inbox"
 	"github.com/cbth-dev/cbth/projections/snapshot"
@@ -57,12 +55,11 @@ func (t *Target) Spec() target.Spec {
 func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
 	var g target.Gate
 	err := t.Read(func(s engine.Snapshot) error {
-		st, err := s.State(events.KindBatch, h.BatchID)
+		b, err := engine.Batch(s, h.BatchID)
 		if err != nil {
 			return err
 		}
-		b, ok := st.(*aggregate.Batch)
-		if !ok {
+		if b == nil {
 			g.Reason = "no batch " + h.BatchID
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -45,7 +46,7 @@ func TestCtxReconcile(t *testing.T) {
 		in("8", "not-a-ctx-thread", "accept_pending", "m", ""),
 		in("9", "agent/a/s", "accept_pending", "m-ended", ""),
 	})
-	p := func(id, msg, outcome, turn string, tracks bool, events ...string) Proof {
+	p := func(id, msg string, outcome engine.Outcome, turn string, tracks bool, events ...string) Proof {
 		return Proof{AttemptID: id, RPCRequestID: msg, ManagedSessionID: "ctx:agent/a/s", SessionEpoch: 1, Outcome: outcome, TurnID: turn, Tracks: tracks, Turn: events}
 	}
 	rejected := p("1", "m-absent", command.RejectedBefore, "", false)

@@ -62,10 +62,10 @@ type pendingTurn struct {
 // Record is one line of a thread's debug delivery file.
 type Record struct {
 	command.Delivery
-	Behaviour string    `json:"behaviour"`
-	Outcome   string    `json:"outcome"`
-	TurnID    string    `json:"delivery_turn_id,omitempty"`
-	At        time.Time `json:"at"`
+	Behaviour string         `json:"behaviour"`
+	Outcome   engine.Outcome `json:"outcome"`
+	TurnID    string         `json:"delivery_turn_id,omitempty"`
+	At        time.Time      `json:"at"`
 }
 
 func (t *DebugTarget) behavioursPath() string { return filepath.Join(t.Dir, "behaviours.json") }

@@ -50,6 +50,11 @@ type Spec struct {
 	ObservationWindow time.Duration
 }
 
+// Target is the target_kind Name spells. Name stays a string while the
+// Codex targets that fill it in (adapters/codex) are being rewritten;
+// readers take the typed value from here.
+func (s Spec) Target() command.Target { return command.Target(s.Name) }
+
 // Head is what a gate is asked about: a thread's head batch that the
 // core's own rules (FIFO, merge window, send interval, back-off, budget,
 // one delivery in flight per thread) already let through.
@@ -133,7 +138,7 @@ type Result struct {
 	// Outcome is command.Accepted, command.RejectedBefore (proven: the
 	// channel did not take it, so it may be retried) or
 	// command.AcceptanceUnknown.
-	Outcome string
+	Outcome engine.Outcome
 	Reason  string
 	// TurnID identifies the accepted turn, when the channel has turns.
 	TurnID string
@@ -211,7 +216,7 @@ type Proof struct {
 	RPCRequestID     string
 	ManagedSessionID string
 	SessionEpoch     uint64
-	Outcome          string
+	Outcome          engine.Outcome
 	Reason           string
 	TurnID           string
 	Tracks           bool

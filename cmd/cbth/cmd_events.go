@@ -2,16 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -20,6 +16,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/logdiff"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -216,64 +213,8 @@ type EventsDiffCmd struct {
 	B string `arg:"" help:"An exported log file or a home directory."`
 }
 
-// DiffResult is what events diff reports: where the logs first part, each
-// differing field of the two events there, and how every aggregate
-// compares over the whole logs.
-type DiffResult struct {
-	Identical      bool         `json:"identical"`
-	EventsA        uint64       `json:"events_a"`
-	EventsB        uint64       `json:"events_b"`
-	FirstDivergent uint64       `json:"first_divergent_seq,omitempty"`
-	AtA            *diffEvent   `json:"a_at_divergence,omitempty"`
-	AtB            *diffEvent   `json:"b_at_divergence,omitempty"`
-	Fields         []fieldDelta `json:"fields,omitempty"`
-	Aggregates     aggSummary   `json:"aggregates"`
-	Streams        []streamDiff `json:"streams"`
-	Truncated      bool         `json:"streams_truncated,omitempty"`
-}
-
-type diffEvent struct {
-	Type   string `json:"type"`
-	Stream string `json:"stream"`
-	Hash   string `json:"hash"`
-}
-
-// fieldDelta is one field of the two events at the divergence: an
-// envelope field, or payload.<key>; a side that lacks it is null.
-type fieldDelta struct {
-	Field string          `json:"field"`
-	A     json.RawMessage `json:"a"`
-	B     json.RawMessage `json:"b"`
-}
-
-// aggSummary counts the aggregates (streams) by how they compare.
-type aggSummary struct {
-	Same    int `json:"same"`
-	Changed int `json:"changed"`
-	OnlyA   int `json:"only_in_a"`
-	OnlyB   int `json:"only_in_b"`
-}
-
-// streamDiff is one aggregate that is not the same in both logs.
-type streamDiff struct {
-	Stream string `json:"stream"`
-	Status string `json:"status"` // changed, only_in_a, only_in_b
-	A      int    `json:"events_a"`
-	B      int    `json:"events_b"`
-}
-
-// maxDiffStreams bounds the differing aggregates listed (the summary
-// counts them all).
-const maxDiffStreams = 1000
-
-// streamSum is one aggregate's events in a log: how many, and a digest of
-// their hashes in order.
-type streamSum struct {
-	n   int
-	sum events.Hash
-}
-
-// Run diffs. It exits 1 when the logs differ.
+// Run diffs (engine/logdiff compares; this prints). It exits 1 when the
+// logs differ.
 func (c *EventsDiffCmd) Run(env *Env) error {
 	sa, err := sourceOf(c.A)
 	if err != nil {
@@ -284,90 +225,18 @@ func (c *EventsDiffCmd) Run(env *Env) error {
 		return err
 	}
 	bar := env.progress("diff " + c.A)
-	load := func(s source) ([]events.Hash, map[string]*streamSum, error) {
-		var hashes []events.Hash
-		streams := map[string]*streamSum{}
-		err := s(1, func(e events.Envelope) error {
-			hashes = append(hashes, e.Hash)
-			k := e.Stream.String()
-			st := streams[k]
-			if st == nil {
-				st = &streamSum{}
-				streams[k] = st
+	onB := false
+	res, err := logdiff.Compare(logdiff.Log{Read: logdiff.Source(sa), OnRead: func() { bar.add(1) }},
+		logdiff.Log{Read: logdiff.Source(sb), OnRead: func() {
+			if !onB {
+				bar.describe("diff " + c.B)
+				onB = true
 			}
-			st.n++
-			st.sum = sha256.Sum256(append(st.sum[:], e.Hash[:]...))
 			bar.add(1)
-			return nil
-		})
-		return hashes, streams, err
-	}
-	ha, ma, err := load(sa)
-	if err != nil {
-		return err
-	}
-	bar.describe("diff " + c.B)
-	hb, mb, err := load(sb)
+		}})
 	bar.finish()
 	if err != nil {
 		return err
-	}
-	res := DiffResult{EventsA: uint64(len(ha)), EventsB: uint64(len(hb)), Streams: []streamDiff{}}
-	div := -1
-	for i := 0; i < len(ha) || i < len(hb); i++ {
-		if i >= len(ha) || i >= len(hb) || ha[i] != hb[i] {
-			div = i
-			break
-		}
-	}
-	res.Identical = div < 0
-	if div >= 0 {
-		res.FirstDivergent = uint64(div + 1)
-		ea, okA, err := eventAt(sa, res.FirstDivergent)
-		if err != nil {
-			return err
-		}
-		eb, okB, err := eventAt(sb, res.FirstDivergent)
-		if err != nil {
-			return err
-		}
-		if okA {
-			res.AtA = &diffEvent{ea.Type, ea.Stream.String(), ea.Hash.String()}
-		}
-		if okB {
-			res.AtB = &diffEvent{eb.Type, eb.Stream.String(), eb.Hash.String()}
-		}
-		res.Fields = fieldDeltas(ea, okA, eb, okB)
-	}
-	names := map[string]bool{}
-	for k := range ma {
-		names[k] = true
-	}
-	for k := range mb {
-		names[k] = true
-	}
-	for _, k := range slices.Sorted(maps.Keys(names)) {
-		a, b := ma[k], mb[k]
-		d := streamDiff{Stream: k}
-		switch {
-		case a != nil && b != nil && *a == *b:
-			res.Aggregates.Same++
-			continue
-		case a != nil && b != nil:
-			res.Aggregates.Changed++
-			d.Status, d.A, d.B = "changed", a.n, b.n
-		case a != nil:
-			res.Aggregates.OnlyA++
-			d.Status, d.A = "only_in_a", a.n
-		default:
-			res.Aggregates.OnlyB++
-			d.Status, d.B = "only_in_b", b.n
-		}
-		if len(res.Streams) < maxDiffStreams {
-			res.Streams = append(res.Streams, d)
-		} else {
-			res.Truncated = true
-		}
 	}
 	if err := env.emit(res, func(w io.Writer) { printDiff(w, res) }); err != nil {
 		return err
@@ -378,63 +247,7 @@ func (c *EventsDiffCmd) Run(env *Env) error {
 	return nil
 }
 
-// eventAt reads the event at seq from a log, if it has one.
-func eventAt(s source, seq uint64) (events.Envelope, bool, error) {
-	var out events.Envelope
-	found := false
-	err := s(seq, func(e events.Envelope) error {
-		out, found = e, e.Seq == seq
-		return engine.ErrStop
-	})
-	return out, found, err
-}
-
-// fieldDeltas compares two events field by field: the envelope's fields,
-// then the payload's keys as payload.<key>.
-func fieldDeltas(a events.Envelope, okA bool, b events.Envelope, okB bool) []fieldDelta {
-	flat := func(e events.Envelope, ok bool) map[string]json.RawMessage {
-		m := map[string]json.RawMessage{}
-		if !ok {
-			return m
-		}
-		raw, _ := json.Marshal(e)
-		_ = json.Unmarshal(raw, &m)
-		var p map[string]json.RawMessage
-		if json.Unmarshal(m["payload"], &p) == nil {
-			delete(m, "payload")
-			for k, v := range p {
-				m["payload."+k] = v
-			}
-		}
-		return m
-	}
-	fa, fb := flat(a, okA), flat(b, okB)
-	keys := map[string]bool{}
-	for k := range fa {
-		keys[k] = true
-	}
-	for k := range fb {
-		keys[k] = true
-	}
-	null := json.RawMessage("null")
-	var out []fieldDelta
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		va, ok := fa[k]
-		if !ok {
-			va = null
-		}
-		vb, ok := fb[k]
-		if !ok {
-			vb = null
-		}
-		if !bytes.Equal(va, vb) {
-			out = append(out, fieldDelta{Field: k, A: va, B: vb})
-		}
-	}
-	return out
-}
-
-func printDiff(w io.Writer, res DiffResult) {
+func printDiff(w io.Writer, res logdiff.Result) {
 	s := res.Aggregates
 	if res.Identical {
 		fmt.Fprintf(w, "identical: %s, same hashes; %s the same\n", plural.Count(res.EventsA, "event", "events"), plural.Count(s.Same, "aggregate", "aggregates"))
@@ -459,7 +272,7 @@ func printDiff(w io.Writer, res DiffResult) {
 		fmt.Fprintf(w, "  %-10s %-60s A %d  B %d\n", d.Status, d.Stream, d.A, d.B)
 	}
 	if res.Truncated {
-		fmt.Fprintf(w, "  (the first %d listed)\n", maxDiffStreams)
+		fmt.Fprintf(w, "  (the first %d listed)\n", logdiff.MaxStreams)
 	}
 }
 

@@ -49,6 +49,20 @@ type Attempt struct {
 	RelayMarkers []RelayMarker `json:"relay_markers,omitempty"`
 }
 
+// Relay envelope kinds (adapters/desktop/relay): what a RelayMarker
+// stands for.
+const (
+	RelayArmPending  = "arm-pending"
+	RelayArmAccepted = "arm-accepted"
+	// RelayPaused stands for note-paused: the bridge's proof that a
+	// generation's caller heartbeat is paused (or that an arm in flight
+	// never took effect). Its marker lives on the binding.
+	RelayPaused = "paused"
+)
+
+// RelayKinds lists them.
+var RelayKinds = []string{RelayArmPending, RelayArmAccepted, RelayPaused}
+
 // RelayMarker is one issued transcript-relay marker of an attempt.
 type RelayMarker struct {
 	Marker          string    `json:"marker"`

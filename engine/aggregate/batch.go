@@ -13,7 +13,7 @@ import (
 type Batch struct {
 	Header[fsm.BatchState]
 	SourceThreadID              string                   `json:"source_thread_id"`
-	TargetKind                  string                   `json:"target_kind"`
+	TargetKind                  events.Target            `json:"target_kind"`
 	JobIDs                      []string                 `json:"job_ids"`
 	ArtifactIDs                 []string                 `json:"artifact_ids,omitempty"`
 	Summary                     string                   `json:"summary"`

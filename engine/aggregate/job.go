@@ -11,7 +11,7 @@ import (
 // Job is a tracked long-running task.
 type Job struct {
 	Header[fsm.JobState]
-	TargetKind     string                 `json:"target_kind"`
+	TargetKind     events.Target          `json:"target_kind"`
 	SourceThreadID string                 `json:"source_thread_id"`
 	TaskKind       string                 `json:"task_kind"`
 	TaskSummary    string                 `json:"task_summary"`

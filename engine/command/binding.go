@@ -20,11 +20,7 @@ const InstallationID = "desktop"
 // Installation returns the Desktop installation state, nil before the
 // first repair.
 func Installation(v engine.Reader) (*aggregate.Installation, error) {
-	s, err := v.State(events.KindInstallation, InstallationID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Installation), nil
+	return engine.Installation(v, InstallationID)
 }
 
 // BindingOf returns a thread's binding, nil if it never had one.
@@ -36,11 +32,7 @@ func BindingOf(v engine.Reader, thread string) (*aggregate.Binding, error) {
 	if len(refs) > 1 {
 		return nil, errs.New(errs.ECORRUPT, "thread %s has %d bindings", thread, len(refs))
 	}
-	s, err := v.State(events.KindBinding, refs[0].ID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Binding), nil
+	return engine.Binding(v, refs[0].ID)
 }
 
 // BindingStream is the stream of binding id.
@@ -50,7 +42,11 @@ func BindingStream(id string) events.StreamID {
 
 // DesktopCursorScope is the fair-ready cursor of a bridge thread: the
 // Desktop ready order is kept per bridge.
-func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "/" + bridge }
+func DesktopCursorScope(bridge string) string { return TargetCursorScope(TargetDesktop) + "/" + bridge }
+
+// TargetCursorScope is the fair-ready cursor of target t as a whole: the
+// cursor aggregate's id is the target's name.
+func TargetCursorScope(t Target) string { return string(t) }
 
 // CursorScope is the fair-ready cursor a close (or a skip) of head b
 // advances: its target's, or for a Desktop batch, that of the bridge
@@ -58,12 +54,12 @@ func DesktopCursorScope(bridge string) string { return string(TargetDesktop) + "
 // is the core's to know; it reads the thread's binding and the
 // installation for it.
 func CursorScope(v engine.Reader, b *aggregate.Batch) (string, error) {
-	if b.TargetKind != string(TargetDesktop) {
-		return b.TargetKind, nil
+	if b.TargetKind != TargetDesktop {
+		return TargetCursorScope(b.TargetKind), nil
 	}
 	inst, err := Installation(v)
 	if err != nil || inst == nil || inst.BridgeThreadID == "" {
-		return b.TargetKind, err
+		return TargetCursorScope(b.TargetKind), err
 	}
 	bd, err := BindingOf(v, b.SourceThreadID)
 	if err != nil {

@@ -74,11 +74,11 @@ func OpenBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 		if _, ok := index.ThreadOpenSeq(r.Key, thread); !ok {
 			continue
 		}
-		s, err := v.State(events.KindBatch, r.ID)
+		b, err := engine.Batch(v, r.ID)
 		if err != nil {
 			return nil, err
 		}
-		if b, ok := s.(*aggregate.Batch); ok && b.Open() {
+		if b != nil && b.Open() {
 			out = append(out, b)
 		}
 	}
@@ -87,26 +87,31 @@ func OpenBatches(v engine.Reader, thread string) ([]*aggregate.Batch, error) {
 
 // LiveAttempt returns the thread's non-terminal attempt, nil if none.
 func LiveAttempt(v engine.Reader, thread string) (*aggregate.Attempt, error) {
-	return Unique[*aggregate.Attempt](v, index.ThreadLive, thread, events.KindAttempt, "live attempts")
+	return Unique(v, engine.Attempt, index.ThreadLive, thread, "live attempts")
 }
 
-// Unique returns the one aggregate an index holds under key (nil when
-// none); more than one is corruption: the index exists to make it one.
-func Unique[T aggregate.State](v engine.Reader, idx, key string, k events.Kind, what string) (T, error) {
-	var zero T
+// Unique returns the one aggregate an index holds under key, read with
+// its typed getter (nil when none); more than one is corruption: the
+// index exists to make it one.
+func Unique[T any](v engine.Reader, get func(engine.Reader, string) (*T, error), idx, key, what string) (*T, error) {
 	refs := v.Lookup(idx, key)
 	if len(refs) > 1 {
-		return zero, errs.New(errs.ECORRUPT, "%s has %d %s", key, len(refs), what)
+		return nil, errs.New(errs.ECORRUPT, "%s has %d %s", key, len(refs), what)
 	}
 	if len(refs) == 0 {
-		return zero, nil
+		return nil, nil
 	}
-	s, err := v.State(k, refs[0].ID)
-	if err != nil || s == nil {
-		return zero, err
+	return get(v, refs[0].ID)
+}
+
+// batchOf returns the batch of attempt a: it always has one, so none is
+// ECORRUPT.
+func batchOf(v engine.Reader, a *aggregate.Attempt) (*aggregate.Batch, error) {
+	b, err := engine.Batch(v, a.BatchID)
+	if err == nil && b == nil {
+		err = errs.New(errs.ECORRUPT, "attempt %s: its batch %s is missing", a.ID, a.BatchID)
 	}
-	t, _ := s.(T)
-	return t, nil
+	return b, err
 }
 
 // lastSend returns when the thread last had a delivery accepted.
@@ -197,8 +202,8 @@ func AttemptStream(id string) events.StreamID {
 
 // CursorStream is the stream of the fair-ready cursor of scope (a target,
 // or a Desktop bridge: CursorScope): see BatchStream.
-func CursorStream(target string) events.StreamID {
-	return events.StreamID{Kind: events.KindCursor, ID: target}
+func CursorStream(scope string) events.StreamID {
+	return events.StreamID{Kind: events.KindCursor, ID: scope}
 }
 
 // ---- closing ----
@@ -266,12 +271,11 @@ func (c DeliveryConfig) closeTail(v engine.View, now time.Time, b *aggregate.Bat
 func (c DeliveryConfig) release(v engine.View, now time.Time, b *aggregate.Batch) ([]engine.Emit, error) {
 	var out []engine.Emit
 	for _, id := range b.ArtifactIDs {
-		s, err := v.State(events.KindArtifact, id)
+		a, err := engine.Artifact(v, id)
 		if err != nil {
 			return nil, err
 		}
-		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.State != fsm.ArtifactStored {
+		if a == nil || a.State != fsm.ArtifactStored {
 			continue
 		}
 		eligible := Latest(a.MinRetentionUntil, now.Add(c.PostCloseTTL), a.OperatorPinUntil)
@@ -448,7 +452,7 @@ type Delivery struct {
 	NotEligible string `json:"-"`
 
 	ThreadID         string                `json:"source_thread_id"`
-	TargetKind       string                `json:"target_kind"`
+	TargetKind       Target                `json:"target_kind"`
 	BatchID          string                `json:"batch_id"`
 	AttemptID        string                `json:"attempt_id"`
 	Generation       uint64                `json:"generation"`
@@ -582,17 +586,19 @@ func (c PrepareAttempt) Decide(v engine.View, now time.Time) (engine.Decision, e
 	return c.Answer(engine.Decision{Outcome: OutcomePrepared, Emits: emits}, id), nil
 }
 
-// Acceptance outcomes a target reports.
+// Acceptance outcomes: what a target reports of an accept_pending
+// attempt (target.Result, target.Proof), and what RecordOutcome answers
+// when it records one. They are decider outcomes, typed like the others.
 const (
-	Accepted          = "accepted"
-	RejectedBefore    = "rejected_before_accept"
-	AcceptanceUnknown = "acceptance_unknown"
+	Accepted          engine.Outcome = "accepted"
+	RejectedBefore    engine.Outcome = "rejected_before_accept"
+	AcceptanceUnknown engine.Outcome = "acceptance_unknown"
 	// AcquisitionFailed: the target could not be acquired after the
 	// barrier (a host-plugin target's app-server would not start), so
 	// nothing was sent. The attempt is rejected durably, as a proven
 	// reject, and the batch goes to manual resolution rather than
 	// waiting with a pending attempt.
-	AcquisitionFailed = "acquisition_failed"
+	AcquisitionFailed engine.Outcome = "acquisition_failed"
 )
 
 // RecordOutcome records what the channel said about an accept_pending
@@ -606,7 +612,7 @@ type RecordOutcome struct {
 	// came from; it counts only from the stream the barrier named.
 	ManagedSessionID string
 	SessionEpoch     uint64
-	Outcome          string
+	Outcome          engine.Outcome
 	TurnID           string
 	Reason           string
 	Tracks           bool // the target reports turn events (observation window applies)
@@ -619,23 +625,21 @@ type RecordOutcome struct {
 
 // Decide implements engine.Decider.
 func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	s, err := v.State(events.KindAttempt, c.AttemptID)
+	a, err := engine.Attempt(v, c.AttemptID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, ok := s.(*aggregate.Attempt)
-	if !ok {
+	if a == nil {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no attempt %s", c.AttemptID)
 	}
 	if a.State != fsm.AttemptAcceptPending || a.RPCRequestID != c.RPCRequestID ||
 		a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 		return engine.Decision{Outcome: OutcomeStale}, nil
 	}
-	bs, err := v.State(events.KindBatch, a.BatchID)
+	b, err := batchOf(v, a)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	b := bs.(*aggregate.Batch)
 	as := AttemptStream(a.ID)
 	switch c.Outcome {
 	case Accepted:
@@ -648,7 +652,7 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 			{Stream: BatchStream(b.ID), Payload: &events.BatchDeliveryAccepted{AttemptID: a.ID, Generation: a.Generation,
 				CooldownUntil: acc.CooldownUntil, NextDeliveryNotBefore: now.Add(c.Config.MinSendInterval),
 				ObservationDeadline: acc.ObservationDeadline}},
-			{Stream: CursorStream(b.TargetKind), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
+			{Stream: CursorStream(TargetCursorScope(b.TargetKind)), Payload: &events.CursorAdvanced{ReadyAt: b.FirstReadyAt, ThreadID: b.SourceThreadID, Reason: "accepted"}},
 		}
 		if c.Handoff == "" {
 			return engine.Decision{Outcome: Accepted, Emits: emits}, nil
@@ -680,7 +684,7 @@ func (c RecordOutcome) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}}, nil
 	case AcceptanceUnknown:
 		return engine.Decision{Outcome: AcceptanceUnknown, Emits: []engine.Emit{
-			{Stream: as, Payload: &events.AttemptAbandoned{Reason: "acceptance unknown: " + c.Reason, RPCState: AcceptanceUnknown}},
+			{Stream: as, Payload: &events.AttemptAbandoned{Reason: "acceptance unknown: " + c.Reason, RPCState: string(AcceptanceUnknown)}},
 			Park(b, "acceptance unknown: "+c.Reason, a.ID),
 		}}, nil
 	}
@@ -719,19 +723,17 @@ func (c ObserveTurn) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	if !slices.Contains(TurnEvents, c.Event) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "unknown turn event %q", c.Event)
 	}
-	s, err := v.State(events.KindAttempt, c.AttemptID)
+	a, err := engine.Attempt(v, c.AttemptID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, ok := s.(*aggregate.Attempt)
-	if !ok {
+	if a == nil {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no attempt %s", c.AttemptID)
 	}
-	bs, err := v.State(events.KindBatch, a.BatchID)
+	b, err := batchOf(v, a)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	b := bs.(*aggregate.Batch)
 	if a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 		// Not the stream the accepted turn is bound to: no proof of
 		// anything about that turn.
@@ -783,12 +785,11 @@ func (c CloseHead) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		return engine.Decision{}, err
 	}
 	if c.BatchID != "" {
-		s, err := v.State(events.KindBatch, c.BatchID)
+		b, err := engine.Batch(v, c.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		b, ok := s.(*aggregate.Batch)
-		if !ok || b.SourceThreadID != c.ThreadID {
+		if b == nil || b.SourceThreadID != c.ThreadID {
 			return engine.Decision{}, errs.New(errs.ENOENT, "no batch %s on thread %s", c.BatchID, c.ThreadID)
 		}
 		if !b.Open() {
@@ -835,19 +836,18 @@ type ReconcileInFlight struct {
 func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
 	for _, r := range v.Scan(index.ThreadLive, "") {
-		s, err := v.State(events.KindAttempt, r.ID)
+		a, err := engine.Attempt(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := s.(*aggregate.Attempt)
-		if !ok {
+		if a == nil {
 			continue
 		}
 		var ab *events.AttemptAbandoned
 		var why string
 		switch {
 		case a.State == fsm.AttemptAcceptPending:
-			ab = &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: AcceptanceUnknown}
+			ab = &events.AttemptAbandoned{Reason: "daemon restarted while the delivery was in flight", RPCState: string(AcceptanceUnknown)}
 			why = "acceptance unknown after a restart"
 		case a.Tracking() && !c.continues(a):
 			ab = &events.AttemptAbandoned{Reason: "daemon restarted: the accepted turn's event stream cannot be proven continuous", ObservationState: "lost"}
@@ -855,12 +855,12 @@ func (c ReconcileInFlight) Decide(v engine.View, now time.Time) (engine.Decision
 		default:
 			continue
 		}
-		bs, err := v.State(events.KindBatch, a.BatchID)
+		b, err := engine.Batch(v, a.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
 		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: ab})
-		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+		if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
 			emits = append(emits, Park(b, why, a.ID))
 		}
 	}
@@ -892,20 +892,19 @@ type LoseStream struct {
 func (c LoseStream) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	var emits []engine.Emit
 	for _, r := range v.Scan(index.ThreadLive, "") {
-		s, err := v.State(events.KindAttempt, r.ID)
+		a, err := engine.Attempt(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := s.(*aggregate.Attempt)
-		if !ok || !a.Tracking() || a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
+		if a == nil || !a.Tracking() || a.ManagedSessionID != c.ManagedSessionID || a.SessionEpoch != c.SessionEpoch {
 			continue
 		}
 		emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{Reason: c.Reason, ObservationState: "lost"}})
-		bs, err := v.State(events.KindBatch, a.BatchID)
+		b, err := engine.Batch(v, a.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+		if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
 			emits = append(emits, Park(b, "continuity lost: "+c.Reason, a.ID))
 		}
 	}

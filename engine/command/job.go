@@ -54,7 +54,7 @@ type SubmitJob struct {
 
 // Validate checks the command's own fields; Decide calls it too.
 func (c SubmitJob) Validate() error {
-	if !c.Target.Valid() {
+	if !ValidTarget(c.Target) {
 		return errs.New(errs.EINVAL, "unknown target %q (want one of %s)", c.Target, targetList())
 	}
 	if err := CheckID("thread id", c.ThreadID); err != nil {
@@ -128,7 +128,7 @@ func (c SubmitJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 		timeoutAt = now.Add(c.Timeout)
 	}
 	return c.Answer(engine.Decision{Outcome: OutcomeSubmitted, Emits: []engine.Emit{{Stream: events.StreamID{Kind: events.KindJob, ID: id}, Payload: &events.JobSubmitted{
-		TargetKind: string(c.Target), SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
+		TargetKind: c.Target, SourceThreadID: c.ThreadID, TaskKind: c.TaskKind, TaskSummary: c.Summary,
 		Metadata: events.RawJSON(c.Metadata), DedupeKey: c.DedupeKey, DeliveryPolicy: c.Policy, TimeoutAt: timeoutAt,
 		DeliveryTarget: c.DeliveryTarget,
 	}}}}, id), nil
@@ -209,12 +209,11 @@ func (c CompleteJob) committed(v engine.View, j *aggregate.Job) (bool, error) {
 	if j.ArtifactID == "" {
 		return sum == "", nil
 	}
-	s, err := v.State(events.KindArtifact, j.ArtifactID)
+	a, err := engine.Artifact(v, j.ArtifactID)
 	if err != nil {
 		return false, err
 	}
-	a, ok := s.(*aggregate.Artifact)
-	return ok && a.SHA256 == sum, nil
+	return a != nil && a.SHA256 == sum, nil
 }
 
 // FailJob records that a running job failed. Failing it again for the
@@ -269,19 +268,19 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	}
 	emits := []engine.Emit{{Stream: jobStream(c.JobID), Payload: &events.JobCancelled{Reason: c.Reason}}}
 	if j.State == fsm.JobReady && j.BatchID != "" {
-		s, err := v.State(events.KindBatch, j.BatchID)
+		b, err := engine.Batch(v, j.BatchID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if b, ok := s.(*aggregate.Batch); ok && b.Open() {
+		if b != nil && b.Open() {
 			all := true
 			for _, id := range b.JobIDs {
 				if id == j.ID {
 					continue
 				}
-				if o, err := v.State(events.KindJob, id); err != nil {
+				if oj, err := engine.Job(v, id); err != nil {
 					return engine.Decision{}, err
-				} else if oj, ok := o.(*aggregate.Job); !ok || oj.State != fsm.JobCancelled {
+				} else if oj == nil || oj.State != fsm.JobCancelled {
 					all = false
 				}
 			}
@@ -300,24 +299,23 @@ func (c CancelJob) Decide(v engine.View, now time.Time) (engine.Decision, error)
 func jobStream(id string) events.StreamID { return events.StreamID{Kind: events.KindJob, ID: id} }
 
 func job(v engine.View, id string) (*aggregate.Job, error) {
-	return Existing[*aggregate.Job](v, events.KindJob, "job", id)
+	return Existing(v, engine.Job, "job", id)
 }
 
-// Existing returns the aggregate of kind k named id: EINVAL for a bad id,
-// ENOENT when there is none.
-func Existing[T aggregate.State](v engine.View, k events.Kind, what, id string) (T, error) {
-	var zero T
+// Existing returns the aggregate named id, read with its typed getter
+// (engine.Job, ...): EINVAL for a bad id, ENOENT when there is none.
+func Existing[T any](v engine.View, get func(engine.Reader, string) (*T, error), what, id string) (*T, error) {
 	if err := CheckID(what+" id", id); err != nil {
-		return zero, err
+		return nil, err
 	}
-	s, err := v.State(k, id)
+	t, err := get(v, id)
 	if err != nil {
-		return zero, err
+		return nil, err
 	}
-	if s == nil {
-		return zero, errs.New(errs.ENOENT, "no %s %s", what, id)
+	if t == nil {
+		return nil, errs.New(errs.ENOENT, "no %s %s", what, id)
 	}
-	return s.(T), nil
+	return t, nil
 }
 
 func runningJob(v engine.View, id, verb string) (*aggregate.Job, error) {
@@ -407,12 +405,11 @@ func artifactNamed(v engine.View, id string) (*aggregate.Artifact, error) {
 	if err := CheckID("artifact id", id); err != nil {
 		return nil, err
 	}
-	s, err := v.State(events.KindArtifact, id)
+	a, err := engine.Artifact(v, id)
 	if err != nil {
 		return nil, err
 	}
-	a, ok := s.(*aggregate.Artifact)
-	if !ok {
+	if a == nil {
 		return nil, errs.New(errs.ENOENT, "no artifact %s", id)
 	}
 	return a, nil

@@ -2,17 +2,15 @@ package command
 
 import (
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/index"
-	"github.com/cbth-dev/cbth/events"
 )
 
 // FairOrder lists the threads whose head batch goes to target, in the
 // canonical fair-ready order (first ready time, then thread id) rotated to
 // start just after the target's durable cursor: the thread served last
 // goes last. It reads only.
-func FairOrder(r engine.Reader, target string) ([]string, error) {
-	heads, err := fairOrder(r, target, target)
+func FairOrder(r engine.Reader, target Target) ([]string, error) {
+	heads, err := fairOrder(r, target, TargetCursorScope(target))
 	return threadsOf(heads), err
 }
 
@@ -23,13 +21,13 @@ type HeadRef struct {
 }
 
 // FairOrderHeads is FairOrder with each thread's head batch id.
-func FairOrderHeads(r engine.Reader, target string) ([]HeadRef, error) {
-	return fairOrder(r, target, target)
+func FairOrderHeads(r engine.Reader, target Target) ([]HeadRef, error) {
+	return fairOrder(r, target, TargetCursorScope(target))
 }
 
 // FairOrderScoped is FairOrder with the cursor of scope instead of the
 // target's own: the Desktop ready order of one bridge thread.
-func FairOrderScoped(r engine.Reader, target, scope string) ([]string, error) {
+func FairOrderScoped(r engine.Reader, target Target, scope string) ([]string, error) {
 	heads, err := fairOrder(r, target, scope)
 	return threadsOf(heads), err
 }
@@ -42,7 +40,7 @@ func threadsOf(heads []HeadRef) []string {
 	return out
 }
 
-func fairOrder(r engine.Reader, target, scope string) ([]HeadRef, error) {
+func fairOrder(r engine.Reader, target Target, scope string) ([]HeadRef, error) {
 	type head struct {
 		key string
 		ref HeadRef
@@ -54,11 +52,11 @@ func fairOrder(r engine.Reader, target, scope string) ([]HeadRef, error) {
 		}
 	}
 	var cursorKey string
-	s, err := r.State(events.KindCursor, scope)
+	c, err := engine.Cursor(r, scope)
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := s.(*aggregate.Cursor); ok {
+	if c != nil {
 		cursorKey = index.HeadKey(target, c.ReadyAt, c.ThreadID)
 	}
 	// Heads arrive sorted by key; rotate past the cursor.

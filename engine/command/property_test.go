@@ -113,7 +113,7 @@ func TestDeliveryProperties(t *testing.T) {
 			}
 			checkHead(t, e, th, del.BatchID, seed, step)
 			side.check(t, e, seed, step) // the barrier itself must be allowed
-			outcome := []string{command.Accepted, command.Accepted, command.RejectedBefore, command.AcceptanceUnknown}[rnd.IntN(4)]
+			outcome := []engine.Outcome{command.Accepted, command.Accepted, command.RejectedBefore, command.AcceptanceUnknown}[rnd.IntN(4)]
 			if rnd.IntN(8) == 0 {
 				continue // the answer never comes: a restart finds it in flight
 			}
@@ -353,7 +353,7 @@ func (s *sideEffects) check(t *testing.T, e *engine.Engine, seed uint64, step in
 			release()
 		case *events.AttemptAbandoned:
 			release()
-			if p.RPCState == command.AcceptanceUnknown || p.ObservationState != "" {
+			if p.RPCState == string(command.AcceptanceUnknown) || p.ObservationState != "" {
 				if b := s.batchOf[id]; s.markedAt[b] == 0 {
 					s.markedAt[b] = env.Seq
 					s.marked++

@@ -40,19 +40,18 @@ type RecoveryLease struct {
 
 // Decide implements engine.Decider.
 func (c IssueRecoveryLeases) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	b, err := BatchState(v, c.BatchID)
+	b, err := engine.Batch(v, c.BatchID)
 	if err != nil || b == nil {
 		return engine.Decision{Outcome: OutcomeNone}, err
 	}
 	var emits []engine.Emit
 	var out []RecoveryLease
 	for i, id := range b.ArtifactIDs {
-		s, err := v.State(events.KindArtifact, id)
+		a, err := engine.Artifact(v, id)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.State != fsm.ArtifactStored || a.SizeBytes <= c.InlineLimit {
+		if a == nil || a.State != fsm.ArtifactStored || a.SizeBytes <= c.InlineLimit {
 			continue
 		}
 		if !c.Rotate && a.RecoveryLeaseID != "" && now.Before(a.RecoveryLeaseDeadline) {

@@ -37,7 +37,7 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if c.Reason == "" {
 		return engine.Decision{}, errs.New(errs.EINVAL, "give the reason the head was superseded")
 	}
-	b, err := BatchState(v, c.BatchID)
+	b, err := engine.Batch(v, c.BatchID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -91,21 +91,20 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 		ReadyOrder: order, FirstReadyAt: earlier(next.FirstReadyAt, b.FirstReadyAt),
 	}})
 	for _, j := range b.JobIDs {
-		s, err := v.State(events.KindJob, j)
+		job, err := engine.Job(v, j)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if job, ok := s.(*aggregate.Job); ok && job.State == fsm.JobReady && job.BatchID == b.ID {
+		if job != nil && job.State == fsm.JobReady && job.BatchID == b.ID {
 			emits = append(emits, engine.Emit{Stream: jobStream(j), Payload: &events.JobCarried{FromBatchID: b.ID, BatchID: next.ID}})
 		}
 	}
 	for _, id := range b.ArtifactIDs {
-		s, err := v.State(events.KindArtifact, id)
+		a, err := engine.Artifact(v, id)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := s.(*aggregate.Artifact)
-		if !ok || a.State != fsm.ArtifactStored {
+		if a == nil || a.State != fsm.ArtifactStored {
 			continue
 		}
 		as := events.StreamID{Kind: events.KindArtifact, ID: id}
@@ -128,11 +127,11 @@ func (c SupersedeBatch) Decide(v engine.View, now time.Time) (engine.Decision, e
 func byReadyTime(v engine.Reader, ids []string) ([]string, error) {
 	ready := make(map[string]time.Time, len(ids))
 	for _, id := range ids {
-		s, err := v.State(events.KindJob, id)
+		j, err := engine.Job(v, id)
 		if err != nil {
 			return nil, err
 		}
-		if j, ok := s.(*aggregate.Job); ok {
+		if j != nil {
 			ready[id] = j.ReadyAt
 		}
 	}

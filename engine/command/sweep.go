@@ -76,7 +76,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		res.Due++
 		switch d.Name {
 		case index.DueRedeliveryWindow:
-			b, err := BatchState(v, d.ID)
+			b, err := engine.Batch(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -91,7 +91,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 		case index.DueMaxAttempts:
-			b, err := BatchState(v, d.ID)
+			b, err := engine.Batch(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -105,15 +105,14 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 				return engine.Decision{}, err
 			}
 		case index.DueObservation:
-			s, err := v.State(events.KindAttempt, d.ID)
+			a, err := engine.Attempt(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			a, ok := s.(*aggregate.Attempt)
-			if !ok || !a.Tracking() || now.Before(a.ObservationDeadline) || touched[a.SourceThreadID] {
+			if a == nil || !a.Tracking() || now.Before(a.ObservationDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
-			b, err := BatchState(v, a.BatchID)
+			b, err := engine.Batch(v, a.BatchID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -124,23 +123,21 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			}
 			touched[a.SourceThreadID] = true
 		case index.DueArtifactGC:
-			s, err := v.State(events.KindArtifact, d.ID)
+			a, err := engine.Artifact(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			a, ok := s.(*aggregate.Artifact)
-			if !ok || a.State != fsm.ArtifactStored || len(a.OpenBatchIDs) > 0 || now.Before(a.GCEligibleAt) {
+			if a == nil || a.State != fsm.ArtifactStored || len(a.OpenBatchIDs) > 0 || now.Before(a.GCEligibleAt) {
 				continue
 			}
 			emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindArtifact, ID: d.ID}, Payload: &events.ArtifactCollected{Reason: "retention_expired"}})
 			res.Collected = append(res.Collected, d.ID)
 		case index.DueJobTimeout:
-			s, err := v.State(events.KindJob, d.ID)
+			j, err := engine.Job(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			j, ok := s.(*aggregate.Job)
-			if !ok || j.State != fsm.JobRunning || j.TimeoutAt.IsZero() || now.Before(j.TimeoutAt) {
+			if j == nil || j.State != fsm.JobRunning || j.TimeoutAt.IsZero() || now.Before(j.TimeoutAt) {
 				continue
 			}
 			emits = append(emits, engine.Emit{Stream: jobStream(j.ID), Payload: &events.JobFailed{
@@ -153,17 +150,16 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			// No proof came by the deadline (note-arm would have armed
 			// it, note-paused abandoned it): neither the arm nor its
 			// absence is provable, so the seed's third outcome.
-			s, err := v.State(events.KindAttempt, d.ID)
+			a, err := engine.Attempt(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			a, ok := s.(*aggregate.Attempt)
-			if !ok || a.State != fsm.AttemptArmPending || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
+			if a == nil || a.State != fsm.AttemptArmPending || now.Before(a.ArmPendingDeadline) || touched[a.SourceThreadID] {
 				continue
 			}
 			emits = append(emits, engine.Emit{Stream: AttemptStream(a.ID), Payload: &events.AttemptAbandoned{
 				Reason: "arm_pending_deadline passed: the arm is neither proven effective nor proven never effective"}})
-			b, err := BatchState(v, a.BatchID)
+			b, err := engine.Batch(v, a.BatchID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -181,12 +177,11 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			}
 			touched[a.SourceThreadID] = true
 		case index.DueBindingPause:
-			s, err := v.State(events.KindBinding, d.ID)
+			bd, err := engine.Binding(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
-			bd, ok := s.(*aggregate.Binding)
-			if !ok || bd.State != fsm.BindingBound || !bd.Unquiesced() || now.Before(bd.PauseDeadline) || touched[bd.SourceThreadID] {
+			if bd == nil || bd.State != fsm.BindingBound || !bd.Unquiesced() || now.Before(bd.PauseDeadline) || touched[bd.SourceThreadID] {
 				continue
 			}
 			more, err := DegradeBinding(v, bd, "pause_deadline of generation "+itoa(bd.ArmedGeneration)+" passed without a verified pause")
@@ -199,7 +194,7 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 			// The binding's pause deadline (binding.pause) is the one
 			// acted on; the attempt's copy is what the bridge reads.
 		case index.DueRecoveryGC:
-			b, err := BatchState(v, d.ID)
+			b, err := engine.Batch(v, d.ID)
 			if err != nil {
 				return engine.Decision{}, err
 			}
@@ -212,15 +207,6 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		}
 	}
 	return c.Answer(engine.Decision{Outcome: OutcomeSwept, Emits: emits}, res), nil
-}
-
-// BatchState returns batch id, nil if there is none.
-func BatchState(v engine.Reader, id string) (*aggregate.Batch, error) {
-	s, err := v.State(events.KindBatch, id)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.Batch), nil
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

@@ -3,11 +3,14 @@ package command
 import (
 	"slices"
 	"strings"
+
+	"github.com/cbth-dev/cbth/events"
 )
 
-// Target is where a job's result is delivered: the target_kind of a job
-// and of its batches.
-type Target string
+// Target is where a job's result is delivered (events.Target: the event,
+// the state and the wire carry it). The values and their one list are
+// here, with the flag's enum and help built from them.
+type Target = events.Target
 
 // The targets. The Codex CLI target is "cli" on the wire (the seed's
 // name); in Go it is TargetCodexCLI, so it cannot be mistaken for cbth's
@@ -65,8 +68,8 @@ func targetNames(keep func(TargetInfo) bool) []string {
 	return out
 }
 
-// Valid says whether t is one of the targets.
-func (t Target) Valid() bool {
+// ValidTarget says whether t is one of the targets.
+func ValidTarget(t Target) bool {
 	return slices.ContainsFunc(Targets(), func(i TargetInfo) bool { return i.Target == t })
 }
 

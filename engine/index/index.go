@@ -145,16 +145,16 @@ func SendTime(key, thread string) (time.Time, bool) {
 }
 
 // HeadPrefix is the prefix of every head batch key of one target.
-func HeadPrefix(target string) string { return target + "\x00" }
+func HeadPrefix(target events.Target) string { return string(target) + "\x00" }
 
 // HeadKey is a head batch's key in Head. Within a target the keys sort in
 // the canonical fair-ready order: first ready time, then thread id.
-func HeadKey(target string, firstReadyAt time.Time, thread string) string {
+func HeadKey(target events.Target, firstReadyAt time.Time, thread string) string {
 	return HeadPrefix(target) + Time(firstReadyAt) + thread
 }
 
 // ParseHead parses a Head key of target.
-func ParseHead(key, target string) (firstReadyAt time.Time, thread string, ok bool) {
+func ParseHead(key string, target events.Target) (firstReadyAt time.Time, thread string, ok bool) {
 	rest, ok := strings.CutPrefix(key, HeadPrefix(target))
 	if !ok || len(rest) < 8 {
 		return time.Time{}, "", false

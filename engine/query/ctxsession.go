@@ -11,7 +11,7 @@ import (
 
 // CtxSession returns the session whose directory is dir, or nil.
 func CtxSession(s engine.Reader, dir string) (*aggregate.CtxSession, error) {
-	return state[*aggregate.CtxSession](s, events.KindCtxSession, dir)
+	return engine.CtxSession(s, dir)
 }
 
 // CtxSessions lists one object's sessions of one scope and user in a

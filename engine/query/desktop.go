@@ -186,7 +186,7 @@ func NewBindingView(b *aggregate.Binding, inst *aggregate.Installation) BindingV
 		ReadTransport: m.ReadTransport, ReadTransportGeneration: m.ReadTransportGeneration,
 		ReadTransportCapability: m.ReadTransportCapability, ArtifactReadCapability: m.ArtifactReadCapability,
 		WritebackCapability: m.WritebackCapability, ValidationFingerprint: m.ValidationFingerprint,
-		MirrorMatches: inst != nil && desktop.MirrorMatches(b, inst), DegradedReason: b.DegradedReason,
+		MirrorMatches: inst != nil && b.MirrorMatches(inst), DegradedReason: b.DegradedReason,
 		AutomationDeletedOnUnbind: b.AutomationDeletedOnUnbind, CreatedAt: b.CreatedAt, UpdatedAt: b.UpdatedAt,
 		LastVerifiedAt: opt(b.LastVerifiedAt), Version: b.Version}
 	if b.ArmedGeneration > 0 {

@@ -21,7 +21,7 @@ type RouteView struct {
 
 // GatewayRoute returns the active route of a routing key, or nil.
 func GatewayRoute(s engine.Reader, workspaceID, agentID string) (*RouteView, error) {
-	r, err := state[*aggregate.GatewayRoute](s, events.KindGatewayRoute, gateway.GatewayRouteID(workspaceID, agentID))
+	r, err := engine.GatewayRoute(s, gateway.GatewayRouteID(workspaceID, agentID))
 	if err != nil || r == nil || r.State != fsm.GatewayRouteActive {
 		return nil, err
 	}
@@ -63,5 +63,5 @@ func GatewayRoutes(s engine.Snapshot) (RoutePage, error) {
 
 // GatewayStream returns a channel stream's receiving state, or nil.
 func GatewayStream(s engine.Reader, streamID string) (*aggregate.GatewayStream, error) {
-	return state[*aggregate.GatewayStream](s, events.KindGatewayStream, streamID)
+	return engine.GatewayStream(s, streamID)
 }

@@ -79,7 +79,7 @@ type HistoryPage struct {
 // snapshot knows every one a past moment did: a batch only gains jobs
 // and attempts, and an attempt or a job never changes batch).
 func BatchStreams(s engine.Reader, id string) ([]events.StreamID, error) {
-	b, err := state[*aggregate.Batch](s, events.KindBatch, id)
+	b, err := engine.Batch(s, id)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func BatchStreams(s engine.Reader, id string) ([]events.StreamID, error) {
 // JobStreams names the streams of a job's story: the job, its artifact
 // and the task that ran it.
 func JobStreams(s engine.Reader, id string) ([]events.StreamID, error) {
-	j, err := state[*aggregate.Job](s, events.KindJob, id)
+	j, err := engine.Job(s, id)
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func ThreadHistory(s engine.Reader, thread, after string, limit int) (ThreadHist
 			skipping = r.ID != after
 			continue
 		}
-		b, err := state[*aggregate.Batch](s, events.KindBatch, r.ID)
+		b, err := engine.Batch(s, r.ID)
 		if err != nil {
 			return ThreadHistoryPage{}, err
 		}

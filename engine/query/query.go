@@ -28,23 +28,13 @@ func pageLimit(n int) int {
 // errStop ends a walk early; a literal, so no fmt runs at package init.
 var errStop error = &errs.Error{Code: errs.EINTERNAL, Message: "stop walking"}
 
-func state[T aggregate.State](s engine.Reader, k events.Kind, id string) (T, error) {
-	var zero T
-	st, err := s.State(k, id)
-	if err != nil || st == nil {
-		return zero, err
-	}
-	t, _ := st.(T)
-	return t, nil
-}
-
 // Job returns one job's view, with its artifact and the batch its result
 // joined.
 func Job(s engine.Reader, id string) (JobView, error) {
 	if id == "" {
 		return JobView{}, errs.New(errs.EINVAL, "job id is empty")
 	}
-	j, err := state[*aggregate.Job](s, events.KindJob, id)
+	j, err := engine.Job(s, id)
 	if err != nil {
 		return JobView{}, err
 	}
@@ -59,12 +49,12 @@ func jobView(s engine.Reader, j *aggregate.Job) (JobView, error) {
 	var b *aggregate.Batch
 	var err error
 	if j.ArtifactID != "" {
-		if a, err = state[*aggregate.Artifact](s, events.KindArtifact, j.ArtifactID); err != nil {
+		if a, err = engine.Artifact(s, j.ArtifactID); err != nil {
 			return JobView{}, err
 		}
 	}
 	if j.BatchID != "" {
-		if b, err = state[*aggregate.Batch](s, events.KindBatch, j.BatchID); err != nil {
+		if b, err = engine.Batch(s, j.BatchID); err != nil {
 			return JobView{}, err
 		}
 	}
@@ -113,7 +103,7 @@ func Jobs(s engine.Snapshot, f JobFilter) (JobPage, error) {
 			if id <= f.After {
 				continue
 			}
-			j, err2 := state[*aggregate.Job](s, events.KindJob, id)
+			j, err2 := engine.Job(s, id)
 			if err2 != nil {
 				return JobPage{}, err2
 			}
@@ -196,7 +186,7 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 	if id == "" {
 		return BatchInspection{}, errs.New(errs.EINVAL, "batch id is empty")
 	}
-	b, err := state[*aggregate.Batch](s, events.KindBatch, id)
+	b, err := engine.Batch(s, id)
 	if err != nil {
 		return BatchInspection{}, err
 	}
@@ -207,7 +197,7 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 		Attempts: []AttemptView{}, Artifacts: []ArtifactView{}, Jobs: []JobView{}}
 	var attempts []*aggregate.Attempt
 	for _, r := range s.Lookup(index.BatchAttempts, id) {
-		a, err := state[*aggregate.Attempt](s, events.KindAttempt, r.ID)
+		a, err := engine.Attempt(s, r.ID)
 		if err != nil {
 			return in, err
 		}
@@ -230,7 +220,7 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 		}
 	}
 	for _, aid := range b.ArtifactIDs {
-		a, err := state[*aggregate.Artifact](s, events.KindArtifact, aid)
+		a, err := engine.Artifact(s, aid)
 		if err != nil {
 			return in, err
 		}
@@ -244,7 +234,7 @@ func Inspect(s engine.Reader, id string) (BatchInspection, error) {
 		}
 	}
 	for _, jid := range b.JobIDs {
-		j, err := state[*aggregate.Job](s, events.KindJob, jid)
+		j, err := engine.Job(s, jid)
 		if err != nil {
 			return in, err
 		}
@@ -326,7 +316,7 @@ func StoredArtifacts(s engine.Snapshot) (map[string]bool, error) {
 
 // CtxTree returns a CortexFS tree's registrations, or nil.
 func CtxTree(s engine.Reader, root string) (*aggregate.CtxTree, error) {
-	return state[*aggregate.CtxTree](s, events.KindCtxTree, root)
+	return engine.CtxTree(s, root)
 }
 
 // CtxTreeRoots lists every registered tree.
@@ -343,7 +333,7 @@ func CtxTreeRoots(s engine.Snapshot) ([]string, error) {
 // barrier is written and it is either waiting for its call's answer
 // (accept_pending) or tracking its accepted turn.
 type InFlightAttempt struct {
-	TargetKind string
+	TargetKind events.Target
 	Attempt    *aggregate.Attempt
 }
 
@@ -351,14 +341,14 @@ type InFlightAttempt struct {
 func InFlight(s engine.Reader) ([]InFlightAttempt, error) {
 	var out []InFlightAttempt
 	for _, r := range s.Scan(index.ThreadLive, "") {
-		a, err := state[*aggregate.Attempt](s, events.KindAttempt, r.ID)
+		a, err := engine.Attempt(s, r.ID)
 		if err != nil {
 			return nil, err
 		}
 		if a == nil || (a.State != fsm.AttemptAcceptPending && !a.Tracking()) {
 			continue
 		}
-		b, err := state[*aggregate.Batch](s, events.KindBatch, a.BatchID)
+		b, err := engine.Batch(s, a.BatchID)
 		if err != nil {
 			return nil, err
 		}
@@ -406,7 +396,7 @@ func ParkHooksDue(s engine.Reader, now time.Time) ([]ParkNotice, error) {
 		if d.Name != index.DueParkHook {
 			continue
 		}
-		b, err := state[*aggregate.Batch](s, events.KindBatch, d.ID)
+		b, err := engine.Batch(s, d.ID)
 		if err != nil {
 			return nil, err
 		}

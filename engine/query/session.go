@@ -120,7 +120,7 @@ func InspectSession(s engine.Reader, id, thread string) (SessionInspection, erro
 		}
 		id = refs[0].ID
 	}
-	ses, err := state[*aggregate.Session](s, events.KindSession, id)
+	ses, err := engine.Session(s, id)
 	if err != nil {
 		return SessionInspection{}, err
 	}
@@ -129,7 +129,7 @@ func InspectSession(s engine.Reader, id, thread string) (SessionInspection, erro
 	}
 	in := SessionInspection{Session: NewSessionView(ses)}
 	if ses.AppServerInstance != "" {
-		a, err := state[*aggregate.AppServer](s, events.KindAppServer, ses.AppServerInstance)
+		a, err := engine.AppServer(s, ses.AppServerInstance)
 		if err != nil {
 			return SessionInspection{}, err
 		}

@@ -60,7 +60,7 @@ type TaskRow struct {
 	Outcome        string        `json:"outcome"`
 	ExitCode       *int          `json:"exit_code"`
 	Command        string        `json:"command"`
-	TargetKind     string        `json:"target_kind"`
+	TargetKind     events.Target `json:"target_kind"`
 	SourceThreadID string        `json:"source_thread_id"`
 	JobState       fsm.JobState  `json:"job_status"`
 	CreatedAt      time.Time     `json:"created_at"`
@@ -104,7 +104,7 @@ func Task(s engine.Reader, id string) (TaskView, error) {
 	if id == "" {
 		return TaskView{}, errs.New(errs.EINVAL, "task id is empty")
 	}
-	t, err := state[*aggregate.Task](s, events.KindTask, id)
+	t, err := engine.Task(s, id)
 	if err != nil {
 		return TaskView{}, err
 	}
@@ -117,7 +117,7 @@ func Task(s engine.Reader, id string) (TaskView, error) {
 	}
 	var a *aggregate.Artifact
 	if t.ArtifactID != "" {
-		if a, err = state[*aggregate.Artifact](s, events.KindArtifact, t.ArtifactID); err != nil {
+		if a, err = engine.Artifact(s, t.ArtifactID); err != nil {
 			return TaskView{}, err
 		}
 	}
@@ -158,7 +158,7 @@ func Tasks(s engine.Snapshot, f TaskFilter) (TaskPage, error) {
 		if f.State != "" && string(t.State) != f.State && !(f.State == TasksLive && t.Live()) {
 			return nil
 		}
-		j, err := state[*aggregate.Job](s, events.KindJob, t.JobID)
+		j, err := engine.Job(s, t.JobID)
 		if err != nil {
 			return err
 		}
@@ -186,7 +186,7 @@ func Tasks(s engine.Snapshot, f TaskFilter) (TaskPage, error) {
 func LiveTasks(s engine.Reader) ([]*aggregate.Task, error) {
 	var out []*aggregate.Task
 	for _, r := range s.Lookup(index.TaskLive, "") {
-		t, err := state[*aggregate.Task](s, events.KindTask, r.ID)
+		t, err := engine.Task(s, r.ID)
 		if err != nil {
 			return nil, err
 		}

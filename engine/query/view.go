@@ -26,7 +26,7 @@ func opt(t time.Time) *time.Time {
 // JobView is a job as every command prints it.
 type JobView struct {
 	JobID          string                `json:"job_id"`
-	TargetKind     string                `json:"target_kind"`
+	TargetKind     events.Target         `json:"target_kind"`
 	SourceThreadID string                `json:"source_thread_id"`
 	State          fsm.JobState          `json:"status"`
 	TaskKind       string                `json:"task_kind"`
@@ -144,7 +144,7 @@ func LogRef(seq uint64) string {
 type BatchView struct {
 	BatchID                string         `json:"batch_id"`
 	SourceThreadID         string         `json:"source_thread_id"`
-	TargetKind             string         `json:"target_kind"`
+	TargetKind             events.Target  `json:"target_kind"`
 	State                  fsm.BatchState `json:"state"`
 	Head                   bool           `json:"head"`
 	JobIDs                 []string       `json:"job_ids"`

@@ -4,10 +4,8 @@ import (
 	"strconv"
 
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
-	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -53,7 +51,7 @@ func Wait(s engine.Reader, jobIDs []string, thread, after string, limit int) (Wa
 		ids = append(ids, JobIDsOfThread(s, thread)...)
 	}
 	for i, id := range ids {
-		j, err := state[*aggregate.Job](s, events.KindJob, id)
+		j, err := engine.Job(s, id)
 		if err != nil {
 			return res, err
 		}
@@ -65,7 +63,7 @@ func Wait(s engine.Reader, jobIDs []string, thread, after string, limit int) (Wa
 		case j.State == fsm.JobFailed || j.State == fsm.JobCancelled:
 			w.Done = true
 		case j.BatchID != "":
-			b, err := state[*aggregate.Batch](s, events.KindBatch, j.BatchID)
+			b, err := engine.Batch(s, j.BatchID)
 			if err != nil {
 				return res, err
 			}

@@ -14,7 +14,6 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
@@ -109,64 +108,14 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 	}
 	c.Bridge = inst.BridgeThreadID
 	observed := b.Fingerprints[inst.ReadTransport]
-	c.Installation = inbox.InstallationState{
-		ReadTransport: inst.ReadTransport, ReadTransportGeneration: inst.ReadTransportGeneration,
-		ReadTransportCapability: inst.ReadTransportCapability, ArtifactReadCapability: inst.ArtifactReadCapability,
-		WritebackCapability: inst.WritebackCapability, ValidationFingerprint: inst.ValidationFingerprint,
-		UpdatedByBootstrapOrRepair: inst.UpdatedBy, ObservedValidationFingerprint: observed,
-		AutomaticContinuation: inst.ReadTransportCapability == events.CapValidated &&
-			inst.WritebackValidated() && observed == inst.ValidationFingerprint,
-		WritebackTransport: inst.WritebackTransport(),
+	c.Installation = installationState(inst, observed)
+	threads, err := command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope(c.Bridge))
+	if err == nil {
+		err = b.refresh(s, now, ch, threads, inst, observed)
 	}
-	if !inst.ValidatedAt.IsZero() {
-		at := inst.ValidatedAt
-		c.Installation.ValidatedAt = &at
-	}
-	threads, err := command.FairOrderScoped(s, string(command.TargetDesktop), command.DesktopCursorScope(c.Bridge))
 	if err != nil {
 		b.head = 0
 		return c, false, err
-	}
-	incremental := ch != nil && b.head != 0 && ch.Since == b.head && inst.Version == b.instVer && inst.BridgeThreadID == b.bridge &&
-		(b.valid.IsZero() || now.Before(b.valid)) && len(b.owner) < 4*(len(threads)+1024)
-	b.rebuilds = !incremental
-	if incremental {
-		dirty := map[string]bool{}
-		for _, sid := range ch.Streams {
-			switch sid.Kind {
-			case events.KindAttempt, events.KindBatch, events.KindBinding:
-				th, known := b.owner[sid]
-				if !known {
-					if th, err = threadOf(s, sid); err != nil {
-						b.head = 0
-						return c, false, err
-					}
-					b.owner[sid] = th
-				}
-				if th != "" {
-					dirty[th] = true
-				}
-			}
-		}
-		b.rebuilds = len(dirty) > 0
-		for th := range dirty {
-			if err := b.place(s, now, th, inst, observed); err != nil {
-				b.head = 0
-				return c, false, err
-			}
-		}
-	} else {
-		b.parts, b.owner = map[string]part{}, map[events.StreamID]string{}
-		for _, th := range threads {
-			if err := b.place(s, now, th, inst, observed); err != nil {
-				b.head = 0
-				return c, false, err
-			}
-		}
-	}
-	b.head, b.instVer, b.bridge = s.Checkpoint(), inst.Version, inst.BridgeThreadID
-	if ch != nil && ch.Upto > b.head {
-		b.head = ch.Upto
 	}
 
 	wake := func(t time.Time) {
@@ -194,16 +143,102 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		}
 	}
 	b.valid = c.ValidUntil
+	if c.PauseDue, err = pauseDue(s, now, c.Bridge, wake, bindings); err != nil {
+		return c, false, err
+	}
 
-	// Bindings armed for a generation not yet quiesced are few: read
-	// afresh every time.
-	for _, r := range s.Scan(index.BindingUnquiesced, "") {
-		st, err := s.State(events.KindBinding, r.ID)
-		if err != nil {
-			return c, false, err
+	// Nothing read again, the same threads in the same order, the same
+	// pause-due bindings: the content is the last one, already assembled.
+	if !b.rebuilds && b.last != nil && slices.Equal(seq, b.lastSeq) && slices.Equal(c.PauseDue, b.last.PauseDue) {
+		last := *b.last
+		last.ValidUntil = c.ValidUntil
+		return last, true, nil
+	}
+	c.Bindings = bindingEntries(bindings, c.Ready)
+	b.version++
+	c.Version, b.lastSeq = b.version, seq
+	b.last = &c
+	return c, true, nil
+}
+
+// installationState is what a snapshot shows of the installation, with
+// the fingerprint the running cbth observes.
+func installationState(inst *aggregate.Installation, observed string) inbox.InstallationState {
+	st := inbox.InstallationState{
+		ReadTransport: inst.ReadTransport, ReadTransportGeneration: inst.ReadTransportGeneration,
+		ReadTransportCapability: inst.ReadTransportCapability, ArtifactReadCapability: inst.ArtifactReadCapability,
+		WritebackCapability: inst.WritebackCapability, ValidationFingerprint: inst.ValidationFingerprint,
+		UpdatedByBootstrapOrRepair: inst.UpdatedBy, ObservedValidationFingerprint: observed,
+		AutomaticContinuation: inst.AutomaticContinuation(observed),
+		WritebackTransport:    inst.WritebackTransport(),
+	}
+	if !inst.ValidatedAt.IsZero() {
+		at := inst.ValidatedAt
+		st.ValidatedAt = &at
+	}
+	return st
+}
+
+// refresh brings the parts up to date for threads, the Desktop fair
+// order: with ch, and nothing since the last build that it cannot place,
+// only the threads whose attempt, batch or binding changed; otherwise
+// every thread, from scratch. It records how far the parts reflect the
+// log.
+func (b *Builder) refresh(s engine.Snapshot, now time.Time, ch *Changes, threads []string, inst *aggregate.Installation, observed string) error {
+	incremental := ch != nil && b.head != 0 && ch.Since == b.head && inst.Version == b.instVer && inst.BridgeThreadID == b.bridge &&
+		(b.valid.IsZero() || now.Before(b.valid)) && len(b.owner) < 4*(len(threads)+1024)
+	b.rebuilds = !incremental
+	if incremental {
+		dirty := map[string]bool{}
+		for _, sid := range ch.Streams {
+			switch sid.Kind {
+			case events.KindAttempt, events.KindBatch, events.KindBinding:
+				th, known := b.owner[sid]
+				if !known {
+					var err error
+					if th, err = threadOf(s, sid); err != nil {
+						return err
+					}
+					b.owner[sid] = th
+				}
+				if th != "" {
+					dirty[th] = true
+				}
+			}
 		}
-		bd, ok := st.(*aggregate.Binding)
-		if !ok || !bd.Unquiesced() || !desktop.ServesBridge(bd, c.Bridge) {
+		b.rebuilds = len(dirty) > 0
+		for th := range dirty {
+			if err := b.place(s, now, th, inst, observed); err != nil {
+				return err
+			}
+		}
+	} else {
+		b.parts, b.owner = map[string]part{}, map[events.StreamID]string{}
+		for _, th := range threads {
+			if err := b.place(s, now, th, inst, observed); err != nil {
+				return err
+			}
+		}
+	}
+	b.head, b.instVer, b.bridge = s.Checkpoint(), inst.Version, inst.BridgeThreadID
+	if ch != nil && ch.Upto > b.head {
+		b.head = ch.Upto
+	}
+	return nil
+}
+
+// pauseDue lists the bindings of bridge armed for a generation not yet
+// quiesced whose pause window has opened, those past their deadline
+// first, and adds each to bindings; wake hears of the times at which
+// the list changes by itself. They are few: read afresh every time.
+func pauseDue(s engine.Snapshot, now time.Time, bridge string, wake func(time.Time), bindings map[string]*aggregate.Binding) ([]inbox.PauseDueEntry, error) {
+	var out []inbox.PauseDueEntry
+	for _, r := range s.Scan(index.BindingUnquiesced, "") {
+		bd, err := engine.Binding(s, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		if bd == nil || !bd.Unquiesced() || !bd.ServesBridge(bridge) {
 			continue
 		}
 		if now.Before(bd.PauseNotBefore) {
@@ -213,18 +248,18 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		wake(bd.PauseDeadline)
 		bindings[bd.SourceThreadID] = bd
 		var expires time.Time
-		marker, request := relayMarker(bd.RelayMarkers, now, &expires, c.Bridge, func(m aggregate.RelayMarker) bool {
-			return m.Kind == desktop.RelayPaused && m.AttemptID == "" && m.Generation == bd.ArmedGeneration
+		marker, request := relayMarker(bd.RelayMarkers, now, &expires, bridge, func(m aggregate.RelayMarker) bool {
+			return m.Kind == aggregate.RelayPaused && m.AttemptID == "" && m.Generation == bd.ArmedGeneration
 		})
 		wake(expires)
-		c.PauseDue = append(c.PauseDue, inbox.PauseDueEntry{SourceThreadID: bd.SourceThreadID, BindingID: bd.ID,
+		out = append(out, inbox.PauseDueEntry{SourceThreadID: bd.SourceThreadID, BindingID: bd.ID,
 			BindingState: string(bd.State), CallerAutomationID: bd.CallerAutomationID, ArmedGeneration: bd.ArmedGeneration,
 			PauseNotBefore: bd.PauseNotBefore, PauseDeadline: bd.PauseDeadline,
 			Overdue: !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline), RelayMarker: marker, RelayBridgeRequestID: request})
 	}
 	// The bridge's reconciliation handles every binding past its pause
 	// deadline first.
-	slices.SortStableFunc(c.PauseDue, func(a, b inbox.PauseDueEntry) int {
+	slices.SortStableFunc(out, func(a, b inbox.PauseDueEntry) int {
 		if a.Overdue != b.Overdue {
 			if a.Overdue {
 				return -1
@@ -233,14 +268,14 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		}
 		return cmp.Or(a.PauseDeadline.Compare(b.PauseDeadline), cmp.Compare(a.SourceThreadID, b.SourceThreadID))
 	})
+	return out, nil
+}
 
-	// Nothing read again, the same threads in the same order, the same
-	// pause-due bindings: the content is the last one, already assembled.
-	if !b.rebuilds && b.last != nil && slices.Equal(seq, b.lastSeq) && slices.Equal(c.PauseDue, b.last.PauseDue) {
-		last := *b.last
-		last.ValidUntil = c.ValidUntil
-		return last, true, nil
-	}
+// bindingEntries are the snapshot's bindings: those of the ready threads
+// first, in the ready order, so a claim finds the first ready thread's
+// binding first; the rest by thread.
+func bindingEntries(bindings map[string]*aggregate.Binding, ready []inbox.ReadyEntry) []inbox.BindingEntry {
+	var out []inbox.BindingEntry
 	for th, bd := range bindings {
 		e := inbox.BindingEntry{SourceThreadID: th, BindingID: bd.ID, BindingState: string(bd.State),
 			CallerAutomationID: bd.CallerAutomationID, BridgeThreadID: bd.BridgeThreadID,
@@ -250,16 +285,13 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 			at := bd.ArmedGenerationQuiesced
 			e.ArmedGenerationQuiescedAt = &at
 		}
-		c.Bindings = append(c.Bindings, e)
+		out = append(out, e)
 	}
-	// The bindings of the ready threads first, in the ready order, so a
-	// claim finds the first ready thread's binding first; the rest by
-	// thread.
-	rank := make(map[string]int, len(c.Ready))
-	for i, e := range c.Ready {
+	rank := make(map[string]int, len(ready))
+	for i, e := range ready {
 		rank[e.SourceThreadID] = i
 	}
-	slices.SortFunc(c.Bindings, func(a, b inbox.BindingEntry) int {
+	slices.SortFunc(out, func(a, b inbox.BindingEntry) int {
 		ra, oka := rank[a.SourceThreadID]
 		rb, okb := rank[b.SourceThreadID]
 		switch {
@@ -273,10 +305,7 @@ func (b *Builder) Build(s engine.Snapshot, now time.Time, ch *Changes) (c Conten
 		}
 		return cmp.Compare(a.SourceThreadID, b.SourceThreadID)
 	})
-	b.version++
-	c.Version, b.lastSeq = b.version, seq
-	b.last = &c
-	return c, true, nil
+	return out
 }
 
 // place reads one thread again and keeps its part: a ready entry when
@@ -298,25 +327,24 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		return err
 	}
 	b.owner[events.StreamID{Kind: events.KindBinding, ID: bd.ID}] = th
-	if !desktop.ServesBridge(bd, inst.BridgeThreadID) {
+	if !bd.ServesBridge(inst.BridgeThreadID) {
 		return nil
 	}
-	st, err := s.State(events.KindBatch, a.BatchID)
+	bt, err := engine.Batch(s, a.BatchID)
 	if err != nil {
 		return err
 	}
-	bt, ok := st.(*aggregate.Batch)
-	if !ok || bt.TargetKind != string(command.TargetDesktop) || !bt.Open() || bt.HeadAttemptID != a.ID {
+	if bt == nil || bt.TargetKind != command.TargetDesktop || !bt.Open() || bt.HeadAttemptID != a.ID {
 		return nil
 	}
 	b.owner[events.StreamID{Kind: events.KindBatch, ID: bt.ID}] = th
 	if a.State == fsm.AttemptArmPending {
 		var wake time.Time
 		accepted, _ := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
-			return m.Kind == desktop.RelayArmAccepted && m.BridgeRequestID == a.BridgeRequestID
+			return m.Kind == aggregate.RelayArmAccepted && m.BridgeRequestID == a.BridgeRequestID
 		})
 		paused, _ := relayMarker(bd.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool {
-			return m.Kind == desktop.RelayPaused && m.AttemptID == a.ID && m.Generation == a.Generation && m.BridgeRequestID == a.BridgeRequestID
+			return m.Kind == aggregate.RelayPaused && m.AttemptID == a.ID && m.Generation == a.Generation && m.BridgeRequestID == a.BridgeRequestID
 		})
 		b.parts[th] = part{binding: bd, wake: wake, armPending: &inbox.ArmPendingEntry{SourceThreadID: th, BatchID: a.BatchID, AttemptID: a.ID,
 			Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, CallerAutomationID: bd.CallerAutomationID,
@@ -328,13 +356,13 @@ func (b *Builder) place(s engine.Reader, now time.Time, th string, inst *aggrega
 		b.parts[th] = part{wake: at}
 		return nil
 	}
-	g := desktop.DesktopGateOf(now, bt, bd, inst, observed)
+	g := aggregate.DesktopGate(now, bt, bd, inst, observed)
 	if !g.OK {
 		b.parts[th] = part{wake: g.Wake}
 		return nil
 	}
 	wake := g.Wake
-	marker, request := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool { return m.Kind == desktop.RelayArmPending })
+	marker, request := relayMarker(a.RelayMarkers, now, &wake, inst.BridgeThreadID, func(m aggregate.RelayMarker) bool { return m.Kind == aggregate.RelayArmPending })
 	b.parts[th] = part{binding: bd, wake: wake, ready: &inbox.ReadyEntry{SourceThreadID: th, BatchID: a.BatchID,
 		AttemptID: a.ID, Generation: a.Generation, SnapshotRevision: a.SnapshotRevision, SnapshotPath: inbox.ByThreadPath(th),
 		RequiresArtifactRead: bt.RequiresArtifactRead, RelayMarker: marker, RelayBridgeRequestID: request}}
@@ -363,16 +391,27 @@ func relayMarker(ms []aggregate.RelayMarker, now time.Time, wake *time.Time, bri
 
 // threadOf returns the thread of an attempt, batch or binding stream.
 func threadOf(s engine.Reader, sid events.StreamID) (string, error) {
-	st, err := s.State(sid.Kind, sid.ID)
-	switch v := st.(type) {
-	case *aggregate.Attempt:
-		return v.SourceThreadID, err
-	case *aggregate.Batch:
-		return v.SourceThreadID, err
-	case *aggregate.Binding:
-		return v.SourceThreadID, err
+	switch sid.Kind {
+	case events.KindAttempt:
+		a, err := engine.Attempt(s, sid.ID)
+		if a == nil {
+			return "", err
+		}
+		return a.SourceThreadID, err
+	case events.KindBatch:
+		b, err := engine.Batch(s, sid.ID)
+		if b == nil {
+			return "", err
+		}
+		return b.SourceThreadID, err
+	case events.KindBinding:
+		b, err := engine.Binding(s, sid.ID)
+		if b == nil {
+			return "", err
+		}
+		return b.SourceThreadID, err
 	}
-	return "", err
+	return "", nil
 }
 
 // liveAttempt returns the thread's non-terminal attempt, if any.
@@ -381,9 +420,5 @@ func liveAttempt(s engine.Reader, thread string) (*aggregate.Attempt, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	st, err := s.State(events.KindAttempt, refs[0].ID)
-	if a, ok := st.(*aggregate.Attempt); ok {
-		return a, err
-	}
-	return nil, err
+	return engine.Attempt(s, refs[0].ID)
 }

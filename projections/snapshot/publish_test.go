@@ -342,7 +342,7 @@ func TestBuilder_IncrementalEqualsFull(t *testing.T) {
 			try(command.CompleteJob{Config: cfg, JobID: id, Summary: "done"})
 		case op < 70:
 			// What the scheduler does for a Desktop head.
-			var gate desktopcmd.DesktopReadiness
+			var gate aggregate.DesktopReadiness
 			var el command.Eligibility
 			w.e.Read(func(s engine.Snapshot) error {
 				el, _ = cfg.Eligible(s, w.clock.Now(), th)

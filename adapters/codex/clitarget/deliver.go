@@ -15,7 +15,6 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
-	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/plural"
 )
 
@@ -209,11 +208,11 @@ func (t *Target) prompt(d command.Delivery) (string, error) {
 	arts := map[string]*aggregate.Artifact{}
 	if err := t.eng.Read(func(v engine.Snapshot) error {
 		for _, id := range d.ArtifactIDs {
-			s, err := v.State(events.KindArtifact, id)
+			a, err := engine.Artifact(v, id)
 			if err != nil {
 				return err
 			}
-			if a, ok := s.(*aggregate.Artifact); ok {
+			if a != nil {
 				arts[id] = a
 			}
 		}

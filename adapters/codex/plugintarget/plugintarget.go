@@ -22,7 +22,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/codex/clitarget"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -148,8 +147,7 @@ func (t *Target) Recorded(d command.Delivery, outcome engine.Outcome) {
 func (t *Target) release(attemptID, sessionID string) {
 	tracking := false
 	_ = t.eng.Read(func(v engine.Snapshot) error {
-		s, err := v.State(events.KindAttempt, attemptID)
-		if a, ok := s.(*aggregate.Attempt); ok && err == nil {
+		if a, err := engine.Attempt(v, attemptID); a != nil && err == nil {
 			tracking = a.Tracking()
 		}
 		return nil
@@ -163,11 +161,11 @@ func (t *Target) release(attemptID, sessionID string) {
 func (t *Target) targetOf(batchID string) (*events.DeliveryTarget, error) {
 	var dt *events.DeliveryTarget
 	err := t.eng.Read(func(v engine.Snapshot) error {
-		s, err := v.State(events.KindBatch, batchID)
+		b, err := engine.Batch(v, batchID)
 		if err != nil {
 			return err
 		}
-		if b, ok := s.(*aggregate.Batch); ok {
+		if b != nil {
 			dt = b.DeliveryTarget
 		}
 		return nil

@@ -14,7 +14,6 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc"
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/engine/query"
 	"github.com/cbth-dev/cbth/events"
@@ -379,8 +378,7 @@ func (f *foregrounds) sessionView(id string) *query.SessionView {
 func (f *foregrounds) appServerView(nonce string) *query.AppServerView {
 	var v *query.AppServerView
 	_ = f.eng.Read(func(r engine.Snapshot) error {
-		st, err := r.State(events.KindAppServer, nonce)
-		if a, ok := st.(*aggregate.AppServer); ok && err == nil {
+		if a, err := engine.AppServer(r, nonce); a != nil && err == nil {
 			av := query.NewAppServerView(a)
 			v = &av
 		}

@@ -20,9 +20,8 @@ type book struct{ eng *engine.Engine }
 // Session implements sessions.Log.
 func (b book) Session(id string) (*aggregate.Session, error) {
 	var s *aggregate.Session
-	err := b.eng.Read(func(v engine.Snapshot) error {
-		st, err := v.State(events.KindSession, id)
-		s, _ = st.(*aggregate.Session)
+	err := b.eng.Read(func(v engine.Snapshot) (err error) {
+		s, err = engine.Session(v, id)
 		return err
 	})
 	return s, err
@@ -33,12 +32,13 @@ func (b book) Orphans() (map[int]bool, error) {
 	orphans := map[int]bool{}
 	err := b.eng.Read(func(v engine.Snapshot) error {
 		return v.ForEach(events.KindAppServer, func(st aggregate.State) error {
+			a, err := engine.AppServer(v, st.Head().ID)
 			// The user's Codex daemon is never an orphan of cbth's: it is
 			// theirs, and outlives every cbth daemon by design.
-			if a, ok := st.(*aggregate.AppServer); ok && a.ExitReason == codex.ExitDaemonRestart && a.Transport == codex.TransportShared {
+			if a != nil && a.ExitReason == codex.ExitDaemonRestart && a.Transport == codex.TransportShared {
 				orphans[a.PID] = true
 			}
-			return nil
+			return err
 		})
 	})
 	return orphans, err

@@ -18,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/fsm"
@@ -206,20 +207,20 @@ func (m *Module) issueSnapshotMarkers(ctx context.Context, c snapshot.Content) i
 	var err error
 	for _, e := range c.Ready {
 		if e.RelayMarker == "" && err == nil {
-			err = add(desktopcmd.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
+			err = add(aggregate.RelayArmPending, e.SourceThreadID, e.AttemptID, e.Generation, "")
 		}
 	}
 	for _, e := range c.ArmPending {
 		if e.RelayMarker == "" && err == nil {
-			err = add(desktopcmd.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
+			err = add(aggregate.RelayArmAccepted, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
 		if e.RelayPausedMarker == "" && err == nil {
-			err = add(desktopcmd.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
+			err = add(aggregate.RelayPaused, e.SourceThreadID, e.AttemptID, e.Generation, e.BridgeRequestID)
 		}
 	}
 	for _, e := range c.PauseDue {
 		if e.RelayMarker == "" && err == nil {
-			err = add(desktopcmd.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
+			err = add(aggregate.RelayPaused, e.SourceThreadID, "", e.ArmedGeneration, "")
 		}
 	}
 	if err != nil || len(items) == 0 {

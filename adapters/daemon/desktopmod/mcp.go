@@ -135,7 +135,7 @@ func (m *Module) checkMCPBridge(c api.MCPCaller, thread string) error {
 		return errs.New(errs.ThreadMismatch, "no bridge thread has run bridge-preflight yet: the bridge's wake starts with desktop_bridge_preflight")
 	case inst.BridgeThreadID != c.ThreadID:
 		return errs.New(errs.ThreadMismatch, "the snapshots are published for bridge thread %s; this call comes from %s", inst.BridgeThreadID, c.ThreadID)
-	case bd != nil && !desktopcmd.ServesBridge(bd, c.ThreadID):
+	case bd != nil && !bd.ServesBridge(c.ThreadID):
 		return errs.New(errs.ThreadMismatch, "thread %s's binding is pinned to bridge thread %s; this call comes from %s", thread, bd.BridgeThreadID, c.ThreadID)
 	case !inst.MCPWritebackValidated():
 		return errs.New(errs.BindingOrCapabilityInvalid, "the mcp writeback transport is not validated for this cbth (cbth desktop validate-mcp)")
@@ -148,13 +148,12 @@ func (m *Module) checkMCPBridge(c api.MCPCaller, thread string) error {
 func (m *Module) checkArtifactThread(c api.MCPCaller, id string) error {
 	var thread string
 	err := m.h.Eng.Read(func(s engine.Snapshot) error {
-		st, err := s.State(events.KindArtifact, id)
-		art, _ := st.(*aggregate.Artifact)
+		art, err := engine.Artifact(s, id)
 		if err != nil || art == nil {
 			return err
 		}
-		js, err := s.State(events.KindJob, art.SourceJobID)
-		if j, _ := js.(*aggregate.Job); j != nil {
+		j, err := engine.Job(s, art.SourceJobID)
+		if j != nil {
 			thread = j.SourceThreadID
 		}
 		return err

@@ -416,8 +416,8 @@ func (m *Module) readArtifact(_ context.Context, a api.ReadArtifactArgs) (api.Re
 	}
 	var art *aggregate.Artifact
 	if err := m.h.Eng.Read(func(s engine.Snapshot) error {
-		st, err := s.State(events.KindArtifact, a.ArtifactID)
-		art, _ = st.(*aggregate.Artifact)
+		var err error
+		art, err = engine.Artifact(s, a.ArtifactID)
 		return err
 	}); err != nil {
 		return api.ReadArtifactReply{}, err

@@ -8,7 +8,6 @@ package inspectmod
 import (
 	"context"
 	"github.com/cbth-dev/cbth/adapters/daemon"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"time"
 
@@ -285,11 +284,11 @@ func (m *Module) validLeases(ids []string) (out []query.RecoveryLeaseView, err e
 	now := m.h.Clock.Now()
 	err = m.h.Eng.Read(func(s engine.Snapshot) error {
 		for _, id := range ids {
-			st, err := s.State(events.KindArtifact, id)
+			a, err := engine.Artifact(s, id)
 			if err != nil {
 				return err
 			}
-			if a, ok := st.(*aggregate.Artifact); ok && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
+			if a != nil && command.LeaseValid(a, a.RecoveryLeaseID, now) == "" {
 				out = append(out, query.RecoveryLeaseView{ArtifactID: id, LeaseID: a.RecoveryLeaseID, Deadline: a.RecoveryLeaseDeadline})
 			}
 		}

@@ -6,10 +6,8 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/engine"
-	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/engine/query"
-	"github.com/cbth-dev/cbth/events"
 )
 
 // maxWatchItems bounds each list of a watch view; the counts say how many
@@ -41,9 +39,8 @@ func (m *Module) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView,
 		v.Seq = s.Checkpoint()
 		seen := map[string]bool{}
 		for _, r := range s.Scan(index.ThreadOpen, "") {
-			st, err := s.State(events.KindBatch, r.ID)
-			b, ok := st.(*aggregate.Batch)
-			if err != nil || !ok || seen[b.SourceThreadID] {
+			b, err := engine.Batch(s, r.ID)
+			if err != nil || b == nil || seen[b.SourceThreadID] {
 				continue
 			}
 			seen[b.SourceThreadID] = true // the first open batch of a thread is its head

@@ -144,7 +144,7 @@ func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
-	del, err := m.deliveryOf(ctx, command.Target(j.TargetKind), c.ThreadID)
+	del, err := m.deliveryOf(ctx, j.TargetKind, c.ThreadID)
 	if err != nil {
 		return api.MCPSubmitReply{}, err
 	}
@@ -214,7 +214,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	del, err := m.deliveryOf(ctx, command.Target(j.TargetKind), c.ThreadID)
+	del, err := m.deliveryOf(ctx, j.TargetKind, c.ThreadID)
 	if err != nil {
 		return api.MCPTaskRunReply{}, err
 	}

@@ -405,7 +405,7 @@ func (m *Module) inspectDelivery(ctx context.Context, a api.DeliveryInspectArgs)
 	if err != nil {
 		return rep, err
 	}
-	if j.TargetKind != string(command.TargetCodexAppServer) || j.DeliveryTarget == nil {
+	if j.TargetKind != command.TargetCodexAppServer || j.DeliveryTarget == nil {
 		return rep, errs.New(errs.EINVAL, "job %s is not a codex_app_server delivery", jobID)
 	}
 	if batchID == "" && j.Batch != nil {

@@ -374,8 +374,8 @@ func (m *Module) finishTask(ctx context.Context, c taskcmd.FinishTask) engine.Ou
 
 func (m *Module) task(id string) (t *aggregate.Task, err error) {
 	err = m.h.Eng.Read(func(s engine.Snapshot) error {
-		st, err := s.State(events.KindTask, id)
-		t, _ = st.(*aggregate.Task)
+		var err error
+		t, err = engine.Task(s, id)
 		return err
 	})
 	return t, err

@@ -422,7 +422,7 @@ type WatchView struct {
 type WatchHead struct {
 	SourceThreadID string         `json:"source_thread_id"`
 	BatchID        string         `json:"batch_id"`
-	TargetKind     string         `json:"target_kind"`
+	TargetKind     command.Target `json:"target_kind"`
 	State          fsm.BatchState `json:"state"`
 	ReplayPolicy   string         `json:"replay_policy"`
 	Reason         string         `json:"replay_policy_reason"`
@@ -432,7 +432,7 @@ type WatchHead struct {
 
 // WatchAttempt is a delivery in flight.
 type WatchAttempt struct {
-	TargetKind     string           `json:"target_kind"`
+	TargetKind     command.Target   `json:"target_kind"`
 	SourceThreadID string           `json:"source_thread_id"`
 	BatchID        string           `json:"batch_id"`
 	AttemptID      string           `json:"attempt_id"`

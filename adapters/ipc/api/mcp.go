@@ -117,12 +117,12 @@ const (
 
 // MCPSubmitReply is mcp.job_submit's reply.
 type MCPSubmitReply struct {
-	JobID        string       `json:"job_id"`
-	State        fsm.JobState `json:"status"`
-	TargetKind   string       `json:"target_kind"`
-	ThreadID     string       `json:"source_thread_id"`
-	Deduplicated bool         `json:"deduplicated"`
-	Delivery     MCPDelivery  `json:"delivery"`
+	JobID        string         `json:"job_id"`
+	State        fsm.JobState   `json:"status"`
+	TargetKind   command.Target `json:"target_kind"`
+	ThreadID     string         `json:"source_thread_id"`
+	Deduplicated bool           `json:"deduplicated"`
+	Delivery     MCPDelivery    `json:"delivery"`
 }
 
 // MCPTaskRunArgs are mcp.task_run's request. Path is argv[0] resolved on
@@ -144,12 +144,12 @@ type MCPTaskRunArgs struct {
 
 // MCPTaskRunReply is mcp.task_run's reply.
 type MCPTaskRunReply struct {
-	TaskID     string        `json:"task_id"`
-	JobID      string        `json:"job_id"`
-	State      fsm.TaskState `json:"state"`
-	TargetKind string        `json:"target_kind"`
-	ThreadID   string        `json:"source_thread_id"`
-	Argv       []string      `json:"argv"`
+	TaskID     string         `json:"task_id"`
+	JobID      string         `json:"job_id"`
+	State      fsm.TaskState  `json:"state"`
+	TargetKind command.Target `json:"target_kind"`
+	ThreadID   string         `json:"source_thread_id"`
+	Argv       []string       `json:"argv"`
 	// Rule is the rule that allowed the command, as written in
 	// task_allow (a named task: its command), and Task the named task.
 	Rule     []string    `json:"allowed_by"`

@@ -214,7 +214,7 @@ func appServerStream(nonce string) events.StreamID {
 
 // SessionOf returns a thread's non-retired session, or nil.
 func SessionOf(v engine.Reader, thread string) (*aggregate.Session, error) {
-	return command.Unique[*aggregate.Session](v, index.SessionByThread, thread, events.KindSession, "non-retired sessions")
+	return command.Unique(v, engine.Session, index.SessionByThread, thread, "non-retired sessions")
 }
 
 // The transports of the cli target: the daemon's shared app-server
@@ -231,11 +231,7 @@ func RunningAppServer(v engine.Reader, transport string) (*aggregate.AppServer, 
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	s, err := v.State(events.KindAppServer, refs[len(refs)-1].ID)
-	if err != nil || s == nil {
-		return nil, err
-	}
-	return s.(*aggregate.AppServer), nil
+	return engine.AppServer(v, refs[len(refs)-1].ID)
 }
 
 func runningInstance(v engine.Reader, transport, nonce string) error {
@@ -506,12 +502,11 @@ func (g *GatedReading) Barrier(v engine.Reader) ([]engine.Emit, string, error) {
 func (g *GatedReading) Record() engine.Decider { return g.ObservePermissions }
 
 func sessionByID(v engine.Reader, id string) (*aggregate.Session, error) {
-	st, err := v.State(events.KindSession, id)
+	s, err := engine.Session(v, id)
 	if err != nil {
 		return nil, err
 	}
-	s, ok := st.(*aggregate.Session)
-	if !ok {
+	if s == nil {
 		return nil, errs.New(errs.ENOENT, "no managed session %s", id)
 	}
 	return s, nil
@@ -729,15 +724,14 @@ func (c AppServerStarted) Decide(v engine.View, now time.Time) (engine.Decision,
 			continue
 		}
 		reason := epochAppRestarted
-		old, err := v.State(events.KindAppServer, s.AppServerInstance)
+		a, err := engine.AppServer(v, s.AppServerInstance)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		a, ok := old.(*aggregate.AppServer)
-		if (ok && a.Transport != transport) || (!ok && transport != TransportShared) {
+		if (a != nil && a.Transport != transport) || (a == nil && transport != TransportShared) {
 			continue
 		}
-		if ok && (a.ExitReason == ExitDaemonRestart || a.ExitReason == ExitStopped) {
+		if a != nil && (a.ExitReason == ExitDaemonRestart || a.ExitReason == ExitStopped) {
 			// Stopped with its daemon, or left by a daemon that died.
 			reason = epochDaemonRestart
 		}
@@ -763,18 +757,18 @@ func lostContinuity(v engine.Reader, s *aggregate.Session) ([]engine.Emit, error
 	var ab *events.AttemptAbandoned
 	switch {
 	case a.State == fsm.AttemptAcceptPending:
-		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: command.AcceptanceUnknown}
+		ab = &events.AttemptAbandoned{Reason: "session epoch advanced while the delivery was in flight", RPCState: string(command.AcceptanceUnknown)}
 	case a.Tracking():
 		ab = &events.AttemptAbandoned{Reason: "session epoch advanced: the accepted turn's event stream is gone", ObservationState: "lost"}
 	default:
 		return nil, nil
 	}
 	emits := []engine.Emit{{Stream: command.AttemptStream(a.ID), Payload: ab}}
-	bs, err := v.State(events.KindBatch, a.BatchID)
+	b, err := engine.Batch(v, a.BatchID)
 	if err != nil {
 		return nil, err
 	}
-	if b, ok := bs.(*aggregate.Batch); ok && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
+	if b != nil && b.Open() && b.ReplayPolicy == aggregate.ReplayAutomatic {
 		emits = append(emits, command.Park(b, "session "+s.ID+" lost continuity at epoch "+fmt.Sprint(s.Epoch), a.ID))
 	}
 	return emits, nil
@@ -790,12 +784,11 @@ type AppServerExited struct {
 
 // Decide implements engine.Decider.
 func (c AppServerExited) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	st, err := v.State(events.KindAppServer, c.Nonce)
+	a, err := engine.AppServer(v, c.Nonce)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, ok := st.(*aggregate.AppServer)
-	if !ok {
+	if a == nil {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no app-server instance %s", c.Nonce)
 	}
 	if a.State != fsm.AppServerRunning {

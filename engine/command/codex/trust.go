@@ -33,12 +33,7 @@ func CheckTrust(t string) error {
 
 // threadOf is the thread's record, or nil.
 func threadOf(v engine.Reader, id string) (*aggregate.Thread, error) {
-	st, err := v.State(events.KindThread, id)
-	if err != nil || st == nil {
-		return nil, err
-	}
-	t, _ := st.(*aggregate.Thread)
-	return t, nil
+	return engine.Thread(v, id)
 }
 
 // TrustOf is the trust the user gave thread itself ("" when none: the

@@ -32,16 +32,16 @@ func (c SaveTree) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, errs.New(errs.EINVAL, "runner %q must be an absolute path", c.Runner)
 	}
 	sid := events.StreamID{Kind: events.KindCtxTree, ID: c.Root}
-	s, err := v.State(events.KindCtxTree, c.Root)
+	old, err := engine.CtxTree(v, c.Root)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	cur, _ := s.(*aggregate.CtxTree)
+	cur := old
 	if cur == nil {
 		cur = &aggregate.CtxTree{}
 	}
 	var emits []engine.Emit
-	if s == nil || cur.Runner != c.Runner {
+	if old == nil || cur.Runner != c.Runner {
 		emits = append(emits, engine.Emit{Stream: sid, Payload: &events.CtxTreeInitialized{Runner: c.Runner}})
 	}
 	put := func(p events.Payload) { emits = append(emits, engine.Emit{Stream: sid, Payload: p}) }

@@ -105,7 +105,7 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	invalid := func(format string, args ...any) error {
 		return errs.New(errs.BindingOrCapabilityInvalid, format, args...)
 	}
-	b, err := command.BatchState(v, c.BatchID)
+	b, err := engine.Batch(v, c.BatchID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -157,11 +157,10 @@ func (c NoteBoundaryCrossed) gate(v engine.Reader) (*aggregate.Batch, *aggregate
 	case observed(c.Fingerprints, inst) != inst.ValidationFingerprint:
 		return nil, nil, invalid("the running cbth's validation fingerprint is not the validated one")
 	}
-	s, err := v.State(events.KindAttempt, c.AttemptID)
+	a, err := engine.Attempt(v, c.AttemptID)
 	if err != nil {
 		return nil, nil, err
 	}
-	a, _ := s.(*aggregate.Attempt)
 	if a == nil {
 		return nil, nil, stale("no attempt %s", c.AttemptID)
 	}
@@ -203,12 +202,11 @@ func (c NoteBoundaryCrossed) envelope(v engine.Reader, now time.Time, b *aggrega
 	}
 	retention := command.Latest(now.Add(c.Config.Delivery.PostCloseTTL), b.BoundaryRecoveryOperatorPin)
 	for _, id := range b.ArtifactIDs {
-		s, err := v.State(events.KindArtifact, id)
+		a, err := engine.Artifact(v, id)
 		if err != nil {
 			return env, 0, err
 		}
-		a, ok := s.(*aggregate.Artifact)
-		if !ok {
+		if a == nil {
 			continue
 		}
 		env.ArtifactManifestRefs = append(env.ArtifactManifestRefs, a.ManifestPath)

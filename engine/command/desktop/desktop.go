@@ -57,21 +57,6 @@ func requireInstallation(v engine.Reader) (*aggregate.Installation, error) {
 	return inst, err
 }
 
-// MirrorMatches reports whether a binding's mirror is the installation's
-// current transport, generation and fingerprint: the installation-wide
-// state the binding was made under is still the one in force.
-func MirrorMatches(b *aggregate.Binding, inst *aggregate.Installation) bool {
-	m, c := b.Mirror, inst.Capabilities
-	return m.ReadTransport == c.ReadTransport && m.ReadTransportGeneration == c.ReadTransportGeneration &&
-		m.ValidationFingerprint == c.ValidationFingerprint
-}
-
-// ServesBridge reports whether a binding is served by the bridge thread
-// the installation publishes for: it is not pinned to another one.
-func ServesBridge(b *aggregate.Binding, bridge string) bool {
-	return bridge != "" && (b.BridgeThreadID == "" || b.BridgeThreadID == bridge)
-}
-
 // ---- installation state ----
 
 // RepairInstallation is `cbth desktop installation-state repair`, the only
@@ -137,12 +122,11 @@ func (c RepairInstallation) Decide(v engine.View, now time.Time) (engine.Decisio
 	next := aggregate.Installation{Capabilities: want, ValidatedAt: ev.ValidatedAt, UpdatedBy: UpdatedByRepair}
 	var degraded []string
 	for _, r := range v.Scan(index.BindingByThread, "") {
-		s, err := v.State(events.KindBinding, r.ID)
+		b, err := engine.Binding(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		b, ok := s.(*aggregate.Binding)
-		if !ok || b.State != fsm.BindingBound || MirrorMatches(b, &next) {
+		if b == nil || b.State != fsm.BindingBound || b.MirrorMatches(&next) {
 			continue
 		}
 		reason := "installation state repaired: read_transport_generation " + itoa(want.ReadTransportGeneration) + " no longer matches the binding's mirror"
@@ -245,11 +229,11 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		return engine.Decision{}, err
 	}
 	for _, r := range v.Lookup(index.BindingByAutomation, c.AutomationID) {
-		s, err := v.State(events.KindBinding, r.ID)
+		o, err := engine.Binding(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
 		}
-		if o, ok := s.(*aggregate.Binding); ok && o.SourceThreadID != c.ThreadID {
+		if o != nil && o.SourceThreadID != c.ThreadID {
 			return engine.Decision{}, errs.New(errs.EEXIST, "caller automation %s is bound to thread %s (unbind it there first)", c.AutomationID, o.SourceThreadID)
 		}
 	}
@@ -326,27 +310,6 @@ func (c UnbindBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 
 // ---- the Desktop gate ----
 
-// DesktopReadiness is the Desktop gate's answer for one head batch.
-type DesktopReadiness struct {
-	OK bool
-	// Park says the batch can never take the automatic caller path (it
-	// needs an artifact read, or its delivery policy is not read-only
-	// and low-risk): it goes to manual resolution.
-	Park   bool
-	Reason string
-	// Wake is when the answer may change without a new event, if known.
-	Wake         time.Time
-	Binding      *aggregate.Binding
-	Installation *aggregate.Installation
-}
-
-// LowRisk reports whether a delivery policy is read-only and low-risk:
-// no approval, network or write access needed. Desktop v1 continues only
-// such batches automatically.
-func LowRisk(p events.DeliveryPolicy) bool {
-	return p.ReadOnly && !p.RequiresApproval && !p.RequiresNetwork && !p.RequiresWriteAccess
-}
-
 // DesktopGate decides whether a Desktop head batch may be prepared and
 // offered to the bridge now, beyond the core's own rules (Eligible):
 // the thread bound, to the bridge the installation publishes for, its
@@ -354,60 +317,16 @@ func LowRisk(p events.DeliveryPolicy) bool {
 // validated under the fingerprint the running cbth observes
 // (observedFingerprint), the previous armed generation quiesced, no
 // pause deadline overdue. It reads only.
-func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFingerprint string) (DesktopReadiness, error) {
+func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFingerprint string) (aggregate.DesktopReadiness, error) {
 	inst, err := command.Installation(v)
 	if err != nil {
-		return DesktopReadiness{}, err
+		return aggregate.DesktopReadiness{}, err
 	}
 	bd, err := command.BindingOf(v, b.SourceThreadID)
 	if err != nil {
-		return DesktopReadiness{}, err
+		return aggregate.DesktopReadiness{}, err
 	}
-	return DesktopGateOf(now, b, bd, inst, observedFingerprint), nil
-}
-
-// DesktopGateOf is DesktopGate on states already read: the thread's
-// binding and the installation (either nil when absent).
-func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, inst *aggregate.Installation, observedFingerprint string) DesktopReadiness {
-	r := DesktopReadiness{Binding: bd, Installation: inst}
-	no := func(reason string) DesktopReadiness { r.Reason = reason; return r }
-	if b.RequiresArtifactRead {
-		r.Park = true
-		return no("requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)")
-	}
-	if !LowRisk(b.Policy) {
-		r.Park = true
-		return no("delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator")
-	}
-	switch {
-	case inst == nil:
-		return no("no Desktop installation state (cbth desktop installation-state repair)")
-	case bd == nil || bd.State == fsm.BindingUnbound:
-		return no("thread not bound to a caller automation (cbth desktop binding repair)")
-	case bd.State == fsm.BindingDegraded:
-		return no("binding degraded: " + bd.DegradedReason)
-	case inst.BridgeThreadID == "":
-		return no("no bridge thread has run bridge-preflight through the daemon yet")
-	case !ServesBridge(bd, inst.BridgeThreadID):
-		return no("binding pinned to bridge thread " + bd.BridgeThreadID + "; snapshots are published for " + inst.BridgeThreadID)
-	case !MirrorMatches(bd, inst):
-		return no("binding mirror does not match the installation state (cbth desktop binding repair)")
-	case inst.ReadTransportCapability != events.CapValidated:
-		return no("read_transport_capability is " + inst.ReadTransportCapability)
-	case !inst.WritebackValidated():
-		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp)")
-	case observedFingerprint != inst.ValidationFingerprint:
-		return no("the running cbth's validation fingerprint differs from the validated one (cbth desktop installation-state repair)")
-	case bd.Unquiesced():
-		return no("armed generation " + itoa(bd.ArmedGeneration) + " not yet proven quiesced")
-	case !bd.PauseDeadline.IsZero() && !now.Before(bd.PauseDeadline):
-		return no("pause_deadline passed")
-	}
-	r.OK = true
-	if !bd.PauseDeadline.IsZero() {
-		r.Wake = bd.PauseDeadline
-	}
-	return r
+	return aggregate.DesktopGate(now, b, bd, inst, observedFingerprint), nil
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

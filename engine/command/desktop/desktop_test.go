@@ -106,8 +106,8 @@ func (d *desk) ready(thread string, p events.DeliveryPolicy) *aggregate.Batch {
 	return b
 }
 
-func (d *desk) gate(b *aggregate.Batch, fp string) desktop.DesktopReadiness {
-	var r desktop.DesktopReadiness
+func (d *desk) gate(b *aggregate.Batch, fp string) aggregate.DesktopReadiness {
+	var r aggregate.DesktopReadiness
 	d.read(func(s engine.Snapshot) {
 		cur, _ := s.State(events.KindBatch, b.ID)
 		var err error
@@ -314,7 +314,7 @@ func TestDesktopGate(t *testing.T) {
 	}
 	art := d.ready("art", lowRisk)
 	art.RequiresArtifactRead = true
-	var g desktop.DesktopReadiness
+	var g aggregate.DesktopReadiness
 	d.read(func(s engine.Snapshot) { g, _ = desktop.DesktopGate(s, d.clock.Now(), art, fpA) })
 	if !g.Park || !strings.Contains(g.Reason, "requires_artifact_read") {
 		t.Fatalf("a batch that needs an artifact read: %+v", g)
@@ -351,7 +351,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 	order := func() string {
 		var out []string
 		d.read(func(s engine.Snapshot) {
-			out, _ = command.FairOrderScoped(s, string(command.TargetDesktop), command.DesktopCursorScope("B"))
+			out, _ = command.FairOrderScoped(s, command.TargetDesktop, command.DesktopCursorScope("B"))
 		})
 		return strings.Join(out, ",")
 	}
@@ -367,7 +367,7 @@ func TestDesktopCursorIsPerBridge(t *testing.T) {
 		t.Fatalf("after closing S2: %s", got)
 	}
 	var target []string
-	d.read(func(s engine.Snapshot) { target, _ = command.FairOrder(s, string(command.TargetDesktop)) })
+	d.read(func(s engine.Snapshot) { target, _ = command.FairOrder(s, command.TargetDesktop) })
 	if strings.Join(target, ",") != "S1,S3" {
 		t.Fatalf("the target-wide cursor moved: %v", target)
 	}

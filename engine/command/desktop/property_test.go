@@ -181,14 +181,14 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			}
 			at := desktop.ArmToken{ThreadID: tok.thread, AttemptID: tok.attempt, Generation: tok.gen, BridgeRequestID: req}
 			if rnd.IntN(2) == 0 { // the same two steps through the transcript relay
-				if m, ok := issue(desktop.RelayArmPending, at); ok {
-					relay(desktop.RelayArmPending, m, at, tok.batch)
+				if m, ok := issue(aggregate.RelayArmPending, at); ok {
+					relay(aggregate.RelayArmPending, m, at, tok.batch)
 				}
 				if rnd.IntN(4) == 0 {
 					continue // the bridge crashed before the second wake
 				}
-				if m, ok := issue(desktop.RelayArmAccepted, at); ok {
-					relay(desktop.RelayArmAccepted, m, at, tok.batch)
+				if m, ok := issue(aggregate.RelayArmAccepted, at); ok {
+					relay(aggregate.RelayArmAccepted, m, at, tok.batch)
 				}
 				continue
 			}
@@ -236,8 +236,8 @@ func TestDesktopWritebackRandomized(t *testing.T) {
 			}
 			if rnd.IntN(2) == 0 { // through the relay
 				at := desktop.ArmToken{ThreadID: th, Generation: gen, BridgeRequestID: req}
-				if m, ok := issue(desktop.RelayPaused, at); ok {
-					relay(desktop.RelayPaused, m, at, "")
+				if m, ok := issue(aggregate.RelayPaused, at); ok {
+					relay(aggregate.RelayPaused, m, at, "")
 				}
 				continue
 			}

@@ -18,19 +18,6 @@ import (
 // rollout file, and consuming an envelope, which applies the very
 // NoteArmPending or NoteArm a direct helper call would.
 
-// Relay envelope kinds (adapters/desktop/relay).
-const (
-	RelayArmPending  = "arm-pending"
-	RelayArmAccepted = "arm-accepted"
-	// RelayPaused stands for note-paused: the bridge's proof that a
-	// generation's caller heartbeat is paused (or that an arm in flight
-	// never took effect). Its marker lives on the binding.
-	RelayPaused = "paused"
-)
-
-// RelayKinds lists them.
-var RelayKinds = []string{RelayArmPending, RelayArmAccepted, RelayPaused}
-
 // IssueRelayMarker is `cbth desktop relay marker issue`: it binds a new
 // marker (Marker, drawn by the caller from a secure random source) to an
 // envelope kind, the attempt's token and the bridge request. An
@@ -56,7 +43,7 @@ type IssuedMarker struct {
 
 // Decide implements engine.Decider.
 func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision, error) {
-	if !slices.Contains(RelayKinds, c.Kind) {
+	if !slices.Contains(aggregate.RelayKinds, c.Kind) {
 		return engine.Decision{}, errs.New(errs.EINVAL, "relay marker kind %q is not arm-pending, arm-accepted or paused", c.Kind)
 	}
 	if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
@@ -65,7 +52,7 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 	if len(c.Marker) < 32 {
 		return engine.Decision{}, errs.New(errs.EINTERNAL, "relay marker too short")
 	}
-	if c.Kind == RelayPaused {
+	if c.Kind == aggregate.RelayPaused {
 		return c.pauseMarker(v, now)
 	}
 	if err := c.check(); err != nil {
@@ -79,9 +66,9 @@ func (c IssueRelayMarker) Decide(v engine.View, now time.Time) (engine.Decision,
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: %s", why)
 	}
 	switch {
-	case c.Kind == RelayArmPending && a.State != fsm.AttemptPrepared:
+	case c.Kind == aggregate.RelayArmPending && a.State != fsm.AttemptPrepared:
 		return engine.Decision{}, errs.New(errs.ESTALE, "stale: attempt %s is %s, not prepared", a.ID, a.State)
-	case c.Kind == RelayArmAccepted && (a.State != fsm.AttemptArmPending || a.BridgeRequestID != c.BridgeRequestID):
+	case c.Kind == aggregate.RelayArmAccepted && (a.State != fsm.AttemptArmPending || a.BridgeRequestID != c.BridgeRequestID):
 		return engine.Decision{}, errs.New(errs.ESTATE, "an arm-accepted marker is issued only once the attempt is durably arm_pending under bridge request %s (it is %s)",
 			c.BridgeRequestID, a.State)
 	}
@@ -120,12 +107,12 @@ func (c IssueRelayMarker) pauseMarker(v engine.View, now time.Time) (engine.Deci
 			c.Generation, bd.ArmedGeneration)
 	}
 	for _, m := range bd.RelayMarkers {
-		if m.Kind == RelayPaused && m.BridgeThreadID == c.BridgeThreadID && m.Generation == c.Generation && m.AttemptID == c.AttemptID &&
+		if m.Kind == aggregate.RelayPaused && m.BridgeThreadID == c.BridgeThreadID && m.Generation == c.Generation && m.AttemptID == c.AttemptID &&
 			m.BridgeRequestID == c.BridgeRequestID && m.Valid(now) {
 			return c.Answer(engine.Decision{Outcome: command.OutcomeAlreadyIssued}, IssuedMarker{Marker: m.Marker, ExpiresAt: m.ExpiresAt}), nil
 		}
 	}
-	ev := &events.BindingRelayMarkerIssued{Marker: c.Marker, Kind: RelayPaused, Generation: c.Generation, AttemptID: c.AttemptID,
+	ev := &events.BindingRelayMarkerIssued{Marker: c.Marker, Kind: aggregate.RelayPaused, Generation: c.Generation, AttemptID: c.AttemptID,
 		BridgeThreadID: c.BridgeThreadID, BridgeRequestID: c.BridgeRequestID, ExpiresAt: now.Add(c.TTL)}
 	return c.Answer(engine.Decision{Outcome: command.OutcomeIssued, Emits: []engine.Emit{{Stream: command.BindingStream(bd.ID), Payload: ev}}}, IssuedMarker{Marker: c.Marker, ExpiresAt: ev.ExpiresAt}), nil
 }
@@ -295,18 +282,17 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	no := func(outcome engine.Outcome, reason string) (engine.Decision, error) {
 		return c.Answer(engine.Decision{Outcome: outcome}, Consumed{Reason: reason}), nil
 	}
-	if c.Kind == RelayPaused {
+	if c.Kind == aggregate.RelayPaused {
 		return c.consumePause(v, now)
 	}
 	refs := v.Lookup(index.RelayMarker, c.Marker)
 	if len(refs) != 1 {
 		return no("unknown_marker", "the marker was never issued")
 	}
-	s, err := v.State(events.KindAttempt, refs[0].ID)
+	a, err := engine.Attempt(v, refs[0].ID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	a, _ := s.(*aggregate.Attempt)
 	if a == nil {
 		return no("unknown_marker", "the marker's attempt is gone")
 	}
@@ -315,7 +301,7 @@ func (c ConsumeRelay) Decide(v engine.View, now time.Time) (engine.Decision, err
 	}
 	tok := ArmToken{ThreadID: c.ThreadID, AttemptID: c.AttemptID, Generation: c.Generation, BridgeRequestID: c.RequestID}
 	var d engine.Decision
-	if c.Kind == RelayArmPending {
+	if c.Kind == aggregate.RelayArmPending {
 		d, err = NoteArmPending{Config: c.Config, ArmToken: tok, Fingerprints: c.Fingerprints}.Decide(v, now)
 	} else {
 		d, err = NoteArm{Config: c.Config, ArmToken: tok, LeaseID: a.BridgeArmLeaseID}.Decide(v, now)
@@ -341,11 +327,10 @@ func (c ConsumeRelay) consumePause(v engine.View, now time.Time) (engine.Decisio
 	if len(refs) != 1 {
 		return no("unknown_marker", "the marker was never issued (or expired long ago)")
 	}
-	s, err := v.State(events.KindBinding, refs[0].ID)
+	bd, err := engine.Binding(v, refs[0].ID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	bd, _ := s.(*aggregate.Binding)
 	var m *aggregate.RelayMarker
 	if bd != nil {
 		m = bd.Marker(c.Marker)

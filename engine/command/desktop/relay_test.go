@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/internal/errs"
@@ -29,7 +30,7 @@ func TestRelayPausedKind(t *testing.T) {
 	d.exec(desktop.NoteArm{Config: armCfg, ArmToken: tok, LeaseID: lease})
 
 	paused := func(gen uint64, attempt, marker string) desktop.IssueRelayMarker {
-		return desktop.IssueRelayMarker{Kind: desktop.RelayPaused, BridgeThreadID: "B", Marker: marker, TTL: time.Hour,
+		return desktop.IssueRelayMarker{Kind: aggregate.RelayPaused, BridgeThreadID: "B", Marker: marker, TTL: time.Hour,
 			ArmToken: desktop.ArmToken{ThreadID: "S", AttemptID: attempt, Generation: gen, BridgeRequestID: "pause-1"}}
 	}
 	// Only the armed generation (attempt id empty) or an arm in flight.
@@ -45,7 +46,7 @@ func TestRelayPausedKind(t *testing.T) {
 
 	consume := func(sha string, gen uint64) string {
 		t.Helper()
-		c, res := deskAnswer[desktop.Consumed](d, desktop.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: desktop.RelayPaused, ThreadID: "S",
+		c, res := deskAnswer[desktop.Consumed](d, desktop.ConsumeRelay{Config: armCfg, BridgeThreadID: "B", Marker: testMarker, Kind: aggregate.RelayPaused, ThreadID: "S",
 			Generation: gen, RequestID: "pause-1", SHA256: sha})
 		return string(res.Outcome) + " " + string(c.Applied) + " " + c.Reason
 	}

@@ -61,11 +61,10 @@ func (t ArmToken) check() error {
 // attempt unknown, of another thread or generation, or no longer the head
 // batch's current attempt.
 func headAttempt(v engine.Reader, thread, attemptID string, gen uint64) (b *aggregate.Batch, a *aggregate.Attempt, why string, err error) {
-	s, err := v.State(events.KindAttempt, attemptID)
+	a, err = engine.Attempt(v, attemptID)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	a, _ = s.(*aggregate.Attempt)
 	switch {
 	case a == nil:
 		return nil, nil, "no attempt " + attemptID, nil
@@ -74,7 +73,7 @@ func headAttempt(v engine.Reader, thread, attemptID string, gen uint64) (b *aggr
 	case a.Generation != gen:
 		return nil, a, "attempt " + attemptID + " is generation " + itoa(a.Generation) + ", not " + itoa(gen), nil
 	}
-	b, err = command.BatchState(v, a.BatchID)
+	b, err = engine.Batch(v, a.BatchID)
 	if err != nil {
 		return nil, a, "", err
 	}
@@ -161,7 +160,7 @@ func (c NoteArmPending) Decide(v engine.View, now time.Time) (engine.Decision, e
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	g := DesktopGateOf(now, b, bd, inst, observed(c.Fingerprints, inst))
+	g := aggregate.DesktopGate(now, b, bd, inst, observed(c.Fingerprints, inst))
 	if err != nil {
 		return engine.Decision{}, err
 	}

@@ -105,12 +105,12 @@ func (c AddRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		return engine.Decision{}, err
 	}
 	id := GatewayRouteID(c.WorkspaceID, c.AgentID)
-	s, err := v.State(events.KindGatewayRoute, id)
+	r, err := engine.GatewayRoute(v, id)
 	if err != nil {
 		return engine.Decision{}, err
 	}
 	out := command.OutcomeAdded
-	if r, ok := s.(*aggregate.GatewayRoute); ok && r.State == fsm.GatewayRouteActive {
+	if r != nil && r.State == fsm.GatewayRouteActive {
 		if r.To == c.To && r.Target == c.Target {
 			return c.Answer(engine.Decision{Outcome: command.OutcomeUnchanged}, id), nil
 		}
@@ -132,11 +132,11 @@ type RemoveRoute struct {
 // Decide implements engine.Decider.
 func (c RemoveRoute) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 	id := GatewayRouteID(c.WorkspaceID, c.AgentID)
-	s, err := v.State(events.KindGatewayRoute, id)
+	r, err := engine.GatewayRoute(v, id)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	if r, ok := s.(*aggregate.GatewayRoute); !ok || r.State != fsm.GatewayRouteActive {
+	if r == nil || r.State != fsm.GatewayRouteActive {
 		return engine.Decision{}, errs.New(errs.ENOENT, "no route for workspace %q agent %q", c.WorkspaceID, c.AgentID)
 	}
 	return c.Answer(engine.Decision{Outcome: command.OutcomeRemoved, Emits: []engine.Emit{{
@@ -187,11 +187,10 @@ func (c RecordEnvelope) Decide(v engine.View, now time.Time) (engine.Decision, e
 		return engine.Decision{}, errs.New(errs.EINVAL, "seq must be at least 1")
 	}
 	sid := events.StreamID{Kind: events.KindGatewayStream, ID: c.StreamID}
-	s, err := v.State(events.KindGatewayStream, c.StreamID)
+	st, err := engine.GatewayStream(v, c.StreamID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	st, _ := s.(*aggregate.GatewayStream)
 	if st == nil {
 		st = &aggregate.GatewayStream{}
 	}

@@ -316,7 +316,7 @@ func taskOutcome(stop string, x TaskExit) string {
 // cancel, or fail. A job no longer running keeps its state; the output
 // artifact is still recorded, kept for min_artifact_ttl.
 func settleJob(c command.DeliveryConfig, v engine.View, now time.Time, t *aggregate.Task, outcome, text string, art *command.Ingested) ([]engine.Emit, error) {
-	j, err := command.Existing[*aggregate.Job](v, events.KindJob, "job", t.JobID)
+	j, err := command.Existing(v, engine.Job, "job", t.JobID)
 	if err != nil {
 		return nil, err
 	}
@@ -436,5 +436,5 @@ func cut(s string, n int) string {
 func taskStream(id string) events.StreamID { return events.StreamID{Kind: events.KindTask, ID: id} }
 
 func task(v engine.View, id string) (*aggregate.Task, error) {
-	return command.Existing[*aggregate.Task](v, events.KindTask, "task", id)
+	return command.Existing(v, engine.Task, "task", id)
 }
