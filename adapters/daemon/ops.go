@@ -282,6 +282,11 @@ func (d *Daemon) inspect(ctx context.Context, id string) (in query.BatchInspecti
 		if in, err = query.Inspect(s, id); errs.CodeOf(err) == errs.ENOENT {
 			err = query.NotA(s, events.KindBatch, id)
 		}
+		if err == nil && in.Batch.TargetKind == command.TargetCodexCLI {
+			if in.ThreadTrust, err = query.ThreadTrust(s, in.Batch.SourceThreadID); err == nil && in.ThreadTrust == nil {
+				in.ThreadTrust = &query.ThreadTrustView{Trust: d.opt.Config.CLI.HomeTrust(), Source: "home"}
+			}
+		}
 		return err
 	})
 	if err != nil || in.Batch.State == fsm.BatchClosed {

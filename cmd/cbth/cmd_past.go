@@ -160,6 +160,15 @@ func (c *ThreadHistoryCmd) Run(env *Env) error {
 		if err != nil {
 			return err
 		}
+		if tr := page.Trust; tr != nil && tw != nil {
+			whose := "its own"
+			if tr.Source == "home" {
+				whose = "the home's [cli] trust"
+			} else if tr.Since != nil {
+				whose += ", since " + tr.Since.Format(time.RFC3339)
+			}
+			fmt.Fprintf(env.Stdout, "Codex deliveries of thread %s: trust %s (%s)\n", c.SourceThreadID, tr.Trust, whose)
+		}
 		for _, b := range page.Batches {
 			n++
 			if env.JSON {

@@ -327,6 +327,27 @@ func TestCodexDaemon_TrustedThreadGetsItsResultAfterTheTUIQuit(t *testing.T) {
 	if u.events("thread.trusted")[0].Stream.ID != thread {
 		t.Fatal("the trust is not an event of the thread")
 	}
+	var insp struct {
+		Trust struct {
+			Trust  string `json:"trust"`
+			Source string `json:"source"`
+		} `json:"thread_trust"`
+	}
+	u.ok(&insp, "batch", "inspect", "--batch-id", in.Batch.ID)
+	if insp.Trust.Trust != "own_permissions" || insp.Trust.Source != "thread" {
+		t.Fatalf("batch inspect's thread_trust: %+v", insp.Trust)
+	}
+	if r := u.run("thread", "history", "--source-thread-id", thread); !strings.Contains(r.stdout, "trust own_permissions (its own, since") {
+		t.Fatalf("thread history does not show the trust:\n%s", r.stdout)
+	}
+	// A thread the Codex home does not have: its result waits, and says so.
+	bogus := "01a2ffff-0000-7000-8000-000000000000"
+	u.ok(nil, "thread", "trust", "--thread-id", bogus, "--own-permissions")
+	u.complete(bogus, "[mark:nowhere] a result for no thread")
+	waitFor(t, "the result for an unknown thread to wait, saying why", codextest.Guard, func() bool {
+		gate = u.gateOf(bogus)
+		return strings.Contains(gate, "ENOENT")
+	})
 	// The user comes back: the delivered turn is in the thread.
 	tm = u.tui("resume", thread)
 	waitFor(t, "codex resume to show the result", codextest.Guard, func() bool {

@@ -259,6 +259,29 @@ type ThreadHistoryPage struct {
 	SourceThreadID string        `json:"source_thread_id"`
 	Batches        []ThreadBatch `json:"batches"`
 	Next           string        `json:"next,omitempty"`
+	// Trust is the trust the thread's Codex deliveries get (the first
+	// page only; the daemon fills in the home's when the thread has none
+	// of its own).
+	Trust *ThreadTrustView `json:"thread_trust,omitempty"`
+}
+
+// ThreadTrustView is the trust a Codex thread's deliveries get
+// (spec/codex-cli.md section 17): the user's for that thread (source
+// "thread", since it was given) or the home's [cli] trust ("home").
+type ThreadTrustView struct {
+	Trust  string     `json:"trust"`
+	Source string     `json:"source"`
+	Since  *time.Time `json:"since,omitempty"`
+}
+
+// ThreadTrust is the trust the user gave thread itself, or nil.
+func ThreadTrust(s engine.Reader, thread string) (*ThreadTrustView, error) {
+	t, err := engine.Thread(s, thread)
+	if err != nil || t == nil || t.State != fsm.ThreadTrusted {
+		return nil, err
+	}
+	since := t.UpdatedAt
+	return &ThreadTrustView{Trust: t.Trust, Source: "thread", Since: &since}, nil
 }
 
 // ThreadHistory lists every batch a thread ever had, in the order they
@@ -289,6 +312,12 @@ func ThreadHistory(s engine.Reader, thread, after string, limit int) (ThreadHist
 		return ThreadHistoryPage{}, errs.New(errs.ENOENT, "thread %s has no batch %s to list after", thread, after)
 	}
 	pg := ThreadHistoryPage{SourceThreadID: thread}
+	if after == "" {
+		var err error
+		if pg.Trust, err = ThreadTrust(s, thread); err != nil {
+			return ThreadHistoryPage{}, err
+		}
+	}
 	pg.Batches, pg.Next = pageOf(list, limit, func(b *aggregate.Batch) ThreadBatch {
 		return ThreadBatch{BatchID: b.ID, OpenedSeq: b.OpenedSeq, State: b.State, Head: b.IsHead, JobIDs: b.JobIDs,
 			FirstReadyAt: b.FirstReadyAt, DeliveryAttemptCount: b.DeliveryAttemptCount, ReplayPolicy: b.ReplayPolicy,

@@ -165,6 +165,9 @@ type BatchInspection struct {
 	// AsOfSeq is set on an inspection of the past (--as-of, --seq): the
 	// seq of the last event it was folded up to.
 	AsOfSeq uint64 `json:"as_of_seq,omitempty"`
+	// ThreadTrust is the trust a cli batch's thread gets now (the daemon
+	// fills it in for a batch of the cli target).
+	ThreadTrust *ThreadTrustView `json:"thread_trust,omitempty"`
 }
 
 // RecoveryLeaseView is one artifact recovery lease.

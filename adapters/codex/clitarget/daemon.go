@@ -79,12 +79,12 @@ func (t *Target) daemonPrepare(ctx context.Context, h target.Head, g target.Gate
 			if trust, terr := t.trustOf(h.ThreadID); terr == nil && t.queueable(s, trust) == "" {
 				return t.queueGate(h, s)
 			}
-			return wait("%v; the result goes when the thread is open in Codex again (codex resume %s)", err, h.ThreadID)
+			return wait("%v (%s); the result goes when the thread is open in Codex again (codex resume %s)", err, errs.CodeOf(err), h.ThreadID)
 		}
-		return target.Gate{Reason: t.reason("the Codex daemon of %s cannot be used: %v", d.CodexHome(), err), Retry: t.now().Add(probeRetry)}
+		return target.Gate{Reason: t.reason("the Codex daemon of %s cannot be used: %v (%s)", d.CodexHome(), err, errs.CodeOf(err)), Retry: t.now().Add(probeRetry)}
 	}
 	if found.Probe != nil {
-		return target.Gate{Reason: t.reason("the Codex daemon (%s) failed the capability probe: %v", found.UserAgent, found.Probe), Retry: t.now().Add(probeRetry)}
+		return target.Gate{Reason: t.reason("the Codex daemon (%s) failed the capability probe: %v (%s)", found.UserAgent, found.Probe, errs.CodeOf(found.Probe)), Retry: t.now().Add(probeRetry)}
 	}
 	trust, err := t.trustOf(h.ThreadID)
 	if err != nil {
@@ -92,7 +92,7 @@ func (t *Target) daemonPrepare(ctx context.Context, h target.Head, g target.Gate
 	}
 	loaded, err := d.Loaded(ctx, found.Nonce, h.ThreadID)
 	if err != nil {
-		return wait("ask the Codex daemon whether thread %s is open: %v", h.ThreadID, err)
+		return wait("ask the Codex daemon whether thread %s is open: %v (%s)", h.ThreadID, err, errs.CodeOf(err))
 	}
 	if !loaded && trust != events.TrustOwnPermissions && (s == nil || !strictCap(s)) {
 		return wait("thread %s is not open in Codex, and only a thread trusted with its own permissions or proven strict-safe is opened without you: the result goes when you open it (codex resume %s)", h.ThreadID, h.ThreadID)
@@ -100,7 +100,7 @@ func (t *Target) daemonPrepare(ctx context.Context, h target.Head, g target.Gate
 	if s == nil || s.State == fsm.SessionStale || s.AppServerInstance != found.Nonce {
 		ts, err := d.Resume(ctx, found.Nonce, h.ThreadID)
 		if err != nil {
-			return wait("resume thread %s on the Codex daemon: %v", h.ThreadID, err)
+			return wait("resume thread %s on the Codex daemon: %v (%s)", h.ThreadID, err, errs.CodeOf(err))
 		}
 		bind := &codex.DaemonBinding{BindDaemonSession: codex.BindDaemonSession{ThreadID: h.ThreadID, Instance: found.Nonce,
 			Reading: sessions.ReadingOf(ts), ThreadSource: ts.Thread.SourceName()}}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/appserver"
 	"github.com/cbth-dev/cbth/adapters/codex/sessions"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command/codex"
 	"github.com/cbth-dev/cbth/events"
 )
@@ -109,5 +110,35 @@ func TestPinByTrust(t *testing.T) {
 				t.Fatalf("refused: %+v", v)
 			}
 		})
+	}
+}
+
+// A result goes to Codex's own queue only when the user asked for the
+// hand-off, trusted the thread with its own permissions, and the thread's
+// source is known and not codex exec.
+func TestQueueable(t *testing.T) {
+	on := New(Config{QueueHandoff: true}, nil, nil, nil, nil)
+	off := New(Config{}, nil, nil, nil, nil)
+	daemonSession := func(source string) *aggregate.Session {
+		return &aggregate.Session{Mode: codex.ModeCodexDaemon, ThreadSource: source}
+	}
+	for _, c := range []struct {
+		name  string
+		tg    *Target
+		s     *aggregate.Session
+		trust string
+		why   string
+	}{
+		{"trusted, from the TUI", on, daemonSession("cli"), events.TrustOwnPermissions, ""},
+		{"the hand-off off", off, daemonSession("cli"), events.TrustOwnPermissions, "queue_handoff is off"},
+		{"strict", on, daemonSession("cli"), events.TrustStrict, "not trusted"},
+		{"started by codex exec", on, daemonSession(appserver.SourceExec), events.TrustOwnPermissions, "codex exec"},
+		{"a source not known", on, daemonSession(""), events.TrustOwnPermissions, "not known"},
+		{"a cbth cli run session", on, &aggregate.Session{Mode: codex.ModeBindThread, ThreadSource: "cli"}, events.TrustOwnPermissions, "not known"},
+		{"no session", on, nil, events.TrustOwnPermissions, "not known"},
+	} {
+		if why := c.tg.queueable(c.s, c.trust); !strings.Contains(why, c.why) || (c.why == "") != (why == "") {
+			t.Errorf("%s: %q, want %q", c.name, why, c.why)
+		}
 	}
 }

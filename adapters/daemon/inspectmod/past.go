@@ -111,6 +111,9 @@ func (m *Module) Ops(t api.Table) {
 			p, err = query.ThreadHistory(s, a.SourceThreadID, a.After, a.Limit)
 			return err
 		})
+		if err == nil && a.After == "" && p.Trust == nil {
+			p.Trust = &query.ThreadTrustView{Trust: m.h.Config.CLI.HomeTrust(), Source: "home"}
+		}
 		return p, err
 	})
 }
