@@ -343,49 +343,71 @@ func (c *TaskLogsCmd) Run(env *Env) error {
 
 // readLive prints what a running task's spool holds past where the last
 // read stopped (the segment seg, at off), following a rotation: the
-// segment read before is SPOOL.1 now, and its rest comes first.
+// segment read before is SPOOL.1 now, and its rest comes first. Each
+// segment is read from the file whose inode was checked, opened once: a
+// rotation between a look at the path and a read of it would otherwise
+// read the new segment at the old one's offset.
 func readLive(spool string, seg *uint64, off *int64, unknown *bool, out func([]byte, fsm.TaskState) error) error {
-	ino := func(p string) uint64 {
-		if fi, err := os.Stat(p); err == nil {
+	open := func(p string) (*os.File, uint64) {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, 0
+		}
+		if fi, err := f.Stat(); err == nil {
 			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				return uint64(st.Ino)
+				return f, uint64(st.Ino)
 			}
 		}
-		return 0
+		f.Close()
+		return nil, 0
 	}
-	cur := ino(spool)
-	if cur == 0 {
+	f, cur := open(spool)
+	if f == nil {
 		return nil // not started yet, or rotating this instant
 	}
+	defer f.Close()
 	if *seg == 0 {
 		// A first read: the older segment, then this one.
-		if older := ino(spool + ".1"); older != 0 {
-			*seg, *off = older, 0
+		if older, ino := open(spool + ".1"); older != nil {
+			older.Close()
+			*seg, *off = ino, 0
 			*unknown = true // what came before it was dropped
 		} else {
 			*seg, *off = cur, 0
 		}
 	}
 	if *seg != cur {
-		if ino(spool+".1") == *seg {
-			b, err := readFrom(spool+".1", *off)
-			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if older, ino := open(spool + ".1"); older != nil && ino == *seg {
+			b, err := readAt(older, *off)
+			older.Close()
+			if err != nil {
 				return err
 			}
 			if err := out(b, ""); err != nil {
 				return err
 			}
 		} else {
+			if older != nil {
+				older.Close()
+			}
 			*unknown = true // more than one rotation went by
 		}
 		*seg, *off = cur, 0
 	}
-	b, err := readFrom(spool, *off)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	b, err := readAt(f, *off)
+	if err != nil {
 		return err
 	}
 	*off += int64(len(b))
 	return out(b, "")
+}
+
+// readAt reads an open file from offset to its current end.
+func readAt(f *os.File, off int64) ([]byte, error) {
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }
 
 // readFrom reads a file from offset to its current end.
