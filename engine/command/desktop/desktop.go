@@ -205,7 +205,7 @@ func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.D
 // RepairBinding is `cbth desktop binding repair`: it binds a thread to its
 // caller automation (or repairs a degraded or unbound binding), mirroring
 // the installation state, which it never writes. An automation serves one
-// thread. When the repair replaces the automation, or the old one's armed
+// thread. A binding with no automation serves the queue transport only. When the repair replaces the automation, or the old one's armed
 // generation is not proven quiesced, the thread's live attempt is
 // superseded so automatic delivery goes on with a fresh attempt and
 // generation. A repair that would change nothing appends nothing.
@@ -232,8 +232,10 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if err := command.CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := command.CheckID("caller automation id", c.AutomationID); err != nil {
-		return engine.Decision{}, err
+	if c.AutomationID != "" {
+		if err := command.CheckID("caller automation id", c.AutomationID); err != nil {
+			return engine.Decision{}, err
+		}
 	}
 	if c.BridgeThreadID != "" {
 		if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
@@ -244,7 +246,7 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	for _, r := range v.Lookup(index.BindingByAutomation, c.AutomationID) {
+	for _, r := range automationHolders(v, c.AutomationID) {
 		s, err := v.State(events.KindBinding, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
@@ -288,6 +290,15 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}
 	}
 	return c.Answer(engine.Decision{Outcome: command.OutcomeBound, Emits: emits}, res), nil
+}
+
+// automationHolders are the bindings holding caller automation id: none
+// for "" (a binding for the queue transport names no automation).
+func automationHolders(v engine.Reader, id string) []index.Ref {
+	if id == "" {
+		return nil
+	}
+	return v.Lookup(index.BindingByAutomation, id)
 }
 
 // UnbindBinding is `cbth desktop binding unbind`. The thread may go on
@@ -370,15 +381,11 @@ func DesktopGate(v engine.Reader, now time.Time, b *aggregate.Batch, observedFin
 // binding and the installation (either nil when absent).
 func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, inst *aggregate.Installation, observedFingerprint string) DesktopReadiness {
 	r := DesktopReadiness{Binding: bd, Installation: inst}
+	if reason, park := parkReason(b); reason != "" {
+		r.Reason, r.Park = reason, park
+		return r
+	}
 	no := func(reason string) DesktopReadiness { r.Reason = reason; return r }
-	if b.RequiresArtifactRead {
-		r.Park = true
-		return no("requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)")
-	}
-	if !LowRisk(b.Policy) {
-		r.Park = true
-		return no("delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator")
-	}
 	switch {
 	case inst == nil:
 		return no("no Desktop installation state (cbth desktop installation-state repair)")
@@ -386,6 +393,10 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 		return no("thread not bound to a caller automation (cbth desktop binding repair)")
 	case bd.State == fsm.BindingDegraded:
 		return no("binding degraded: " + bd.DegradedReason)
+	case inst.WritebackTransport() == WritebackQueue:
+		return no("the writeback transport in use is queue: cbth hands the head to Codex's queue itself, never to a heartbeat")
+	case bd.CallerAutomationID == "":
+		return no("the binding names no caller automation, so no heartbeat can carry it (cbth desktop binding repair --caller-automation-id)")
 	case inst.BridgeThreadID == "":
 		return no("no bridge thread has run bridge-preflight through the daemon yet")
 	case !ServesBridge(bd, inst.BridgeThreadID):
@@ -408,6 +419,18 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 		r.Wake = bd.PauseDeadline
 	}
 	return r
+}
+
+// parkReason says why a batch can never take the automatic Desktop path,
+// whatever the transport (park true), or "" when it can.
+func parkReason(b *aggregate.Batch) (reason string, park bool) {
+	switch {
+	case b.RequiresArtifactRead:
+		return "requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)", true
+	case !LowRisk(b.Policy):
+		return "delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator", true
+	}
+	return "", false
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
