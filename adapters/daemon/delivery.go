@@ -322,7 +322,9 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 	if route.DeliveryMode == "" {
 		route.DeliveryMode = spec.DeliveryMode
 	}
-	if send == nil || spec.Kind == target.Pull {
+	if send == nil {
+		// A pull target's head (or a Preparer's that carries no send) is
+		// only prepared: its target's helpers move it on.
 		id, res, err := engine.Exec[string](ctx, d.eng, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
 		if err != nil {
 			d.opt.Log.Error("prepare attempt", "thread", thread, "err", err)

@@ -406,7 +406,7 @@ func DesktopGateOf(now time.Time, b *aggregate.Batch, bd *aggregate.Binding, ins
 	case inst.ReadTransportCapability != events.CapValidated:
 		return no("read_transport_capability is " + inst.ReadTransportCapability)
 	case !inst.WritebackValidated():
-		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp)")
+		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp; queue: cbth desktop validate-queue)")
 	case observedFingerprint != inst.ValidationFingerprint:
 		return no("the running cbth's validation fingerprint differs from the validated one (cbth desktop installation-state repair)")
 	case bd.Unquiesced():

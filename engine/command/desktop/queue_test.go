@@ -190,9 +190,13 @@ func TestQueueGateOf(t *testing.T) {
 		{name: "not low-risk", change: func(b *aggregate.Batch, _ **aggregate.Binding, _ **aggregate.Installation, _, _, _ *string) {
 			b.Policy.RequiresNetwork = true
 		}, park: true, reason: "not read-only and low-risk"},
-		{name: "no installation", change: func(_ *aggregate.Batch, _ **aggregate.Binding, in **aggregate.Installation, _, _, _ *string) { *in = nil },
+		{name: "no installation", change: func(_ *aggregate.Batch, _ **aggregate.Binding, in **aggregate.Installation, _, _, _ *string) {
+			*in = nil
+		},
 			reason: "no Desktop installation state"},
-		{name: "never bound", change: func(_ *aggregate.Batch, bd **aggregate.Binding, _ **aggregate.Installation, _, _, _ *string) { *bd = nil },
+		{name: "never bound", change: func(_ *aggregate.Batch, bd **aggregate.Binding, _ **aggregate.Installation, _, _, _ *string) {
+			*bd = nil
+		},
 			reason: "thread not bound"},
 		{name: "unbound", change: func(_ *aggregate.Batch, bd **aggregate.Binding, _ **aggregate.Installation, _, _, _ *string) {
 			(*bd).State = fsm.BindingUnbound
