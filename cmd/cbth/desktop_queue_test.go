@@ -9,6 +9,7 @@ import (
 
 	"github.com/cbth-dev/cbth/adapters/codex/codexqueue"
 	"github.com/cbth-dev/cbth/internal/testkit/codextest"
+	"github.com/cbth-dev/cbth/internal/testkit/fakeprovider"
 )
 
 // Desktop through Codex's queue (spec/desktop.md, "The queue transport"),
@@ -126,8 +127,9 @@ func (u *userCodex) drainedByQueue(thread, text string) bool {
 // it, and the proof is recorded; then the waiting result is handed to
 // the queue once (the batch closed handoff_recorded naming the queued
 // item), and Codex runs it as a queue-triggered turn, once; after cbth's
-// daemon restarts, the next result goes the same way and the first not
-// again. A thread `codex exec` started is never queued for, bound and
+// daemon restarts, the user reopens the thread, whose agent hands a job
+// over through MCP and is told the result comes through Codex's queue;
+// it arrives as a new turn in the TUI, and the first result not again. A thread `codex exec` started is never queued for, bound and
 // trusted as it is. Doctor says the transport is validated and in use.
 func TestDesktopQueue_ValidatedInstallationHandsOffOnce(t *testing.T) {
 	t.Parallel()
@@ -175,12 +177,56 @@ func TestDesktopQueue_ValidatedInstallationHandsOffOnce(t *testing.T) {
 	}
 	u.doctorSays("desktop.queue", "ok", "validated and in use")
 
-	// Once: after cbth's daemon restarts, only the next result goes.
+	// Once: after cbth's daemon restarts, only the next result goes. The
+	// user opens the thread again and its agent hands a job over through
+	// MCP: the answer says the result comes through Codex's queue, and it
+	// arrives as a new turn in the open TUI.
 	u.ok(nil, "daemon", "stop")
-	u.desktopJobSummary(thread, "[mark:second] the second result")
+	u.model.Script("[mark:again] hand over a job",
+		fakeprovider.Step{Query: "submit a background job"},
+		fakeprovider.Step{Namespace: "mcp__cbth", Name: "job_submit", Args: `{"task_kind":"ci","summary":"the CI run","delivery_read_only":true,`+
+			`"delivery_requires_approval":false,"delivery_requires_network":false,"delivery_requires_write_access":false}`})
+	tm := u.tui("resume", thread)
+	before := len(u.toolOutputs())
+	u.userTurn(tm, "[mark:again] hand over a job", "[mark:again]")
+	waitFor(t, "job_submit's answer", codextest.Guard, func() bool { return len(u.toolOutputs()) > before })
+	out := u.toolOutputs()[before]
+	var ans struct {
+		JobID    string `json:"job_id"`
+		Delivery struct {
+			When string `json:"when"`
+		} `json:"delivery"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &ans); err != nil || ans.Delivery.When != "through_codex_queue" {
+		t.Fatalf("job_submit answered %s (%v)", out, err)
+	}
+	tm.waitText("Worked for", codextest.Guard)
+	u.ok(nil, "job", "complete", "--job-id", ans.JobID, "--summary", "[mark:second] the second result")
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, b := range u.batches(thread) {
+				var in inspection
+				u.ok(&in, "batch", "inspect", "--batch-id", b.ID)
+				t.Logf("batch %s: %+v gate %q", b.ID, in.Batch, in.Gate)
+			}
+			for _, e := range u.events("*") {
+				if strings.HasPrefix(e.Type, "attempt.") || strings.HasPrefix(e.Type, "batch.") || strings.HasPrefix(e.Type, "job.") {
+					t.Logf("%s", e.line)
+				}
+			}
+			t.Logf("screen: %s", tm.screen())
+		}
+	})
 	waitFor(t, "Codex to run the second queued result", codextest.Guard, func() bool { return u.model.Count("[mark:second]") == 1 })
-	if n := len(u.queuedToCodex(thread)); n != 2 || u.model.Count("[mark:first]") != 1 {
-		t.Fatalf("%d hand-offs; the first result reached the model %d times", n, u.model.Count("[mark:first]"))
+	waitFor(t, "the TUI to show it", codextest.Guard, func() bool {
+		sc := tm.screen()
+		return strings.Contains(sc, "[mark:second]") || strings.Contains(sc, "[mark:second]the")
+	})
+	if code := tm.quit(); code != 0 {
+		t.Fatalf("codex resume exited %d", code)
+	}
+	if n := len(u.queuedToCodex(thread)); n != 2 || u.model.Count("[mark:first]") != 1 || u.model.Count("[mark:second]") != 1 {
+		t.Fatalf("%d hand-offs; the results reached the model %d and %d times", n, u.model.Count("[mark:first]"), u.model.Count("[mark:second]"))
 	}
 
 	// A thread codex exec started: bound and trusted, its result waits
