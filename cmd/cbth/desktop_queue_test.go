@@ -184,7 +184,7 @@ func TestDesktopQueue_ValidatedInstallationHandsOffOnce(t *testing.T) {
 	u.ok(nil, "daemon", "stop")
 	u.model.Script("[mark:again] hand over a job",
 		fakeprovider.Step{Query: "submit a background job"},
-		fakeprovider.Step{Namespace: "mcp__cbth", Name: "job_submit", Args: `{"task_kind":"ci","summary":"the CI run","delivery_read_only":true,`+
+		fakeprovider.Step{Namespace: "mcp__cbth", Name: "job_submit", Args: `{"task_kind":"ci","summary":"the CI run","delivery_read_only":true,` +
 			`"delivery_requires_approval":false,"delivery_requires_network":false,"delivery_requires_write_access":false}`})
 	tm := u.tui("resume", thread)
 	before := len(u.toolOutputs())
