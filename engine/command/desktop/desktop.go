@@ -205,7 +205,8 @@ func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.D
 // RepairBinding is `cbth desktop binding repair`: it binds a thread to its
 // caller automation (or repairs a degraded or unbound binding), mirroring
 // the installation state, which it never writes. An automation serves one
-// thread. A binding with no automation serves the queue transport only. When the repair replaces the automation, or the old one's armed
+// thread; a binding with no automation serves the queue transport only.
+// When the repair replaces the automation, or the old one's armed
 // generation is not proven quiesced, the thread's live attempt is
 // superseded so automatic delivery goes on with a fresh attempt and
 // generation. A repair that would change nothing appends nothing.
