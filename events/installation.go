@@ -16,6 +16,9 @@ func installationEvents() []declaration {
 		decl[InstallationBridgeSelected](KindInstallation),
 		decl[InstallationMCPValidationRequested](KindInstallation),
 		decl[InstallationMCPWritebackValidated](KindInstallation),
+		decl[InstallationQueueValidationStarted](KindInstallation),
+		decl[InstallationQueueWritebackValidated](KindInstallation),
+		decl[InstallationQueueValidationFailed](KindInstallation),
 	}
 }
 
@@ -179,4 +182,74 @@ const TypeInstallationMCPWritebackValidated = "installation.mcp_writeback_valida
 
 func (InstallationMCPWritebackValidated) EventType() string {
 	return TypeInstallationMCPWritebackValidated
+}
+
+// InstallationQueueValidationStarted opens a live validation of the
+// queue writeback transport (`cbth desktop validate-queue`): cbth put
+// Marker in Codex's own queue for the bound thread ThreadID (Codex named
+// the item QueuedItemID) in CodexHome, and watches the thread's rollout
+// from StartOffset until Deadline for a turn of the queue that carries it.
+type InstallationQueueValidationStarted struct {
+	ThreadID     string    `json:"thread_id"`
+	Marker       string    `json:"marker"`
+	QueuedItemID string    `json:"queued_item_id"`
+	CodexHome    string    `json:"codex_home"`
+	RolloutPath  string    `json:"rollout_path"`
+	StartOffset  int64     `json:"start_offset"`
+	Deadline     time.Time `json:"deadline"`
+}
+
+const TypeInstallationQueueValidationStarted = "installation.queue_validation_started"
+
+func (InstallationQueueValidationStarted) EventType() string {
+	return TypeInstallationQueueValidationStarted
+}
+
+// InstallationQueueWritebackValidated records the proof that Codex drains
+// the queue cbth adds to: the open validation's marker was seen in the
+// thread's rollout as the user message of a turn the queue triggered,
+// before its deadline. It validates the queue writeback transport for the
+// cbth whose fingerprint it names and for that Codex home, and changes no
+// other capability.
+type InstallationQueueWritebackValidated struct {
+	ThreadID     string `json:"thread_id"`
+	Marker       string `json:"marker"`
+	QueuedItemID string `json:"queued_item_id"`
+	CodexHome    string `json:"codex_home"`
+	RolloutPath  string `json:"rollout_path"`
+	Fingerprint  string `json:"validation_fingerprint"`
+}
+
+const TypeInstallationQueueWritebackValidated = "installation.queue_writeback_validated"
+
+func (InstallationQueueWritebackValidated) EventType() string {
+	return TypeInstallationQueueWritebackValidated
+}
+
+// Reasons a live validation of the queue transport fails
+// (InstallationQueueValidationFailed).
+const (
+	QueueNotDrained = "not_drained"   // the deadline passed without the marker drained
+	QueueRefused    = "queue_refused" // codex queue ended with an error: nothing was queued
+	QueueNotRun     = "queue_not_run" // codex could not be started
+	QueueUnknown    = "queue_unknown" // codex queue did not end in time: the marker may be queued
+)
+
+// InstallationQueueValidationFailed records that a live validation of
+// the queue transport failed (Reason, a stable code): the transport is
+// not validated until another validation succeeds, whatever an earlier
+// one proved. Marker is empty when nothing was queued.
+type InstallationQueueValidationFailed struct {
+	ThreadID     string `json:"thread_id"`
+	Marker       string `json:"marker,omitempty"`
+	QueuedItemID string `json:"queued_item_id,omitempty"`
+	CodexHome    string `json:"codex_home"`
+	Reason       string `json:"reason"`
+	Detail       string `json:"detail,omitempty"`
+}
+
+const TypeInstallationQueueValidationFailed = "installation.queue_validation_failed"
+
+func (InstallationQueueValidationFailed) EventType() string {
+	return TypeInstallationQueueValidationFailed
 }

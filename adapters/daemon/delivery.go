@@ -13,6 +13,7 @@ import (
 	"github.com/cbth-dev/cbth/adapters/ipc/api"
 	"github.com/cbth-dev/cbth/adapters/target"
 	"github.com/cbth-dev/cbth/engine"
+	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
@@ -214,7 +215,7 @@ func (d *Daemon) schedulePass(ctx context.Context, now time.Time) (started int) 
 					if err != nil {
 						return err
 					}
-					if a != nil && a.State == fsm.AttemptPrepared && a.BatchID == ref.BatchID {
+					if waitsForHelpers(a, ref.BatchID) {
 						continue
 					}
 				}
@@ -322,7 +323,9 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 	if route.DeliveryMode == "" {
 		route.DeliveryMode = spec.DeliveryMode
 	}
-	if send == nil || spec.Kind == target.Pull {
+	if send == nil {
+		// A pull target's head (or a Preparer's that carries no send) is
+		// only prepared: its target's helpers move it on.
 		id, res, err := engine.Exec[string](ctx, d.eng, meta, command.PrepareAttempt{Config: cfg, ThreadID: thread, DeliveryMode: route.DeliveryMode})
 		if err != nil {
 			d.opt.Log.Error("prepare attempt", "thread", thread, "err", err)
@@ -375,6 +378,15 @@ func (d *Daemon) deliver(ctx context.Context, t target.Target, h target.Head, g 
 			return
 		}
 	}
+}
+
+// waitsForHelpers says whether a pull target's head attempt a (of batch)
+// is prepared for the target's own helpers to move on. An attempt that
+// went through a barrier before (a send a Preparer gave it was proven
+// refused, and it is back to prepared to be retried in place) does not:
+// the scheduler sends it again once its back-off ends.
+func waitsForHelpers(a *aggregate.Attempt, batch string) bool {
+	return a != nil && a.State == fsm.AttemptPrepared && a.BatchID == batch && a.RPCKind == ""
 }
 
 // recordGate records what a Preparer's gate read for a head that did not
@@ -535,7 +547,7 @@ func (d *Daemon) gate(ctx context.Context, now time.Time, thread string) string 
 	if t == nil {
 		return "waiting for a " + string(b.TargetKind) + " target (none runs in this daemon yet)"
 	}
-	prepared := t.Spec().Kind == target.Pull && el.Attempt != nil && el.Attempt.State == fsm.AttemptPrepared && el.Attempt.BatchID == b.ID
+	prepared := t.Spec().Kind == target.Pull && waitsForHelpers(el.Attempt, b.ID)
 	g := t.Gate(ctx, target.Head{ThreadID: thread, BatchID: b.ID, Generation: b.Generation, Policy: b.Policy, RequiresArtifactRead: b.RequiresArtifactRead})
 	if !g.OK {
 		if !g.Retry.IsZero() {

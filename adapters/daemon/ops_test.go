@@ -58,6 +58,7 @@ var replyBounds = map[string]string{
 	api.DesktopBindingUnbind.Name:       "one binding",
 	api.DesktopBindingList.Name:         "paged (query.PageBytes)",
 	api.DesktopPreflight.Name:           "small",
+	api.DesktopQueueValidate.Name:       "small",
 	api.BatchSkipHead.Name:              "small",
 	api.DesktopNoteArmPending.Name:      "small",
 	api.DesktopNoteArm.Name:             "small",

@@ -203,6 +203,61 @@ func TestPullTarget_OnlyPrepares(t *testing.T) {
 	}
 }
 
+// pullSender is a pull target that prepares: for a thread named "q-…" it
+// answers with a send (as Desktop's queue transport does), refused the
+// first time and a hand-off after; any other head it only prepares.
+type pullSender struct {
+	fakePull
+	mu    sync.Mutex
+	sends int
+}
+
+func (p *pullSender) Gate(_ context.Context, h target.Head) target.Gate {
+	if strings.HasPrefix(h.ThreadID, "q-") {
+		return target.Gate{OK: true, Route: command.Route{RPCKind: command.RPCQueueAdd, DeliveryMode: command.ModeDesktopQueue}}
+	}
+	return target.Gate{OK: true}
+}
+
+func (p *pullSender) Prepare(_ context.Context, h target.Head, g target.Gate) target.Gate {
+	if g.Route.DeliveryMode == command.ModeDesktopQueue {
+		g.Send = func(context.Context, command.Delivery) target.Result {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.sends++; p.sends == 1 {
+				return target.Result{Outcome: command.RejectedBefore, Reason: "codex queue refused"}
+			}
+			return target.Result{Outcome: command.Accepted, Handoff: "item-1", CodexHome: "/codex"}
+		}
+	}
+	return g
+}
+
+// A pull target that prepares may answer a head with a send: that head
+// goes as a push target's does (the barrier, then the send), and one the
+// send refused is sent again once its back-off ends, not left waiting
+// for the target's helpers; a head it answers with no send is only
+// prepared.
+func TestPullTarget_PreparerSends(t *testing.T) {
+	p := &pullSender{}
+	r := start(t, filepath.Join(t.TempDir(), "home"), &fakePush{}, p)
+	r.ready("desktop", "D")
+	if a := r.head("D").HeadAttempt; a == nil || a.State != fsm.AttemptPrepared || a.RPCKind != "" {
+		t.Fatalf("a head with no send: %+v", a)
+	}
+	r.ready("desktop", "q-1")
+	in := r.head("q-1")
+	if a := in.HeadAttempt; a == nil || a.State != fsm.AttemptPrepared || a.RPCKind != command.RPCQueueAdd || len(a.RejectedRequestIDs) != 1 ||
+		!strings.Contains(in.Gate, "backing off") {
+		t.Fatalf("after the refused send: gate %q attempt %+v", in.Gate, a)
+	}
+	call(r, api.DebugClock, api.AdvanceArgs{By: "1h"})
+	b := call(r, api.BatchInspect, api.BatchArgs{BatchID: in.Batch.BatchID})
+	if b.Batch.State != fsm.BatchClosed || b.Batch.CloseReason != command.CloseHandoffRecorded || b.Batch.DeliveryMode != command.ModeDesktopQueue || p.sends != 2 {
+		t.Fatalf("after the back-off: batch %+v, %d sends", b.Batch, p.sends)
+	}
+}
+
 // At start-up each target may prove what became of its attempts left in
 // flight; ReconcileInFlight parks the rest. Proofs count only on the
 // session and epoch the barrier recorded.

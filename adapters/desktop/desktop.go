@@ -18,6 +18,7 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/command"
 	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
+	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/internal/errs"
 	"github.com/cbth-dev/cbth/projections/inbox"
 	"github.com/cbth-dev/cbth/projections/snapshot"
@@ -38,12 +39,18 @@ func ObserveFingerprints(version string) (snapshot.Fingerprints, error) {
 }
 
 // Target is the Desktop pull target. Its gate is desktopcmd.DesktopGate on
-// the daemon's current state.
+// the daemon's current state: the head is prepared for a heartbeat to
+// move on. While the queue writeback transport is in use it is
+// desktopcmd.QueueGate instead, and the scheduler hands the head to
+// Codex's queue through Prepare's send, as for a push target.
 type Target struct {
 	// Read runs fn on a consistent snapshot of the daemon's state.
 	Read         func(fn func(engine.Snapshot) error) error
 	Now          func() time.Time
 	Fingerprints snapshot.Fingerprints
+	// Queue is the queue writeback transport (nil: this daemon cannot
+	// run it).
+	Queue *Queue
 }
 
 // Spec implements target.Target.
@@ -63,6 +70,31 @@ func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
 			g.Reason = "no batch " + h.BatchID
 			return nil
 		}
+		inst, err := command.Installation(s)
+		if err != nil {
+			return err
+		}
+		bd, err := command.BindingOf(s, b.SourceThreadID)
+		if err != nil {
+			return err
+		}
+		// The queue's gate for a head it takes, and for a binding no
+		// heartbeat can serve (it names no caller automation), so that its
+		// reason names what the queue needs.
+		queueOnly := bd != nil && bd.State != fsm.BindingUnbound && bd.CallerAutomationID == ""
+		if inst != nil && (inst.WritebackTransport() == desktopcmd.WritebackQueue || queueOnly) {
+			if why := t.Queue.unavailable(); why != "" {
+				g.Reason = why
+				return nil
+			}
+			observed := t.observed(s)
+			r, err := desktopcmd.QueueGate(s, b, observed, t.Queue.Command.CodexHome, t.Queue.HomeTrust, t.Queue.TrustOf)
+			g.OK, g.Park, g.Reason = r.OK, r.Park, r.Reason
+			if r.OK {
+				g.Route = t.Queue.route(b.ID, observed)
+			}
+			return err
+		}
 		r, err := desktopcmd.DesktopGate(s, t.Now(), b, t.observed(s))
 		g.OK, g.Park, g.Reason, g.Retry = r.OK, r.Park, r.Reason, r.Wake
 		return err
@@ -72,6 +104,18 @@ func (t *Target) Gate(_ context.Context, h target.Head) target.Gate {
 	}
 	return g
 }
+
+// Prepare implements target.Preparer: a head the queue gate let through
+// gets its send once the thread's rollout is read (Queue.prepare); a head
+// for a heartbeat is only prepared, as before.
+func (t *Target) Prepare(_ context.Context, h target.Head, g target.Gate) target.Gate {
+	if g.Route.DeliveryMode != command.ModeDesktopQueue || t.Queue == nil {
+		return g
+	}
+	return t.Queue.prepare(h, g, t.Now())
+}
+
+var _ target.Preparer = (*Target)(nil)
 
 // observed is the daemon's fingerprint for the installation's transport.
 func (t *Target) observed(r engine.Reader) string {

@@ -246,6 +246,49 @@ func checkRelay(_ context.Context, e *Env) []Finding {
 	return out
 }
 
+// checkQueue reports Desktop's queue writeback transport (experimental),
+// asked of the daemon: whether its live validation holds for this cbth
+// and the daemon's Codex home, is in use, waits for its drain, or failed.
+func checkQueue(_ context.Context, e *Env) []Finding {
+	if e.status == nil {
+		return one("", Skip, "no daemon of this protocol to ask (see the daemon check)", "")
+	}
+	c, err := ipc.Dial(e.Home.Socket(), e.Version)
+	if err != nil {
+		return one("", Fail, "cannot ask the daemon: "+err.Error(), "cbth daemon restart")
+	}
+	defer c.Close()
+	v, err := api.DesktopInstallation.Call(c, api.InstallationArgs{})
+	if err != nil {
+		return one("", Fail, "cannot read the Desktop installation state: "+err.Error(), "")
+	}
+	const experimental = " (experimental: proven against the Codex CLI's managed daemon only, not yet on Codex Desktop)"
+	validate := func(thread string) string {
+		if thread == "" {
+			thread = "<a bound thread, open and idle in Codex Desktop>"
+		}
+		return "cbth desktop validate-queue --source-thread-id " + quote(thread) + " --wait"
+	}
+	q, open, failed := v.QueueValidation, v.QueueValidationOpen, v.QueueValidationFailure
+	switch {
+	case open != nil:
+		return one("", Warn, fmt.Sprintf("a live validation waits until %s for thread %s to drain item %s from Codex's queue%s",
+			open.Deadline.Local().Format(time.RFC3339), open.ThreadID, open.QueuedItemID, experimental), "")
+	case q != nil && q.Current && v.WritebackTransport == "queue":
+		return one("", OK, fmt.Sprintf("validated and in use: thread %s drained item %s at %s, in %s%s", q.ThreadID, q.QueuedItemID,
+			q.ValidatedAt.Local().Format(time.RFC3339), q.CodexHome, experimental), "")
+	case q != nil && q.Current:
+		return one("", OK, fmt.Sprintf("validated, not in use: the writeback transport in use is %s%s", v.WritebackTransport, experimental), "")
+	case q != nil:
+		return one("", Fail, fmt.Sprintf("validated in %s for fingerprint %s, which this daemon (%s, fingerprint %s) is not: nothing is handed to Codex's queue",
+			q.CodexHome, q.Fingerprint, v.CodexHome, v.ObservedFingerprint), validate(q.ThreadID))
+	case failed != nil:
+		return one("", Warn, fmt.Sprintf("the last live validation failed (%s) at %s: %s; nothing is handed to Codex's queue%s", failed.Reason,
+			failed.FailedAt.Local().Format(time.RFC3339), failed.Detail, experimental), validate(failed.ThreadID))
+	}
+	return one("", OK, "not validated: nothing is handed to Codex's queue"+experimental, "")
+}
+
 // checkRunner checks the CortexFS runner: present where cbth looks for it,
 // and named by every object's #! line as an executable file.
 func checkRunner(ctx context.Context, e *Env) []Finding {

@@ -56,6 +56,7 @@ func Checks() []Check {
 		{"codex.mcp", checkMCP},
 		{"codex.daemon", checkCodexDaemon},
 		{"desktop.relay", checkRelay},
+		{"desktop.queue", checkQueue},
 	}
 }
 

@@ -35,6 +35,9 @@ type Desktop struct {
 	// RelayScanInterval is how often the daemon reads the bound rollout
 	// files.
 	RelayScanInterval Duration `toml:"relay_scan_interval"`
+	// QueueScanInterval is how often the daemon reads the rollout of the
+	// thread a live validation of the queue transport waits on.
+	QueueScanInterval Duration `toml:"queue_scan_interval"`
 }
 
 // MinPause is the seed's floor for both pause windows: one full caller
@@ -56,6 +59,7 @@ func DesktopDefaults() Desktop {
 		RecoveryLease:       Duration{15 * time.Minute},
 		RelayMarkerTTL:      Duration{6 * time.Hour},
 		RelayScanInterval:   Duration{2 * time.Second},
+		QueueScanInterval:   Duration{2 * time.Second},
 	}
 }
 
@@ -74,8 +78,8 @@ func checkDesktop(c Config) error {
 	if d.PauseNotBefore.Duration < MinPause || d.PauseWindow.Duration < MinPause {
 		return errs.New(errs.EINVAL, "[desktop] pause_not_before and pause_window must be at least %s", MinPause)
 	}
-	if d.ArmLease.Duration <= 0 || d.RecoveryLease.Duration <= 0 || d.RelayMarkerTTL.Duration <= 0 || d.RelayScanInterval.Duration <= 0 || d.RecoveryInlineBytes <= 0 {
-		return errs.New(errs.EINVAL, "[desktop] arm_lease, recovery_lease, relay_marker_ttl, relay_scan_interval and recovery_inline_bytes must be positive")
+	if d.ArmLease.Duration <= 0 || d.RecoveryLease.Duration <= 0 || d.RelayMarkerTTL.Duration <= 0 || d.RelayScanInterval.Duration <= 0 || d.QueueScanInterval.Duration <= 0 || d.RecoveryInlineBytes <= 0 {
+		return errs.New(errs.EINVAL, "[desktop] arm_lease, recovery_lease, relay_marker_ttl, relay_scan_interval, queue_scan_interval and recovery_inline_bytes must be positive")
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ type DesktopCmd struct {
 	ReadArtifact        DesktopReadArtifactCmd        `cmd:"" name:"read-artifact" help:"Operator: read a large artifact by chunks under its recovery lease."`
 	RevokeArtifactLease DesktopRevokeArtifactLeaseCmd `cmd:"" name:"revoke-artifact-lease" help:"Operator: end an artifact's recovery lease now."`
 	ValidateMCP         DesktopValidateMCPCmd         `cmd:"" name:"validate-mcp" help:"Prove live that Desktop threads reach cbth's MCP tools: prints a prompt to paste into a Desktop thread; its tool call validates the mcp writeback transport."`
+	ValidateQueue       DesktopValidateQueueCmd       `cmd:"" name:"validate-queue" help:"Prove live that Codex drains the queue cbth adds to (experimental): queues a marker for a bound thread; seen drained in its rollout, it validates the queue writeback transport."`
 }
 
 // DesktopInstallationCmd is `cbth desktop installation-state`.
@@ -89,10 +90,20 @@ func printInstallation(w io.Writer, outcome engine.Outcome, v query.Installation
 		fmt.Fprintf(tw, "validated at\t%s\n", v.ValidatedAt.Local().Format(time.RFC3339))
 	}
 	fmt.Fprintf(tw, "bridge thread\t%s\n", v.BridgeThreadID)
-	fmt.Fprintf(tw, "writeback transports\tmcp %s, relay %s, direct %s (in use: %s)\n", v.WritebackTransports["mcp"], v.WritebackTransports["relay"],
-		v.WritebackTransports["direct"], orNone(v.WritebackTransport))
+	fmt.Fprintf(tw, "writeback transports\tmcp %s, relay %s, direct %s, queue %s (in use: %s)\n", v.WritebackTransports["mcp"], v.WritebackTransports["relay"],
+		v.WritebackTransports["direct"], v.WritebackTransports["queue"], orNone(v.WritebackTransport))
 	if m := v.MCPValidation; m != nil {
 		fmt.Fprintf(tw, "mcp validated\tby thread %s (%s) at %s, current %t\n", m.ThreadID, m.SandboxMode, m.ValidatedAt.Local().Format(time.RFC3339), m.Current)
+	}
+	if q := v.QueueValidation; q != nil {
+		fmt.Fprintf(tw, "queue validated\tdrained in thread %s (item %s) at %s, for %s, current %t (experimental)\n", q.ThreadID, q.QueuedItemID,
+			q.ValidatedAt.Local().Format(time.RFC3339), q.CodexHome, q.Current)
+	}
+	if q := v.QueueValidationOpen; q != nil {
+		fmt.Fprintf(tw, "queue validation\twaiting for thread %s to drain item %s until %s\n", q.ThreadID, q.QueuedItemID, q.Deadline.Local().Format(time.RFC3339))
+	}
+	if f := v.QueueValidationFailure; f != nil {
+		fmt.Fprintf(tw, "queue validation failed\t%s at %s (thread %s): %s\n", f.Reason, f.FailedAt.Local().Format(time.RFC3339), f.ThreadID, f.Detail)
 	}
 	fmt.Fprintf(tw, "automatic continuation\t%t\n", v.AutomaticContinuation)
 	fmt.Fprintf(tw, "manifest\t%s\n", v.SnapshotManifestPath)
@@ -137,7 +148,7 @@ type DesktopBindingCmd struct {
 // DesktopBindingRepairCmd is `cbth desktop binding repair`.
 type DesktopBindingRepairCmd struct {
 	SourceThreadID     string `help:"The Desktop thread." required:"" name:"source-thread-id"`
-	CallerAutomationID string `help:"Its caller heartbeat automation." required:"" name:"caller-automation-id"`
+	CallerAutomationID string `help:"Its caller heartbeat automation (left out: none, for the queue writeback transport only)." name:"caller-automation-id"`
 	BridgeThreadID     string `help:"Pin the binding to this bridge thread (default: whichever bridge the installation publishes for)." name:"bridge-thread-id"`
 }
 
@@ -149,7 +160,11 @@ func (c *DesktopBindingRepairCmd) Run(env *Env) error {
 		return err
 	}
 	return env.emit(res, func(w io.Writer) {
-		fmt.Fprintf(w, "thread %s: %s to %s (%s)\n", c.SourceThreadID, res.Outcome, res.CallerAutomationID, res.BindingState)
+		to := res.CallerAutomationID
+		if to == "" {
+			to = "no caller automation (the queue writeback transport only)"
+		}
+		fmt.Fprintf(w, "thread %s: %s to %s (%s)\n", c.SourceThreadID, res.Outcome, to, res.BindingState)
 		fmt.Fprintf(w, "capabilities: read %s, artifact read %s, writeback %s\n", res.ReadTransportCapability, res.ArtifactReadCapability, res.WritebackCapability)
 		if res.ReplacedAutomation {
 			fmt.Fprintf(w, "replaced %s (proven quiesced: %t)\n", res.PreviousAutomationID, res.OldAutomationQuiesced)
@@ -282,6 +297,75 @@ func (c *DesktopValidateMCPCmd) Run(env *Env) error {
 			fmt.Fprintln(w, "not validated: no Desktop thread called desktop_validate_mcp with the token in time")
 		default:
 			fmt.Fprintf(w, "waiting for the call (cbth desktop installation-state shows it); the token expires at %s\n", req.ExpiresAt.Local().Format(time.RFC3339))
+		}
+	}); err != nil {
+		return err
+	}
+	if c.Wait && !res.Validated {
+		return exitStatus(1)
+	}
+	return nil
+}
+
+// DesktopValidateQueueCmd is `cbth desktop validate-queue`.
+type DesktopValidateQueueCmd struct {
+	SourceThreadID string        `help:"A bound Desktop thread, open and idle in Codex Desktop (not one codex exec started)." required:"" name:"source-thread-id"`
+	Window         time.Duration `default:"2m" help:"How long Codex has to drain the marker (at most 1h)."`
+	Wait           bool          `help:"Wait until the marker is seen drained, or the window closes."`
+}
+
+type validateQueueResult struct {
+	api.QueueValidateReply
+	Validated  bool                          `json:"validated"`
+	Validation *query.QueueValidationView    `json:"queue_validation"`
+	Failure    *query.QueueValidationFailure `json:"queue_validation_failure"`
+}
+
+// Run queues the marker; with --wait it waits for the outcome.
+func (c *DesktopValidateQueueCmd) Run(env *Env) error {
+	if c.Window <= 0 || c.Window > desktop.MaxQueueValidationWindow {
+		return errs.New(errs.EINVAL, "--window must be positive and at most %s", desktop.MaxQueueValidationWindow)
+	}
+	req, err := call(env, api.DesktopQueueValidate, api.QueueValidateArgs{SourceThreadID: c.SourceThreadID, WindowMS: c.Window.Milliseconds()})
+	if err != nil {
+		return err
+	}
+	res := validateQueueResult{QueueValidateReply: req}
+	if c.Wait {
+		// The daemon decides on the engine clock: the scan records the
+		// proof, the sweep the failure at the deadline. Only this wait
+		// runs on the wall clock, bounded by the window and a margin.
+		deadline := time.Now().Add(c.Window + time.Minute)
+		for {
+			v, err := call(env, api.DesktopInstallation, api.InstallationArgs{})
+			if err != nil {
+				return err
+			}
+			if q := v.QueueValidation; q != nil && q.Marker == req.Marker {
+				res.Validated, res.Validation = true, q
+				break
+			}
+			if f := v.QueueValidationFailure; f != nil && f.Marker == req.Marker {
+				res.Failure = f
+				break
+			}
+			if !time.Now().Before(deadline) {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	if err := env.emit(res, func(w io.Writer) {
+		switch {
+		case res.Validated:
+			fmt.Fprintf(w, "validated: thread %s drained the marker from Codex's queue; the queue writeback transport is validated (experimental)\n", res.Validation.ThreadID)
+		case res.Failure != nil:
+			fmt.Fprintf(w, "not validated (%s): %s\n", res.Failure.Reason, res.Failure.Detail)
+		case c.Wait:
+			fmt.Fprintln(w, "not validated: no outcome was recorded in time (cbth desktop installation-state shows it)")
+		default:
+			fmt.Fprintf(w, "queued marker %s as item %s for thread %s; waiting until %s for Codex to drain it (cbth desktop installation-state shows the outcome)\n",
+				req.Marker, req.QueuedItemID, req.SourceThreadID, req.Deadline.Local().Format(time.RFC3339))
 		}
 	}); err != nil {
 		return err

@@ -45,7 +45,7 @@ func (rep doctorReport) get(id string) finding {
 }
 
 // The checks every report has, in order.
-var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "confinement", "providers", "credentials", "codex", "codex.mcp", "codex.daemon", "desktop.relay"}
+var doctorIDs = []string{"home", "home.permissions", "config", "daemon", "log", "ctx.runner", "confinement", "providers", "credentials", "codex", "codex.mcp", "codex.daemon", "desktop.relay", "desktop.queue"}
 
 func checkIDs(t *testing.T, rep doctorReport) {
 	t.Helper()

@@ -216,6 +216,7 @@ func Clone(s State) State {
 		c := *s
 		c.RelayScanners = maps.Clone(s.RelayScanners) // mutate replaces it anyway
 		c.MCPValidation, c.MCPWriteback = clonePtr(s.MCPValidation), clonePtr(s.MCPWriteback)
+		c.QueueValidation, c.QueueWriteback, c.QueueFailure = clonePtr(s.QueueValidation), clonePtr(s.QueueWriteback), clonePtr(s.QueueFailure)
 		return &c
 	case *Session:
 		c := *s

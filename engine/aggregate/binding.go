@@ -93,7 +93,9 @@ func (b *Binding) Deadlines() []Deadline {
 func (b *Binding) Indexes() []IndexEntry {
 	out := []IndexEntry{{index.BindingByThread, b.SourceThreadID}}
 	if b.State == fsm.BindingBound || b.State == fsm.BindingDegraded {
-		out = append(out, IndexEntry{index.BindingByAutomation, b.CallerAutomationID})
+		if b.CallerAutomationID != "" { // a binding for the queue transport names none
+			out = append(out, IndexEntry{index.BindingByAutomation, b.CallerAutomationID})
+		}
 		if b.Unquiesced() {
 			out = append(out, IndexEntry{index.BindingUnquiesced, index.Time(b.PauseNotBefore)})
 		}

@@ -60,15 +60,11 @@ type DesktopReadiness struct {
 // calls it on the states it holds.
 func DesktopGate(now time.Time, b *Batch, bd *Binding, inst *Installation, observedFingerprint string) DesktopReadiness {
 	r := DesktopReadiness{Binding: bd, Installation: inst}
+	if reason, park := DesktopParkReason(b); reason != "" {
+		r.Reason, r.Park = reason, park
+		return r
+	}
 	no := func(reason string) DesktopReadiness { r.Reason = reason; return r }
-	if b.RequiresArtifactRead {
-		r.Park = true
-		return no("requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)")
-	}
-	if !b.Policy.LowRisk() {
-		r.Park = true
-		return no("delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator")
-	}
 	switch {
 	case inst == nil:
 		return no("no Desktop installation state (cbth desktop installation-state repair)")
@@ -76,6 +72,10 @@ func DesktopGate(now time.Time, b *Batch, bd *Binding, inst *Installation, obser
 		return no("thread not bound to a caller automation (cbth desktop binding repair)")
 	case bd.State == fsm.BindingDegraded:
 		return no("binding degraded: " + bd.DegradedReason)
+	case inst.WritebackTransport() == WritebackQueue:
+		return no("the writeback transport in use is queue: cbth hands the head to Codex's queue itself, never to a heartbeat")
+	case bd.CallerAutomationID == "":
+		return no("the binding names no caller automation, so no heartbeat can carry it (cbth desktop binding repair --caller-automation-id)")
 	case inst.BridgeThreadID == "":
 		return no("no bridge thread has run bridge-preflight through the daemon yet")
 	case !bd.ServesBridge(inst.BridgeThreadID):
@@ -85,7 +85,7 @@ func DesktopGate(now time.Time, b *Batch, bd *Binding, inst *Installation, obser
 	case inst.ReadTransportCapability != events.CapValidated:
 		return no("read_transport_capability is " + inst.ReadTransportCapability)
 	case !inst.WritebackValidated():
-		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp)")
+		return no("no writeback transport is validated (writeback_capability is " + inst.WritebackCapability + "; mcp: cbth desktop validate-mcp; queue: cbth desktop validate-queue)")
 	case observedFingerprint != inst.ValidationFingerprint:
 		return no("the running cbth's validation fingerprint differs from the validated one (cbth desktop installation-state repair)")
 	case bd.Unquiesced():
@@ -98,4 +98,16 @@ func DesktopGate(now time.Time, b *Batch, bd *Binding, inst *Installation, obser
 		r.Wake = bd.PauseDeadline
 	}
 	return r
+}
+
+// DesktopParkReason says why a batch can never take an automatic Desktop
+// path, whatever the transport (park true), or "" when it can.
+func DesktopParkReason(b *Batch) (reason string, park bool) {
+	switch {
+	case b.RequiresArtifactRead:
+		return "requires_artifact_read: the batch needs an artifact read, which Desktop v1 leaves to the operator (cbth batch inspect)", true
+	case !b.Policy.LowRisk():
+		return "delivery policy is not read-only and low-risk: Desktop v1 leaves the batch to the operator", true
+	}
+	return "", false
 }

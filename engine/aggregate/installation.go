@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cbth-dev/cbth/engine/fsm"
+	"github.com/cbth-dev/cbth/engine/index"
 	"github.com/cbth-dev/cbth/events"
 )
 
@@ -26,6 +27,36 @@ type Installation struct {
 	// writeback transport; MCPWriteback the last proof one gave.
 	MCPValidation *events.InstallationMCPValidationRequested `json:"mcp_validation,omitempty"`
 	MCPWriteback  *MCPWriteback                              `json:"mcp_writeback,omitempty"`
+	// QueueValidation is the open live validation of the queue writeback
+	// transport; QueueWriteback the proof the last one that succeeded
+	// gave, QueueFailure why the last one failed (a failure voids the
+	// proof before it).
+	QueueValidation *events.InstallationQueueValidationStarted `json:"queue_validation,omitempty"`
+	QueueWriteback  *QueueWriteback                            `json:"queue_writeback,omitempty"`
+	QueueFailure    *QueueFailure                              `json:"queue_failure,omitempty"`
+}
+
+// QueueWriteback is the proof that Codex drains the queue cbth adds to,
+// for the cbth of one fingerprint and one Codex home (spec/desktop.md,
+// "The queue transport").
+type QueueWriteback struct {
+	events.InstallationQueueWritebackValidated
+	ValidatedAt time.Time `json:"validated_at"`
+}
+
+// QueueFailure is why the last live validation of the queue transport
+// failed.
+type QueueFailure struct {
+	events.InstallationQueueValidationFailed
+	FailedAt time.Time `json:"failed_at"`
+}
+
+// QueueWritebackValidated says whether the queue writeback transport is
+// validated for the installation as it is now: proven for the validated
+// fingerprint (the Codex home it was proven for is the daemon's to
+// compare). A repair that changes the fingerprint voids the proof.
+func (i *Installation) QueueWritebackValidated() bool {
+	return i.QueueWriteback != nil && i.QueueWriteback.Fingerprint == i.ValidationFingerprint && i.ValidationFingerprint != ""
 }
 
 // MCPWriteback is the proof that Desktop threads reach cbth's MCP tools,
@@ -43,10 +74,12 @@ func (i *Installation) MCPWritebackValidated() bool {
 	return i.MCPWriteback != nil && i.MCPWriteback.Fingerprint == i.ValidationFingerprint && i.ValidationFingerprint != ""
 }
 
-// WritebackTransport is the writeback transport a heartbeat should use
-// (spec/desktop.md, "Writeback transports"): mcp where it is validated,
-// else relay where writeback is validated and a relay scanner is bound,
-// else direct where writeback is validated; "" while none is.
+// WritebackTransport is the writeback transport in use (spec/desktop.md,
+// "Writeback transports"): mcp where it is validated, else relay where
+// writeback is validated and a relay scanner is bound, else direct where
+// writeback is validated, else queue where its live validation holds;
+// "" while none is. The three heartbeat transports come first: the queue
+// is experimental, and serves an installation with no heartbeat bridge.
 func (i *Installation) WritebackTransport() string {
 	switch {
 	case i.MCPWritebackValidated():
@@ -55,12 +88,19 @@ func (i *Installation) WritebackTransport() string {
 		return "relay"
 	case i.WritebackCapability == events.CapValidated:
 		return "direct"
+	case i.QueueWritebackValidated():
+		return WritebackQueue
 	}
 	return ""
 }
 
-// WritebackValidated says whether any writeback transport is validated:
-// the operator's writeback_capability (relay, direct) or the mcp proof.
+// WritebackQueue names the queue writeback transport: cbth hands a head
+// to Codex's own queue; no heartbeat carries it.
+const WritebackQueue = "queue"
+
+// WritebackValidated says whether a heartbeat writeback transport is
+// validated: the operator's writeback_capability (relay, direct) or the
+// mcp proof. The queue transport involves no heartbeat.
 func (i *Installation) WritebackValidated() bool {
 	return i.WritebackCapability == events.CapValidated || i.MCPWritebackValidated()
 }
@@ -98,6 +138,14 @@ func (i *Installation) mutate(e *events.Envelope, p events.Payload) {
 	case *events.InstallationMCPWritebackValidated:
 		i.MCPValidation = nil
 		i.MCPWriteback = &MCPWriteback{InstallationMCPWritebackValidated: *p, ValidatedAt: e.RecordedAt}
+	case *events.InstallationQueueValidationStarted:
+		i.QueueValidation = p
+	case *events.InstallationQueueWritebackValidated:
+		i.QueueValidation, i.QueueFailure = nil, nil
+		i.QueueWriteback = &QueueWriteback{InstallationQueueWritebackValidated: *p, ValidatedAt: e.RecordedAt}
+	case *events.InstallationQueueValidationFailed:
+		i.QueueValidation, i.QueueWriteback = nil, nil
+		i.QueueFailure = &QueueFailure{InstallationQueueValidationFailed: *p, FailedAt: e.RecordedAt}
 	case *events.InstallationRelayScannerBound:
 		i.scanner(p.BridgeThreadID, 0, func(s *RelayScanner) {
 			*s = RelayScanner{InstallationRelayScannerBound: *p, Offset: p.StartOffset, Line: p.StartLine}
@@ -132,4 +180,13 @@ func (i *Installation) scanner(bridge string, revision uint64, fn func(*RelaySca
 	fn(&cur)
 	m[bridge] = cur
 	i.RelayScanners = m
+}
+
+// Deadlines implements Deadliner: an open validation of the queue
+// transport fails at its deadline.
+func (i *Installation) Deadlines() []Deadline {
+	if v := i.QueueValidation; v != nil {
+		return []Deadline{{index.DueQueueValidation, v.Deadline}}
+	}
+	return nil
 }

@@ -395,6 +395,9 @@ const (
 	ModeCLIStart = "cli_turn_start"
 	ModeCLISteer = "cli_turn_steer"
 	ModeCLIQueue = "cli_queue_handoff"
+	// ModeDesktopQueue: a Desktop head handed to Codex's own queue for
+	// the thread (the Desktop queue writeback transport).
+	ModeDesktopQueue = "desktop_queue_handoff"
 	// ModePluginStart is a host-plugin delivery: turn/start on a
 	// daemon-owned app-server acquired for the batch's resolved target.
 	ModePluginStart = "codex_app_server_turn_start"
@@ -403,7 +406,7 @@ const (
 // RPCKinds and DeliveryModes list the enums.
 var (
 	RPCKinds      = []string{RPCTurnStart, RPCTurnSteer, RPCQueueAdd, DebugDeliver, CtxTurn}
-	DeliveryModes = []string{ModeDesktop, ModeCLIStart, ModeCLISteer, ModeCLIQueue, DebugDeliver, CtxTurn, ModePluginStart}
+	DeliveryModes = []string{ModeDesktop, ModeDesktopQueue, ModeCLIStart, ModeCLISteer, ModeCLIQueue, DebugDeliver, CtxTurn, ModePluginStart}
 )
 
 // Route says how a push delivery goes, as its target decided when it let

@@ -193,6 +193,19 @@ func (c Sweep) Decide(v engine.View, now time.Time) (engine.Decision, error) {
 		case index.DueAttemptPause:
 			// The binding's pause deadline (binding.pause) is the one
 			// acted on; the attempt's copy is what the bridge reads.
+		case index.DueQueueValidation:
+			inst, err := Installation(v)
+			if err != nil {
+				return engine.Decision{}, err
+			}
+			if inst == nil || inst.QueueValidation == nil || now.Before(inst.QueueValidation.Deadline) {
+				continue
+			}
+			q := inst.QueueValidation
+			emits = append(emits, engine.Emit{Stream: events.StreamID{Kind: events.KindInstallation, ID: InstallationID},
+				Payload: &events.InstallationQueueValidationFailed{ThreadID: q.ThreadID, Marker: q.Marker, QueuedItemID: q.QueuedItemID,
+					CodexHome: q.CodexHome, Reason: events.QueueNotDrained,
+					Detail: "no turn of thread " + q.ThreadID + " drained the marker from Codex's queue by " + q.Deadline.Format(time.RFC3339)}})
 		case index.DueRecoveryGC:
 			b, err := engine.Batch(v, d.ID)
 			if err != nil {

@@ -26,6 +26,9 @@ var installationTable = table[InstallationState]{
 		{events.TypeInstallationRelayScannerDegraded, []InstallationState{InstallationConfigured}},
 		{events.TypeInstallationMCPValidationRequested, []InstallationState{InstallationConfigured}},
 		{events.TypeInstallationMCPWritebackValidated, []InstallationState{InstallationConfigured}},
+		{events.TypeInstallationQueueValidationStarted, []InstallationState{InstallationConfigured}},
+		{events.TypeInstallationQueueWritebackValidated, []InstallationState{InstallationConfigured}},
+		{events.TypeInstallationQueueValidationFailed, []InstallationState{InstallationConfigured}},
 		{events.TypeInstallationSnapshotRevisionsReserved, []InstallationState{InstallationConfigured}},
 	},
 }.Table()

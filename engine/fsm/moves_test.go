@@ -165,9 +165,13 @@ var handMachines = map[events.Kind]struct {
 			configured installation.relay_scanner_degraded     =
 			configured installation.mcp_validation_requested   =
 			configured installation.mcp_writeback_validated    =
+			configured installation.queue_validation_started   =
+			configured installation.queue_writeback_validated  =
+			configured installation.queue_validation_failed    =
 			configured installation.snapshot_revisions_reserved =`,
 		refused: `
 			none installation.bridge_selected
+			none installation.queue_validation_started
 			none installation.snapshot_revisions_reserved`,
 	},
 	events.KindSession: {

@@ -79,13 +79,16 @@ const (
 	DueBindingPause     = "binding.pause"           // Desktop binding pause deadline
 	DueArtifactGC       = "artifact.gc"             // collect the artifact's files
 	DueJobTimeout       = "job.timeout"             // a job never reported: fail it
+	// DueQueueValidation: a live validation of Desktop's queue transport
+	// saw no drain by its deadline: it fails.
+	DueQueueValidation = "installation.queue_validation"
 )
 
 // DueKinds lists every deadline kind, for tests that check the sweep
 // handles each one.
 var DueKinds = []string{
 	DueRedeliveryWindow, DueMaxAttempts, DueParkHook, DueRecoveryGC, DueObservation,
-	DueArmPending, DueAttemptPause, DueBindingPause, DueArtifactGC, DueJobTimeout,
+	DueArmPending, DueAttemptPause, DueBindingPause, DueArtifactGC, DueJobTimeout, DueQueueValidation,
 }
 
 // Time renders t as 8 bytes that sort in time order.

@@ -45,9 +45,11 @@ type InstallationView struct {
 	RelayScannersOmitted int                `json:"relay_scanners_omitted"`
 	// WritebackTransports says, per writeback transport, whether it is
 	// validated: mcp by a live validation (cbth desktop validate-mcp),
-	// relay and direct by the operator's writeback_capability.
-	// WritebackTransport is the one a heartbeat should use: mcp where
-	// validated, else relay where a scanner is bound, else direct.
+	// relay and direct by the operator's writeback_capability, queue by
+	// a live validation (cbth desktop validate-queue; unavailable after
+	// one failed). WritebackTransport is the one in use: mcp where
+	// validated, else relay where a scanner is bound, else direct, else
+	// queue.
 	WritebackTransports map[string]string `json:"writeback_transports"`
 	WritebackTransport  string            `json:"writeback_transport"`
 	// MCPValidation is the last proof of the mcp transport (the Desktop
@@ -55,6 +57,51 @@ type InstallationView struct {
 	// validation waits for its call.
 	MCPValidation          *MCPValidationView `json:"mcp_validation"`
 	MCPValidationOpenUntil *time.Time         `json:"mcp_validation_open_until"`
+	// QueueValidation is the last proof of the queue transport (the
+	// thread whose rollout showed the marker drained), QueueValidationOpen
+	// the live validation waiting for its drain, and QueueValidationFailure
+	// why the last one failed (it voided the proof before it).
+	QueueValidation        *QueueValidationView    `json:"queue_validation"`
+	QueueValidationOpen    *QueueValidationOpen    `json:"queue_validation_open"`
+	QueueValidationFailure *QueueValidationFailure `json:"queue_validation_failure"`
+	// CodexHome is the Codex home the daemon hands heads to (the queue
+	// transport's proof holds for it only).
+	CodexHome string `json:"codex_home"`
+}
+
+// QueueValidationView is the proof of the queue writeback transport.
+type QueueValidationView struct {
+	ThreadID     string    `json:"thread_id"`
+	Marker       string    `json:"marker"`
+	QueuedItemID string    `json:"queued_item_id"`
+	CodexHome    string    `json:"codex_home"`
+	RolloutPath  string    `json:"rollout_path"`
+	Fingerprint  string    `json:"validation_fingerprint"`
+	ValidatedAt  time.Time `json:"validated_at"`
+	// Current says whether it holds for the installation and the daemon
+	// as they are: given for the validated fingerprint and the daemon's
+	// Codex home.
+	Current bool `json:"current"`
+}
+
+// QueueValidationOpen is a live validation of the queue transport waiting
+// for its marker to be drained.
+type QueueValidationOpen struct {
+	ThreadID     string    `json:"thread_id"`
+	Marker       string    `json:"marker"`
+	QueuedItemID string    `json:"queued_item_id"`
+	RolloutPath  string    `json:"rollout_path"`
+	Deadline     time.Time `json:"deadline"`
+}
+
+// QueueValidationFailure is why the last live validation of the queue
+// transport failed (Reason: events.Queue*).
+type QueueValidationFailure struct {
+	ThreadID string    `json:"thread_id"`
+	Marker   string    `json:"marker"`
+	Reason   string    `json:"reason"`
+	Detail   string    `json:"detail"`
+	FailedAt time.Time `json:"failed_at"`
 }
 
 // MCPValidationView is the proof of the mcp writeback transport.
@@ -96,14 +143,34 @@ type RelayScannerView struct {
 }
 
 // NewInstallationView renders the installation state (nil before the
-// first repair) for a cbth observing fingerprint observed.
-func NewInstallationView(inst *aggregate.Installation, observed, manifest string) InstallationView {
+// first repair) for a cbth observing fingerprint observed, whose daemon
+// hands heads to Codex's queue in codexHome.
+func NewInstallationView(inst *aggregate.Installation, observed, manifest, codexHome string) InstallationView {
 	v := InstallationView{ReadTransportCapability: events.CapUnknown, ArtifactReadCapability: events.CapUnknown,
 		WritebackCapability: events.CapUnknown, ObservedFingerprint: observed, SnapshotManifestPath: manifest,
-		RelayScanners:       []RelayScannerView{},
-		WritebackTransports: map[string]string{desktop.WritebackMCP: events.CapUnknown, desktop.WritebackRelay: events.CapUnknown, desktop.WritebackDirect: events.CapUnknown}}
+		RelayScanners: []RelayScannerView{}, CodexHome: codexHome,
+		WritebackTransports: map[string]string{desktop.WritebackMCP: events.CapUnknown, desktop.WritebackRelay: events.CapUnknown,
+			desktop.WritebackDirect: events.CapUnknown, desktop.WritebackQueue: events.CapUnknown}}
 	if inst == nil {
 		return v
+	}
+	queueCurrent := inst.QueueWritebackValidated() && inst.QueueWriteback.CodexHome == codexHome
+	switch {
+	case queueCurrent:
+		v.WritebackTransports[desktop.WritebackQueue] = events.CapValidated
+	case inst.QueueFailure != nil:
+		v.WritebackTransports[desktop.WritebackQueue] = events.CapUnavailable
+	}
+	if w := inst.QueueWriteback; w != nil {
+		v.QueueValidation = &QueueValidationView{ThreadID: w.ThreadID, Marker: w.Marker, QueuedItemID: w.QueuedItemID, CodexHome: w.CodexHome,
+			RolloutPath: w.RolloutPath, Fingerprint: w.Fingerprint, ValidatedAt: w.ValidatedAt, Current: queueCurrent}
+	}
+	if q := inst.QueueValidation; q != nil {
+		v.QueueValidationOpen = &QueueValidationOpen{ThreadID: q.ThreadID, Marker: q.Marker, QueuedItemID: q.QueuedItemID,
+			RolloutPath: q.RolloutPath, Deadline: q.Deadline}
+	}
+	if f := inst.QueueFailure; f != nil {
+		v.QueueValidationFailure = &QueueValidationFailure{ThreadID: f.ThreadID, Marker: f.Marker, Reason: f.Reason, Detail: f.Detail, FailedAt: f.FailedAt}
 	}
 	v.WritebackTransports[desktop.WritebackRelay] = inst.WritebackCapability
 	v.WritebackTransports[desktop.WritebackDirect] = inst.WritebackCapability
@@ -125,7 +192,8 @@ func NewInstallationView(inst *aggregate.Installation, observed, manifest string
 	v.ValidationFingerprint, v.ValidatedAt, v.UpdatedBy = c.ValidationFingerprint, opt(inst.ValidatedAt), inst.UpdatedBy
 	v.BridgeThreadID = inst.BridgeThreadID
 	v.FingerprintMatch = observed == c.ValidationFingerprint
-	v.AutomaticContinuation = v.FingerprintMatch && c.ReadTransportCapability == events.CapValidated && inst.WritebackValidated()
+	v.AutomaticContinuation = v.FingerprintMatch && (c.ReadTransportCapability == events.CapValidated && inst.WritebackValidated() ||
+		desktop.QueueCurrent(inst, observed, codexHome) == "")
 	for _, bridge := range slices.Sorted(maps.Keys(inst.RelayScanners)) {
 		if len(v.RelayScanners) == MaxRelayScanners {
 			v.RelayScannersOmitted++

@@ -43,6 +43,9 @@ type Module struct {
 	builder *snapshot.Builder
 
 	relay relayState
+
+	queue     *desktop.Queue
+	queueScan queueScan
 }
 
 // New returns the Desktop module.
@@ -62,7 +65,8 @@ func (m *Module) Start(_ context.Context, h *daemon.Host) error {
 	c := h.Config.Desktop
 	m.fps = fps
 	m.builder = &snapshot.Builder{Config: h.DeliveryConfig(), Fingerprints: fps}
-	m.target = &desktop.Target{Now: h.Clock.Now, Fingerprints: fps,
+	m.queue = m.newQueue()
+	m.target = &desktop.Target{Now: h.Clock.Now, Fingerprints: fps, Queue: m.queue,
 		Read: func(fn func(engine.Snapshot) error) error { return h.Eng.Read(fn) }}
 	m.pub = &snapshot.Publisher{Files: desktop.InboxFiles{Dir: h.Home.Inbox(), NoSync: h.NoSync}, Interval: c.SnapshotInterval.Duration,
 		MaxAge: c.SnapshotMaxAge.Duration, Retention: c.SnapshotRetention.Duration,
@@ -94,13 +98,17 @@ func (m *Module) CatchUp(ctx context.Context) error {
 func (m *Module) Scheduled(ctx context.Context) { m.publishDesktop(ctx, false) }
 
 // Tick publishes what changed (outside manual mode, where only requests
-// act) and scans the relay's rollouts when a scan is due.
+// act) and scans the relay's rollouts, and the rollout an open queue
+// validation waits on, when a scan is due.
 func (m *Module) Tick(ctx context.Context) {
 	if !m.h.Manual {
 		m.publishDesktop(ctx, false)
 	}
 	if time.Since(m.relay.lastScanned()) >= m.h.Config.Desktop.RelayScanInterval.Duration {
 		m.scanRelay(ctx)
+	}
+	if m.queueScanDue() {
+		m.scanQueue(ctx)
 	}
 }
 
@@ -297,7 +305,7 @@ func (m *Module) installationView(s engine.Reader, fps map[string]string) (query
 		transport = inst.ReadTransport
 	}
 	observed := fps[transport]
-	return query.NewInstallationView(inst, observed, filepath.Join(m.h.Home.Inbox(), inbox.ManifestName)), nil
+	return query.NewInstallationView(inst, observed, filepath.Join(m.h.Home.Inbox(), inbox.ManifestName), m.queue.Command.CodexHome), nil
 }
 
 func (m *Module) desktopOps(t api.Table) {
@@ -316,6 +324,7 @@ func (m *Module) desktopOps(t api.Table) {
 		return p, err
 	})
 	api.Handle(t, api.DesktopPreflight, m.preflight)
+	api.Handle(t, api.DesktopQueueValidate, m.validateQueue)
 	api.Handle(t, api.BatchSkipHead, func(ctx context.Context, a api.ThreadArgs) (api.SkipHeadReply, error) {
 		val, res, err := engine.Exec[string](ctx, m.h.Eng, engine.Meta{Actor: events.ActorOperator, CorrelationID: "skip-head:" + a.SourceThreadID},
 			command.SkipHead{ThreadID: a.SourceThreadID})

@@ -67,10 +67,14 @@ func TestInstallationAndBindings(t *testing.T) {
 	if again := daemontest.Call(r.Daemon, api.DesktopBindingUnbind, api.BindingUnbindArgs{SourceThreadID: "T"}); again.Outcome != "already_unbound" {
 		t.Fatalf("unbind again: %+v", again.Outcome)
 	}
-	r.refused("a binding with no automation", errs.EINVAL, "", func() error {
-		_, err := api.DesktopBindingRepair.Call(r.Client, api.BindingRepairArgs{SourceThreadID: "U"})
+	r.refused("an automation id with a control character", errs.EINVAL, "", func() error {
+		_, err := api.DesktopBindingRepair.Call(r.Client, api.BindingRepairArgs{SourceThreadID: "U", CallerAutomationID: "a\x00b"})
 		return err
 	})
+	// A binding may name no automation: it serves the queue transport.
+	if q := daemontest.Call(r.Daemon, api.DesktopBindingRepair, api.BindingRepairArgs{SourceThreadID: "U"}); q.Outcome != "bound" || q.CallerAutomationID != "" {
+		t.Fatalf("a binding with no automation: %+v", q)
+	}
 }
 
 // bridge-preflight through the daemon selects the bridge thread, prepares

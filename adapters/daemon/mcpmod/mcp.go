@@ -12,6 +12,8 @@ import (
 	"github.com/cbth-dev/cbth/engine"
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/command"
+	"github.com/cbth-dev/cbth/engine/command/codex"
+	desktopcmd "github.com/cbth-dev/cbth/engine/command/desktop"
 	"github.com/cbth-dev/cbth/engine/command/mcp"
 	"github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/engine/fsm"
@@ -106,12 +108,45 @@ func (m *Module) refuse(ctx context.Context, c api.MCPCaller, rec events.MCPTool
 func (m *Module) deliveryOf(ctx context.Context, target command.Target, thread string) (api.MCPDelivery, error) {
 	switch target {
 	case command.TargetDesktop:
-		return api.MCPDelivery{When: api.DeliverNextHeartbeat,
-			Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}, nil
+		return m.desktopDelivery(thread)
 	case command.TargetCodexCLI:
 		return m.codex.Where(ctx, thread)
 	}
 	return api.MCPDelivery{When: string(target), Hint: "the result goes to the " + string(target) + " target"}, nil
+}
+
+// desktopDelivery says how a Desktop thread's result arrives: through its
+// heartbeats, or, on an installation using the queue transport, through
+// Codex's queue, which takes it only for a thread trusted with its own
+// permissions.
+func (m *Module) desktopDelivery(thread string) (api.MCPDelivery, error) {
+	heartbeat := api.MCPDelivery{When: api.DeliverNextHeartbeat,
+		Hint: "the result comes back into this Desktop thread through its heartbeat automation once the job is done"}
+	var queue bool
+	trust := m.h.Config.CLI.HomeTrust()
+	err := m.h.Eng.Read(func(s engine.Snapshot) error {
+		inst, err := command.Installation(s)
+		if err != nil || inst == nil || inst.WritebackTransport() != desktopcmd.WritebackQueue {
+			return err
+		}
+		queue = true
+		own, err := codex.TrustOf(s, thread)
+		if own != "" {
+			trust = own
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return api.MCPDelivery{}, err
+	case !queue:
+		return heartbeat, nil
+	case trust != events.TrustOwnPermissions:
+		return api.MCPDelivery{When: api.DeliverHeldForTrust, Hint: "the result is held until the user trusts this thread with its own permissions " +
+			"(cbth thread trust --thread-id " + thread + " --own-permissions): it would go through Codex's queue, and a queued message runs as a turn with the thread's own permissions"}, nil
+	}
+	return api.MCPDelivery{When: api.DeliverThroughQueue, Hint: "once the job is done, cbth hands the result to Codex's queue for this thread; " +
+		"Codex Desktop runs it as a new turn, with this thread's own permissions, when it next checks the queue with the thread open and idle (experimental)"}, nil
 }
 
 func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSubmitReply, error) {

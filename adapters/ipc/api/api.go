@@ -173,7 +173,7 @@ var All = []string{
 	CtxTreeLoad.Name, CtxTreeSave.Name, CtxServe.Name,
 	CLIAttach.Name, CLIDetach.Name, CLISessionList.Name, CLISessionInspect.Name, ThreadTrust.Name, ThreadUntrust.Name,
 	DesktopInstallation.Name, DesktopInstallationRepair.Name, DesktopBindingRepair.Name,
-	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name,
+	DesktopBindingUnbind.Name, DesktopBindingList.Name, DesktopPreflight.Name, BatchSkipHead.Name, DesktopQueueValidate.Name,
 	DesktopNoteArmPending.Name, DesktopNoteArm.Name, DesktopNotePaused.Name, DesktopNoteBoundaryCrossed.Name,
 	DesktopRelayMarkerIssue.Name, DesktopRelayScannerBind.Name, DesktopRelayConsume.Name,
 	DesktopReadArtifact.Name, DesktopRevokeLease.Name, DesktopIssueLeases.Name,

@@ -19,7 +19,30 @@ var (
 	DesktopBindingList        = Op[BindingListArgs, query.BindingPage]{Name: "desktop.binding.list"}
 	DesktopPreflight          = Op[PreflightArgs, PreflightReply]{Name: "desktop.preflight"}
 	BatchSkipHead             = Op[ThreadArgs, SkipHeadReply]{Name: "batch.skip_head"}
+	// DesktopQueueValidate starts a live validation of the queue
+	// writeback transport (cbth desktop validate-queue).
+	DesktopQueueValidate = Op[QueueValidateArgs, QueueValidateReply]{Name: "desktop.queue_validation.start"}
 )
+
+// QueueValidateArgs start a live validation of the queue transport: a
+// marker queued for the bound thread SourceThreadID, watched for in its
+// rollout for WindowMS.
+type QueueValidateArgs struct {
+	SourceThreadID string `json:"source_thread_id"`
+	WindowMS       int64  `json:"window_ms"`
+}
+
+// QueueValidateReply is the validation started: the marker Codex took
+// (its queued item), the rollout watched, and until when.
+type QueueValidateReply struct {
+	Outcome        engine.Outcome `json:"outcome"`
+	SourceThreadID string         `json:"source_thread_id"`
+	Marker         string         `json:"marker"`
+	QueuedItemID   string         `json:"queued_item_id"`
+	CodexHome      string         `json:"codex_home"`
+	RolloutPath    string         `json:"rollout_path"`
+	Deadline       time.Time      `json:"deadline"`
+}
 
 // SkipHeadReply is batch.skip_head's reply: "skipped" (the cursor of
 // CursorScope passed the thread's head BatchID) or "no_head".

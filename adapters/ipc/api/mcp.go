@@ -99,8 +99,10 @@ type MCPDelivery struct {
 	// thread's permissions are more than cbth starts a turn with unasked:
 	// the user's `cbth thread trust` lets it go), "when_opened" (once the
 	// thread is open in Codex again, or under `cbth cli run
-	// --bind-thread-id`) or "next_heartbeat" (a Desktop thread: through
-	// its bound heartbeats).
+	// --bind-thread-id`), "next_heartbeat" (a Desktop thread: through
+	// its bound heartbeats) or "through_codex_queue" (a Desktop thread of
+	// an installation on the queue transport: handed to Codex's queue,
+	// run when Codex Desktop next drains it).
 	When string `json:"when"`
 	// Hint is the same for people (and models), with the command to run
 	// where one is needed.
@@ -113,6 +115,7 @@ const (
 	DeliverHeldForTrust  = "held_until_trusted"
 	DeliverWhenOpened    = "when_opened"
 	DeliverNextHeartbeat = "next_heartbeat"
+	DeliverThroughQueue  = "through_codex_queue"
 )
 
 // MCPSubmitReply is mcp.job_submit's reply.

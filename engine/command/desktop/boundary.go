@@ -57,6 +57,9 @@ const (
 	WritebackMCP    = "mcp"    // cbth's MCP tools, which Codex runs outside the sandbox
 	WritebackRelay  = "relay"  // the transcript relay (bridge steps only)
 	WritebackDirect = "direct" // the helpers on a socket the heartbeat reaches
+	// WritebackQueue involves no heartbeat: cbth hands the head to Codex's
+	// own queue for the thread (experimental; "The queue transport").
+	WritebackQueue = aggregate.WritebackQueue
 )
 
 // Handoff is what a fresh note-boundary-crossed success answers.

@@ -189,7 +189,8 @@ func (c ReserveSnapshotRevisions) Decide(v engine.View, now time.Time) (engine.D
 // RepairBinding is `cbth desktop binding repair`: it binds a thread to its
 // caller automation (or repairs a degraded or unbound binding), mirroring
 // the installation state, which it never writes. An automation serves one
-// thread. When the repair replaces the automation, or the old one's armed
+// thread; a binding with no automation serves the queue transport only.
+// When the repair replaces the automation, or the old one's armed
 // generation is not proven quiesced, the thread's live attempt is
 // superseded so automatic delivery goes on with a fresh attempt and
 // generation. A repair that would change nothing appends nothing.
@@ -216,8 +217,10 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if err := command.CheckID("source thread id", c.ThreadID); err != nil {
 		return engine.Decision{}, err
 	}
-	if err := command.CheckID("caller automation id", c.AutomationID); err != nil {
-		return engine.Decision{}, err
+	if c.AutomationID != "" {
+		if err := command.CheckID("caller automation id", c.AutomationID); err != nil {
+			return engine.Decision{}, err
+		}
 	}
 	if c.BridgeThreadID != "" {
 		if err := command.CheckID("bridge thread id", c.BridgeThreadID); err != nil {
@@ -228,7 +231,7 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 	if err != nil {
 		return engine.Decision{}, err
 	}
-	for _, r := range v.Lookup(index.BindingByAutomation, c.AutomationID) {
+	for _, r := range automationHolders(v, c.AutomationID) {
 		o, err := engine.Binding(v, r.ID)
 		if err != nil {
 			return engine.Decision{}, err
@@ -272,6 +275,15 @@ func (c RepairBinding) Decide(v engine.View, now time.Time) (engine.Decision, er
 		}
 	}
 	return c.Answer(engine.Decision{Outcome: command.OutcomeBound, Emits: emits}, res), nil
+}
+
+// automationHolders are the bindings holding caller automation id: none
+// for "" (a binding for the queue transport names no automation).
+func automationHolders(v engine.Reader, id string) []index.Ref {
+	if id == "" {
+		return nil
+	}
+	return v.Lookup(index.BindingByAutomation, id)
 }
 
 // UnbindBinding is `cbth desktop binding unbind`. The thread may go on
