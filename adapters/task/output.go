@@ -20,7 +20,7 @@ type Kept struct {
 }
 
 type keptSeg struct {
-	f    *os.File
+	r    io.ReaderAt
 	size int64
 }
 
@@ -36,9 +36,17 @@ func (k *Kept) Size() int64 {
 // Close closes the segments.
 func (k *Kept) Close() {
 	for _, s := range k.segs {
-		s.f.Close()
+		if c, ok := s.r.(io.Closer); ok {
+			c.Close()
+		}
 	}
 	k.segs = nil
+}
+
+// KeptBytes is kept output held in memory (the tail a task's end
+// recorded): its first byte at start of the output, on a line not known.
+func KeptBytes(b []byte, start int64) *Kept {
+	return &Kept{segs: []keptSeg{{bytes.NewReader(b), int64(len(b))}}, Start: start}
 }
 
 // KeptFile is the kept output of a task that ended: one file, its first
@@ -103,12 +111,12 @@ type Chunk struct {
 	Dropped bool
 }
 
-// Read reads at most max bytes of the kept output, from the output's
+// Read reads at most limit bytes of the kept output, from the output's
 // byte offset, or (line > 0) from the start of that line. A read cut by
-// max ends after its last whole line when it holds one, else on a
+// limit ends after its last whole line when it holds one, else on a
 // character boundary, so reads that follow each other with Next never
 // split a line or a character they did not have to.
-func (k *Kept) Read(offset, line int64, max int) (Chunk, error) {
+func (k *Kept) Read(offset, line int64, limit int) (Chunk, error) {
 	size := k.Size()
 	end := k.Start + size
 	var ch Chunk
@@ -131,7 +139,7 @@ func (k *Kept) Read(offset, line int64, max int) (Chunk, error) {
 	case offset > end:
 		offset = end
 	}
-	n := min(int64(max), end-offset)
+	n := min(int64(limit), end-offset)
 	buf := make([]byte, n)
 	if err := k.readAt(buf, offset-k.Start); err != nil {
 		return ch, err
@@ -157,6 +165,29 @@ func (k *Kept) Read(offset, line int64, max int) (Chunk, error) {
 	return ch, nil
 }
 
+// Tail reads the last bytes of the kept output, at most n, from the
+// start of a line when the window holds a line end.
+func (k *Kept) Tail(n int) (Chunk, error) {
+	end := k.Start + k.Size()
+	from := max(k.Start, end-int64(n))
+	if from > k.Start {
+		b := make([]byte, end-from)
+		if err := k.readAt(b, from-k.Start); err != nil {
+			return Chunk{}, err
+		}
+		// The byte before from ends a line, or the first line end in
+		// the window does.
+		prev := make([]byte, 1)
+		if err := k.readAt(prev, from-k.Start-1); err != nil {
+			return Chunk{}, err
+		}
+		if i := bytes.IndexByte(b, '\n'); prev[0] != '\n' && i >= 0 && i < len(b)-1 {
+			from += int64(i) + 1
+		}
+	}
+	return k.Read(from, 0, n)
+}
+
 // lastStart is the index of the last character's first byte in b.
 func lastStart(b []byte) int {
 	i := len(b) - 1
@@ -177,7 +208,7 @@ func (k *Kept) readAt(b []byte, off int64) error {
 			continue
 		}
 		n := min(int64(len(b)), s.size-off)
-		if _, err := s.f.ReadAt(b[:n], off); err != nil && !errors.Is(err, io.EOF) {
+		if _, err := s.r.ReadAt(b[:n], off); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 		b, off = b[n:], 0
