@@ -26,7 +26,7 @@ type watchStartIn struct {
 	Task    string   `json:"task,omitempty" jsonschema:"a named task the user defined (task_list shows them); give this or argv"`
 	Args    []string `json:"args,omitempty" jsonschema:"with task: extra arguments, each one the task takes"`
 	Argv    []string `json:"argv,omitempty" jsonschema:"the command and its arguments, one element each, as exec takes them (no shell unless argv names one); allowed only as a whole by a rule of the user"`
-	WakeOn  []string `json:"wake_on,omitempty" jsonschema:"regular expressions (RE2 syntax, at most 16 of at most 1024 bytes); a line of the output that matches one wakes this thread; none: only the end wakes it"`
+	WakeOn  []string `json:"wake_on,omitempty" jsonschema:"regular expressions (RE2 syntax, at most 16 of at most 1024 bytes); a line of the output that matches one wakes you with a new turn; none: only the end does"`
 	Summary string   `json:"summary,omitempty" jsonschema:"one line saying what is watched (default: the command line)"`
 	Timeout string   `json:"timeout,omitempty" jsonschema:"stop the command after this long, as a duration like 30m or 2h (default: no limit of its own)"`
 }
