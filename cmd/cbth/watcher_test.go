@@ -129,6 +129,16 @@ func TestWatcher_MatchesWakeThroughTheBatchesInOrder(t *testing.T) {
 	if n := len(h.events("task.woke")); n != 2 {
 		t.Fatalf("%d wakes in the log, want 2", n)
 	}
+
+	// A match still on its way to the log when the command exits (C: the
+	// bound folds B, and the next fold waits its second) is recorded
+	// before the end, and the end carries it.
+	f := h.taskRunArgs("--target", "debug", "--thread-id", "P", "--wake-on", "^[ABC]$", "--wakes-per-hour", "1", "--",
+		"sh", "-c", "echo A; sleep 0.3; echo B; sleep 0.2; echo C; exit 1")
+	h.taskEnd(f.TaskID)
+	if s := h.watcher(f.TaskID).Job.ResultSummary; !strings.Contains(s, "woke this thread 1 time (3 matching lines in all); 2 matching lines since its last wake folded in: line 2 /^[ABC]$/: B | line 3 /^[ABC]$/: C") {
+		t.Fatalf("the end does not carry every folded line: %s", s)
+	}
 }
 
 // A flood of 10,000 matching lines wakes the thread at most the bound's
