@@ -113,8 +113,20 @@ func (w *watcher) due(now time.Time) bool {
 }
 
 // flush records the matches gathered; slot also asks for the update of
-// the folded ones when no new line came.
+// the folded ones when no new line came. A wake asks for a scheduling
+// pass once the record is made.
 func (w *watcher) flush(ctx context.Context, slot bool) engine.Outcome {
+	out := w.record1(ctx, slot)
+	if out == taskcmd.OutcomeWoke {
+		// Outside the record's lock: a pass on a manual clock sweeps,
+		// and the sweep asks the watchers again (wakeDue).
+		w.m.h.Poke(ctx)
+	}
+	return out
+}
+
+// record1 makes one record, if there is anything to record.
+func (w *watcher) record1(ctx context.Context, slot bool) engine.Outcome {
 	w.record.Lock()
 	defer w.record.Unlock()
 	w.mu.Lock()
@@ -133,9 +145,6 @@ func (w *watcher) flush(ctx context.Context, slot bool) engine.Outcome {
 	w.mu.Lock()
 	w.waits, w.nextWake = st.Waits, st.NextWake
 	w.mu.Unlock()
-	if res.Outcome == taskcmd.OutcomeWoke {
-		w.m.h.Poke(ctx)
-	}
 	return res.Outcome
 }
 
