@@ -2,6 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -123,14 +126,20 @@ func TestCodexDaemon_WatcherWakesTheThread(t *testing.T) {
 // wake waits.
 func TestCodexDaemon_WatcherWakeSurvivesAKilledDaemon(t *testing.T) {
 	t.Parallel()
-	u := newWatchCodex(t, watchServer)
+	// The server is ready once the test says so: after the user's turn
+	// has made the thread busy.
+	up := filepath.Join(t.TempDir(), "up")
+	u := newWatchCodex(t, fmt.Sprintf("[mcp.tasks.server]\nargv = [\"sh\", \"-c\", \"while [ ! -e %s ]; do sleep 0.1; done; echo READY; exec sleep 600\"]\n", up))
 	tm := u.tui()
 	thread, task, _ := u.startWatcher(tm, "start the dev server and tell me when it is up")
 	tm.waitText("Worked for", codextest.Guard)
 	defer u.model.Release()
 	u.userTurn(tm, fakeprovider.MarkHang+" [mark:busy] meanwhile, look at this", "[mark:busy]")
+	if err := os.WriteFile(up, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the READY match to be recorded", codextest.Guard, func() bool { return len(u.events("task.woke")) == 1 })
-	const ready = "matched /^READY$/ on line 21: READY"
+	const ready = "matched /^READY$/ on line 1: READY"
 	requests := len(u.model.Requests())
 	killed := u.pid()
 	if err := syscall.Kill(killed, syscall.SIGKILL); err != nil {

@@ -160,8 +160,10 @@ func TestWatcher_FloodIsBoundedOnTheEngineClock(t *testing.T) {
 	if w.Watch.Wakes != 1 || w.Watch.Folded != 10000 || w.Watch.NextWakeAt == nil {
 		t.Fatalf("after the flood: %+v", *w.Watch)
 	}
-	if got := h.turns("F"); len(got) != 1 || !strings.Contains(got[0].Summary, "matched /^READY$/ on line 1: READY") {
-		t.Fatalf("turns after the flood: %+v", got)
+	var first []turn
+	waitFor(t, "the READY wake's delivery", 30*time.Second, func() bool { first = h.turns("F"); return len(first) >= 1 })
+	if len(first) != 1 || !strings.Contains(first[0].Summary, "matched /^READY$/ on line 1: READY") {
+		t.Fatalf("turns after the flood: %+v", first)
 	}
 	records := len(h.events("task.matched"))
 	t.Logf("10000 folded lines in %d task.matched events", records)
@@ -212,7 +214,7 @@ func TestWatcher_FloodIsBoundedOnTheEngineClock(t *testing.T) {
 
 	// Stopped, it ends with one final update.
 	h.ok(nil, "task", "cancel", v.TaskID)
-	got = h.turns("F")
+	waitFor(t, "the final update's delivery", 30*time.Second, func() bool { got = h.turns("F"); return len(got) >= 3 })
 	if len(got) != 3 || !slices.Equal(got[2].JobIDs, []string{v.JobID}) || !strings.Contains(got[2].Summary, "cancelled") ||
 		!strings.Contains(got[2].Summary, "woke this thread 2 times (10001 matching lines in all)") {
 		t.Fatalf("after task cancel: %+v", got[len(got)-1])

@@ -193,7 +193,7 @@ func wakeText(t *aggregate.Task, m events.TaskMatches) string {
 	fmt.Fprintf(&b, "watcher %s (`%s`)", t.ID, t.CommandLine())
 	first := m.Lines[0]
 	if m.Count == 1 {
-		fmt.Fprintf(&b, " matched %s on line %d: %s", patternOf(t, first.Pattern), first.Line, lineText(first))
+		fmt.Fprintf(&b, " matched %s on line %d: %s (no other matching line folded in)", patternOf(t, first.Pattern), first.Line, lineText(first))
 	} else {
 		fmt.Fprintf(&b, ": %s, %s folded into this update; the first %s", plural.Count(m.Count, "matching line", "matching lines"),
 			plural.Count(m.Count-1, "line", "lines"), shownLine(t, first))
