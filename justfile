@@ -35,6 +35,7 @@ bench:
     go test -run '^$' -bench . -benchtime 1x ./engine/command/
     go test -run '^$' -bench . -benchtime 1x ./cmd/cbth/   # BenchmarkStartup: x_empty, x_sqlite; BenchmarkMCP; the submit floor
     go test -run '^$' -bench 'AgentSessionTurn' -benchtime 50x ./cmd/cbth/
+    go test -run '^$' -bench 'BenchmarkWatch$' -benchtime 1x ./cmd/cbth/ -args -watch.secs=10   # a watcher: line to recorded update against grep --line-buffered; daemon CPU at 10,000 lines/s against cat > /dev/null
     go test -run '^$' -bench . -benchtime 100x ./adapters/cortexfs/runner/ ./adapters/cortexfs/socket/
     go test -run '^$' -bench HelperStart -benchtime 1x ./cmd/cbth-providers/
     go test -run '^$' -bench . -benchtime 20x ./adapters/codex/appserver/

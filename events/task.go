@@ -11,6 +11,8 @@ func taskEvents() []declaration {
 		decl[TaskStopping](KindTask),
 		decl[TaskExited](KindTask),
 		decl[TaskLost](KindTask),
+		decl[TaskMatched](KindTask),
+		decl[TaskWoke](KindTask),
 	}
 }
 
@@ -24,6 +26,9 @@ type TaskSubmitted struct {
 	Path      string `json:"path"`
 	Cwd       string `json:"cwd"`
 	TimeoutMS int64  `json:"timeout_ms,omitempty"`
+	// Watch makes the task a watcher (events/watch.go); nil for a plain
+	// task.
+	Watch *TaskWatch `json:"watch,omitempty"`
 }
 
 const TypeTaskSubmitted = "task.submitted"
@@ -67,6 +72,10 @@ type TaskOutput struct {
 	Tail           string `json:"output_tail"`
 	TailTruncated  bool   `json:"output_tail_truncated"`
 	ArtifactID     string `json:"artifact_id,omitempty"`
+	// SpoolDroppedLines counts the line ends in the output the spool did
+	// not keep (its start, dropped by rotation): the kept output starts
+	// on line SpoolDroppedLines+1.
+	SpoolDroppedLines int64 `json:"spool_dropped_lines,omitempty"`
 }
 
 // TaskExited ends a task whose process this daemon saw end (or never

@@ -75,6 +75,7 @@ var replyBounds = map[string]string{
 	api.TaskInspect.Name:    "one task",
 	api.TaskList.Name:       "paged (query.PageBytes)",
 	api.TaskCancel.Name:     "one task",
+	api.TaskOutput.Name:     "at most MaxOutputRead (64 KiB) of output, at most 6 bytes each once encoded (a control byte's \\u escape)",
 	api.DaemonHandover.Name: "small",
 	api.CtxServe.Name:       "one object name and socket path",
 
@@ -87,11 +88,14 @@ var replyBounds = map[string]string{
 	api.DeliveryEnqueue.Name: "one job",
 	api.DeliveryInspect.Name: "one job without its metadata (job query shows it), one batch as batch.inspect bounds it, one lease",
 
-	api.MCPJobSubmit.Name: "one job id and a hint",
-	api.MCPTaskRun.Name:   "one task's ids, its argv (which came in one request) and a hint",
-	api.MCPJobStatus.Name: "one job",
-	api.MCPJobList.Name:   "one page (query.PageBytes): the tool answers with the first",
-	api.MCPJobCancel.Name: "one job",
+	api.MCPJobSubmit.Name:  "one job id and a hint",
+	api.MCPTaskRun.Name:    "one task's ids, its argv (which came in one request) and a hint",
+	api.MCPJobStatus.Name:  "one job",
+	api.MCPJobList.Name:    "one page (query.PageBytes): the tool answers with the first",
+	api.MCPJobCancel.Name:  "one job",
+	api.MCPWatchStart.Name: "one task's ids, its argv (which came in one request), its patterns (at most 16 of 1 KiB) and a hint",
+	api.MCPWatchStop.Name:  "one task",
+	api.MCPTaskOutput.Name: "as task.output",
 
 	api.MCPDesktopPreflight.Name:           "small",
 	api.MCPDesktopNoteArmPending.Name:      "small",

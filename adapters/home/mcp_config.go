@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	taskcmd "github.com/cbth-dev/cbth/engine/command/task"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -36,6 +37,9 @@ type NamedTask struct {
 	// Summary says what the task is for; the model reads it in
 	// task_list.
 	Summary string `toml:"summary"`
+	// WakesPerHour bounds the wakes of the task run as a watcher
+	// (watch_start): 1 to 600; unset, the default (6).
+	WakesPerHour *int `toml:"wakes_per_hour"`
 }
 
 // AnyPlain, as the last element of a task_allow rule or as an args
@@ -63,6 +67,9 @@ type TaskRule struct {
 	Args []string `json:"args,omitempty"`
 	// Summary is a named task's summary.
 	Summary string `json:"summary,omitempty"`
+	// WakesPerHour bounds the wakes of the command run as a watcher
+	// (watch_start): the named task's wakes_per_hour, else the default.
+	WakesPerHour int `json:"wakes_per_hour"`
 }
 
 // Rules are every rule: the task_allow rules in their order, then the
@@ -70,15 +77,15 @@ type TaskRule struct {
 func (m MCP) Rules() []TaskRule {
 	var out []TaskRule
 	for _, r := range m.TaskAllow {
-		rule := TaskRule{Argv: r}
+		rule := TaskRule{Argv: r, WakesPerHour: taskcmd.DefaultWakesPerHour}
 		if n := len(r); n > 0 && r[n-1] == AnyPlain {
-			rule = TaskRule{Argv: r[:n-1], Args: []string{AnyPlain}}
+			rule = TaskRule{Argv: r[:n-1], Args: []string{AnyPlain}, WakesPerHour: taskcmd.DefaultWakesPerHour}
 		}
 		out = append(out, rule)
 	}
 	for _, name := range slices.Sorted(maps.Keys(m.Tasks)) {
-		t := m.Tasks[name]
-		out = append(out, TaskRule{Name: name, Argv: t.Argv, Args: t.Args, Summary: t.Summary})
+		r, _ := m.Task(name)
+		out = append(out, r)
 	}
 	return out
 }
@@ -89,7 +96,11 @@ func (m MCP) Task(name string) (TaskRule, bool) {
 	if !ok {
 		return TaskRule{}, false
 	}
-	return TaskRule{Name: name, Argv: t.Argv, Args: t.Args, Summary: t.Summary}, true
+	r := TaskRule{Name: name, Argv: t.Argv, Args: t.Args, Summary: t.Summary, WakesPerHour: taskcmd.DefaultWakesPerHour}
+	if t.WakesPerHour != nil {
+		r.WakesPerHour = *t.WakesPerHour
+	}
+	return r, true
 }
 
 // TaskNames are the named tasks' names, sorted.
@@ -227,6 +238,9 @@ func (h Home) checkMCP(c Config) error {
 		}
 		if !utf8.ValidString(t.Summary) || strings.ContainsRune(t.Summary, 0) {
 			return bad("%s: summary is not text", where)
+		}
+		if w := t.WakesPerHour; w != nil && (*w < 1 || *w > taskcmd.MaxWakesPerHour) {
+			return bad("%s: wakes_per_hour is %d; it must be between 1 and %d", where, *w, taskcmd.MaxWakesPerHour)
 		}
 	}
 	return nil

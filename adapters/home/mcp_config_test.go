@@ -76,6 +76,8 @@ func TestTaskRulesBadInput(t *testing.T) {
 		{"a star naming everything", "[mcp.tasks.test]\nargv = [\"go\", \"test\"]\nargs = [\"*\"]\n", "names no argument"},
 		{"a bad name", "[mcp.tasks.\"a b\"]\nargv = [\"go\"]\n", "name"},
 		{"an unknown key", "[mcp.tasks.test]\nargv = [\"go\"]\nwake = 3\n", "wake"},
+		{"a wake bound of 0", "[mcp.tasks.dev]\nargv = [\"npm\", \"run\", \"dev\"]\nwakes_per_hour = 0\n", "wakes_per_hour is 0"},
+		{"a wake bound over 600", "[mcp.tasks.dev]\nargv = [\"npm\", \"run\", \"dev\"]\nwakes_per_hour = 601\n", "wakes_per_hour is 601"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := home.Home{Root: t.TempDir()}
@@ -87,5 +89,25 @@ func TestTaskRulesBadInput(t *testing.T) {
 				t.Fatalf("got %v, want EINVAL naming the file and %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A named task carries its own wake bound; every other rule has the
+// default.
+func TestTaskRuleWakeBound(t *testing.T) {
+	h := home.Home{Root: t.TempDir()}
+	file := "[mcp]\ntask_allow = [[\"make\", \"test\"]]\n[mcp.tasks.dev]\nargv = [\"npm\", \"run\", \"dev\"]\nwakes_per_hour = 12\n[mcp.tasks.logs]\nargv = [\"tail\", \"-f\", \"log\"]\n"
+	if err := os.WriteFile(filepath.Join(h.Root, "config.toml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := h.LoadConfig(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, _ := cfg.MCP.Task("dev")
+	logs, _ := cfg.MCP.Task("logs")
+	mk, _ := cfg.MCP.Allowed([]string{"make", "test"})
+	if dev.WakesPerHour != 12 || logs.WakesPerHour != 6 || mk.WakesPerHour != 6 {
+		t.Fatalf("wake bounds: dev %d, logs %d, make test %d; want 12, 6, 6", dev.WakesPerHour, logs.WakesPerHour, mk.WakesPerHour)
 	}
 }

@@ -60,7 +60,10 @@ import (
 //	   take as_of_seq or as_of; audit.history and thread.history tell a
 //	   batch's, a job's and a thread's story; batch.supersede; watch.next
 //	   waits for a commit and answers the live view.
-const Proto = 7
+//	8: watchers: task.run takes watch (a client of 7 would run a watcher
+//	   as a plain task), task.output, mcp.watch_start, mcp.watch_stop and
+//	   mcp.task_output; the task views name a watcher's wakes.
+const Proto = 8
 
 // MaxFrame is the largest frame either side accepts, newline included.
 const MaxFrame = 1 << 20

@@ -46,6 +46,9 @@ type Daemon interface {
 	JobStatus(context.Context, api.MCPJobArgs) (query.JobView, error)
 	JobList(context.Context, api.MCPJobListArgs) (query.JobPage, error)
 	JobCancel(context.Context, api.MCPJobArgs) (api.TransitionReply, error)
+	WatchStart(context.Context, api.MCPTaskRunArgs) (api.MCPTaskRunReply, error)
+	WatchStop(context.Context, api.MCPTaskArgs) (api.TaskCancelReply, error)
+	TaskOutput(context.Context, api.MCPTaskOutputArgs) (api.TaskOutputReply, error)
 
 	DesktopPreflight(context.Context, api.MCPDesktopArgs) (api.PreflightReply, error)
 	DesktopNoteArmPending(context.Context, api.MCPArmArgs) (api.ArmPendingReply, error)
@@ -80,6 +83,10 @@ const (
 	ToolJobList   = "job_list"
 	ToolJobCancel = "job_cancel"
 	ToolTaskList  = "task_list"
+	// The watcher's tools (watch.go).
+	ToolWatchStart = "watch_start"
+	ToolWatchStop  = "watch_stop"
+	ToolTaskOutput = "task_output"
 )
 
 // MaxArguments bounds a call's encoded arguments. The largest legitimate
@@ -94,7 +101,7 @@ const MaxArg = 4 << 10
 
 // instructions is what the server tells the client (and through it the
 // model) about itself in the initialize answer.
-const instructions = `cbth runs long work in the background for this conversation and brings the result back into this same thread as a new turn, once, when it is done. Use task_run for a command that takes long (tests, builds, waiting on CI or a reviewer) instead of running and polling it yourself; then end your turn: do not wait or poll. Use job_submit when something outside will report the outcome. job_status and job_list show this thread's jobs.`
+const instructions = `cbth runs long work in the background for this conversation and brings the result back into this same thread as a new turn, once, when it is done. Use task_run for a command that takes long (tests, builds, waiting on CI or a reviewer) instead of running and polling it yourself; then end your turn: do not wait or poll. Use watch_start for a long-lived command (a dev server, a log, a CI run) whose output you wait on: you are woken when a line matches one of its wake_on patterns and when it ends, and read its output with task_output when woken. Use job_submit when something outside will report the outcome. job_status and job_list show this thread's jobs.`
 
 // New returns the server; Run serves it.
 func New(cfg Config) *sdk.Server {
@@ -122,6 +129,7 @@ func New(cfg Config) *sdk.Server {
 		schemaFor[listIn](), &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no}, t.list)
 	add(ToolJobCancel, "Cancel one of this thread's background jobs (and stop its command if one runs).",
 		schemaFor[cancelIn](), &sdk.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no}, t.cancel)
+	t.addWatch(add)
 	t.addDesktop(add)
 	known := func(name string) bool { return slices.Contains(toolNames, name) }
 	names := slices.Clone(toolNames)
@@ -346,48 +354,9 @@ func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (str
 	if err != nil {
 		return "", nil, err
 	}
-	switch {
-	case in.Task == "" && len(in.Argv) == 0:
-		return "", nil, errs.New(errs.EINVAL, "argv or task is required: the command and its arguments, or a named task (task_list shows them)")
-	case in.Task != "" && len(in.Argv) > 0:
-		return "", nil, errs.New(errs.EINVAL, "give task or argv, not both")
-	case in.Task == "" && len(in.Args) > 0:
-		return "", nil, errs.New(errs.EINVAL, "args go with task; with argv, the arguments are in argv")
-	}
-	if err := checkArgv("args", in.Args, false); err != nil {
+	a, err := t.command(c, named, in)
+	if err != nil {
 		return "", nil, err
-	}
-	argv := in.Argv
-	if in.Task != "" {
-		rule, err := t.task(in.Task)
-		if err != nil {
-			return "", nil, err
-		}
-		argv = append(slices.Clone(rule.Argv), in.Args...)
-	}
-	if err := checkArgv("argv", argv, true); err != nil {
-		return "", nil, err
-	}
-	var timeout time.Duration
-	if in.Timeout != "" {
-		if timeout, err = time.ParseDuration(in.Timeout); err != nil || timeout < 0 {
-			return "", nil, errs.New(errs.EINVAL, "timeout %q is not a duration like 30m or 2h", in.Timeout)
-		}
-	}
-	a := api.MCPTaskRunArgs{Caller: c, Task: in.Task, Argv: argv, Summary: in.Summary, TimeoutMS: timeout.Milliseconds()}
-	a.Caller.NamedThread = named
-	// The command runs where this server runs: Codex starts it in the
-	// thread's working directory, with the environment its config gives.
-	if a.Cwd, err = os.Getwd(); err != nil {
-		return "", nil, errs.Wrap(errs.EINTERNAL, err, "working directory")
-	}
-	if a.Path, err = resolve(argv[0], a.Cwd); err != nil {
-		return "", nil, err
-	}
-	for _, kv := range os.Environ() {
-		if utf8.ValidString(kv) {
-			a.Env = append(a.Env, kv)
-		}
 	}
 	rep, err := t.d.TaskRun(ctx, a)
 	if err != nil {
@@ -395,6 +364,58 @@ func (t tools) taskRun(ctx context.Context, c caller, args json.RawMessage) (str
 	}
 	return fmt.Sprintf("Task %s (job %s) is %s in the background: %s. When it exits, %s. Nothing more to do now: end your turn; do not wait or poll.",
 		rep.TaskID, rep.JobID, rep.State, aggregate.CommandLine(rep.Argv), rep.Delivery.Hint), rep, nil
+}
+
+// command is the request of task_run and watch_start: the command (a
+// named task's with the args given, or argv), resolved where this server
+// runs, with its environment.
+func (t tools) command(c caller, named string, in taskRunIn) (api.MCPTaskRunArgs, error) {
+	switch {
+	case in.Task == "" && len(in.Argv) == 0:
+		return api.MCPTaskRunArgs{}, errs.New(errs.EINVAL, "argv or task is required: the command and its arguments, or a named task (task_list shows them)")
+	case in.Task != "" && len(in.Argv) > 0:
+		return api.MCPTaskRunArgs{}, errs.New(errs.EINVAL, "give task or argv, not both")
+	case in.Task == "" && len(in.Args) > 0:
+		return api.MCPTaskRunArgs{}, errs.New(errs.EINVAL, "args go with task; with argv, the arguments are in argv")
+	}
+	if err := checkArgv("args", in.Args, false); err != nil {
+		return api.MCPTaskRunArgs{}, err
+	}
+	argv := in.Argv
+	if in.Task != "" {
+		rule, err := t.task(in.Task)
+		if err != nil {
+			return api.MCPTaskRunArgs{}, err
+		}
+		argv = append(slices.Clone(rule.Argv), in.Args...)
+	}
+	if err := checkArgv("argv", argv, true); err != nil {
+		return api.MCPTaskRunArgs{}, err
+	}
+	var timeout time.Duration
+	if in.Timeout != "" {
+		var err error
+		if timeout, err = time.ParseDuration(in.Timeout); err != nil || timeout < 0 {
+			return api.MCPTaskRunArgs{}, errs.New(errs.EINVAL, "timeout %q is not a duration like 30m or 2h", in.Timeout)
+		}
+	}
+	a := api.MCPTaskRunArgs{Caller: c, Task: in.Task, Argv: argv, Summary: in.Summary, TimeoutMS: timeout.Milliseconds()}
+	a.Caller.NamedThread = named
+	// The command runs where this server runs: Codex starts it in the
+	// thread's working directory, with the environment its config gives.
+	var err error
+	if a.Cwd, err = os.Getwd(); err != nil {
+		return api.MCPTaskRunArgs{}, errs.Wrap(errs.EINTERNAL, err, "working directory")
+	}
+	if a.Path, err = resolve(argv[0], a.Cwd); err != nil {
+		return api.MCPTaskRunArgs{}, err
+	}
+	for _, kv := range os.Environ() {
+		if utf8.ValidString(kv) {
+			a.Env = append(a.Env, kv)
+		}
+	}
+	return a, nil
 }
 
 // checkArgv checks a command's elements (command: the first is the

@@ -15,6 +15,7 @@
 package task
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ type Spec struct {
 	SpoolMax int64
 	TailMax  int // bytes of the latest output kept in memory
 	Grace    time.Duration
+	// Watch, when set, sees every line of the output as the spool gets
+	// it (redacted): the task is a watcher (watch.go).
+	Watch *LineWatch
 }
 
 // Output is what became of a task's output.
@@ -55,6 +59,9 @@ type Output struct {
 	Truncated     bool  // Bytes > Spooled: the start of the output was not kept
 	Tail          []byte
 	TailTruncated bool // the tail is not the whole output
+	// DroppedLines counts the line ends in the part of the output the
+	// spool did not keep: the kept output starts on line DroppedLines+1.
+	DroppedLines int64
 }
 
 // Exit is how a task's process ended.
@@ -129,7 +136,8 @@ func Start(s Spec) (p *Process, err error) {
 	g := Group{PID: cmd.Process.Pid}
 	g.Start, _, _ = proc.Start(g.PID)
 	p = &Process{spec: s, cmd: cmd, pid: cmd.Process.Pid, group: g, lock: lock, started: time.Now(), done: make(chan struct{}),
-		out: &capture{path: s.Spool, spool: spool, segMax: max(s.SpoolMax/2, 1), tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax}}
+		out: &capture{path: s.Spool, spool: spool, segMax: max(s.SpoolMax/2, 1), tail: make([]byte, 0, s.TailMax), tailMax: s.TailMax,
+			lines: newLines(s.Watch)}}
 	drained := make(chan struct{})
 	go func() {
 		defer close(drained)
@@ -259,8 +267,12 @@ func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 // bytes in memory. The spool is two segments of at most segMax bytes:
 // when the current one is full it becomes path.1 (the older one is
 // dropped, only counted) and a new one starts, so the spool always ends
-// with the latest output and is never truncated in place.
+// with the latest output and is never truncated in place. It counts the
+// line ends of each segment, so a reader knows which line the kept
+// output starts on (Process.Kept), and hands each line to a watcher's
+// matcher once the spool has it.
 type capture struct {
+	mu      sync.Mutex // the counts and the segments, against Process.Kept
 	path    string
 	spool   *os.File
 	segMax  int64
@@ -270,9 +282,16 @@ type capture struct {
 	werr    error
 	tail    []byte
 	tailMax int
+
+	segNL, prevNL int64 // line ends in the current segment and in path.1
+	droppedNL     int64 // line ends in the segments dropped
+	droppedBytes  int64
+	lines         *lineWatch // nil for a task that is not a watcher
+	closed        bool       // the spool is merged, or being: read the artifact
 }
 
 func (c *capture) Write(b []byte) (int, error) {
+	c.mu.Lock()
 	c.n += int64(len(b))
 	for w := b; len(w) > 0 && c.werr == nil; {
 		if c.seg == c.segMax {
@@ -282,11 +301,13 @@ func (c *capture) Write(b []byte) (int, error) {
 		part := w[:min(int64(len(w)), c.segMax-c.seg)]
 		n, err := c.spool.Write(part)
 		c.seg += int64(n)
+		c.segNL += int64(bytes.Count(part[:n], newline))
 		// A full disk ends the spool, never the task: the output is
 		// still counted and its tail kept.
 		c.werr = err
 		w = w[n:]
 	}
+	c.mu.Unlock()
 	if c.tailMax > 0 {
 		if len(b) >= c.tailMax {
 			c.tail = append(c.tail[:0], b[len(b)-c.tailMax:]...)
@@ -297,8 +318,13 @@ func (c *capture) Write(b []byte) (int, error) {
 			c.tail = append(c.tail, b...)
 		}
 	}
+	if c.lines != nil {
+		c.lines.write(b)
+	}
 	return len(b), nil
 }
+
+var newline = []byte{'\n'}
 
 // rotate makes the full segment path.1 and starts a new one.
 func (c *capture) rotate() error {
@@ -312,20 +338,29 @@ func (c *capture) rotate() error {
 	if err != nil {
 		return err
 	}
+	c.droppedBytes, c.droppedNL = c.droppedBytes+c.prev, c.droppedNL+c.prevNL
 	c.spool, c.prev, c.seg = f, c.seg, 0
+	c.prevNL, c.segNL = c.segNL, 0
 	return nil
 }
 
 func (c *capture) close() Output {
+	if c.lines != nil {
+		c.lines.end()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
 	_ = c.spool.Sync()
 	c.spool.Close()
-	kept := c.prev + c.seg
+	kept, dropped := c.prev+c.seg, c.droppedNL
 	if c.prev > 0 {
 		if err := MergeSpool(c.path); err != nil {
-			kept = c.seg // path.1 is left beside; the spool holds the last segment
+			// path.1 is left beside; the spool holds the last segment
+			kept, dropped = c.seg, dropped+c.prevNL
 		}
 	}
-	return Output{Bytes: c.n, Spooled: kept, Truncated: c.n > kept, Tail: c.tail, TailTruncated: c.n > int64(len(c.tail))}
+	return Output{Bytes: c.n, Spooled: kept, Truncated: c.n > kept, Tail: c.tail, TailTruncated: c.n > int64(len(c.tail)), DroppedLines: dropped}
 }
 
 // MergeSpool makes a rotated spool one file again: path.1 (the older

@@ -86,6 +86,18 @@ func (d mcpDaemon) JobCancel(_ context.Context, a api.MCPJobArgs) (api.Transitio
 	return call(d.env, api.MCPJobCancel, a)
 }
 
+func (d mcpDaemon) WatchStart(_ context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {
+	return call(d.env, api.MCPWatchStart, a)
+}
+
+func (d mcpDaemon) WatchStop(_ context.Context, a api.MCPTaskArgs) (api.TaskCancelReply, error) {
+	return call(d.env, api.MCPWatchStop, a)
+}
+
+func (d mcpDaemon) TaskOutput(_ context.Context, a api.MCPTaskOutputArgs) (api.TaskOutputReply, error) {
+	return call(d.env, api.MCPTaskOutput, a)
+}
+
 func (d mcpDaemon) DesktopPreflight(_ context.Context, a api.MCPDesktopArgs) (api.PreflightReply, error) {
 	return call(d.env, api.MCPDesktopPreflight, a)
 }

@@ -30,8 +30,9 @@ type TaskCmd struct {
 	Run     TaskRunCmd     `cmd:"" help:"Submit a job and have the daemon run a command for it; its exit completes or fails the job."`
 	List    TaskListCmd    `cmd:"" help:"List tasks."`
 	Inspect TaskInspectCmd `cmd:"" help:"Show one task: its command, state, exit status and output tail."`
-	Cancel  TaskCancelCmd  `cmd:"" help:"Stop a task (TERM, then KILL after kill_grace); its job is cancelled."`
+	Cancel  TaskCancelCmd  `cmd:"" help:"Stop a task (TERM, then KILL after kill_grace); its job is cancelled (a watcher's end is its final update)."`
 	Logs    TaskLogsCmd    `cmd:"" help:"Print a task's output; -f follows it until the task ends."`
+	Output  TaskOutputCmd  `cmd:"" help:"Print part of a task's output: from a line or a byte offset, or its last bytes; at most --max-bytes."`
 }
 
 // TaskRunCmd is `cbth task run`.
@@ -42,6 +43,10 @@ type TaskRunCmd struct {
 	Summary  string         `help:"One line that says what the job is (default: the command line)."`
 	Timeout  time.Duration  `help:"Stop the command after this long (TERM, then KILL after kill_grace); 0 for none." default:"0s"`
 	Cwd      string         `help:"Directory to run the command in (default: the current one)." type:"path"`
+	// A watcher (spec/tasks.md, "Watchers").
+	WakeOn       []string `help:"Run the command as a watcher: each output line that matches REGEX (RE2 syntax) wakes the thread; repeat for more patterns (at most 16)." name:"wake-on" placeholder:"REGEX" sep:"none"`
+	Watch        bool     `help:"Run the command as a watcher even without --wake-on: its end wakes the thread whatever its exit status."`
+	WakesPerHour int      `help:"A watcher's wakes in any hour, at most (1 to 600); more matches are counted into its next update." name:"wakes-per-hour" default:"6"`
 	policyFlags
 	Command []string `arg:"" passthrough:"partial" help:"The command and its arguments, after --." name:"command"`
 }
@@ -68,6 +73,9 @@ func (c *TaskRunCmd) Run(env *Env) error {
 	}
 	if a.Policy, a.Metadata, err = c.policyFlags.read(); err != nil {
 		return err
+	}
+	if c.Watch || len(c.WakeOn) > 0 {
+		a.Watch = &api.WakeArgs{WakeOn: c.WakeOn, WakesPerHour: c.WakesPerHour}
 	}
 	if a.Cwd = c.Cwd; a.Cwd == "" {
 		if a.Cwd, err = os.Getwd(); err != nil {
@@ -100,7 +108,11 @@ func (c *TaskRunCmd) Run(env *Env) error {
 		return err
 	}
 	return env.emit(v, func(w io.Writer) {
-		fmt.Fprintf(w, "task %s (job %s) %s: %s\n", v.TaskID, v.JobID, v.State, aggregate.CommandLine(v.Argv))
+		what := "task"
+		if v.Watch != nil {
+			what = "watcher"
+		}
+		fmt.Fprintf(w, "%s %s (job %s) %s: %s\n", what, v.TaskID, v.JobID, v.State, aggregate.CommandLine(v.Argv))
 		fmt.Fprintf(env.Stderr, "follow it with: cbth task logs -f %s\n", v.TaskID)
 	})
 }
@@ -142,13 +154,16 @@ func (c *TaskListCmd) Run(env *Env) error {
 			return
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TASK\tSTATE\tOUTCOME\tEXIT\tJOB\tCREATED\tCOMMAND")
+		fmt.Fprintln(tw, "TASK\tSTATE\tOUTCOME\tEXIT\tWAKES\tJOB\tCREATED\tCOMMAND")
 		for _, r := range list {
-			exit := "-"
+			exit, wakes := "-", "-"
 			if r.ExitCode != nil {
 				exit = fmt.Sprint(*r.ExitCode)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.TaskID, r.State, r.Outcome, exit, r.JobID, r.CreatedAt.Local().Format("01-02 15:04:05"), r.Command)
+			if r.Watch {
+				wakes = fmt.Sprint(r.Wakes)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.TaskID, r.State, r.Outcome, exit, wakes, r.JobID, r.CreatedAt.Local().Format("01-02 15:04:05"), r.Command)
 		}
 		tw.Flush()
 	})
@@ -177,6 +192,13 @@ func printTask(w io.Writer, v query.TaskView) {
 	fmt.Fprintf(tw, "cwd\t%s\n", v.Cwd)
 	if v.PID > 0 {
 		fmt.Fprintf(tw, "pid\t%d\n", v.PID)
+	}
+	if w := v.Watch; w != nil {
+		fmt.Fprintf(tw, "wakes on\t%s\n", strings.Join(w.WakeOn, " | "))
+		fmt.Fprintf(tw, "wakes\t%d (at most %d an hour); %d matching lines seen, %d folded since the last wake\n", w.Wakes, w.WakesPerHour, w.Matched, w.Folded)
+		if w.NextWakeAt != nil {
+			fmt.Fprintf(tw, "next wake\t%s\n", w.NextWakeAt.Local().Format(time.RFC3339))
+		}
 	}
 	if v.Outcome != "" {
 		how := v.Outcome
@@ -421,4 +443,47 @@ func readFrom(path string, off int64) ([]byte, error) {
 		return nil, err
 	}
 	return io.ReadAll(f)
+}
+
+// TaskOutputCmd is `cbth task output`: one bounded read of a task's
+// output, as the agent's task_output reads it (spec/tasks.md).
+type TaskOutputCmd struct {
+	TaskID   string `arg:"" help:"The task." name:"task_id"`
+	FromLine int64  `help:"Read from this line of the output (from 1)." name:"from-line"`
+	Offset   int64  `help:"Read from this byte of the output (default: the last --max-bytes)." default:"-1"`
+	MaxBytes int    `help:"Read at most this many bytes (at most 65536)." name:"max-bytes" default:"16384"`
+}
+
+// Run prints the read: the text on stdout, where it falls on stderr.
+func (c *TaskOutputCmd) Run(env *Env) error {
+	a := api.TaskOutputArgs{TaskID: c.TaskID, FromLine: c.FromLine, MaxBytes: c.MaxBytes}
+	if c.MaxBytes < 1 {
+		return errs.New(errs.EINVAL, "--max-bytes must be between 1 and %d", api.MaxOutputRead)
+	}
+	if c.Offset >= 0 {
+		a.Offset = &c.Offset
+	} else if c.Offset != -1 {
+		return errs.New(errs.EINVAL, "--offset must not be negative")
+	}
+	rep, err := call(env, api.TaskOutput, a)
+	if err != nil {
+		return err
+	}
+	return env.emit(rep, func(w io.Writer) {
+		io.WriteString(w, rep.Data)
+		where := fmt.Sprintf("[cbth: bytes %d to %d of %d", rep.Offset, rep.Next, rep.Bytes)
+		if rep.Line > 0 {
+			where += fmt.Sprintf(", lines %d to %d", rep.Line, max(rep.Line, rep.NextLine-1))
+		}
+		switch {
+		case rep.End:
+			where += "; the end"
+		case rep.Next < rep.Bytes:
+			where += fmt.Sprintf("; more from --offset %d", rep.Next)
+		}
+		if rep.Dropped {
+			where += fmt.Sprintf("; the spool kept only from byte %d", rep.KeptFrom)
+		}
+		fmt.Fprintln(env.Stderr, where+"]")
+	})
 }

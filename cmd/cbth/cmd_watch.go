@@ -116,9 +116,13 @@ func printWatch(w io.Writer, v api.WatchView) {
 	for _, p := range v.Parked {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", p.SourceThreadID, p.BatchID, p.Reason)
 	}
-	fmt.Fprintln(tw, "\nTASK\tJOB\tSTATE\tCOMMAND")
+	fmt.Fprintln(tw, "\nTASK\tJOB\tSTATE\tWAKES\tCOMMAND")
 	for _, t := range v.Tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.TaskID, t.JobID, t.State, t.Command)
+		wakes := "-"
+		if t.Watch {
+			wakes = fmt.Sprint(t.Wakes)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.TaskID, t.JobID, t.State, wakes, t.Command)
 	}
 	tw.Flush()
 }

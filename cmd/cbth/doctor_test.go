@@ -283,8 +283,8 @@ func TestDoctorMCP(t *testing.T) {
 	}
 	h.ok(&inst, "mcp", "install")
 	rep, r := h.doctor()
-	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: desktop_note_arm, ") || !strings.Contains(f.Detail, "job_cancel, job_submit;") ||
-		!strings.Contains(f.Detail, "Codex asks before task_run, desktop_bridge_preflight") || !inst.Changed {
+	if f := rep.get("codex.mcp"); r.code != 0 || f.State != "ok" || !strings.Contains(f.Detail, "approved: desktop_note_arm, ") || !strings.Contains(f.Detail, "job_cancel, job_submit, watch_stop;") ||
+		!strings.Contains(f.Detail, "Codex asks before task_run, watch_start, desktop_bridge_preflight") || !inst.Changed {
 		t.Fatalf("after install: exit %d %+v", r.code, f)
 	}
 	h.ok(&inst, "mcp", "install")

@@ -200,7 +200,7 @@ func TestMCPServe_ForgedBridgeIsRefused(t *testing.T) {
 }
 
 // Approval is the user's choice: `cbth mcp install` approves neither
-// task_run nor desktop_bridge_preflight, and says Codex asks before them
+// task_run, watch_start nor desktop_bridge_preflight, and says Codex asks before them
 // and how to pre-approve; --approve task_run pre-approves it and says
 // what that means; a tool that needs no approval, or does not exist, is
 // EINVAL and changes nothing.
@@ -232,10 +232,10 @@ func TestMCPInstall_ApprovalIsTheUsersChoice(t *testing.T) {
 		return out
 	}
 	r := h.run("mcp", "install", "--codex-home", codexHome)
-	if r.code != 0 || !strings.Contains(r.stdout, "Not approved: task_run, desktop_bridge_preflight") || !strings.Contains(r.stdout, "--approve task_run,desktop_bridge_preflight") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Not approved: task_run, watch_start, desktop_bridge_preflight") || !strings.Contains(r.stdout, "--approve task_run,watch_start,desktop_bridge_preflight") {
 		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if a := approved(); a["task_run"] || a["desktop_bridge_preflight"] || !a["job_submit"] || !a["desktop_note_arm"] {
+	if a := approved(); a["task_run"] || a["watch_start"] || a["desktop_bridge_preflight"] || !a["job_submit"] || !a["watch_stop"] || !a["desktop_note_arm"] {
 		t.Fatalf("approved by default: %v", a)
 	}
 	var res struct {
@@ -245,7 +245,7 @@ func TestMCPInstall_ApprovalIsTheUsersChoice(t *testing.T) {
 	}
 	h.ok(&res, "mcp", "install", "--codex-home", codexHome, "--approve", "task_run")
 	if a := approved(); !a["task_run"] || a["desktop_bridge_preflight"] || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "outside Codex's sandbox") ||
-		!slices.Equal(res.Asks, []string{"desktop_bridge_preflight"}) {
+		!slices.Equal(res.Asks, []string{"watch_start", "desktop_bridge_preflight"}) {
 		t.Fatalf("--approve task_run: %v %+v", a, res)
 	}
 	before, _ := os.ReadFile(cfg)

@@ -116,7 +116,7 @@ func TestMCPServe_ToolList(t *testing.T) {
 	slices.Sort(names)
 	want := []string{"desktop_bridge_preflight", "desktop_claim_next_ready", "desktop_list_arm_pending", "desktop_list_pause_due",
 		"desktop_note_arm", "desktop_note_arm_pending", "desktop_note_boundary_crossed", "desktop_note_paused", "desktop_read_artifact",
-		"desktop_validate_mcp", "job_cancel", "job_list", "job_status", "job_submit", "task_list", "task_run"}
+		"desktop_validate_mcp", "job_cancel", "job_list", "job_status", "job_submit", "task_list", "task_output", "task_run", "watch_start", "watch_stop"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}

@@ -266,6 +266,16 @@ func TestJSONShapesMatchTheSpec(t *testing.T) {
 		return strings.Contains(out("task", "inspect", tk.TaskID), `"state": "exited"`)
 	})
 	doc("task", "task", "inspect", tk.TaskID)
+	doc("task-output", "task", "output", tk.TaskID, "--from-line", "1")
+	r = h.run("--json", "task", "run", "--target", "debug", "--thread-id", "TK", "--wake-on", "output", "--", "sh", "-c", "echo watched output")
+	var wt struct {
+		TaskID string `json:"task_id"`
+	}
+	json.Unmarshal([]byte(r.stdout), &wt)
+	waitFor(t, "the watcher to end", 30*time.Second, func() bool {
+		return strings.Contains(out("task", "inspect", wt.TaskID), `"state": "exited"`)
+	})
+	doc("task", "task", "inspect", wt.TaskID)
 	doc("task-list", "task", "list")
 
 	doc("gateway-route", "gateway", "route", "add", "--workspace", "w", "--agent", "a", "--to", "thread:GW", "--target", "debug")

@@ -239,6 +239,7 @@ func Clone(s State) State {
 	case *Task:
 		c := *s
 		c.Argv = slices.Clone(s.Argv)
+		c.cloneWatch()
 		return &c
 	case *GatewayRoute:
 		c := *s

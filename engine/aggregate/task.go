@@ -36,6 +36,9 @@ type Task struct {
 	GroupKill  bool      `json:"group_killed,omitempty"`
 	EndedAt    time.Time `json:"ended_at,omitzero"`
 	events.TaskOutput
+	// A watcher's record (task_watch.go); empty for a plain task.
+	Watch *events.TaskWatch `json:"watch,omitempty"`
+	taskWakes
 }
 
 // Live reports whether the task has not ended.
@@ -51,7 +54,7 @@ func (t *Task) mutate(e *events.Envelope, p events.Payload) {
 	switch p := p.(type) {
 	case *events.TaskSubmitted:
 		t.JobID, t.Argv, t.Path, t.Cwd, t.TimeoutMS = p.JobID, p.Argv, p.Path, p.Cwd, p.TimeoutMS
-		t.ExitCode = -1
+		t.ExitCode, t.Watch = -1, p.Watch
 	case *events.TaskStarted:
 		t.PID, t.PIDStart, t.DaemonPID, t.SpoolPath, t.StartedAt = p.PID, p.PIDStart, p.DaemonPID, p.SpoolPath, e.RecordedAt
 	case *events.TaskStopping:
@@ -59,9 +62,15 @@ func (t *Task) mutate(e *events.Envelope, p events.Payload) {
 	case *events.TaskExited:
 		t.Outcome, t.ExitCode, t.Signal, t.Killed, t.Error = p.Outcome, p.ExitCode, p.Signal, p.Killed, p.Error
 		t.DurationMS, t.TaskOutput, t.EndedAt = p.DurationMS, p.TaskOutput, e.RecordedAt
+		t.ended()
 	case *events.TaskLost:
 		t.Outcome, t.LostReason, t.GroupKill = "lost", p.Reason, p.GroupKilled
 		t.TaskOutput, t.EndedAt = p.TaskOutput, e.RecordedAt
+		t.ended()
+	case *events.TaskMatched:
+		t.matched(p)
+	case *events.TaskWoke:
+		t.woke(e, p)
 	}
 }
 

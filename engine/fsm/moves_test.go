@@ -271,12 +271,19 @@ var handMachines = map[events.Kind]struct {
 			stopping task.exited    exited
 			queued   task.lost      lost
 			running  task.lost      lost
-			stopping task.lost      lost`,
+			stopping task.lost      lost
+			running  task.matched   =
+			stopping task.matched   =
+			running  task.woke      =
+			stopping task.woke      =`,
 		refused: `
 			exited task.lost
 			lost   task.exited
 			queued task.stopping
-			exited task.started`,
+			exited task.started
+			queued task.matched
+			exited task.woke
+			lost   task.woke`,
 	},
 	events.KindGatewayRoute: {
 		states: "active removed",

@@ -39,4 +39,10 @@ var taskTable = table[TaskState]{
 		{events.TypeTaskExited, taskLive, TaskExited},
 		{events.TypeTaskLost, taskLive, TaskLost},
 	},
+	// A watcher's matches are recorded while its process runs, and
+	// while it is being stopped (its output is read to the end).
+	Updates: []update[TaskState]{
+		{events.TypeTaskMatched, []TaskState{TaskRunning, TaskStopping}},
+		{events.TypeTaskWoke, []TaskState{TaskRunning, TaskStopping}},
+	},
 }.Table()

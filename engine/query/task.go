@@ -49,6 +49,8 @@ type TaskView struct {
 	Artifact       *ArtifactView `json:"artifact"`
 	Job            JobView       `json:"job"`
 	Version        uint64        `json:"version"`
+	// Watch is a watcher's settings and wakes; null for a plain task.
+	Watch *TaskWatchView `json:"watch"`
 }
 
 // TaskRow is a task in a listing: no tail and the command as one line,
@@ -68,6 +70,9 @@ type TaskRow struct {
 	EndedAt        *time.Time    `json:"ended_at"`
 	DurationMS     int64         `json:"duration_ms"`
 	OutputBytes    int64         `json:"output_bytes"`
+	// Watch says the task is a watcher, Wakes how many updates it made.
+	Watch bool `json:"watch"`
+	Wakes int  `json:"wakes"`
 }
 
 // exitCode is the view of an exit status: null until the command exited
@@ -90,7 +95,7 @@ func NewTaskView(t *aggregate.Task, j JobView, a *aggregate.Artifact) TaskView {
 		Signal: t.Signal, Killed: t.Killed, Error: t.Error, LostReason: t.LostReason, GroupKilled: t.GroupKill,
 		DurationMS: t.DurationMS, SpoolPath: t.SpoolPath, OutputBytes: t.OutputBytes, SpoolBytes: t.SpoolBytes,
 		SpoolTruncated: t.SpoolTruncated, OutputTail: t.Tail, TailTruncated: t.TailTruncated, ArtifactID: t.ArtifactID,
-		Job: j, Version: t.Version,
+		Job: j, Version: t.Version, Watch: NewTaskWatchView(t),
 	}
 	if a != nil {
 		av := NewArtifactView(a)
@@ -164,7 +169,7 @@ func Tasks(s engine.Snapshot, f TaskFilter) (TaskPage, error) {
 		}
 		r := TaskRow{TaskID: t.ID, JobID: t.JobID, State: t.State, Outcome: t.Outcome, ExitCode: exitCode(t),
 			Command: t.CommandLine(), CreatedAt: t.CreatedAt, StartedAt: opt(t.StartedAt), EndedAt: opt(t.EndedAt),
-			DurationMS: t.DurationMS, OutputBytes: t.OutputBytes}
+			DurationMS: t.DurationMS, OutputBytes: t.OutputBytes, Watch: t.Watcher(), Wakes: t.Wakes}
 		if j != nil {
 			r.TargetKind, r.SourceThreadID, r.JobState = j.TargetKind, j.SourceThreadID, j.State
 		}

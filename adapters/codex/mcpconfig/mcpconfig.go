@@ -50,18 +50,19 @@ type Entry struct {
 // ApprovalTools are the tools of `cbth mcp serve` that act (they carry no
 // readOnlyHint): Codex asks before running them, and refuses them under
 // approval_policy = "never", unless its config approves them.
-var ApprovalTools = []string{"job_submit", "task_run", "job_cancel",
+var ApprovalTools = []string{"job_submit", "task_run", "job_cancel", "watch_start", "watch_stop",
 	"desktop_bridge_preflight", "desktop_note_arm_pending", "desktop_note_arm", "desktop_note_paused",
 	"desktop_note_boundary_crossed", "desktop_validate_mcp"}
 
 // OptIn are the tools that act that an install approves only when the
 // user asks for it (`cbth mcp install --approve`), each with what that
-// approval means. task_run runs a command outside Codex's sandbox, as
-// the user; desktop_bridge_preflight lets the first thread that calls it
-// become the Desktop bridge. Codex asks before every call of either
-// otherwise.
+// approval means. task_run and watch_start run a command outside Codex's
+// sandbox, as the user; desktop_bridge_preflight lets the first thread
+// that calls it become the Desktop bridge. Codex asks before every call
+// of these otherwise.
 var OptIn = map[string]string{
 	"task_run":                 "Codex will not ask before task_run: whenever the model calls it, a command your [mcp] rules allow runs outside Codex's sandbox, as you, with your access",
+	"watch_start":              "Codex will not ask before watch_start: whenever the model calls it, a command your [mcp] rules allow runs outside Codex's sandbox, as you, with your access, for as long as it runs (its matching output lines wake the thread)",
 	"desktop_bridge_preflight": "Codex will not ask before desktop_bridge_preflight: while no bridge thread is selected, the first thread that calls it becomes the Desktop bridge",
 }
 

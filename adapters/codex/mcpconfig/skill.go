@@ -31,6 +31,13 @@ listed yet). They act for this thread only: you never pass a thread id.
   (` + "`[mcp] task_allow`" + `, ` + "`[mcp.tasks]`" + ` in cbth's config); Codex may ask the user to
   approve each call. A refusal (` + "`task_not_allowed`" + `) names the smallest rule that
   would allow it: tell the user, do not try variations of the command.
+- ` + "`watch_start`" + ` {"argv": ["npm", "run", "dev"], "wake_on": ["ready", "HTTP 5\\d\\d"]}: a
+  long-lived command (a dev server, a log, a CI watch) run under the same
+  rules; a line of its output that matches a pattern wakes this thread with a
+  new turn (a few times an hour at most; more matches are counted into the
+  next wake), and so does its end. ` + "`watch_stop`" + ` {"task_id": ...} stops it.
+- ` + "`task_output`" + ` {"task_id": ..., "from_line": N}: read a task's or watcher's
+  output when you choose (after a wake), never in a polling loop.
 - ` + "`job_submit`" + ` {"task_kind": "ci", "summary": "CI on PR 42"}: a job that something
   outside reports done with ` + "`cbth job complete --job-id ID --summary ...`" + `.
 - ` + "`job_status`" + ` {"job_id": ...}, ` + "`job_list`" + ` {}: this thread's jobs.

@@ -73,7 +73,8 @@ func (m *Module) watchNext(ctx context.Context, a api.WatchArgs) (api.WatchView,
 			return err
 		}
 		for _, t := range tp.Tasks {
-			v.Tasks = append(v.Tasks, api.WatchTask{TaskID: t.TaskID, JobID: t.JobID, State: t.State, Command: t.Command, Since: t.CreatedAt})
+			v.Tasks = append(v.Tasks, api.WatchTask{TaskID: t.TaskID, JobID: t.JobID, State: t.State, Command: t.Command, Since: t.CreatedAt,
+				Watch: t.Watch, Wakes: t.Wakes})
 		}
 		return nil
 	})

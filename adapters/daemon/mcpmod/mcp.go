@@ -32,6 +32,8 @@ import (
 // Tasks starts a task for the agent (the task runner's module).
 type Tasks interface {
 	StartTask(ctx context.Context, m engine.Meta, a api.TaskRunArgs, wrap func(task.SubmitTask) engine.Decider) (query.TaskView, error)
+	Cancel(ctx context.Context, m engine.Meta, id string, wrap func(engine.Decider) engine.Decider) (api.TaskCancelReply, error)
+	Output(ctx context.Context, a api.TaskOutputArgs) (api.TaskOutputReply, error)
 }
 
 // CodexThreads says where a result for a Codex CLI thread will arrive
@@ -82,6 +84,9 @@ func (m *Module) Ops(t api.Table) {
 		return p, err
 	})
 	api.Handle(t, api.MCPJobCancel, m.mcpCancel)
+	api.Handle(t, api.MCPWatchStart, m.mcpWatchStart)
+	api.Handle(t, api.MCPWatchStop, m.mcpWatchStop)
+	api.Handle(t, api.MCPTaskOutput, m.mcpTaskOutput)
 }
 
 // checkNamedThread refuses, and records, a call whose arguments name
@@ -188,6 +193,16 @@ func (m *Module) mcpSubmit(ctx context.Context, a api.MCPSubmitArgs) (api.MCPSub
 }
 
 func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPTaskRunReply, error) {
+	if len(a.WakeOn) > 0 {
+		return api.MCPTaskRunReply{}, errs.New(errs.EINVAL, "task_run takes no wake_on: watch_start runs a watcher")
+	}
+	return m.startTask(ctx, "task_run", a, false)
+}
+
+// startTask is task_run and watch_start: the command runs for the calling
+// thread only if a rule of the user allows it whole; as a watcher, its
+// wake bound is the rule's.
+func (m *Module) startTask(ctx context.Context, tool string, a api.MCPTaskRunArgs, watch bool) (api.MCPTaskRunReply, error) {
 	c := a.Caller
 	if err := c.Check(); err != nil {
 		return api.MCPTaskRunReply{}, err
@@ -198,12 +213,21 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	}
 	// Malformed input is refused before the policy, and recorded by
 	// neither: only a well-formed command can be judged.
-	run := task.SubmitTask{Job: command.SubmitJob{Target: command.TargetCodexCLI, ThreadID: c.ThreadID, TaskKind: "task", Summary: summary},
+	kind := "task"
+	if watch {
+		kind = task.UpdateKind
+	}
+	run := task.SubmitTask{Job: command.SubmitJob{Target: command.TargetCodexCLI, ThreadID: c.ThreadID, TaskKind: kind, Summary: summary},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd}
+	if watch {
+		// The patterns are checked before the policy, at the highest
+		// bound a rule may set: malformed input is recorded by neither.
+		run.Watch = &events.TaskWatch{Patterns: a.WakeOn, WakesPerHour: task.MaxWakesPerHour, LineMax: task.DefaultLineMax}
+	}
 	if err := run.Validate(); err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
-	if err := m.checkNamedThread(ctx, c, "task_run"); err != nil {
+	if err := m.checkNamedThread(ctx, c, tool); err != nil {
 		return api.MCPTaskRunReply{}, err
 	}
 	// The rules are read at every call: a rule the user just added
@@ -212,7 +236,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 	if err != nil {
 		return api.MCPTaskRunReply{}, errs.Wrap(errs.ENOTCONF, err, "read the [mcp] task rules")
 	}
-	rec := c.Record("task_run")
+	rec := c.Record(tool)
 	rec.Task = a.Task
 	var rule home.TaskRule
 	if a.Task != "" {
@@ -222,23 +246,27 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 		}
 		if why := rule.Why(a.Argv); why != "" {
 			rec.Argv = a.Argv
-			return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, refuseNamed(rule, a.Argv, why, m.h.Home.Config()))
+			return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, refuseNamed(tool, rule, a.Argv, why, m.h.Home.Config()))
 		}
 	} else {
 		var ok bool
 		if rule, ok = cfg.MCP.Allowed(a.Argv); !ok {
 			rec.Argv = a.Argv
-			return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, refuseArgv(cfg.MCP, a.Argv, m.h.Home.Config()))
+			return api.MCPTaskRunReply{}, m.refuse(ctx, c, rec, refuseArgv(tool, cfg.MCP, a.Argv, m.h.Home.Config()))
 		}
 	}
 	meta := c.Meta()
 	if c.TurnID != "" && c.CallID != "" {
 		// Codex names each call: the same call retried runs nothing twice.
-		meta.CommandID = "mcp.task_run/" + api.MCPKey(c.ThreadID, c.TurnID, c.CallID)
+		meta.CommandID = "mcp." + tool + "/" + api.MCPKey(c.ThreadID, c.TurnID, c.CallID)
+	}
+	var wake *api.WakeArgs
+	if watch {
+		wake = &api.WakeArgs{WakeOn: a.WakeOn, WakesPerHour: rule.WakesPerHour}
 	}
 	v, err := m.tasks.StartTask(ctx, meta, api.TaskRunArgs{
-		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: "task", TaskSummary: summary},
-		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS,
+		SubmitArgs: api.SubmitArgs{SourceThreadID: c.ThreadID, TaskKind: kind, TaskSummary: summary},
+		Argv:       a.Argv, Path: a.Path, Cwd: a.Cwd, Env: a.Env, TimeoutMS: a.TimeoutMS, Watch: wake,
 	}, func(s task.SubmitTask) engine.Decider {
 		return mcp.RecordMCPCall{ThreadID: c.ThreadID, Call: rec, Inner: s}
 	})
@@ -254,7 +282,7 @@ func (m *Module) mcpTaskRun(ctx context.Context, a api.MCPTaskRunArgs) (api.MCPT
 		return api.MCPTaskRunReply{}, err
 	}
 	return api.MCPTaskRunReply{TaskID: v.TaskID, JobID: v.JobID, State: v.State, TargetKind: j.TargetKind, ThreadID: c.ThreadID,
-		Argv: a.Argv, Rule: rule.Written(), Task: rule.Name, Delivery: del}, nil
+		Argv: a.Argv, Rule: rule.Written(), Task: rule.Name, Delivery: del, Watch: wake}, nil
 }
 
 // callersJob returns the job if it is the calling thread's.

@@ -23,9 +23,9 @@ const outside = "A task runs outside Codex's sandbox, as the user, with the user
 const form = `A rule matches the whole command; a last element "..." lets it take more plain arguments, never one that starts with "-" or holds "="; a named task ([mcp.tasks.NAME]) lists the options it takes in args.`
 
 // refuseArgv is the refusal of a command no rule allows.
-func refuseArgv(m home.MCP, argv []string, file string) error {
+func refuseArgv(tool string, m home.MCP, argv []string, file string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "task_run refused, nothing ran: no rule in %s allows `%s`", file, aggregate.CommandLine(argv))
+	fmt.Fprintf(&b, "%s refused, nothing ran: no rule in %s allows `%s`", tool, file, aggregate.CommandLine(argv))
 	if r, ok := m.Closest(argv); ok {
 		name := mcpconfig.TOMLList(r.Written())
 		if r.Name != "" {
@@ -40,15 +40,15 @@ func refuseArgv(m home.MCP, argv []string, file string) error {
 
 // refuseNamed is the refusal of a named task called with extra arguments
 // it does not take.
-func refuseNamed(r home.TaskRule, argv []string, why, file string) error {
+func refuseNamed(tool string, r home.TaskRule, argv []string, why, file string) error {
 	args := slices.Clone(r.Args)
 	for _, a := range argv[len(r.Argv):] {
 		if !slices.ContainsFunc(args, func(p string) bool { return home.ArgMatches(p, a) }) {
 			args = append(args, a)
 		}
 	}
-	return errs.New(errs.TaskNotAllowed, "task_run refused, nothing ran: task %q runs %s, and %s. %s\nThe smallest change that allows exactly this call, in %s:\n  [mcp.tasks.%s]\n  argv = %s\n  args = %s\n%s",
-		r.Name, mcpconfig.TOMLList(r.Argv), why, outside, file, r.Name, mcpconfig.TOMLList(r.Argv), mcpconfig.TOMLList(args), form)
+	return errs.New(errs.TaskNotAllowed, "%s refused, nothing ran: task %q runs %s, and %s. %s\nThe smallest change that allows exactly this call, in %s:\n  [mcp.tasks.%s]\n  argv = %s\n  args = %s\n%s",
+		tool, r.Name, mcpconfig.TOMLList(r.Argv), why, outside, file, r.Name, mcpconfig.TOMLList(r.Argv), mcpconfig.TOMLList(args), form)
 }
 
 // noTask is the answer to a named task that does not exist.

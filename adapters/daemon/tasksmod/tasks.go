@@ -50,6 +50,7 @@ type queued struct {
 
 type running struct {
 	p *task.Process // nil until started
+	w *watcher      // a watcher's matches on their way to the log; nil for a plain task
 	// stop is a stop reason that arrived before the start was recorded;
 	// it is applied once it is.
 	stop string
@@ -81,24 +82,32 @@ func (m *Module) Ops(t api.Table) {
 		return p, err
 	})
 	api.Handle(t, api.TaskCancel, func(ctx context.Context, a api.TaskArgs) (api.TaskCancelReply, error) {
-		if _, err := m.taskView(a.TaskID); err != nil {
-			return api.TaskCancelReply{}, err
-		}
-		out, err := m.stopTask(ctx, a.TaskID, taskcmd.StopCancel)
-		if err != nil {
-			return api.TaskCancelReply{}, err
-		}
-		if out == command.OutcomeStopping || out == command.Already(fsm.TaskStopping) {
-			// Reply with the task's end: TERM, then KILL after
-			// kill_grace, bounds it.
-			m.waitTaskEnd(ctx, a.TaskID, 3*m.h.Config.Task.KillGrace.Duration+10*time.Second)
-			if out == command.OutcomeStopping {
-				out = taskcmd.TaskCancelled
-			}
-		}
-		v, err := m.taskView(a.TaskID)
-		return api.TaskCancelReply{Outcome: out, Task: v}, err
+		return m.Cancel(ctx, m.taskMeta(a.TaskID), a.TaskID, nil)
 	})
+	api.Handle(t, api.TaskOutput, m.Output)
+}
+
+// Cancel stops a task (TERM, then KILL after kill_grace) and replies
+// with its end, through wrap (which may record more in the same append;
+// nil for none). A watcher's end is its final update.
+func (m *Module) Cancel(ctx context.Context, meta engine.Meta, id string, wrap func(engine.Decider) engine.Decider) (api.TaskCancelReply, error) {
+	if _, err := m.taskView(id); err != nil {
+		return api.TaskCancelReply{}, err
+	}
+	out, err := m.stopTaskVia(ctx, meta, id, taskcmd.StopCancel, wrap)
+	if err != nil {
+		return api.TaskCancelReply{}, err
+	}
+	if out == command.OutcomeStopping || out == command.Already(fsm.TaskStopping) {
+		// Reply with the task's end: TERM, then KILL after
+		// kill_grace, bounds it.
+		m.waitTaskEnd(ctx, id, 3*m.h.Config.Task.KillGrace.Duration+10*time.Second)
+		if out == command.OutcomeStopping {
+			out = taskcmd.TaskCancelled
+		}
+	}
+	v, err := m.taskView(id)
+	return api.TaskCancelReply{Outcome: out, Task: v}, err
 }
 
 // KeepAlive: tasks running or waiting keep the daemon up.
@@ -219,6 +228,9 @@ func (m *Module) StartTask(ctx context.Context, meta engine.Meta, a api.TaskRunA
 			Metadata: a.Metadata, Policy: pol, Timeout: m.h.Config.JobTimeout.Duration},
 		Argv: a.Argv, Path: a.Path, Cwd: a.Cwd, Timeout: time.Duration(a.TimeoutMS) * time.Millisecond,
 	}
+	if a.Watch != nil {
+		cmd.Watch = &events.TaskWatch{Patterns: a.Watch.WakeOn, WakesPerHour: a.Watch.WakesPerHour, LineMax: taskcmd.DefaultLineMax}
+	}
 	val, res, err := engine.ExecVia[taskcmd.TaskRef](ctx, m.h.Eng, meta, cmd, func(engine.Decider) engine.Decider { return wrap(cmd) })
 	if err != nil {
 		return query.TaskView{}, err
@@ -285,6 +297,13 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 	env := append(slices.Clone(q.env), "CBTH_TASK_ID="+t.ID, "CBTH_JOB_ID="+t.JobID)
 	spec := task.Spec{Path: t.Path, Argv: t.Argv, Dir: t.Cwd, Env: env, Spool: filepath.Join(dir, "output"), Lock: filepath.Join(dir, "lock"),
 		SpoolMax: cfg.SpoolMax, TailMax: int(cfg.OutputTail), Grace: cfg.KillGrace.Duration}
+	var w *watcher
+	if t.Watcher() {
+		w = m.newWatcher(t.ID)
+		if spec.Watch, err = w.lineWatch(t.Watch); err != nil {
+			m.h.Log.Error("compile a watcher's patterns", "task", t.ID, "err", err)
+		}
+	}
 	var p *task.Process
 	if err = home.EnsureDir(dir); err == nil {
 		p, err = task.Start(spec)
@@ -298,9 +317,13 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 	started := m.h.Clock.Now()
 	_, err = m.h.Eng.Execute(ctx, m.taskMeta(t.ID), taskcmd.StartTask{TaskID: t.ID, PID: p.PID(), PIDStart: p.Group().Start, DaemonPID: os.Getpid(), SpoolPath: spec.Spool})
 	m.mu.Lock()
-	r.p = p
+	r.p, r.w = p, w
 	stop := r.stop
 	m.mu.Unlock()
+	if w != nil && err == nil {
+		// Matches seen before the start was recorded waited for it.
+		w.start(ctx)
+	}
 	switch {
 	case err != nil:
 		// A task must not run unrecorded: stop it; its end cannot be
@@ -320,6 +343,11 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 		defer timer.Stop()
 	}
 	x := p.Wait()
+	if w != nil {
+		// Every match the output held is recorded before the end: the
+		// final update comes after the last wake in the thread's FIFO.
+		w.close(ctx)
+	}
 	if m.h.Manual {
 		// On the manual clock every time the daemon records is the
 		// clock's, a task's run time too (spec/tasks.md), so a
@@ -330,7 +358,7 @@ func (m *Module) supervise(ctx context.Context, q queued, r *running) {
 	// made from it: it was redacted with the spool, as it came
 	// (task.Redacting).
 	out := events.TaskOutput{OutputBytes: x.Output.Bytes, SpoolBytes: x.Output.Spooled, SpoolTruncated: x.Output.Truncated,
-		Tail: task.TailText(x.Output.Tail), TailTruncated: x.Output.TailTruncated}
+		Tail: task.TailText(x.Output.Tail), TailTruncated: x.Output.TailTruncated, SpoolDroppedLines: x.Output.DroppedLines}
 	fin := taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: t.ID, Output: out,
 		Exit: taskcmd.TaskExit{ExitCode: x.Code, Signal: x.Signal, Killed: x.Killed, Duration: x.Duration}}
 	fin.Artifact = m.ingestSpool(spec.Spool, t.JobID, x.Output.Spooled)
@@ -385,15 +413,27 @@ func (m *Module) task(id string) (t *aggregate.Task, err error) {
 // a running one is recorded stopping and its group gets TERM, then KILL
 // after kill_grace. It returns the command's outcome.
 func (m *Module) stopTask(ctx context.Context, id, reason string) (engine.Outcome, error) {
+	return m.stopTaskVia(ctx, m.taskMeta(id), id, reason, nil)
+}
+
+// stopTaskVia is stopTask recording through wrap (nil for none).
+func (m *Module) stopTaskVia(ctx context.Context, meta engine.Meta, id, reason string, wrap func(engine.Decider) engine.Decider) (engine.Outcome, error) {
+	if wrap == nil {
+		wrap = func(d engine.Decider) engine.Decider { return d }
+	}
 	ts := m
 	ts.mu.Lock()
 	for i, q := range ts.queue {
 		if q.id == id {
 			ts.queue = slices.Delete(ts.queue, i, i+1)
 			ts.mu.Unlock()
-			out := m.finishTask(ctx, taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: id, Unstarted: reason})
+			res, err := m.h.Eng.Execute(ctx, meta, wrap(taskcmd.FinishTask{Config: m.h.DeliveryConfig(), TaskID: id, Unstarted: reason}))
+			if err != nil {
+				m.h.Log.Error("record task end", "task", id, "err", err)
+				return "", err
+			}
 			m.h.Poke(ctx)
-			return out, nil
+			return res.Outcome, nil
 		}
 	}
 	r := ts.running[id]
@@ -403,7 +443,7 @@ func (m *Module) stopTask(ctx context.Context, id, reason string) (engine.Outcom
 		return command.OutcomeStopping, nil
 	}
 	ts.mu.Unlock()
-	res, err := m.h.Eng.Execute(ctx, m.taskMeta(id), taskcmd.StopTask{TaskID: id, Reason: reason})
+	res, err := m.h.Eng.Execute(ctx, meta, wrap(taskcmd.StopTask{TaskID: id, Reason: reason}))
 	if err != nil {
 		if r != nil {
 			// The stop is not recorded (the log may be closing), but the

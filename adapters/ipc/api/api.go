@@ -136,6 +136,9 @@ var (
 	TaskInspect = Op[TaskArgs, query.TaskView]{Name: "task.inspect"}
 	TaskList    = Op[TaskListArgs, query.TaskPage]{Name: "task.list"}
 	TaskCancel  = Op[TaskArgs, TaskCancelReply]{Name: "task.cancel"}
+	// TaskOutput reads a task's kept output (spec/tasks.md, "Reading
+	// without polling"); it starts nothing and appends nothing.
+	TaskOutput = Op[TaskOutputArgs, TaskOutputReply]{Name: "task.output"}
 
 	// DaemonHandover, like Ping and DaemonStatus, is answered whatever
 	// protocol the client speaks (ipc.Versionless): a newer client uses
@@ -177,10 +180,11 @@ var All = []string{
 	DesktopNoteArmPending.Name, DesktopNoteArm.Name, DesktopNotePaused.Name, DesktopNoteBoundaryCrossed.Name,
 	DesktopRelayMarkerIssue.Name, DesktopRelayScannerBind.Name, DesktopRelayConsume.Name,
 	DesktopReadArtifact.Name, DesktopRevokeLease.Name, DesktopIssueLeases.Name,
-	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, DaemonHandover.Name,
+	TaskRun.Name, TaskInspect.Name, TaskList.Name, TaskCancel.Name, TaskOutput.Name, DaemonHandover.Name,
 	GatewayRouteAdd.Name, GatewayRouteRemove.Name, GatewayRouteList.Name,
 	PluginHandshake.Name, AppServerEnsure.Name, DeliveryEnqueue.Name, DeliveryInspect.Name,
 	MCPJobSubmit.Name, MCPTaskRun.Name, MCPJobStatus.Name, MCPJobList.Name, MCPJobCancel.Name,
+	MCPWatchStart.Name, MCPWatchStop.Name, MCPTaskOutput.Name,
 	MCPDesktopPreflight.Name, MCPDesktopNoteArmPending.Name, MCPDesktopNoteArm.Name, MCPDesktopNotePaused.Name,
 	MCPDesktopNoteBoundaryCrossed.Name, MCPDesktopReadArtifact.Name, MCPDesktopValidate.Name, DesktopMCPValidationRequest.Name,
 }
@@ -448,6 +452,9 @@ type WatchTask struct {
 	State   fsm.TaskState `json:"state"`
 	Command string        `json:"command"`
 	Since   time.Time     `json:"since"`
+	// Watch: the task is a watcher; Wakes counts its updates so far.
+	Watch bool `json:"watch"`
+	Wakes int  `json:"wakes"`
 }
 
 // ThreadHistoryArgs select a page of a thread's batches.
@@ -652,6 +659,52 @@ type TaskRunArgs struct {
 	Cwd       string   `json:"cwd"`
 	Env       []string `json:"env"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	// Watch makes the task a watcher (spec/tasks.md, "Watchers").
+	Watch *WakeArgs `json:"watch,omitempty"`
+}
+
+// WakeArgs make a task a watcher: the lines that wake its thread (none:
+// only its end) and at most how many wakes an hour (1 to 600; the
+// client says, there is no default here).
+type WakeArgs struct {
+	WakeOn       []string `json:"wake_on,omitempty"`
+	WakesPerHour int      `json:"wakes_per_hour"`
+}
+
+// TaskOutputArgs select a read of a task's output: from a line (from 1)
+// or a byte offset of the output, or neither for its last bytes; at
+// most MaxBytes (default DefaultOutputRead, at most MaxOutputRead).
+type TaskOutputArgs struct {
+	TaskID   string `json:"task_id"`
+	FromLine int64  `json:"from_line,omitempty"`
+	Offset   *int64 `json:"offset,omitempty"`
+	MaxBytes int    `json:"max_bytes,omitempty"`
+}
+
+// The bounds of one task.output read.
+const (
+	DefaultOutputRead = 16 << 10
+	MaxOutputRead     = 64 << 10
+)
+
+// TaskOutputReply is one read of a task's output: Data (redacted text)
+// starts at byte Offset of the output, on line Line (0: not known), and
+// the next read goes from Next (NextLine). KeptFrom is the first byte
+// the spool kept (Dropped: the read asked for one before it); Bytes is
+// how much the task has written so far; End says Data reaches the end of
+// what a task that ended wrote.
+type TaskOutputReply struct {
+	TaskID   string        `json:"task_id"`
+	State    fsm.TaskState `json:"state"`
+	Data     string        `json:"data"`
+	Offset   int64         `json:"offset"`
+	Next     int64         `json:"next_offset"`
+	Line     int64         `json:"line"`
+	NextLine int64         `json:"next_line"`
+	KeptFrom int64         `json:"kept_from"`
+	Dropped  bool          `json:"dropped"`
+	Bytes    int64         `json:"output_bytes"`
+	End      bool          `json:"end"`
 }
 
 // TaskArgs name one task.

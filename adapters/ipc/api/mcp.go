@@ -23,7 +23,26 @@ var (
 	MCPJobStatus = Op[MCPJobArgs, query.JobView]{Name: "mcp.job_status"}
 	MCPJobList   = Op[MCPJobListArgs, query.JobPage]{Name: "mcp.job_list"}
 	MCPJobCancel = Op[MCPJobArgs, TransitionReply]{Name: "mcp.job_cancel"}
+
+	// Watchers (spec/mcp.md): watch_start is task_run's command run as a
+	// watcher, under the same rules; watch_stop stops one of the calling
+	// thread's tasks; task_output reads one's output, appending nothing.
+	MCPWatchStart = Op[MCPTaskRunArgs, MCPTaskRunReply]{Name: "mcp.watch_start"}
+	MCPWatchStop  = Op[MCPTaskArgs, TaskCancelReply]{Name: "mcp.watch_stop"}
+	MCPTaskOutput = Op[MCPTaskOutputArgs, TaskOutputReply]{Name: "mcp.task_output"}
 )
+
+// MCPTaskArgs name one task of the calling thread.
+type MCPTaskArgs struct {
+	Caller MCPCaller `json:"caller"`
+	TaskID string    `json:"task_id"`
+}
+
+// MCPTaskOutputArgs are mcp.task_output's request.
+type MCPTaskOutputArgs struct {
+	Caller MCPCaller `json:"caller"`
+	TaskOutputArgs
+}
 
 // MCPCaller is who makes a tool call, as Codex put it in the call's
 // _meta: never an argument the model wrote.
@@ -143,6 +162,8 @@ type MCPTaskRunArgs struct {
 	Env       []string  `json:"env"`
 	Summary   string    `json:"summary"`
 	TimeoutMS int64     `json:"timeout_ms,omitempty"`
+	// WakeOn are watch_start's patterns (task_run takes none).
+	WakeOn []string `json:"wake_on,omitempty"`
 }
 
 // MCPTaskRunReply is mcp.task_run's reply.
@@ -158,6 +179,8 @@ type MCPTaskRunReply struct {
 	Rule     []string    `json:"allowed_by"`
 	Task     string      `json:"task,omitempty"`
 	Delivery MCPDelivery `json:"delivery"`
+	// Watch is a watcher's settings (watch_start).
+	Watch *WakeArgs `json:"watch,omitempty"`
 }
 
 // MCPJobArgs name one job of the calling thread.

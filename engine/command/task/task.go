@@ -65,6 +65,8 @@ type SubmitTask struct {
 	Path    string // argv[0] resolved, absolute
 	Cwd     string // absolute
 	Timeout time.Duration
+	// Watch makes the task a watcher (watch.go); nil for a plain task.
+	Watch *events.TaskWatch
 }
 
 // TaskRef names a task and its job.
@@ -108,6 +110,9 @@ func (c SubmitTask) Validate() error {
 	if c.Timeout < 0 {
 		return errs.New(errs.EINVAL, "the timeout is negative")
 	}
+	if c.Watch != nil {
+		return CheckWatch(*c.Watch)
+	}
 	return nil
 }
 
@@ -130,7 +135,7 @@ func (c SubmitTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 	}
 	ref := TaskRef{TaskID: v.NewID(), JobID: engine.AnswerOf(c.Job, dec)}
 	dec.Emits = append(dec.Emits, engine.Emit{Stream: taskStream(ref.TaskID), Payload: &events.TaskSubmitted{
-		JobID: ref.JobID, Argv: c.Argv, Path: c.Path, Cwd: c.Cwd, TimeoutMS: c.Timeout.Milliseconds(),
+		JobID: ref.JobID, Argv: c.Argv, Path: c.Path, Cwd: c.Cwd, TimeoutMS: c.Timeout.Milliseconds(), Watch: c.Watch,
 	}})
 	return c.Answer(dec, ref), nil
 }
@@ -248,7 +253,12 @@ func (c FinishTask) Decide(v engine.View, now time.Time) (engine.Decision, error
 	ev := &events.TaskExited{Outcome: outcome, ExitCode: c.Exit.ExitCode, Signal: c.Exit.Signal, Killed: c.Exit.Killed,
 		Error: c.Exit.Error, DurationMS: c.Exit.Duration.Milliseconds(), TaskOutput: out}
 	emits := []engine.Emit{{Stream: taskStream(t.ID), Payload: ev}}
-	more, err := settleJob(c.Config, v, now, t, outcome, c.describe(t, outcome), c.Artifact)
+	var more []engine.Emit
+	if t.Watcher() {
+		more, err = settleWatcher(c.Config, v, now, t, watchEnd(t, c.ended(t, outcome), c.Output.Tail), c.Artifact)
+	} else {
+		more, err = settleJob(c.Config, v, now, t, outcome, c.describe(t, outcome), c.Artifact)
+	}
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -284,11 +294,17 @@ func (c LoseTask) Decide(v engine.View, now time.Time) (engine.Decision, error) 
 		out.ArtifactID = c.Artifact.ArtifactID
 	}
 	emits := []engine.Emit{{Stream: taskStream(t.ID), Payload: &events.TaskLost{Reason: c.Reason, GroupKilled: c.GroupKilled, TaskOutput: out}}}
-	reason := c.Reason
-	if line := lastLine(out.Tail); line != "" {
-		reason += "; last output: " + line
+	var more []engine.Emit
+	if t.Watcher() {
+		// Reported to its thread as interrupted, with what it had seen.
+		more, err = settleWatcher(c.Config, v, now, t, watchEnd(t, "interrupted: "+c.Reason, out.Tail), c.Artifact)
+	} else {
+		reason := c.Reason
+		if line := lastLine(out.Tail); line != "" {
+			reason += "; last output: " + line
+		}
+		more, err = settleJob(c.Config, v, now, t, TaskLostOutcome, reason, c.Artifact)
 	}
-	more, err := settleJob(c.Config, v, now, t, TaskLostOutcome, reason, c.Artifact)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -358,6 +374,15 @@ func keepArtifact(c command.DeliveryConfig, now time.Time, jobID string, a *comm
 // describe is the job's result summary or fail reason for a task's end:
 // one line naming the command, how it ended, and the last line it wrote.
 func (c FinishTask) describe(t *aggregate.Task, outcome string) string {
+	s := c.ended(t, outcome)
+	if line := lastLine(c.Output.Tail); line != "" {
+		s += "; last output: " + line
+	}
+	return s
+}
+
+// ended says how a task ended: the command, the way and the time.
+func (c FinishTask) ended(t *aggregate.Task, outcome string) string {
 	cmd := "`" + t.CommandLine() + "`"
 	took := "after " + c.Exit.Duration.Round(time.Millisecond).String()
 	how := "TERM"
@@ -398,9 +423,6 @@ func (c FinishTask) describe(t *aggregate.Task, outcome string) string {
 		} else {
 			s = fmt.Sprintf("%s while %s ran: it was stopped with %s %s and will not be run again", why, cmd, how, took)
 		}
-	}
-	if line := lastLine(c.Output.Tail); line != "" {
-		s += "; last output: " + line
 	}
 	return s
 }
