@@ -39,7 +39,7 @@ func (c SubmitReady) Decide(v engine.View, now time.Time) (engine.Decision, erro
 	// The job is not in the view yet (it is appended with this
 	// decision): placing it needs only what its submission says.
 	j := &aggregate.Job{Header: aggregate.Header[fsm.JobState]{ID: id, State: fsm.JobRunning},
-		TargetKind: string(c.Job.Target), SourceThreadID: c.Job.ThreadID, TaskKind: c.Job.TaskKind, TaskSummary: c.Job.Summary,
+		TargetKind: c.Job.Target, SourceThreadID: c.Job.ThreadID, TaskKind: c.Job.TaskKind, TaskSummary: c.Job.Summary,
 		DeliveryPolicy: c.Job.Policy, DeliveryTarget: c.Job.DeliveryTarget}
 	batchID, placed, err := c.Config.place(v, now, j, c.Result, nil)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/cbth-dev/cbth/engine/aggregate"
 	"github.com/cbth-dev/cbth/engine/fsm"
 	"github.com/cbth-dev/cbth/engine/query"
-	"github.com/cbth-dev/cbth/events"
 	"github.com/cbth-dev/cbth/internal/errs"
 )
 
@@ -119,8 +118,8 @@ func (m *Module) kept(ctx context.Context, id string) (*task.Kept, *aggregate.Ta
 		var av query.ArtifactView
 		var stored bool
 		_ = m.h.Eng.Read(func(s engine.Snapshot) error {
-			st, err := s.State(events.KindArtifact, t.ArtifactID)
-			if a, ok := st.(*aggregate.Artifact); ok && err == nil {
+			a, err := engine.Artifact(s, t.ArtifactID)
+			if a != nil && err == nil {
 				av, stored = query.NewArtifactView(a), a.State == fsm.ArtifactStored
 			}
 			return err

@@ -132,7 +132,7 @@ func (c MatchTask) Decide(v engine.View, now time.Time) (engine.Decision, error)
 	if err := checkMatches(c.Matches, t.Watch); err != nil {
 		return engine.Decision{}, err
 	}
-	j, err := command.Existing[*aggregate.Job](v, events.KindJob, "job", t.JobID)
+	j, err := command.Existing(v, engine.Job, "job", t.JobID)
 	if err != nil {
 		return engine.Decision{}, err
 	}
@@ -292,7 +292,7 @@ func lastLines(tail string, n int) string {
 // other (a job that failed would reach no one). A job already settled
 // otherwise keeps its state.
 func settleWatcher(c command.DeliveryConfig, v engine.View, now time.Time, t *aggregate.Task, text string, art *command.Ingested) ([]engine.Emit, error) {
-	j, err := command.Existing[*aggregate.Job](v, events.KindJob, "job", t.JobID)
+	j, err := command.Existing(v, engine.Job, "job", t.JobID)
 	if err != nil {
 		return nil, err
 	}
