@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -630,6 +631,106 @@ func TestDocsProseCheckerCatchesRemovedFlags(t *testing.T) {
 		_, got := proseFlagProblems(flags, text)
 		if strings.Join(got, "; ") != want {
 			t.Errorf("%q: got %q, want %q", text, got, want)
+		}
+	}
+}
+
+// The README's two commands are the ones CI and the justfile run: its
+// test command (the first `go test` line of its code) is what .ci/run
+// runs, with -json, piped through testreport (which passes on what plain
+// go test prints and fails on a skip .ci/skips does not allow), and the
+// justfile's recipes run both as written. A README that names another
+// test command than CI's, or a CI that runs less, fails here.
+func TestCIRunsTheREADMEsCommands(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testCmd, demoCmd := readmeCommands(string(readme))
+	if testCmd == "" || demoCmd == "" {
+		t.Fatalf("README.md shows no `go test` or no `go run` command in its code (got %q, %q)", testCmd, demoCmd)
+	}
+	ci, err := os.ReadFile(filepath.Join("..", "..", ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ciRuns(string(ci), testCmd) {
+		t.Errorf(".ci/run has no line running the README's test command %q (with -json) through testreport", testCmd)
+	}
+	just, err := os.ReadFile(filepath.Join("..", "..", "justfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipes := map[string]bool{}
+	for _, l := range strings.Split(string(just), "\n") {
+		if strings.HasPrefix(l, " ") || strings.HasPrefix(l, "\t") {
+			recipes[strings.TrimSpace(l)] = true
+		}
+	}
+	for _, c := range []string{testCmd, demoCmd} {
+		if !recipes[c] {
+			t.Errorf("the justfile has no recipe line %q (the README's command)", c)
+		}
+	}
+}
+
+// readmeCommands are the first `go test` and `go run` lines of a doc's
+// code blocks, their comments cut.
+func readmeCommands(text string) (testCmd, demoCmd string) {
+	for _, s := range snippets(text) {
+		l := strings.Join(strings.Fields(s.text), " ")
+		switch {
+		case s.inline:
+		case testCmd == "" && strings.HasPrefix(l, "go test "):
+			testCmd = l
+		case demoCmd == "" && strings.HasPrefix(l, "go run "):
+			demoCmd = l
+		}
+	}
+	return testCmd, demoCmd
+}
+
+// ciRuns reports whether a shell script has a command line that runs
+// testCmd with -json added and pipes it into testreport.
+func ciRuns(script, testCmd string) bool {
+	want := strings.Fields(testCmd)
+	for _, l := range strings.Split(script, "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		left, right, piped := strings.Cut(l, "|")
+		if !piped || !strings.Contains(right, "testreport") {
+			continue
+		}
+		words := strings.Fields(left)
+		json := slices.Index(words, "-json")
+		if json < 0 {
+			continue
+		}
+		if slices.Equal(slices.Delete(words, json, json+1), want) {
+			return true
+		}
+	}
+	return false
+}
+
+// The CI check itself: the line .ci/run has passes; a narrower package
+// pattern, a missing -json, a missing testreport and a commented line
+// do not.
+func TestCIRunsCheckerCatchesAnotherCommand(t *testing.T) {
+	t.Parallel()
+	for script, want := range map[string]bool{
+		`go test -json ./... | "$report/testreport" -allow .ci/skips`:     true,
+		`go test -json ./cmd/... | "$report/testreport" -allow .ci/skips`: false,
+		`go test ./... | "$report/testreport" -allow .ci/skips`:           false,
+		`go test -json ./... | tee log`:                                   false,
+		`# go test -json ./... | "$report/testreport"`:                    false,
+		"go test -json ./...\n":                                           false,
+	} {
+		if got := ciRuns(script, "go test ./..."); got != want {
+			t.Errorf("%q: ciRuns %v, want %v", script, got, want)
 		}
 	}
 }

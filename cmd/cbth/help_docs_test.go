@@ -77,7 +77,8 @@ func docGroups(t *testing.T, name string) []helpGroup {
 }
 
 // The first help screen's groups and their commands are the ones
-// spec/cli.md and the README list, in the same order.
+// spec/cli.md and the README list, in the same order, install in the
+// first.
 func TestHelpGroupsMatchTheDocs(t *testing.T) {
 	t.Parallel()
 	h := newHome(t)
@@ -86,6 +87,10 @@ func TestHelpGroupsMatchTheDocs(t *testing.T) {
 		t.Fatalf("cbth --help: exit %d %s", r.code, r.stderr)
 	}
 	help := helpGroups(t, r.stdout)
+	// The first step a newcomer takes heads the first screen.
+	if !slices.Contains(help[0].commands, "install") {
+		t.Errorf("cbth --help's first group %q holds %v, not install", help[0].title, help[0].commands)
+	}
 	for _, doc := range []string{"spec/cli.md", "README.md"} {
 		got := docGroups(t, doc)
 		if !slices.EqualFunc(got, help, func(a, b helpGroup) bool {

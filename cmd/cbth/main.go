@@ -41,6 +41,10 @@ type Globals struct {
 type CLI struct {
 	Globals
 
+	Install cortexcli.InstallCmd `cmd:"" group:"start" help:"Install cbth with its ctx and runner names."`
+	Demo    DemoCmd              `cmd:"" group:"start" help:"Run the main job end to end in a private temporary home."`
+	Doctor  DoctorCmd            `cmd:"" group:"start" help:"Check the home, daemon, log and wiring; say how to fix each problem."`
+
 	Job    JobCmd    `cmd:"" group:"jobs" help:"Submit jobs and report their outcome (the script protocol)."`
 	Task   TaskCmd   `cmd:"" group:"jobs" help:"Have the daemon run a command for a job; its exit reports the job."`
 	Wait   WaitCmd   `cmd:"" group:"jobs" help:"Block until jobs' deliveries are closed."`
@@ -51,11 +55,10 @@ type CLI struct {
 	Desktop DesktopCmd `cmd:"" group:"desktop" help:"Installation state, bindings, the heartbeats' helpers."`
 	Service ServiceCmd `cmd:"" group:"desktop" help:"Keep the daemon running as a per-user service."`
 
-	Ctx     cortexcli.CtxCmd     `cmd:"" group:"cortexfs" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
-	Model   cortexcli.ModelCmd   `cmd:"" group:"cortexfs" help:"Register, list, alias and remove CortexFS model objects."`
-	Agent   cortexcli.AgentCmd   `cmd:"" group:"cortexfs" help:"Register, list and remove CortexFS agents (a model + tool loop)."`
-	Gateway GatewayCmd           `cmd:"" group:"cortexfs" help:"The channel gateway: envelopes, routes, what it routed."`
-	Install cortexcli.InstallCmd `cmd:"" group:"cortexfs" help:"Install cbth with its ctx and runner names."`
+	Ctx     cortexcli.CtxCmd   `cmd:"" group:"cortexfs" help:"The CortexFS object tree ($CTX_ROOT, default $CBTH_HOME/ctx)."`
+	Model   cortexcli.ModelCmd `cmd:"" group:"cortexfs" help:"Register, list, alias and remove CortexFS model objects."`
+	Agent   cortexcli.AgentCmd `cmd:"" group:"cortexfs" help:"Register, list and remove CortexFS agents (a model + tool loop)."`
+	Gateway GatewayCmd         `cmd:"" group:"cortexfs" help:"The channel gateway: envelopes, routes, what it routed."`
 
 	Batch    BatchCmd    `cmd:"" group:"operators" help:"Inspect and repair delivery batches (operator recovery)."`
 	Thread   ThreadCmd   `cmd:"" group:"operators" help:"A conversation thread: its batches over time, and the trust its deliveries get."`
@@ -67,14 +70,13 @@ type CLI struct {
 	HomeCmd HomeCmd   `cmd:"" name:"home" group:"auditors" help:"Start a new home when the log cannot be trusted."`
 
 	Daemon     DaemonCmd     `cmd:"" group:"daemon" help:"Run, inspect, restart or stop the daemon."`
-	Doctor     DoctorCmd     `cmd:"" group:"daemon" help:"Check the home, daemon, log and wiring; say how to fix each problem."`
-	Demo       DemoCmd       `cmd:"" group:"daemon" help:"Run the main job end to end in a private temporary home."`
 	Version    VersionCmd    `cmd:"" group:"daemon" help:"Print the cbth version."`
 	Completion CompletionCmd `cmd:"" group:"daemon" help:"Print a shell completion script (bash, zsh or fish)."`
 }
 
 // groups are the help's sections, in order.
 var groups = []kong.Group{
+	{Key: "start", Title: "Getting started:"},
 	{Key: "jobs", Title: "Jobs and tasks (scripts, CI hooks, task runners):"},
 	{Key: "codex", Title: "Codex (the CLI under cbth, the agent's MCP tools, host plugins):"},
 	{Key: "desktop", Title: "Codex Desktop:"},
