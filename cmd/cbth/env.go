@@ -149,9 +149,10 @@ func (e *Env) spawnDaemon(h home.Home, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if err := cmd.Process.Release(); err != nil {
-		return err
-	}
+	// Reaped when it exits: a long-lived client (cbth mcp serve, cli run,
+	// watch) would otherwise keep a killed daemon as a zombie holding its
+	// pid. A short command exits first, and init reaps it.
+	go func() { _ = cmd.Wait() }()
 	report := make(chan []byte, 1)
 	go func() {
 		b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
